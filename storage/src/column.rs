@@ -1,0 +1,339 @@
+//! Columns in memory: typed value vectors, optional validity, sorted string dictionaries and
+//! the statistics the planner reads (rows, nulls, min, max, dictionary size).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::types::{DataType, Value};
+
+/// The values of one column. Strings are dictionary codes into a sorted dictionary, so
+/// comparisons and ordering of strings are comparisons of codes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ColumnData {
+    Bool(Vec<bool>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    Date(Vec<i32>),
+    Str {
+        codes: Vec<i32>,
+        dictionary: Arc<Dictionary>,
+    },
+}
+
+impl ColumnData {
+    pub fn ty(&self) -> DataType {
+        match self {
+            ColumnData::Bool(_) => DataType::Bool,
+            ColumnData::I32(_) => DataType::I32,
+            ColumnData::I64(_) => DataType::I64,
+            ColumnData::F32(_) => DataType::F32,
+            ColumnData::F64(_) => DataType::F64,
+            ColumnData::Date(_) => DataType::Date,
+            ColumnData::Str { .. } => DataType::Str,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            ColumnData::Bool(v) => v.len(),
+            ColumnData::I32(v) | ColumnData::Date(v) => v.len(),
+            ColumnData::I64(v) => v.len(),
+            ColumnData::F32(v) => v.len(),
+            ColumnData::F64(v) => v.len(),
+            ColumnData::Str { codes, .. } => codes.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The raw bytes of the values (codes for strings), as they are laid out for kernels.
+    pub fn as_bytes(&self) -> &[u8] {
+        fn bytes<T: Copy>(values: &[T]) -> &[u8] {
+            // SAFETY: every T used here (bool, i32, i64, f32, f64) is plain old data with no
+            // padding, and the returned slice borrows `values` for its whole lifetime.
+            unsafe {
+                std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
+            }
+        }
+        match self {
+            ColumnData::Bool(v) => bytes(v),
+            ColumnData::I32(v) | ColumnData::Date(v) => bytes(v),
+            ColumnData::I64(v) => bytes(v),
+            ColumnData::F32(v) => bytes(v),
+            ColumnData::F64(v) => bytes(v),
+            ColumnData::Str { codes, .. } => bytes(codes),
+        }
+    }
+
+    pub fn dictionary(&self) -> Option<&Arc<Dictionary>> {
+        match self {
+            ColumnData::Str { dictionary, .. } => Some(dictionary),
+            _ => None,
+        }
+    }
+
+    /// The value at `row`, decoded (strings as text).
+    pub fn value(&self, row: usize) -> Value {
+        match self {
+            ColumnData::Bool(v) => Value::Bool(v[row]),
+            ColumnData::I32(v) => Value::Int(i64::from(v[row])),
+            ColumnData::I64(v) => Value::Int(v[row]),
+            ColumnData::F32(v) => Value::Float(f64::from(v[row])),
+            ColumnData::F64(v) => Value::Float(v[row]),
+            ColumnData::Date(v) => Value::Date(v[row]),
+            ColumnData::Str { codes, dictionary } => {
+                Value::Str(dictionary.value(codes[row]).unwrap_or_default().to_string())
+            }
+        }
+    }
+}
+
+/// A sorted set of distinct strings; a string's code is its position.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Dictionary {
+    values: Vec<String>,
+}
+
+impl Dictionary {
+    /// Builds a dictionary from distinct values in any order.
+    pub fn from_unsorted(mut values: Vec<String>) -> Dictionary {
+        values.sort_unstable();
+        values.dedup();
+        Dictionary { values }
+    }
+
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    pub fn values(&self) -> &[String] {
+        &self.values
+    }
+
+    pub fn value(&self, code: i32) -> Option<&str> {
+        usize::try_from(code)
+            .ok()
+            .and_then(|i| self.values.get(i))
+            .map(String::as_str)
+    }
+
+    /// The code of `value`, if the dictionary holds it.
+    pub fn code_of(&self, value: &str) -> Option<i32> {
+        self.values
+            .binary_search_by(|probe| probe.as_str().cmp(value))
+            .ok()
+            .map(|i| i as i32)
+    }
+
+    /// The number of dictionary values strictly less than `value`: the first code whose value
+    /// is `>= value`.
+    pub fn lower_bound(&self, value: &str) -> i32 {
+        self.values.partition_point(|probe| probe.as_str() < value) as i32
+    }
+
+    /// The number of dictionary values `<= value`: the first code whose value is `> value`.
+    pub fn upper_bound(&self, value: &str) -> i32 {
+        self.values.partition_point(|probe| probe.as_str() <= value) as i32
+    }
+}
+
+/// Interns strings as they are read, then produces sorted codes and their dictionary.
+#[derive(Default)]
+pub struct DictionaryBuilder {
+    ids: HashMap<String, u32>,
+    first_seen: Vec<String>,
+    provisional: Vec<u32>,
+}
+
+impl DictionaryBuilder {
+    pub fn with_capacity(rows: usize) -> DictionaryBuilder {
+        DictionaryBuilder {
+            provisional: Vec::with_capacity(rows),
+            ..DictionaryBuilder::default()
+        }
+    }
+
+    pub fn push(&mut self, value: &str) {
+        let id = match self.ids.get(value) {
+            Some(&id) => id,
+            None => {
+                let id = self.first_seen.len() as u32;
+                self.ids.insert(value.to_string(), id);
+                self.first_seen.push(value.to_string());
+                id
+            }
+        };
+        self.provisional.push(id);
+    }
+
+    /// Sorts the distinct values and rewrites every provisional id as its sorted code.
+    pub fn finish(self) -> ColumnData {
+        let mut order: Vec<u32> = (0..self.first_seen.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| self.first_seen[a as usize].cmp(&self.first_seen[b as usize]));
+        let mut code_of_id = vec![0i32; order.len()];
+        for (code, &id) in order.iter().enumerate() {
+            code_of_id[id as usize] = code as i32;
+        }
+        let codes = self
+            .provisional
+            .iter()
+            .map(|&id| code_of_id[id as usize])
+            .collect();
+        let mut values = self.first_seen;
+        let mut sorted = Vec::with_capacity(values.len());
+        for &id in &order {
+            sorted.push(std::mem::take(&mut values[id as usize]));
+        }
+        ColumnData::Str {
+            codes,
+            dictionary: Arc::new(Dictionary { values: sorted }),
+        }
+    }
+}
+
+/// Statistics gathered when a column is loaded, read by the planner.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ColumnStats {
+    pub rows: u64,
+    pub nulls: u64,
+    /// Smallest non-null value (the smallest code for strings); `Null` when there is none.
+    pub min: Value,
+    /// Largest non-null value (the largest code for strings); `Null` when there is none.
+    pub max: Value,
+    /// Number of distinct strings, for string columns.
+    pub dictionary_size: Option<u64>,
+}
+
+impl ColumnStats {
+    pub fn compute(data: &ColumnData, validity: Option<&[bool]>) -> ColumnStats {
+        let valid = |row: usize| validity.is_none_or(|v| v[row]);
+        let nulls = validity.map_or(0, |v| v.iter().filter(|&&ok| !ok).count() as u64);
+
+        fn range<T: Copy + PartialOrd>(values: &[T], valid: impl Fn(usize) -> bool) -> Option<(T, T)> {
+            let mut result: Option<(T, T)> = None;
+            for (row, &x) in values.iter().enumerate() {
+                // NaN never becomes a bound: comparisons with it are false.
+                if !valid(row) || x.partial_cmp(&x).is_none() {
+                    continue;
+                }
+                result = Some(match result {
+                    None => (x, x),
+                    Some((lo, hi)) => (if x < lo { x } else { lo }, if x > hi { x } else { hi }),
+                });
+            }
+            result
+        }
+        let (min, max) = match data {
+            ColumnData::Bool(v) => pair(range(v, valid), Value::Bool),
+            ColumnData::I32(v) => pair(range(v, valid), |x| Value::Int(i64::from(x))),
+            ColumnData::I64(v) => pair(range(v, valid), Value::Int),
+            ColumnData::F32(v) => pair(range(v, valid), |x| Value::Float(f64::from(x))),
+            ColumnData::F64(v) => pair(range(v, valid), Value::Float),
+            ColumnData::Date(v) => pair(range(v, valid), Value::Date),
+            ColumnData::Str { codes, .. } => pair(range(codes, valid), |x| Value::Int(i64::from(x))),
+        };
+        ColumnStats {
+            rows: data.len() as u64,
+            nulls,
+            min,
+            max,
+            dictionary_size: data.dictionary().map(|d| d.len() as u64),
+        }
+    }
+
+    /// The integer range `[min, max]` of an integer, date or string-code column.
+    pub fn int_range(&self) -> Option<(i64, i64)> {
+        let as_int = |v: &Value| match v {
+            Value::Int(i) => Some(*i),
+            Value::Date(d) => Some(i64::from(*d)),
+            Value::Bool(b) => Some(i64::from(*b)),
+            _ => None,
+        };
+        Some((as_int(&self.min)?, as_int(&self.max)?))
+    }
+}
+
+fn pair<T>(range: Option<(T, T)>, wrap: impl Fn(T) -> Value) -> (Value, Value) {
+    match range {
+        Some((lo, hi)) => (wrap(lo), wrap(hi)),
+        None => (Value::Null, Value::Null),
+    }
+}
+
+/// A loaded column: its values, which rows are valid (`None`: all), and its statistics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Column {
+    pub data: ColumnData,
+    pub validity: Option<Vec<bool>>,
+    pub stats: ColumnStats,
+}
+
+impl Column {
+    pub fn new(data: ColumnData, validity: Option<Vec<bool>>) -> Column {
+        // A validity vector with no nulls carries no information.
+        let validity = validity.filter(|v| v.iter().any(|ok| !ok));
+        let stats = ColumnStats::compute(&data, validity.as_deref());
+        Column {
+            data,
+            validity,
+            stats,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    pub fn ty(&self) -> DataType {
+        self.data.ty()
+    }
+
+    pub fn is_valid(&self, row: usize) -> bool {
+        self.validity.as_ref().is_none_or(|v| v[row])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dictionary_codes_preserve_order() {
+        let mut builder = DictionaryBuilder::default();
+        for s in ["ASIA", "AMERICA", "EUROPE", "ASIA", "AFRICA"] {
+            builder.push(s);
+        }
+        let ColumnData::Str { codes, dictionary } = builder.finish() else {
+            panic!("a dictionary builder makes a string column");
+        };
+        assert_eq!(dictionary.values(), ["AFRICA", "AMERICA", "ASIA", "EUROPE"]);
+        assert_eq!(codes, [2, 1, 3, 2, 0]);
+        assert_eq!(dictionary.code_of("EUROPE"), Some(3));
+        assert_eq!(dictionary.code_of("MIDDLE EAST"), None);
+        assert_eq!(dictionary.lower_bound("AMERICA"), 1);
+        assert_eq!(dictionary.upper_bound("AMERICA"), 2);
+        assert_eq!(dictionary.lower_bound("B"), 4);
+    }
+
+    #[test]
+    fn stats_skip_nulls() {
+        let column = Column::new(ColumnData::I32(vec![5, -3, 100, 7]), Some(vec![true, true, false, true]));
+        assert_eq!(column.stats.nulls, 1);
+        assert_eq!(column.stats.min, Value::Int(-3));
+        assert_eq!(column.stats.max, Value::Int(7));
+        let empty = Column::new(ColumnData::F64(vec![]), None);
+        assert_eq!(empty.stats.min, Value::Null);
+    }
+}

@@ -1,0 +1,37 @@
+//! Errors of the data layer. Each says which file or table it concerns, in one line.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not a readable Parquet file: {message}")]
+    Parquet { path: PathBuf, message: String },
+    #[error("{path}, line {line}: {message}")]
+    Text {
+        path: PathBuf,
+        line: u64,
+        message: String,
+    },
+    #[error("data directory {0} does not exist or is not a directory")]
+    NoDirectory(PathBuf),
+    #[error("no table `{0}` in the data directory")]
+    UnknownTable(String),
+    #[error("table `{table}` has no column `{column}`")]
+    UnknownColumn { table: String, column: String },
+    #[error("table `{table}`, column `{column}`: {reason}")]
+    UnsupportedColumn {
+        table: String,
+        column: String,
+        reason: String,
+    },
+    #[error("table `{table}`: {message}")]
+    SchemaMismatch { table: String, message: String },
+    #[error("{0}")]
+    Invalid(String),
+}
