@@ -192,16 +192,25 @@ pub enum ExprKind {
         negated: bool,
     },
     /// `expr is [not] null`
-    IsNull { expr: Box<Expr>, negated: bool },
+    IsNull {
+        expr: Box<Expr>,
+        negated: bool,
+    },
     /// `case when c1 then v1 when c2 then v2 else v3 end`
     Case {
         branches: Vec<(Expr, Expr)>,
         otherwise: Option<Box<Expr>>,
     },
     /// `expr as type`
-    Cast { expr: Box<Expr>, ty: Ident },
+    Cast {
+        expr: Box<Expr>,
+        ty: Ident,
+    },
     /// `function(args)`; aggregates (`sum`, `count`, ...) are calls too.
-    Call { function: Ident, args: Vec<Expr> },
+    Call {
+        function: Ident,
+        args: Vec<Expr>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]

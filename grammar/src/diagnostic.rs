@@ -20,6 +20,8 @@ pub enum DiagnosticKind {
     Type,
     /// The script is well typed but asks for something Tessera cannot do (yet).
     Unsupported,
+    /// The data the script reads cannot be used (unreadable file, missing column).
+    Data,
     /// An invariant of Tessera itself broke.
     Internal,
 }
@@ -31,6 +33,7 @@ impl DiagnosticKind {
             DiagnosticKind::Name => "name error",
             DiagnosticKind::Type => "type error",
             DiagnosticKind::Unsupported => "unsupported",
+            DiagnosticKind::Data => "data error",
             DiagnosticKind::Internal => "internal error (this is a bug in Tessera)",
         }
     }
@@ -171,7 +174,10 @@ fn render_one(d: &Diagnostic, name: &str, source: &str, color: bool, out: &mut V
 
 /// Suggests the candidate closest to `wanted` by edit distance, if one is close enough to be a
 /// plausible typo.
-pub fn closest_name<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub fn closest_name<'a>(
+    wanted: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let limit = (wanted.chars().count() / 3).max(1) + 1;
     candidates
         .into_iter()
