@@ -34,3 +34,6 @@ pub fn tokens_to_ast(tokens: Vec<Token>, source: &str) -> Result<Script, Vec<Dia
         .parse(stream)
         .map_err(|error| vec![errors::parse_error_to_diagnostic(error, source)])
 }
+
+#[cfg(test)]
+mod tests;
