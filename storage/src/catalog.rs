@@ -1,14 +1,24 @@
 //! The catalog of a data directory: which tables exist, their schemas and row counts, and the
 //! columns themselves, loaded on first use and cached.
-// SKELETON: the storage helper replaces the bodies below.
+//!
+//! A data directory holds one entry per table: `name.parquet`, a folder `name/` of `*.parquet`
+//! files (read in file-name order), or `name.tbl` (which needs a declared schema). Hidden files
+//! (`.x`, `_x`) and files of other kinds are ignored.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsStr;
+use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use rayon::prelude::*;
 
 use crate::column::Column;
 use crate::error::StorageError;
-use crate::types::Schema;
+use crate::parquet_read::{read_parquet_columns, read_parquet_schema, ParquetFileSchema};
+use crate::progress::{NoProgress, Progress};
+use crate::tbl::{count_tbl_rows, read_tbl};
+use crate::types::{Field, Schema};
 
 #[derive(Clone, Debug)]
 pub enum TableFormat {
@@ -33,20 +43,115 @@ pub struct TableInfo {
 pub struct Catalog {
     tables: BTreeMap<String, TableInfo>,
     cache: Mutex<HashMap<(String, String), Arc<Column>>>,
+    /// One lock per table, held while that table's columns load, so that threads asking for
+    /// the same columns at once read the files once; other tables load meanwhile.
+    loading: HashMap<String, Mutex<()>>,
+}
+
+/// A poisoned lock only means another thread panicked while holding it; the map it guards is
+/// still consistent (entries are inserted whole), so carry on.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Catalog {
+    /// Scans `dir` for tables. `declared` holds the schemas the script declares: required for
+    /// `.tbl` files, and checked against the files' own schema for Parquet tables. Only
+    /// footers are read (row counts come from Parquet metadata); a `.tbl` file is scanned once
+    /// to count its lines.
     pub fn open(dir: &Path, declared: &[(String, Schema)]) -> Result<Catalog, StorageError> {
-        let _ = (dir, declared);
-        Err(StorageError::Invalid("catalog not yet implemented".into()))
+        if !dir.is_dir() {
+            return Err(StorageError::NoDirectory(dir.to_path_buf()));
+        }
+        let declared: HashMap<&str, &Schema> = declared
+            .iter()
+            .map(|(name, schema)| (name.as_str(), schema))
+            .collect();
+        let entries = scan_directory(dir)?;
+        let tables: Vec<TableInfo> = entries
+            .into_par_iter()
+            .map(|(name, source)| open_table(name, source, &declared))
+            .collect::<Result<_, _>>()?;
+        let tables: BTreeMap<String, TableInfo> =
+            tables.into_iter().map(|t| (t.name.clone(), t)).collect();
+        let loading = tables
+            .keys()
+            .map(|name| (name.clone(), Mutex::new(())))
+            .collect();
+        Ok(Catalog {
+            tables,
+            cache: Mutex::new(HashMap::new()),
+            loading,
+        })
     }
 
+    /// An in-memory catalog of the given tables and columns.
+    ///
+    /// # Panics
+    ///
+    /// When the columns of one table differ in length or a table name repeats: that is a bug
+    /// in the caller, not bad input. [`Catalog::try_from_columns`] reports it instead.
     pub fn from_columns(tables: Vec<(String, Vec<(String, Column)>)>) -> Catalog {
-        let _ = tables;
-        Catalog {
-            tables: BTreeMap::new(),
-            cache: Mutex::new(HashMap::new()),
+        match Catalog::try_from_columns(tables) {
+            Ok(catalog) => catalog,
+            Err(error) => panic!("Catalog::from_columns: {error}"),
         }
+    }
+
+    /// An in-memory catalog, or an error when a table's columns differ in length or a table or
+    /// column name repeats.
+    pub fn try_from_columns(
+        tables: Vec<(String, Vec<(String, Column)>)>,
+    ) -> Result<Catalog, StorageError> {
+        let mut infos = BTreeMap::new();
+        let mut cache = HashMap::new();
+        for (name, columns) in tables {
+            let rows = columns.first().map_or(0, |(_, c)| c.len());
+            let mut fields: Vec<Field> = Vec::with_capacity(columns.len());
+            for (column_name, column) in columns {
+                if column.len() != rows {
+                    return Err(StorageError::SchemaMismatch {
+                        table: name,
+                        message: format!(
+                            "column `{column_name}` has {} rows but the first column has {rows}",
+                            column.len()
+                        ),
+                    });
+                }
+                if fields.iter().any(|f| f.name == column_name) {
+                    return Err(StorageError::SchemaMismatch {
+                        table: name,
+                        message: format!("column `{column_name}` is given twice"),
+                    });
+                }
+                fields.push(
+                    Field::new(column_name.clone(), column.ty())
+                        .nullable(column.validity.is_some()),
+                );
+                cache.insert((name.clone(), column_name), Arc::new(column));
+            }
+            let info = TableInfo {
+                name: name.clone(),
+                schema: Schema::new(fields),
+                rows: rows as u64,
+                format: TableFormat::Memory,
+                unsupported: Vec::new(),
+            };
+            if infos.insert(name.clone(), info).is_some() {
+                return Err(StorageError::Invalid(format!(
+                    "table `{name}` is given twice"
+                )));
+            }
+        }
+        let loading = infos
+            .keys()
+            .map(|name| (name.clone(), Mutex::new(())))
+            .collect();
+        Ok(Catalog {
+            tables: infos,
+            cache: Mutex::new(cache),
+            loading,
+        })
     }
 
     pub fn tables(&self) -> impl Iterator<Item = &TableInfo> {
@@ -57,11 +162,336 @@ impl Catalog {
         self.tables.get(name)
     }
 
+    /// One column, loaded on first use and cached.
     pub fn column(&self, table: &str, column: &str) -> Result<Arc<Column>, StorageError> {
-        let _ = &self.cache;
-        Err(StorageError::UnknownColumn {
+        let mut columns = self.columns(table, &[column])?;
+        columns.pop().ok_or_else(|| StorageError::UnknownColumn {
             table: table.into(),
             column: column.into(),
         })
     }
+
+    /// Several columns of one table, in the order asked; those not cached yet are read in one
+    /// pass over the table's files, in parallel.
+    pub fn columns(&self, table: &str, columns: &[&str]) -> Result<Vec<Arc<Column>>, StorageError> {
+        self.columns_with_progress(table, columns, &NoProgress)
+    }
+
+    /// [`Catalog::columns`], reporting rows decoded (summed over the columns read) to `progress`.
+    pub fn columns_with_progress(
+        &self,
+        table: &str,
+        columns: &[&str],
+        progress: &dyn Progress,
+    ) -> Result<Vec<Arc<Column>>, StorageError> {
+        let info = self
+            .tables
+            .get(table)
+            .ok_or_else(|| StorageError::UnknownTable(table.into()))?;
+        for &name in columns {
+            if info.schema.field(name).is_none() {
+                return Err(match info.unsupported.iter().find(|(n, _)| n == name) {
+                    Some((_, reason)) => StorageError::UnsupportedColumn {
+                        table: table.into(),
+                        column: name.into(),
+                        reason: reason.clone(),
+                    },
+                    None => StorageError::UnknownColumn {
+                        table: table.into(),
+                        column: name.into(),
+                    },
+                });
+            }
+        }
+        if let Some(found) = self.cached(table, columns) {
+            return Ok(found);
+        }
+        let _loading = self.loading.get(table).map(lock);
+        // Another thread may have loaded them while this one waited.
+        if let Some(found) = self.cached(table, columns) {
+            return Ok(found);
+        }
+        let missing: Vec<Field> = {
+            let cache = lock(&self.cache);
+            let mut missing: Vec<Field> = Vec::new();
+            for &name in columns {
+                let key = (table.to_string(), name.to_string());
+                if !cache.contains_key(&key) && !missing.iter().any(|f| f.name == name) {
+                    if let Some(field) = info.schema.field(name) {
+                        missing.push(field.clone());
+                    }
+                }
+            }
+            missing
+        };
+        let loaded: Vec<(String, Column)> = match &info.format {
+            TableFormat::Parquet { files } => {
+                progress.start(
+                    &format!("loading {table}"),
+                    info.rows * missing.len() as u64,
+                );
+                let loaded = read_parquet_columns(table, files, &missing, progress)?;
+                missing.iter().map(|f| f.name.clone()).zip(loaded).collect()
+            }
+            TableFormat::Tbl { path } => {
+                // The file is parsed whole anyway, so keep every column it holds.
+                progress.start(&format!("loading {table}"), info.rows);
+                let loaded = read_tbl(path, &info.schema, progress)?;
+                info.schema
+                    .names()
+                    .map(str::to_string)
+                    .zip(loaded)
+                    .collect()
+            }
+            // Memory tables are cached whole from the start.
+            TableFormat::Memory => Vec::new(),
+        };
+        progress.finish();
+        {
+            let mut cache = lock(&self.cache);
+            for (name, column) in loaded {
+                cache
+                    .entry((table.to_string(), name))
+                    .or_insert_with(|| Arc::new(column));
+            }
+        }
+        self.cached(table, columns)
+            .ok_or_else(|| StorageError::UnknownColumn {
+                table: table.into(),
+                column: columns.join(", "),
+            })
+    }
+
+    /// The columns, if all are cached.
+    fn cached(&self, table: &str, columns: &[&str]) -> Option<Vec<Arc<Column>>> {
+        let cache = lock(&self.cache);
+        columns
+            .iter()
+            .map(|&name| cache.get(&(table.to_string(), name.to_string())).cloned())
+            .collect()
+    }
+}
+
+/// Where a table's data lives, before its files are opened.
+enum Source {
+    ParquetFile(PathBuf),
+    ParquetFolder(PathBuf, Vec<PathBuf>),
+    Tbl(PathBuf),
+}
+
+impl Source {
+    fn describe(&self) -> String {
+        match self {
+            Source::ParquetFile(path) | Source::Tbl(path) => path.display().to_string(),
+            Source::ParquetFolder(path, _) => format!("{}/", path.display()),
+        }
+    }
+}
+
+fn is_hidden(name: &OsStr) -> bool {
+    name.to_str()
+        .is_none_or(|name| name.starts_with('.') || name.starts_with('_'))
+}
+
+fn has_extension(path: &Path, extension: &str) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case(extension))
+}
+
+fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>, StorageError> {
+    let io = |source| StorageError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut paths = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        if !is_hidden(&entry.file_name()) {
+            paths.push(entry.path());
+        }
+    }
+    paths.sort();
+    Ok(paths)
+}
+
+/// The tables in `dir`, by name. Two entries for one name (say `t.parquet` and `t/`) are an
+/// error: which one the user meant is not ours to guess.
+fn scan_directory(dir: &Path) -> Result<Vec<(String, Source)>, StorageError> {
+    let mut tables: BTreeMap<String, Source> = BTreeMap::new();
+    for path in read_dir_sorted(dir)? {
+        let Some(stem) = path.file_stem().and_then(OsStr::to_str).map(str::to_string) else {
+            continue;
+        };
+        let source = if path.is_dir() {
+            let files: Vec<PathBuf> = read_dir_sorted(&path)?
+                .into_iter()
+                .filter(|p| p.is_file() && has_extension(p, "parquet"))
+                .collect();
+            if files.is_empty() {
+                continue;
+            }
+            let name = path
+                .file_name()
+                .and_then(OsStr::to_str)
+                .unwrap_or(&stem)
+                .to_string();
+            insert_table(&mut tables, name, Source::ParquetFolder(path, files))?;
+            continue;
+        } else if has_extension(&path, "parquet") {
+            Source::ParquetFile(path)
+        } else if has_extension(&path, "tbl") {
+            Source::Tbl(path)
+        } else {
+            continue;
+        };
+        insert_table(&mut tables, stem, source)?;
+    }
+    Ok(tables.into_iter().collect())
+}
+
+fn insert_table(
+    tables: &mut BTreeMap<String, Source>,
+    name: String,
+    source: Source,
+) -> Result<(), StorageError> {
+    if let Some(existing) = tables.get(&name) {
+        return Err(StorageError::Invalid(format!(
+            "table `{name}` is stored twice, in {} and in {}; remove one",
+            existing.describe(),
+            source.describe()
+        )));
+    }
+    tables.insert(name, source);
+    Ok(())
+}
+
+fn open_table(
+    name: String,
+    source: Source,
+    declared: &HashMap<&str, &Schema>,
+) -> Result<TableInfo, StorageError> {
+    let declared = declared.get(name.as_str()).copied();
+    match source {
+        Source::Tbl(path) => {
+            let Some(schema) = declared else {
+                return Err(StorageError::SchemaMismatch {
+                    table: name.clone(),
+                    message: format!(
+                        "{} has no schema of its own; declare `table {name} {{ ... }}` in the script",
+                        path.display()
+                    ),
+                });
+            };
+            Ok(TableInfo {
+                rows: count_tbl_rows(&path)?,
+                schema: schema.clone(),
+                format: TableFormat::Tbl { path },
+                unsupported: Vec::new(),
+                name,
+            })
+        }
+        Source::ParquetFile(path) => open_parquet(name, vec![path], declared),
+        Source::ParquetFolder(_, files) => open_parquet(name, files, declared),
+    }
+}
+
+fn open_parquet(
+    name: String,
+    files: Vec<PathBuf>,
+    declared: Option<&Schema>,
+) -> Result<TableInfo, StorageError> {
+    let schemas: Vec<ParquetFileSchema> = files
+        .par_iter()
+        .map(|path| read_parquet_schema(path))
+        .collect::<Result<_, _>>()?;
+    let Some(first) = schemas.first() else {
+        return Err(StorageError::Invalid(format!(
+            "table `{name}` has no files"
+        )));
+    };
+    for (path, schema) in files.iter().zip(&schemas).skip(1) {
+        if schema.schema != first.schema || schema.unsupported != first.unsupported {
+            return Err(StorageError::SchemaMismatch {
+                table: name,
+                message: format!(
+                    "{} has a different schema from {}",
+                    path.display(),
+                    files[0].display()
+                ),
+            });
+        }
+    }
+    let rows = schemas.iter().map(|s| s.rows).sum();
+    let mut schema = first.schema.clone();
+    let unsupported = first.unsupported.clone();
+    if let Some(declared) = declared {
+        check_declared(&name, &schema, &unsupported, declared)?;
+        // The declaration's order is the one the script sees; nullability comes from the
+        // files, which know whether they hold nulls.
+        let fields = declared
+            .fields
+            .iter()
+            .filter_map(|d| schema.field(&d.name).cloned())
+            .collect();
+        schema = Schema::new(fields);
+    }
+    Ok(TableInfo {
+        name,
+        schema,
+        rows,
+        format: TableFormat::Parquet { files },
+        unsupported,
+    })
+}
+
+/// A declared schema agrees with the files when both name the same columns with the same types.
+fn check_declared(
+    table: &str,
+    found: &Schema,
+    unsupported: &[(String, String)],
+    declared: &Schema,
+) -> Result<(), StorageError> {
+    let mismatch = |message: String| StorageError::SchemaMismatch {
+        table: table.into(),
+        message,
+    };
+    for field in &declared.fields {
+        if let Some((_, reason)) = unsupported.iter().find(|(n, _)| *n == field.name) {
+            return Err(mismatch(format!(
+                "declared column `{}` cannot be read from the files: {reason}",
+                field.name
+            )));
+        }
+    }
+    let missing: Vec<&str> = declared
+        .names()
+        .filter(|name| found.field(name).is_none())
+        .collect();
+    if !missing.is_empty() {
+        return Err(mismatch(format!(
+            "declared columns missing from the files: {}",
+            missing.join(", ")
+        )));
+    }
+    let undeclared: Vec<&str> = found
+        .names()
+        .filter(|name| declared.field(name).is_none())
+        .collect();
+    if !undeclared.is_empty() {
+        return Err(mismatch(format!(
+            "columns in the files but not declared: {}",
+            undeclared.join(", ")
+        )));
+    }
+    for field in &declared.fields {
+        if let Some(file_field) = found.field(&field.name) {
+            if file_field.ty != field.ty {
+                return Err(mismatch(format!(
+                    "column `{}` is declared {} but the files hold {}",
+                    field.name, field.ty, file_field.ty
+                )));
+            }
+        }
+    }
+    Ok(())
 }

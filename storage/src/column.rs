@@ -56,7 +56,10 @@ impl ColumnData {
             // SAFETY: every T used here (bool, i32, i64, f32, f64) is plain old data with no
             // padding, and the returned slice borrows `values` for its whole lifetime.
             unsafe {
-                std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
+                std::slice::from_raw_parts(
+                    values.as_ptr().cast::<u8>(),
+                    std::mem::size_of_val(values),
+                )
             }
         }
         match self {
@@ -103,6 +106,13 @@ impl Dictionary {
     pub fn from_unsorted(mut values: Vec<String>) -> Dictionary {
         values.sort_unstable();
         values.dedup();
+        Dictionary { values }
+    }
+
+    /// Wraps values that are already sorted and distinct (checked in debug builds only: the
+    /// callers have just sorted and deduplicated them).
+    pub(crate) fn from_sorted_distinct(values: Vec<String>) -> Dictionary {
+        debug_assert!(values.windows(2).all(|pair| pair[0] < pair[1]));
         Dictionary { values }
     }
 
@@ -177,7 +187,9 @@ impl DictionaryBuilder {
     /// Sorts the distinct values and rewrites every provisional id as its sorted code.
     pub fn finish(self) -> ColumnData {
         let mut order: Vec<u32> = (0..self.first_seen.len() as u32).collect();
-        order.sort_unstable_by(|&a, &b| self.first_seen[a as usize].cmp(&self.first_seen[b as usize]));
+        order.sort_unstable_by(|&a, &b| {
+            self.first_seen[a as usize].cmp(&self.first_seen[b as usize])
+        });
         let mut code_of_id = vec![0i32; order.len()];
         for (code, &id) in order.iter().enumerate() {
             code_of_id[id as usize] = code as i32;
@@ -217,7 +229,10 @@ impl ColumnStats {
         let valid = |row: usize| validity.is_none_or(|v| v[row]);
         let nulls = validity.map_or(0, |v| v.iter().filter(|&&ok| !ok).count() as u64);
 
-        fn range<T: Copy + PartialOrd>(values: &[T], valid: impl Fn(usize) -> bool) -> Option<(T, T)> {
+        fn range<T: Copy + PartialOrd>(
+            values: &[T],
+            valid: impl Fn(usize) -> bool,
+        ) -> Option<(T, T)> {
             let mut result: Option<(T, T)> = None;
             for (row, &x) in values.iter().enumerate() {
                 // NaN never becomes a bound: comparisons with it are false.
@@ -238,7 +253,9 @@ impl ColumnStats {
             ColumnData::F32(v) => pair(range(v, valid), |x| Value::Float(f64::from(x))),
             ColumnData::F64(v) => pair(range(v, valid), Value::Float),
             ColumnData::Date(v) => pair(range(v, valid), Value::Date),
-            ColumnData::Str { codes, .. } => pair(range(codes, valid), |x| Value::Int(i64::from(x))),
+            ColumnData::Str { codes, .. } => {
+                pair(range(codes, valid), |x| Value::Int(i64::from(x)))
+            }
         };
         ColumnStats {
             rows: data.len() as u64,
@@ -324,12 +341,17 @@ mod tests {
         assert_eq!(dictionary.code_of("MIDDLE EAST"), None);
         assert_eq!(dictionary.lower_bound("AMERICA"), 1);
         assert_eq!(dictionary.upper_bound("AMERICA"), 2);
-        assert_eq!(dictionary.lower_bound("B"), 4);
+        // "B" sorts after ASIA and before EUROPE.
+        assert_eq!(dictionary.lower_bound("B"), 3);
+        assert_eq!(dictionary.lower_bound("F"), 4);
     }
 
     #[test]
     fn stats_skip_nulls() {
-        let column = Column::new(ColumnData::I32(vec![5, -3, 100, 7]), Some(vec![true, true, false, true]));
+        let column = Column::new(
+            ColumnData::I32(vec![5, -3, 100, 7]),
+            Some(vec![true, true, false, true]),
+        );
         assert_eq!(column.stats.nulls, 1);
         assert_eq!(column.stats.min, Value::Int(-3));
         assert_eq!(column.stats.max, Value::Int(7));

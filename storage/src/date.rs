@@ -80,6 +80,9 @@ mod tests {
         assert_eq!(parse_date("1992-01-01"), Some(8035));
         assert_eq!(format_days(10_592), "1999-01-01");
         assert_eq!(parse_date("1993-02-29"), None);
-        assert_eq!(parse_date("1996-02-29").map(format_days).as_deref(), Some("1996-02-29"));
+        assert_eq!(
+            parse_date("1996-02-29").map(format_days).as_deref(),
+            Some("1996-02-29")
+        );
     }
 }

@@ -8,10 +8,17 @@ pub mod catalog;
 pub mod column;
 pub mod date;
 pub mod error;
+pub mod parquet_read;
+pub mod parquet_write;
 pub mod progress;
+mod string_chunks;
+pub mod tbl;
 pub mod types;
 
 pub use catalog::{Catalog, TableInfo};
 pub use column::{Column, ColumnData, ColumnStats, Dictionary, DictionaryBuilder};
 pub use error::StorageError;
 pub use types::{DataType, Field, Schema, Value};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,674 @@
+//! Reads Parquet files with the low-level `parquet` API: a table's schema from the footer (which
+//! columns Tessera can read, and why not the others), and whole columns decoded row group by row
+//! group in parallel, strings merged into one sorted dictionary per column.
+
+use std::any::Any;
+use std::fs::File;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parquet::basic::{ConvertedType, LogicalType, Repetition, Type as PhysicalType};
+use parquet::column::reader::ColumnReaderImpl;
+use parquet::data_type::{BoolType, ByteArrayType, DataType as ParquetType, DoubleType, FloatType};
+use parquet::data_type::{Int32Type, Int64Type};
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::serialized_reader::SerializedPageReader;
+use parquet::schema::types::Type as SchemaType;
+use rayon::prelude::*;
+
+use crate::column::{Column, ColumnData};
+use crate::error::StorageError;
+use crate::progress::Progress;
+use crate::string_chunks::{self, ChunkStrings};
+use crate::types::{DataType, Field, Schema};
+
+/// Rows decoded per call into the `parquet` reader: large enough to amortize the call, small
+/// enough that the scratch buffers stay in cache.
+const BATCH_ROWS: usize = 64 * 1024;
+
+/// What Tessera sees in one Parquet file's footer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParquetFileSchema {
+    /// The columns Tessera can read, in file order.
+    pub schema: Schema,
+    pub rows: u64,
+    /// The other top-level columns, each with the reason it cannot be read.
+    pub unsupported: Vec<(String, String)>,
+}
+
+/// Reads the schema and row count of one Parquet file from its footer (no data pages).
+pub fn read_parquet_schema(path: &Path) -> Result<ParquetFileSchema, StorageError> {
+    let metadata = read_metadata(path)?;
+    file_schema(path, &metadata)
+}
+
+/// How a Parquet column's stored values become a Tessera column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Decoding {
+    Bool,
+    I32,
+    /// `INT32` annotated as an unsigned 32-bit integer: widened to `i64`.
+    U32AsI64,
+    I64,
+    F32,
+    F64,
+    Date,
+    Str,
+}
+
+impl Decoding {
+    fn data_type(self) -> DataType {
+        match self {
+            Decoding::Bool => DataType::Bool,
+            Decoding::I32 => DataType::I32,
+            Decoding::U32AsI64 | Decoding::I64 => DataType::I64,
+            Decoding::F32 => DataType::F32,
+            Decoding::F64 => DataType::F64,
+            Decoding::Date => DataType::Date,
+            Decoding::Str => DataType::Str,
+        }
+    }
+}
+
+/// Decides how to read a top-level column, or says in a few words why it cannot be read.
+fn classify(column: &SchemaType) -> Result<Decoding, String> {
+    if column.is_group() {
+        return Err("nested columns (structs, lists, maps) are not supported".into());
+    }
+    let info = column.get_basic_info();
+    if info.has_repetition() && info.repetition() == Repetition::REPEATED {
+        return Err("repeated columns are not supported".into());
+    }
+    let logical = info.logical_type_ref();
+    let converted = info.converted_type();
+    let physical = column.get_physical_type();
+    if let Some(LogicalType::Decimal(_)) = logical {
+        return Err("DECIMAL columns are not supported".into());
+    }
+    if converted == ConvertedType::DECIMAL {
+        return Err("DECIMAL columns are not supported".into());
+    }
+    match physical {
+        PhysicalType::BOOLEAN => Ok(Decoding::Bool),
+        PhysicalType::INT32 => match (logical, converted) {
+            (Some(LogicalType::Date), _) | (None, ConvertedType::DATE) => Ok(Decoding::Date),
+            (Some(LogicalType::Integer(int)), _) if int.is_signed || int.bit_width < 32 => {
+                Ok(Decoding::I32)
+            }
+            (Some(LogicalType::Integer(_)), _) => Ok(Decoding::U32AsI64),
+            (None, ConvertedType::UINT_32) => Ok(Decoding::U32AsI64),
+            (
+                None,
+                ConvertedType::NONE
+                | ConvertedType::INT_8
+                | ConvertedType::INT_16
+                | ConvertedType::INT_32
+                | ConvertedType::UINT_8
+                | ConvertedType::UINT_16,
+            ) => Ok(Decoding::I32),
+            (Some(LogicalType::Time(_)), _) | (None, ConvertedType::TIME_MILLIS) => {
+                Err("TIME columns are not supported".into())
+            }
+            (logical, converted) => Err(format!(
+                "INT32 annotated as {} is not supported",
+                annotation(logical, converted)
+            )),
+        },
+        PhysicalType::INT64 => match (logical, converted) {
+            (Some(LogicalType::Integer(int)), _) if int.is_signed => Ok(Decoding::I64),
+            (Some(LogicalType::Integer(_)), _) | (None, ConvertedType::UINT_64) => {
+                Err("unsigned 64-bit integers are not supported".into())
+            }
+            (None, ConvertedType::NONE | ConvertedType::INT_64) => Ok(Decoding::I64),
+            (Some(LogicalType::Timestamp(_)), _)
+            | (None, ConvertedType::TIMESTAMP_MILLIS | ConvertedType::TIMESTAMP_MICROS) => {
+                Err("timestamps are not supported".into())
+            }
+            (Some(LogicalType::Time(_)), _) | (None, ConvertedType::TIME_MICROS) => {
+                Err("TIME columns are not supported".into())
+            }
+            (logical, converted) => Err(format!(
+                "INT64 annotated as {} is not supported",
+                annotation(logical, converted)
+            )),
+        },
+        PhysicalType::INT96 => Err("INT96 timestamps are not supported".into()),
+        PhysicalType::FLOAT => Ok(Decoding::F32),
+        PhysicalType::DOUBLE => Ok(Decoding::F64),
+        PhysicalType::BYTE_ARRAY => match (logical, converted) {
+            (Some(LogicalType::String | LogicalType::Enum | LogicalType::Json), _)
+            | (None, ConvertedType::NONE | ConvertedType::UTF8 | ConvertedType::ENUM)
+            | (None, ConvertedType::JSON) => Ok(Decoding::Str),
+            (logical, converted) => Err(format!(
+                "binary data annotated as {} is not supported",
+                annotation(logical, converted)
+            )),
+        },
+        PhysicalType::FIXED_LEN_BYTE_ARRAY => {
+            Err("fixed-length byte arrays (UUID, FLOAT16, ...) are not supported".into())
+        }
+    }
+}
+
+fn annotation(logical: Option<&LogicalType>, converted: ConvertedType) -> String {
+    match logical {
+        Some(logical) => format!("{logical:?}"),
+        None => format!("{converted}"),
+    }
+}
+
+fn parquet_error(path: &Path, error: impl std::fmt::Display) -> StorageError {
+    StorageError::Parquet {
+        path: path.to_path_buf(),
+        message: error.to_string(),
+    }
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("unknown failure")
+}
+
+/// Runs `parquet` calls on one file, turning their errors into [`StorageError::Parquet`] naming
+/// the file. Panics become errors too: the `parquet` crate still panics on some corrupt input,
+/// and a bad file must never bring Tessera down.
+fn guarded<T>(
+    path: &Path,
+    work: impl FnOnce() -> Result<T, StorageError>,
+) -> Result<T, StorageError> {
+    match catch_unwind(AssertUnwindSafe(work)) {
+        Ok(result) => result,
+        Err(panic) => Err(parquet_error(
+            path,
+            format!("the Parquet decoder failed: {}", panic_message(&*panic)),
+        )),
+    }
+}
+
+fn open(path: &Path) -> Result<File, StorageError> {
+    File::open(path).map_err(|source| StorageError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn read_metadata(path: &Path) -> Result<ParquetMetaData, StorageError> {
+    let file = open(path)?;
+    guarded(path, || {
+        ParquetMetaDataReader::new()
+            .parse_and_finish(&file)
+            .map_err(|e| parquet_error(path, e))
+    })
+}
+
+fn file_schema(path: &Path, metadata: &ParquetMetaData) -> Result<ParquetFileSchema, StorageError> {
+    let mut fields: Vec<Field> = Vec::new();
+    let mut unsupported: Vec<(String, String)> = Vec::new();
+    let root = metadata.file_metadata().schema_descr().root_schema();
+    for column in root.get_fields() {
+        let name = column.name().to_string();
+        let seen =
+            fields.iter().any(|f| f.name == name) || unsupported.iter().any(|(n, _)| *n == name);
+        if seen {
+            unsupported.push((name, "a second column with this name".into()));
+            continue;
+        }
+        match classify(column) {
+            Ok(decoding) => {
+                fields.push(Field::new(name, decoding.data_type()).nullable(column.is_optional()))
+            }
+            Err(reason) => unsupported.push((name, reason)),
+        }
+    }
+    Ok(ParquetFileSchema {
+        schema: Schema::new(fields),
+        rows: total_rows(path, metadata)?,
+        unsupported,
+    })
+}
+
+fn total_rows(path: &Path, metadata: &ParquetMetaData) -> Result<u64, StorageError> {
+    metadata.row_groups().iter().try_fold(0u64, |sum, group| {
+        u64::try_from(group.num_rows())
+            .ok()
+            .and_then(|rows| sum.checked_add(rows))
+            .ok_or_else(|| parquet_error(path, "a row group has an impossible row count"))
+    })
+}
+
+/// One row group of one file: the unit of parallel decoding.
+struct RowGroup<'a> {
+    /// Position of the file in the table's file list.
+    file: usize,
+    path: &'a Path,
+    metadata: &'a ParquetMetaData,
+    index: usize,
+    rows: usize,
+}
+
+/// Where one column lives in one file: its leaf index and how to decode it.
+#[derive(Clone, Copy)]
+struct Leaf {
+    index: usize,
+    decoding: Decoding,
+    nullable: bool,
+}
+
+/// Finds a top-level column by name in one file, checking it still has the type the catalog
+/// recorded when the table was opened.
+fn find_leaf(
+    table: &str,
+    path: &Path,
+    metadata: &ParquetMetaData,
+    field: &Field,
+) -> Result<Leaf, StorageError> {
+    let descr = metadata.file_metadata().schema_descr();
+    let root = descr.root_schema().get_fields();
+    let position = root.iter().position(|c| c.name() == field.name);
+    let Some(position) = position else {
+        return Err(StorageError::SchemaMismatch {
+            table: table.into(),
+            message: format!("{} has no column `{}`", path.display(), field.name),
+        });
+    };
+    let decoding = classify(&root[position]).map_err(|reason| StorageError::UnsupportedColumn {
+        table: table.into(),
+        column: field.name.clone(),
+        reason,
+    })?;
+    let index = (0..descr.num_columns())
+        .find(|&leaf| descr.get_column_root_idx(leaf) == position)
+        .ok_or_else(|| parquet_error(path, format!("column `{}` has no data", field.name)))?;
+    if decoding.data_type() != field.ty {
+        return Err(StorageError::SchemaMismatch {
+            table: table.into(),
+            message: format!(
+                "column `{}` is {} in {} but {} elsewhere",
+                field.name,
+                decoding.data_type(),
+                path.display(),
+                field.ty
+            ),
+        });
+    }
+    Ok(Leaf {
+        index,
+        decoding,
+        nullable: descr.column(index).max_def_level() > 0,
+    })
+}
+
+/// Loads the named columns of a table stored in `files` (read in the given order). Row groups
+/// are decoded in parallel; `progress` advances by rows decoded.
+pub(crate) fn read_parquet_columns(
+    table: &str,
+    files: &[PathBuf],
+    fields: &[Field],
+    progress: &dyn Progress,
+) -> Result<Vec<Column>, StorageError> {
+    let metadata: Vec<ParquetMetaData> = files
+        .par_iter()
+        .map(|path| read_metadata(path))
+        .collect::<Result<_, _>>()?;
+    let mut groups = Vec::new();
+    for (file, (path, metadata)) in files.iter().zip(&metadata).enumerate() {
+        for (index, group) in metadata.row_groups().iter().enumerate() {
+            let rows = usize::try_from(group.num_rows())
+                .map_err(|_| parquet_error(path, "a row group has an impossible row count"))?;
+            groups.push(RowGroup {
+                file,
+                path,
+                metadata,
+                index,
+                rows,
+            });
+        }
+    }
+    fields
+        .par_iter()
+        .map(|field| {
+            let leaves = files
+                .iter()
+                .zip(&metadata)
+                .map(|(path, metadata)| find_leaf(table, path, metadata, field))
+                .collect::<Result<Vec<Leaf>, _>>()?;
+            read_column(table, field, &groups, files, &leaves, progress)
+        })
+        .collect()
+}
+
+fn read_column(
+    table: &str,
+    field: &Field,
+    groups: &[RowGroup<'_>],
+    files: &[PathBuf],
+    leaves: &[Leaf],
+    progress: &dyn Progress,
+) -> Result<Column, StorageError> {
+    let decoding = leaves
+        .first()
+        .map_or(Decoding::from_type(field.ty), |leaf| leaf.decoding);
+    if let Some((path, _)) = files
+        .iter()
+        .zip(leaves)
+        .find(|(_, leaf)| leaf.decoding != decoding)
+    {
+        return Err(StorageError::SchemaMismatch {
+            table: table.into(),
+            message: format!(
+                "column `{}` is stored differently in {}",
+                field.name,
+                path.display()
+            ),
+        });
+    }
+    let task = ReadTask {
+        groups,
+        leaves,
+        progress,
+    };
+    let (data, validity) = match decoding {
+        Decoding::Bool => {
+            let (v, valid) = task.primitive::<BoolType, bool>(|x| x)?;
+            (ColumnData::Bool(v), valid)
+        }
+        Decoding::I32 => {
+            let (v, valid) = task.primitive::<Int32Type, i32>(|x| x)?;
+            (ColumnData::I32(v), valid)
+        }
+        Decoding::Date => {
+            let (v, valid) = task.primitive::<Int32Type, i32>(|x| x)?;
+            (ColumnData::Date(v), valid)
+        }
+        Decoding::U32AsI64 => {
+            let (v, valid) = task.primitive::<Int32Type, i64>(|x| i64::from(x as u32))?;
+            (ColumnData::I64(v), valid)
+        }
+        Decoding::I64 => {
+            let (v, valid) = task.primitive::<Int64Type, i64>(|x| x)?;
+            (ColumnData::I64(v), valid)
+        }
+        Decoding::F32 => {
+            let (v, valid) = task.primitive::<FloatType, f32>(|x| x)?;
+            (ColumnData::F32(v), valid)
+        }
+        Decoding::F64 => {
+            let (v, valid) = task.primitive::<DoubleType, f64>(|x| x)?;
+            (ColumnData::F64(v), valid)
+        }
+        Decoding::Str => task.strings(table, &field.name)?,
+    };
+    Ok(Column::new(data, validity))
+}
+
+impl Decoding {
+    /// The decoding a table with no files would use (an empty column of the right type).
+    fn from_type(ty: DataType) -> Decoding {
+        match ty {
+            DataType::Bool => Decoding::Bool,
+            DataType::I32 => Decoding::I32,
+            DataType::I64 => Decoding::I64,
+            DataType::F32 => Decoding::F32,
+            DataType::F64 => Decoding::F64,
+            DataType::Date => Decoding::Date,
+            DataType::Str => Decoding::Str,
+        }
+    }
+}
+
+/// Decodes one column across all row groups.
+struct ReadTask<'a> {
+    groups: &'a [RowGroup<'a>],
+    /// The column's leaf in each file, by file position.
+    leaves: &'a [Leaf],
+    progress: &'a dyn Progress,
+}
+
+impl ReadTask<'_> {
+    fn nullable(&self) -> bool {
+        self.leaves.iter().any(|leaf| leaf.nullable)
+    }
+
+    fn reader<P: ParquetType>(
+        &self,
+        group: &RowGroup<'_>,
+    ) -> Result<ColumnReaderImpl<P>, StorageError> {
+        let leaf = self.leaves[group.file];
+        // Each task opens its own handle: handles cloned from one `File` share a cursor, and
+        // row groups are read concurrently.
+        let file = Arc::new(open(group.path)?);
+        let row_group = group.metadata.row_group(group.index);
+        let chunk = row_group.column(leaf.index);
+        let pages = SerializedPageReader::new(file, chunk, group.rows, None)
+            .map_err(|e| parquet_error(group.path, e))?;
+        let descr = group
+            .metadata
+            .file_metadata()
+            .schema_descr()
+            .column(leaf.index);
+        Ok(ColumnReaderImpl::<P>::new(descr, Box::new(pages)))
+    }
+
+    /// Reads a fixed-width column into one vector, each row group straight into its own slice.
+    fn primitive<P, T>(
+        &self,
+        convert: impl Fn(P::T) -> T + Sync,
+    ) -> Result<(Vec<T>, Option<Vec<bool>>), StorageError>
+    where
+        P: ParquetType,
+        P::T: Copy,
+        T: Copy + Default + Send,
+    {
+        let total: usize = self.groups.iter().map(|g| g.rows).sum();
+        let mut values = filled_vec(total, T::default())?;
+        let mut validity = if self.nullable() {
+            Some(filled_vec(total, true)?)
+        } else {
+            None
+        };
+        let mut slices = Vec::with_capacity(self.groups.len());
+        let mut rest_values = values.as_mut_slice();
+        let mut rest_valid = validity.as_deref_mut();
+        for group in self.groups {
+            let (head, tail) = rest_values.split_at_mut(group.rows);
+            rest_values = tail;
+            let valid = match rest_valid.take() {
+                Some(valid) => {
+                    let (head, tail) = valid.split_at_mut(group.rows);
+                    rest_valid = Some(tail);
+                    Some(head)
+                }
+                None => None,
+            };
+            slices.push((head, valid));
+        }
+        slices
+            .into_par_iter()
+            .zip(self.groups.par_iter())
+            .try_for_each(|((out, valid), group)| {
+                guarded(group.path, || {
+                    let mut reader = self.reader::<P>(group)?;
+                    read_group(&mut reader, out, valid, &convert)
+                        .map_err(|e| parquet_error(group.path, e))?;
+                    self.progress.advance(group.rows as u64);
+                    Ok(())
+                })
+            })?;
+        Ok((values, validity))
+    }
+
+    /// Reads a string column: each row group interns its strings, then one merge builds the
+    /// sorted dictionary.
+    fn strings(
+        &self,
+        table: &str,
+        column: &str,
+    ) -> Result<(ColumnData, Option<Vec<bool>>), StorageError> {
+        let nullable = self.nullable();
+        let chunks: Vec<(ChunkStrings, Vec<bool>)> = self
+            .groups
+            .par_iter()
+            .map(|group| {
+                guarded(group.path, || {
+                    let mut reader = self.reader::<ByteArrayType>(group)?;
+                    let chunk = read_string_group(&mut reader, group.rows, nullable).map_err(
+                        |e| match e {
+                            StringReadError::Parquet(message) => parquet_error(group.path, message),
+                            StringReadError::NotUtf8 => StorageError::UnsupportedColumn {
+                                table: table.into(),
+                                column: column.into(),
+                                reason: format!(
+                                    "{} holds bytes that are not UTF-8 text",
+                                    group.path.display()
+                                ),
+                            },
+                        },
+                    )?;
+                    self.progress.advance(group.rows as u64);
+                    Ok(chunk)
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let validity = nullable.then(|| {
+            chunks
+                .iter()
+                .flat_map(|(_, valid)| valid.iter().copied())
+                .collect()
+        });
+        let data = string_chunks::merge(chunks.into_iter().map(|(strings, _)| strings).collect());
+        Ok((data, validity))
+    }
+}
+
+/// A vector of `len` copies of `value`, or an error (not an abort) when a corrupt footer claims
+/// more rows than memory can hold.
+fn filled_vec<T: Clone>(len: usize, value: T) -> Result<Vec<T>, StorageError> {
+    let mut values = Vec::new();
+    values.try_reserve_exact(len).map_err(|_| {
+        StorageError::Invalid(format!("not enough memory for a column of {len} rows"))
+    })?;
+    values.resize(len, value);
+    Ok(values)
+}
+
+/// Decodes one row group's column chunk into `out` (and `valid` for a nullable column).
+fn read_group<P, T>(
+    reader: &mut ColumnReaderImpl<P>,
+    out: &mut [T],
+    mut valid: Option<&mut [bool]>,
+    convert: &impl Fn(P::T) -> T,
+) -> parquet::errors::Result<()>
+where
+    P: ParquetType,
+    P::T: Copy,
+    T: Copy + Default,
+{
+    let mut values: Vec<P::T> = Vec::with_capacity(BATCH_ROWS.min(out.len()));
+    let mut levels: Vec<i16> = Vec::new();
+    let mut filled = 0;
+    while filled < out.len() {
+        values.clear();
+        levels.clear();
+        let want = BATCH_ROWS.min(out.len() - filled);
+        let (rows, _, _) = reader.read_records(
+            want,
+            valid.is_some().then_some(&mut levels),
+            None,
+            &mut values,
+        )?;
+        if rows == 0 {
+            return Err(parquet::errors::ParquetError::General(format!(
+                "a column chunk ends after {filled} of its {} rows",
+                out.len()
+            )));
+        }
+        let out = &mut out[filled..filled + rows];
+        match valid.as_deref_mut() {
+            // A required column: one value per row.
+            None => {
+                for (slot, &value) in out.iter_mut().zip(&values) {
+                    *slot = convert(value);
+                }
+            }
+            Some(valid) => {
+                let valid = &mut valid[filled..filled + rows];
+                if levels.is_empty() {
+                    // The file's column is required although the table's is nullable.
+                    for (slot, &value) in out.iter_mut().zip(&values) {
+                        *slot = convert(value);
+                    }
+                } else {
+                    let mut next = values.iter();
+                    for ((slot, ok), &level) in out.iter_mut().zip(valid.iter_mut()).zip(&levels) {
+                        // A top-level optional column is defined at level 1.
+                        *ok = level >= 1;
+                        if *ok {
+                            *slot = next.next().map_or_else(T::default, |&v| convert(v));
+                        }
+                    }
+                }
+            }
+        }
+        filled += rows;
+    }
+    Ok(())
+}
+
+enum StringReadError {
+    Parquet(String),
+    NotUtf8,
+}
+
+fn read_string_group(
+    reader: &mut ColumnReaderImpl<ByteArrayType>,
+    rows: usize,
+    nullable: bool,
+) -> Result<(ChunkStrings, Vec<bool>), StringReadError> {
+    let mut strings = ChunkStrings::with_capacity(rows);
+    let mut valid = Vec::with_capacity(if nullable { rows } else { 0 });
+    let mut values = Vec::with_capacity(BATCH_ROWS.min(rows));
+    let mut levels: Vec<i16> = Vec::new();
+    while strings.len() < rows {
+        values.clear();
+        levels.clear();
+        let want = BATCH_ROWS.min(rows - strings.len());
+        let (read, _, _) = reader
+            .read_records(want, nullable.then_some(&mut levels), None, &mut values)
+            .map_err(|e| StringReadError::Parquet(e.to_string()))?;
+        if read == 0 {
+            return Err(StringReadError::Parquet(format!(
+                "a column chunk ends after {} of its {rows} rows",
+                strings.len()
+            )));
+        }
+        if levels.is_empty() {
+            for value in &values {
+                strings
+                    .push(value.data())
+                    .map_err(|_| StringReadError::NotUtf8)?;
+            }
+            valid.extend(std::iter::repeat_n(true, if nullable { read } else { 0 }));
+        } else {
+            let mut next = values.iter();
+            for &level in &levels {
+                match (level >= 1).then(|| next.next()).flatten() {
+                    Some(value) => {
+                        strings
+                            .push(value.data())
+                            .map_err(|_| StringReadError::NotUtf8)?;
+                        valid.push(true);
+                    }
+                    None => {
+                        strings.push_null();
+                        valid.push(false);
+                    }
+                }
+            }
+        }
+    }
+    Ok((strings, valid))
+}

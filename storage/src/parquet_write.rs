@@ -1,0 +1,356 @@
+//! Writes tables as Parquet files other engines read: strings as UTF-8 byte arrays, dates as
+//! `INT32` with the `DATE` logical type, nullable columns as `OPTIONAL`, snappy compression,
+//! row groups of about a million rows. A file appears under its name only once it is complete.
+
+use std::fs::{self, File};
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parquet::basic::{Compression, LogicalType, Repetition, Type as PhysicalType};
+use parquet::column::writer::ColumnWriterImpl;
+use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DataType as ParquetType, DoubleType};
+use parquet::data_type::{FloatType, Int32Type, Int64Type};
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::Type as SchemaType;
+
+use crate::column::{ColumnData, Dictionary};
+use crate::error::StorageError;
+use crate::types::{DataType, Schema};
+
+/// Rows per row group unless the caller asks otherwise: large enough for fast scans, small
+/// enough that a table of a few million rows still splits into row groups to read in parallel.
+pub const DEFAULT_ROW_GROUP_ROWS: usize = 1 << 20;
+
+/// The values of one column to write, borrowed from wherever they live.
+#[derive(Clone, Copy, Debug)]
+pub enum WriteValues<'a> {
+    Bool(&'a [bool]),
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+    F32(&'a [f32]),
+    F64(&'a [f64]),
+    /// Days since 1970-01-01.
+    Date(&'a [i32]),
+    /// Dictionary codes, written as the strings they stand for.
+    Codes {
+        codes: &'a [i32],
+        dictionary: &'a Dictionary,
+    },
+    /// One string per row.
+    Text(&'a [String]),
+}
+
+impl WriteValues<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            WriteValues::Bool(v) => v.len(),
+            WriteValues::I32(v) | WriteValues::Date(v) => v.len(),
+            WriteValues::I64(v) => v.len(),
+            WriteValues::F32(v) => v.len(),
+            WriteValues::F64(v) => v.len(),
+            WriteValues::Codes { codes, .. } => codes.len(),
+            WriteValues::Text(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn ty(&self) -> DataType {
+        match self {
+            WriteValues::Bool(_) => DataType::Bool,
+            WriteValues::I32(_) => DataType::I32,
+            WriteValues::I64(_) => DataType::I64,
+            WriteValues::F32(_) => DataType::F32,
+            WriteValues::F64(_) => DataType::F64,
+            WriteValues::Date(_) => DataType::Date,
+            WriteValues::Codes { .. } | WriteValues::Text(_) => DataType::Str,
+        }
+    }
+}
+
+impl<'a> From<&'a ColumnData> for WriteValues<'a> {
+    fn from(data: &'a ColumnData) -> WriteValues<'a> {
+        match data {
+            ColumnData::Bool(v) => WriteValues::Bool(v),
+            ColumnData::I32(v) => WriteValues::I32(v),
+            ColumnData::I64(v) => WriteValues::I64(v),
+            ColumnData::F32(v) => WriteValues::F32(v),
+            ColumnData::F64(v) => WriteValues::F64(v),
+            ColumnData::Date(v) => WriteValues::Date(v),
+            ColumnData::Str { codes, dictionary } => WriteValues::Codes { codes, dictionary },
+        }
+    }
+}
+
+/// One column to write: its values and which rows are valid (`None`: all of them).
+#[derive(Clone, Copy, Debug)]
+pub struct WriteColumn<'a> {
+    pub values: WriteValues<'a>,
+    pub validity: Option<&'a [bool]>,
+}
+
+impl<'a> WriteColumn<'a> {
+    pub fn new(values: impl Into<WriteValues<'a>>) -> WriteColumn<'a> {
+        WriteColumn {
+            values: values.into(),
+            validity: None,
+        }
+    }
+}
+
+/// Writes whole columns (`validity[i]` belongs to `columns[i]`; `None` means no nulls) to one
+/// Parquet file at `path` with the default row-group size.
+pub fn write_parquet(
+    path: &Path,
+    schema: &Schema,
+    columns: &[ColumnData],
+    validity: &[Option<Vec<bool>>],
+) -> Result<(), StorageError> {
+    if validity.len() != columns.len() {
+        return Err(StorageError::Invalid(format!(
+            "{}: {} columns but {} validity entries",
+            path.display(),
+            columns.len(),
+            validity.len()
+        )));
+    }
+    let columns: Vec<WriteColumn<'_>> = columns
+        .iter()
+        .zip(validity)
+        .map(|(data, valid)| WriteColumn {
+            values: data.into(),
+            validity: valid.as_deref(),
+        })
+        .collect();
+    write_parquet_columns(path, schema, &columns, DEFAULT_ROW_GROUP_ROWS)
+}
+
+/// Writes borrowed columns to one Parquet file at `path`, `row_group_rows` rows per row group.
+/// The file is written under a temporary name and renamed when complete.
+pub fn write_parquet_columns(
+    path: &Path,
+    schema: &Schema,
+    columns: &[WriteColumn<'_>],
+    row_group_rows: usize,
+) -> Result<(), StorageError> {
+    let rows = check_columns(path, schema, columns)?;
+    let temporary = temporary_path(path);
+    let result = write_file(&temporary, schema, columns, rows, row_group_rows.max(1));
+    match result {
+        Ok(()) => fs::rename(&temporary, path).map_err(|source| StorageError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+        Err(error) => {
+            // The half-written file is useless; failing to remove it changes nothing.
+            let _ = fs::remove_file(&temporary);
+            Err(error)
+        }
+    }
+}
+
+/// The sibling a file is written under before it is complete; readers ignore it because it
+/// does not end in `.parquet`.
+fn temporary_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    path.with_file_name(name)
+}
+
+fn check_columns(
+    path: &Path,
+    schema: &Schema,
+    columns: &[WriteColumn<'_>],
+) -> Result<usize, StorageError> {
+    let invalid = |message: String| StorageError::Invalid(format!("{}: {message}", path.display()));
+    if schema.fields.len() != columns.len() {
+        return Err(invalid(format!(
+            "the schema has {} columns but {} were given",
+            schema.fields.len(),
+            columns.len()
+        )));
+    }
+    let rows = columns.first().map_or(0, |c| c.values.len());
+    for (field, column) in schema.fields.iter().zip(columns) {
+        if column.values.ty() != field.ty {
+            return Err(invalid(format!(
+                "column `{}` is declared {} but holds {}",
+                field.name,
+                field.ty,
+                column.values.ty()
+            )));
+        }
+        if column.values.len() != rows || column.validity.is_some_and(|v| v.len() != rows) {
+            return Err(invalid(format!(
+                "column `{}` does not have {rows} rows like the first column",
+                field.name
+            )));
+        }
+        if column.validity.is_some() && !field.nullable {
+            return Err(invalid(format!(
+                "column `{}` has a validity vector but is not nullable",
+                field.name
+            )));
+        }
+    }
+    Ok(rows)
+}
+
+fn parquet_schema(schema: &Schema) -> parquet::errors::Result<SchemaType> {
+    let mut fields = Vec::with_capacity(schema.fields.len());
+    for field in &schema.fields {
+        let (physical, logical) = match field.ty {
+            DataType::Bool => (PhysicalType::BOOLEAN, None),
+            DataType::I32 => (PhysicalType::INT32, None),
+            DataType::I64 => (PhysicalType::INT64, None),
+            DataType::F32 => (PhysicalType::FLOAT, None),
+            DataType::F64 => (PhysicalType::DOUBLE, None),
+            DataType::Date => (PhysicalType::INT32, Some(LogicalType::Date)),
+            DataType::Str => (PhysicalType::BYTE_ARRAY, Some(LogicalType::String)),
+        };
+        let repetition = if field.nullable {
+            Repetition::OPTIONAL
+        } else {
+            Repetition::REQUIRED
+        };
+        let column = SchemaType::primitive_type_builder(&field.name, physical)
+            .with_repetition(repetition)
+            .with_logical_type(logical)
+            .build()?;
+        fields.push(Arc::new(column));
+    }
+    SchemaType::group_type_builder("schema")
+        .with_fields(fields)
+        .build()
+}
+
+fn write_file(
+    path: &Path,
+    schema: &Schema,
+    columns: &[WriteColumn<'_>],
+    rows: usize,
+    row_group_rows: usize,
+) -> Result<(), StorageError> {
+    let error = |e: parquet::errors::ParquetError| StorageError::Parquet {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let file = File::create(path).map_err(|source| StorageError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let properties = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_created_by(format!("tessera {}", env!("CARGO_PKG_VERSION")))
+        .build();
+    let mut writer = SerializedFileWriter::new(
+        BufWriter::with_capacity(1 << 20, file),
+        Arc::new(parquet_schema(schema).map_err(error)?),
+        Arc::new(properties),
+    )
+    .map_err(error)?;
+    let mut start = 0;
+    // An empty table still gets one (empty) row group so that every reader sees its schema.
+    loop {
+        let end = (start + row_group_rows).min(rows);
+        let mut group = writer.next_row_group().map_err(error)?;
+        for column in columns {
+            let Some(mut out) = group.next_column().map_err(error)? else {
+                break;
+            };
+            let validity = column.validity.map(|v| &v[start..end]);
+            write_slice(&mut out, column.values, start..end, validity).map_err(error)?;
+            out.close().map_err(error)?;
+        }
+        group.close().map_err(error)?;
+        start = end;
+        if start >= rows {
+            break;
+        }
+    }
+    writer.close().map_err(error)?;
+    Ok(())
+}
+
+fn write_slice(
+    out: &mut parquet::file::writer::SerializedColumnWriter<'_>,
+    values: WriteValues<'_>,
+    rows: std::ops::Range<usize>,
+    validity: Option<&[bool]>,
+) -> parquet::errors::Result<()> {
+    match values {
+        WriteValues::Bool(v) => write_typed::<BoolType>(out.typed(), &v[rows], validity),
+        WriteValues::I32(v) | WriteValues::Date(v) => {
+            write_typed::<Int32Type>(out.typed(), &v[rows], validity)
+        }
+        WriteValues::I64(v) => write_typed::<Int64Type>(out.typed(), &v[rows], validity),
+        WriteValues::F32(v) => write_typed::<FloatType>(out.typed(), &v[rows], validity),
+        WriteValues::F64(v) => write_typed::<DoubleType>(out.typed(), &v[rows], validity),
+        WriteValues::Codes { codes, dictionary } => {
+            // One byte array per dictionary entry; rows share it (a reference count, no copy).
+            let entries: Vec<ByteArray> = dictionary
+                .values()
+                .iter()
+                .map(|s| ByteArray::from(s.as_str()))
+                .collect();
+            let empty = ByteArray::from("");
+            let strings: Vec<ByteArray> = codes[rows]
+                .iter()
+                .map(|&code| {
+                    usize::try_from(code)
+                        .ok()
+                        .and_then(|i| entries.get(i))
+                        .unwrap_or(&empty)
+                        .clone()
+                })
+                .collect();
+            write_typed::<ByteArrayType>(out.typed(), &strings, validity)
+        }
+        WriteValues::Text(v) => {
+            let strings: Vec<ByteArray> = v[rows]
+                .iter()
+                .map(|s| ByteArray::from(s.as_str()))
+                .collect();
+            write_typed::<ByteArrayType>(out.typed(), &strings, validity)
+        }
+    }
+}
+
+/// Writes one row group's slice of a column: all values of a required column, or the valid
+/// values and one definition level per row of a nullable one.
+fn write_typed<P>(
+    writer: &mut ColumnWriterImpl<'_, P>,
+    values: &[P::T],
+    validity: Option<&[bool]>,
+) -> parquet::errors::Result<()>
+where
+    P: ParquetType,
+    P::T: Clone,
+{
+    match validity {
+        None => {
+            // A nullable column with no nulls still needs its definition levels.
+            if writer.get_descriptor().max_def_level() > 0 {
+                let levels = vec![1i16; values.len()];
+                writer.write_batch(values, Some(&levels), None)?;
+            } else {
+                writer.write_batch(values, None, None)?;
+            }
+        }
+        Some(valid) => {
+            let levels: Vec<i16> = valid.iter().map(|&ok| i16::from(ok)).collect();
+            let present: Vec<P::T> = values
+                .iter()
+                .zip(valid)
+                .filter(|(_, &ok)| ok)
+                .map(|(v, _)| v.clone())
+                .collect();
+            writer.write_batch(&present, Some(&levels), None)?;
+        }
+    }
+    Ok(())
+}

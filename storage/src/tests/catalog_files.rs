@@ -1,0 +1,343 @@
+//! The catalog over real directories: what counts as a table, schema checks, and the errors
+//! bad or mismatched files give (never a panic).
+
+use std::fs::File;
+use std::sync::Arc;
+
+use parquet::data_type::{FixedLenByteArray, FixedLenByteArrayType, Int32Type, Int64Type};
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::parser::parse_message_type;
+
+use super::TempDir;
+use crate::catalog::{Catalog, TableFormat};
+use crate::column::ColumnData;
+use crate::error::StorageError;
+use crate::parquet_write::write_parquet;
+use crate::types::{DataType, Field, Schema, Value};
+
+fn two_columns() -> Schema {
+    Schema::new(vec![
+        Field::new("a", DataType::I32),
+        Field::new("b", DataType::F64),
+    ])
+}
+
+fn write_two_columns(path: &std::path::Path, rows: i32) {
+    let columns = [
+        ColumnData::I32((0..rows).collect()),
+        ColumnData::F64((0..rows).map(f64::from).collect()),
+    ];
+    write_parquet(path, &two_columns(), &columns, &[None, None]).unwrap();
+}
+
+#[test]
+fn a_missing_directory_is_reported() {
+    let dir = TempDir::new("missing");
+    let missing = dir.path().join("nope");
+    assert!(
+        matches!(Catalog::open(&missing, &[]), Err(StorageError::NoDirectory(p)) if p == missing)
+    );
+}
+
+#[test]
+fn finds_files_folders_and_tbl_and_ignores_the_rest() {
+    let dir = TempDir::new("scan");
+    write_two_columns(&dir.path().join("single.parquet"), 5);
+    std::fs::create_dir(dir.path().join("many")).unwrap();
+    write_two_columns(&dir.path().join("many/b.parquet"), 3);
+    write_two_columns(&dir.path().join("many/a.parquet"), 4);
+    std::fs::create_dir(dir.path().join("no_parquet_inside")).unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "hello").unwrap();
+    std::fs::write(dir.path().join(".hidden.parquet"), "junk").unwrap();
+    std::fs::write(dir.path().join("_SUCCESS"), "").unwrap();
+    std::fs::write(dir.path().join("lines.tbl"), "1|2.5|\n2|3.5|\n").unwrap();
+
+    let declared = vec![("lines".to_string(), two_columns())];
+    let catalog = Catalog::open(dir.path(), &declared).unwrap();
+    let names: Vec<&str> = catalog.tables().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["lines", "many", "single"]);
+    assert_eq!(catalog.table("single").unwrap().rows, 5);
+    assert_eq!(catalog.table("lines").unwrap().rows, 2);
+    let many = catalog.table("many").unwrap();
+    assert_eq!(many.rows, 7);
+    let TableFormat::Parquet { files } = &many.format else {
+        panic!("a folder of Parquet files");
+    };
+    // File-name order: a.parquet (0..4) then b.parquet (0..3).
+    assert!(files[0].ends_with("a.parquet"));
+    let a = catalog.column("many", "a").unwrap();
+    assert_eq!(a.data, ColumnData::I32(vec![0, 1, 2, 3, 0, 1, 2]));
+
+    let b = catalog.column("lines", "b").unwrap();
+    assert_eq!(b.data, ColumnData::F64(vec![2.5, 3.5]));
+
+    assert!(
+        matches!(catalog.column("nope", "a"), Err(StorageError::UnknownTable(t)) if t == "nope")
+    );
+    assert!(matches!(
+        catalog.column("single", "zz"),
+        Err(StorageError::UnknownColumn { column, .. }) if column == "zz"
+    ));
+}
+
+#[test]
+fn a_tbl_file_needs_a_declared_schema_and_is_parsed_once() {
+    let dir = TempDir::new("tbl");
+    let path = dir.path().join("lines.tbl");
+    std::fs::write(&path, "1|2.5|\n2|3.5|\n").unwrap();
+    let error = Catalog::open(dir.path(), &[])
+        .err()
+        .expect("no schema for lines.tbl");
+    assert!(
+        error.to_string().contains("declare `table lines { ... }`"),
+        "{error}"
+    );
+
+    let catalog = Catalog::open(dir.path(), &[("lines".to_string(), two_columns())]).unwrap();
+    let a = catalog.column("lines", "a").unwrap();
+    assert_eq!(a.data, ColumnData::I32(vec![1, 2]));
+    // Every column was kept from that one parse: the file is no longer needed.
+    std::fs::remove_file(&path).unwrap();
+    let b = catalog.column("lines", "b").unwrap();
+    assert_eq!(b.data.value(1), Value::Float(3.5));
+}
+
+#[test]
+fn files_of_one_folder_must_share_a_schema() {
+    let dir = TempDir::new("folder-mismatch");
+    std::fs::create_dir(dir.path().join("t")).unwrap();
+    write_two_columns(&dir.path().join("t/1.parquet"), 3);
+    let other = Schema::new(vec![
+        Field::new("a", DataType::I64),
+        Field::new("b", DataType::F64),
+    ]);
+    let columns = [ColumnData::I64(vec![1]), ColumnData::F64(vec![1.0])];
+    write_parquet(
+        &dir.path().join("t/2.parquet"),
+        &other,
+        &columns,
+        &[None, None],
+    )
+    .unwrap();
+    let error = Catalog::open(dir.path(), &[])
+        .err()
+        .expect("schemas differ");
+    let StorageError::SchemaMismatch { table, message } = &error else {
+        panic!("expected a schema mismatch, got {error}");
+    };
+    assert_eq!(table, "t");
+    assert!(message.contains("2.parquet"), "{message}");
+}
+
+#[test]
+fn a_declared_schema_must_agree_with_the_files() {
+    let dir = TempDir::new("declared");
+    write_two_columns(&dir.path().join("t.parquet"), 3);
+    let open =
+        |fields: Vec<Field>| Catalog::open(dir.path(), &[("t".to_string(), Schema::new(fields))]);
+
+    let error = open(vec![
+        Field::new("a", DataType::I32),
+        Field::new("b", DataType::F64),
+        Field::new("c", DataType::Str),
+        Field::new("d", DataType::I32),
+    ])
+    .err()
+    .expect("c and d are not in the file");
+    assert_eq!(
+        error.to_string(),
+        "table `t`: declared columns missing from the files: c, d"
+    );
+
+    let error = open(vec![
+        Field::new("a", DataType::I64),
+        Field::new("b", DataType::F64),
+    ])
+    .err()
+    .expect("a is i32 in the file");
+    assert_eq!(
+        error.to_string(),
+        "table `t`: column `a` is declared i64 but the files hold i32"
+    );
+
+    let error = open(vec![Field::new("a", DataType::I32)])
+        .err()
+        .expect("b is not declared");
+    assert!(error.to_string().contains("not declared: b"), "{error}");
+
+    // Agreement in another order: the declaration's order wins.
+    let catalog = open(vec![
+        Field::new("b", DataType::F64),
+        Field::new("a", DataType::I32),
+    ])
+    .unwrap();
+    let names: Vec<&str> = catalog.table("t").unwrap().schema.names().collect();
+    assert_eq!(names, ["b", "a"]);
+}
+
+#[test]
+fn corrupt_files_give_errors_naming_the_file() {
+    let dir = TempDir::new("corrupt");
+    std::fs::write(
+        dir.path().join("garbage.parquet"),
+        b"this is not a parquet file at all",
+    )
+    .unwrap();
+    let error = Catalog::open(dir.path(), &[]).err().expect("garbage");
+    assert!(
+        matches!(&error, StorageError::Parquet { path, .. } if path.ends_with("garbage.parquet")),
+        "{error}"
+    );
+    std::fs::remove_file(dir.path().join("garbage.parquet")).unwrap();
+
+    // A file cut short loses its footer.
+    let path = dir.path().join("cut.parquet");
+    write_two_columns(&path, 1000);
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    let error = Catalog::open(dir.path(), &[]).err().expect("truncated");
+    assert!(
+        matches!(&error, StorageError::Parquet { path, .. } if path.ends_with("cut.parquet")),
+        "{error}"
+    );
+    std::fs::remove_file(&path).unwrap();
+
+    // Damaged data pages behind an intact footer: opening works, loading fails cleanly.
+    let path = dir.path().join("pages.parquet");
+    write_two_columns(&path, 100_000);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let footer = 4096.min(bytes.len() / 4);
+    let end = bytes.len() - footer;
+    for byte in &mut bytes[8..end] {
+        *byte = byte.wrapping_mul(31).wrapping_add(7);
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let catalog = Catalog::open(dir.path(), &[]).unwrap();
+    for column in ["a", "b"] {
+        let error = catalog.column("pages", column).expect_err("damaged pages");
+        assert!(
+            matches!(&error, StorageError::Parquet { path, .. } if path.ends_with("pages.parquet")),
+            "{error}"
+        );
+    }
+}
+
+/// A file with columns Tessera cannot read, written with the low-level API.
+fn write_unsupported(path: &std::path::Path) {
+    let schema = parse_message_type(
+        "message m {
+            required int32 id;
+            optional fixed_len_byte_array(4) code;
+            required int64 at (TIMESTAMP(MILLIS, true));
+            required int32 small (INT_16);
+        }",
+    )
+    .unwrap();
+    let file = File::create(path).unwrap();
+    let mut writer = SerializedFileWriter::new(
+        file,
+        Arc::new(schema),
+        Arc::new(WriterProperties::builder().build()),
+    )
+    .unwrap();
+    let mut group = writer.next_row_group().unwrap();
+    let mut id = group.next_column().unwrap().unwrap();
+    id.typed::<Int32Type>()
+        .write_batch(&[7, 8], None, None)
+        .unwrap();
+    id.close().unwrap();
+    let mut code = group.next_column().unwrap().unwrap();
+    let codes = [FixedLenByteArray::from(vec![1u8, 2, 3, 4])];
+    code.typed::<FixedLenByteArrayType>()
+        .write_batch(&codes, Some(&[1, 0]), None)
+        .unwrap();
+    code.close().unwrap();
+    let mut at = group.next_column().unwrap().unwrap();
+    at.typed::<Int64Type>()
+        .write_batch(&[1, 2], None, None)
+        .unwrap();
+    at.close().unwrap();
+    let mut small = group.next_column().unwrap().unwrap();
+    small
+        .typed::<Int32Type>()
+        .write_batch(&[-3, 4], None, None)
+        .unwrap();
+    small.close().unwrap();
+    group.close().unwrap();
+    writer.close().unwrap();
+}
+
+#[test]
+fn unreadable_columns_are_listed_with_a_reason() {
+    let dir = TempDir::new("unsupported");
+    write_unsupported(&dir.path().join("odd.parquet"));
+    let catalog = Catalog::open(dir.path(), &[]).unwrap();
+    let odd = catalog.table("odd").unwrap();
+    let names: Vec<&str> = odd.schema.names().collect();
+    assert_eq!(names, ["id", "small"]);
+    let unsupported: Vec<&str> = odd.unsupported.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(unsupported, ["code", "at"]);
+    assert!(odd.unsupported[1].1.contains("timestamp"));
+    let error = catalog
+        .column("odd", "at")
+        .expect_err("timestamps are unsupported");
+    assert!(
+        matches!(error, StorageError::UnsupportedColumn { .. }),
+        "{error}"
+    );
+    let small = catalog.column("odd", "small").unwrap();
+    assert_eq!(small.data, ColumnData::I32(vec![-3, 4]));
+
+    // Declaring an unreadable column is a mismatch that says why.
+    let declared = Schema::new(vec![
+        Field::new("id", DataType::I32),
+        Field::new("at", DataType::I64),
+    ]);
+    let error = Catalog::open(dir.path(), &[("odd".to_string(), declared)])
+        .err()
+        .expect("at");
+    assert!(error.to_string().contains("`at` cannot be read"), "{error}");
+}
+
+#[test]
+fn one_table_stored_twice_is_an_error() {
+    let dir = TempDir::new("twice");
+    write_two_columns(&dir.path().join("t.parquet"), 1);
+    std::fs::create_dir(dir.path().join("t")).unwrap();
+    write_two_columns(&dir.path().join("t/x.parquet"), 1);
+    let error = Catalog::open(dir.path(), &[]).err().expect("t twice");
+    assert!(
+        error.to_string().contains("table `t` is stored twice"),
+        "{error}"
+    );
+}
+
+#[test]
+fn memory_catalogs_check_their_columns() {
+    use crate::column::Column;
+    let table = |rows: [usize; 2]| {
+        vec![(
+            "m".to_string(),
+            vec![
+                (
+                    "x".to_string(),
+                    Column::new(ColumnData::I32(vec![0; rows[0]]), None),
+                ),
+                (
+                    "y".to_string(),
+                    Column::new(
+                        ColumnData::F32(vec![0.0; rows[1]]),
+                        Some(vec![false; rows[1]]),
+                    ),
+                ),
+            ],
+        )]
+    };
+    let catalog = Catalog::from_columns(table([3, 3]));
+    let m = catalog.table("m").unwrap();
+    assert_eq!(m.rows, 3);
+    assert!(m.schema.field("y").unwrap().nullable);
+    assert_eq!(catalog.column("m", "y").unwrap().stats.nulls, 3);
+    assert!(Catalog::try_from_columns(table([3, 2])).is_err());
+}
