@@ -11,6 +11,13 @@
 //! | source → tokens | [`source_to_tokens`] | `tokens` ([`tokens_to_string`]) |
 //! | source → AST | [`source_to_ast`] | `ast` ([`ast_to_string`]) |
 //! | diagnostics → text | [`render`] | |
+//!
+//! ```
+//! let script = tessera_grammar::source_to_ast("from lineorder | take 3")?;
+//! let tree = tessera_grammar::ast_to_string(&script);
+//! assert_eq!(tree, "query 0..23\n  from lineorder 5..14\n  take 3 17..23\n");
+//! # Ok::<(), Vec<tessera_grammar::Diagnostic>>(())
+//! ```
 
 pub mod ast;
 pub mod diagnostic;

@@ -39,7 +39,7 @@ const ITEM_STARTS: &[&str] = &["from", "let", "table"];
 
 const COMPARISONS: &[&str] = &["==", "!=", "<", "<=", ">", ">="];
 
-/// The most alternatives listed in one label; more are cut short with `…`.
+/// The most alternatives listed in one label; more are cut short with `...`.
 const MAX_LISTED: usize = 6;
 
 pub fn parse_error_to_diagnostic(
@@ -103,7 +103,19 @@ fn hint(kind: &TokenKind, expected: &Expected) -> Option<String> {
         TokenKind::RParen if !expected.contains(")") => {
             return Some("this `)` has no matching `(`".into())
         }
+        TokenKind::Pipe if expected.wants_stage() => {
+            return Some("`|` separates stages; logical or is written `or`".into())
+        }
+        TokenKind::All if !expected.contains("all") => {
+            return Some("only `union` has an `all` form".into())
+        }
         _ => {}
+    }
+    if expected.is_only("when") {
+        return Some("`case` takes conditions: `case when x == 1 then ... end`".into());
+    }
+    if expected.is_only("from") {
+        return Some("`let` binds a pipeline: `let name = from table | ...`".into());
     }
     if text.is_some_and(|text| COMPARISONS.contains(&text))
         && !expected.contains("==")
@@ -117,6 +129,17 @@ fn hint(kind: &TokenKind, expected: &Expected) -> Option<String> {
             text.unwrap_or("")
         ));
     }
+    let starts_operand = matches!(
+        kind,
+        TokenKind::Ident(_)
+            | TokenKind::Int(_)
+            | TokenKind::Float(_)
+            | TokenKind::Str(_)
+            | TokenKind::Date(_)
+    );
+    if starts_operand && expected.contains(",") {
+        return Some("a `,` may be missing before this".into());
+    }
     if let TokenKind::Ident(word) = kind {
         if expected.wants_stage() {
             return Some(match closest_name(word, STAGES.iter().copied()) {
@@ -124,7 +147,9 @@ fn hint(kind: &TokenKind, expected: &Expected) -> Option<String> {
                 None => format!("the stages are {}", list_in_backticks(STAGES)),
             });
         }
-        if ITEM_STARTS.iter().all(|start| expected.contains(start)) {
+        let at_item_start =
+            ITEM_STARTS.iter().all(|start| expected.contains(start)) && !expected.contains("|");
+        if at_item_start {
             return Some(match closest_name(word, ITEM_STARTS.iter().copied()) {
                 Some(start) => format!("did you mean `{start}`?"),
                 None => "a query starts with `from`, as in `from lineorder | ...`".into(),
@@ -151,6 +176,10 @@ impl Expected {
 
     fn contains(&self, name: &str) -> bool {
         self.names.iter().any(|n| n == name)
+    }
+
+    fn is_only(&self, name: &str) -> bool {
+        matches!(self.names.as_slice(), [only] if only == name)
     }
 
     fn count_of(&self, group: &[&str]) -> usize {

@@ -515,6 +515,62 @@ fn join_needs_on() {
 }
 
 #[test]
+fn hints_for_common_mistakes() {
+    let hint = |source: &str| error(source).hints.join("; ");
+    assert_eq!(
+        hint("from t || where a"),
+        "`|` separates stages; logical or is written `or`"
+    );
+    assert_eq!(
+        hint("from t | intersect all u"),
+        "only `union` has an `all` form"
+    );
+    assert_eq!(
+        hint("from t | where case x when 1 then 2 end"),
+        "`case` takes conditions: `case when x == 1 then ... end`"
+    );
+    assert_eq!(
+        hint("let x = t"),
+        "`let` binds a pipeline: `let name = from table | ...`"
+    );
+    assert_eq!(
+        hint("from t | select a b"),
+        "a `,` may be missing before this"
+    );
+    assert_eq!(
+        hint("from t | where f(a b)"),
+        "a `,` may be missing before this"
+    );
+    assert_eq!(hint("from t | where a && b"), "use `and`");
+}
+
+#[test]
+fn labels_name_what_was_expected() {
+    let label = |source: &str| error(source).label;
+    assert_eq!(
+        label("from t | join"),
+        "expected one of a name, `semi`, `anti`, `left`, `(`"
+    );
+    assert_eq!(label("from t | group a {"), "expected `}` or a name");
+    assert_eq!(label("table t { a }"), "expected `:`");
+    assert_eq!(label("from t | where x in 1"), "expected `(`");
+    assert_eq!(label("from t | where x is 1"), "expected `not` or `null`");
+    assert_eq!(
+        label("from t | union"),
+        "expected one of a name, `all`, `(`"
+    );
+    assert_eq!(label("from t | aggregate {}"), "expected a name");
+    assert_eq!(
+        label("from t | where x == 1 |"),
+        "expected a stage (`where`, `select`, `join`, `group`, ...)"
+    );
+    assert_eq!(
+        label("from t | select a b"),
+        "expected one of `|`, `,`, `=`, an operator, `from`, `let`, ..."
+    );
+}
+
+#[test]
 fn long_tokens_are_shortened_in_messages() {
     let d = error(r#"from t "a very long string literal that goes on and on""#);
     assert_eq!(d.message, "unexpected `\"a very long string literal...`");
