@@ -195,7 +195,8 @@ pub fn source_to_tokens(source: &str) -> Result<Vec<Token>, Vec<Diagnostic>> {
     let mut errors: Vec<Diagnostic> = Vec::new();
     let mut depth = 0usize;
     let mut nesting_reported = false;
-    // End of the last run of invalid characters, so that a run is reported once.
+    // The current run of invalid characters and the index of its diagnostic, so that a run
+    // like `$$$` is reported once.
     let mut invalid_run: Option<(usize, Span)> = None;
 
     let mut lexer = Shape::lexer(source);
@@ -209,7 +210,9 @@ pub fn source_to_tokens(source: &str) -> Result<Vec<Token>, Vec<Diagnostic>> {
                 match invalid_run {
                     Some((index, run)) if run.end == span.start => {
                         let run = run.to(span);
-                        errors[index] = invalid_characters(source, run);
+                        if let Some(reported) = errors.get_mut(index) {
+                            *reported = invalid_characters(source, run);
+                        }
                         invalid_run = Some((index, run));
                     }
                     _ => {
