@@ -1,0 +1,473 @@
+//! Typing of scalar expressions. Integer arithmetic is done in 64 bits (so sums and products of
+//! 32-bit columns cannot overflow), `/` divides as floating point, comparisons convert both
+//! sides to a common type, and an integer literal compared with a 32-bit column stays 32-bit
+//! when it fits, so the comparison costs nothing extra on the device.
+
+use tessera_grammar::ast::{self, BinaryOp, ExprKind as AstExpr, LiteralValue, UnaryOp};
+use tessera_grammar::{closest_name, Diagnostic, Span};
+use tessera_stdlib::{Aggregate, Function};
+use tessera_storage::{date, DataType, Value};
+
+use crate::expr::{mirror, Expr, ExprKind};
+
+use super::declarations::resolve_type;
+use super::scope::PipelineContext;
+use super::{Analyzer, Result};
+
+/// An operand of a comparison: strings literals stay text until we know which column's
+/// dictionary they are compared with.
+pub(super) enum Operand {
+    Value(Expr),
+    Text(String, Span),
+}
+
+impl Analyzer<'_> {
+    /// An expression that must be a `bool` (a `where` condition, a `case` test).
+    pub(super) fn condition(&mut self, expr: &ast::Expr, context: &PipelineContext, what: &str) -> Result<Expr> {
+        let typed = self.value(expr, context)?;
+        if typed.ty != DataType::Bool {
+            return Err(Diagnostic::type_error(
+                expr.span,
+                format!("{what} needs a `bool` condition, but this is `{}`", typed.ty),
+            )
+            .with_hint("compare it with something, e.g. `x > 0`"));
+        }
+        Ok(typed)
+    }
+
+    /// A scalar expression (no aggregates).
+    pub(super) fn value(&mut self, expr: &ast::Expr, context: &PipelineContext) -> Result<Expr> {
+        match self.operand(expr, context)? {
+            Operand::Value(typed) => Ok(typed),
+            Operand::Text(_, span) => Err(Diagnostic::unsupported(
+                span,
+                "a string literal can only be compared with a string column here",
+            )
+            .with_hint("strings are dictionary-encoded columns; compare one with `==`, `<`, `between` or `in`")),
+        }
+    }
+
+    pub(super) fn operand(&mut self, expr: &ast::Expr, context: &PipelineContext) -> Result<Operand> {
+        let span = expr.span;
+        let typed = match &expr.kind {
+            AstExpr::Literal(literal) => return self.literal(literal),
+            AstExpr::Column { qualifier, name } => {
+                let id = self.resolve(qualifier.as_ref(), name, context)?;
+                Expr::column(id, &self.columns, span)
+            }
+            AstExpr::Unary { op, operand } => self.unary(*op, operand, span, context)?,
+            AstExpr::Binary { op, left, right } => {
+                let left = self.operand(left, context)?;
+                let right = self.operand(right, context)?;
+                self.binary(*op, left, right, span)?
+            }
+            AstExpr::Between {
+                expr: tested,
+                low,
+                high,
+                negated,
+            } => {
+                let tested = self.value(tested, context)?;
+                let low = self.operand(low, context)?;
+                let high = self.operand(high, context)?;
+                let lower = self.binary(BinaryOp::Ge, Operand::Value(tested.clone()), low, span)?;
+                let upper = self.binary(BinaryOp::Le, Operand::Value(tested), high, span)?;
+                negate_if(*negated, Expr::binary(BinaryOp::And, lower, upper, DataType::Bool, span))
+            }
+            AstExpr::InList {
+                expr: tested,
+                list,
+                negated,
+            } => {
+                let tested = self.value(tested, context)?;
+                let mut any: Option<Expr> = None;
+                for item in list {
+                    let item = self.operand(item, context)?;
+                    let equal = self.binary(BinaryOp::Eq, Operand::Value(tested.clone()), item, span)?;
+                    any = Some(match any {
+                        None => equal,
+                        Some(previous) => Expr::binary(BinaryOp::Or, previous, equal, DataType::Bool, span),
+                    });
+                }
+                let any = any.unwrap_or_else(|| Expr::boolean(false, span));
+                negate_if(*negated, any)
+            }
+            AstExpr::IsNull { expr: tested, negated } => {
+                let operand = self.value(tested, context)?;
+                Expr::new(
+                    ExprKind::IsNull {
+                        operand: Box::new(operand),
+                        negated: *negated,
+                    },
+                    DataType::Bool,
+                    false,
+                    span,
+                )
+            }
+            AstExpr::Case { branches, otherwise } => self.case(branches, otherwise.as_deref(), span, context)?,
+            AstExpr::Cast { expr: operand, ty } => {
+                let operand = self.value(operand, context)?;
+                let target = resolve_type(ty)?;
+                check_cast(operand.ty, target, span)?;
+                if operand.ty == target {
+                    operand
+                } else {
+                    Expr::new(ExprKind::Cast(Box::new(operand.clone())), target, operand.nullable, span)
+                }
+            }
+            AstExpr::Call { function, args } => self.call(function, args, span, context)?,
+        };
+        Ok(Operand::Value(typed))
+    }
+
+    fn literal(&mut self, literal: &ast::Literal) -> Result<Operand> {
+        let span = literal.span;
+        let typed = match &literal.value {
+            LiteralValue::Int(i) => Expr::literal(Value::Int(*i), DataType::I64, span),
+            LiteralValue::Float(x) => Expr::literal(Value::Float(*x), DataType::F64, span),
+            LiteralValue::Bool(b) => Expr::boolean(*b, span),
+            LiteralValue::Str(text) => return Ok(Operand::Text(text.clone(), span)),
+            LiteralValue::Date(text) => {
+                let Some(days) = date::parse_date(text) else {
+                    return Err(Diagnostic::type_error(span, format!("`@{text}` is not a date"))
+                        .with_label("no such day in the calendar"));
+                };
+                Expr::literal(Value::Date(days), DataType::Date, span)
+            }
+            LiteralValue::Null => {
+                return Err(Diagnostic::type_error(span, "`null` cannot be used as a value here")
+                    .with_hint("test for missing values with `is null` or `is not null`"))
+            }
+        };
+        Ok(Operand::Value(typed))
+    }
+
+    fn unary(&mut self, op: UnaryOp, operand: &ast::Expr, span: Span, context: &PipelineContext) -> Result<Expr> {
+        // Fold `-literal` at once, so that `x > -5` compares with a literal like `x > 5` does.
+        if op == UnaryOp::Neg {
+            if let AstExpr::Literal(ast::Literal {
+                value: LiteralValue::Int(i),
+                ..
+            }) = operand.kind
+            {
+                return Ok(Expr::literal(Value::Int(i.wrapping_neg()), DataType::I64, span));
+            }
+            if let AstExpr::Literal(ast::Literal {
+                value: LiteralValue::Float(x),
+                ..
+            }) = operand.kind
+            {
+                return Ok(Expr::literal(Value::Float(-x), DataType::F64, span));
+            }
+        }
+        let typed = self.value(operand, context)?;
+        let ty = match op {
+            UnaryOp::Not if typed.ty == DataType::Bool => DataType::Bool,
+            UnaryOp::Not => {
+                return Err(Diagnostic::type_error(
+                    operand.span,
+                    format!("`not` needs a `bool`, but this is `{}`", typed.ty),
+                ))
+            }
+            UnaryOp::Neg if typed.ty.is_integer() => DataType::I64,
+            UnaryOp::Neg if typed.ty.is_float() => typed.ty,
+            UnaryOp::Neg => {
+                return Err(Diagnostic::type_error(
+                    operand.span,
+                    format!("cannot negate a `{}`", typed.ty),
+                ))
+            }
+        };
+        let nullable = typed.nullable;
+        Ok(Expr::new(
+            ExprKind::Unary {
+                op,
+                operand: Box::new(typed.cast(ty)),
+            },
+            ty,
+            nullable,
+            span,
+        ))
+    }
+
+    pub(super) fn binary(&mut self, op: BinaryOp, left: Operand, right: Operand, span: Span) -> Result<Expr> {
+        if op.is_comparison() {
+            return self.comparison(op, left, right, span);
+        }
+        let (left, right) = match (left, right) {
+            (Operand::Value(l), Operand::Value(r)) => (l, r),
+            (Operand::Text(_, s), _) | (_, Operand::Text(_, s)) => {
+                return Err(Diagnostic::type_error(
+                    s,
+                    format!("`{}` cannot be applied to a string", op.symbol()),
+                ))
+            }
+        };
+        if op.is_logical() {
+            for side in [&left, &right] {
+                if side.ty != DataType::Bool {
+                    return Err(Diagnostic::type_error(
+                        side.span,
+                        format!("`{}` needs `bool` operands, but this is `{}`", op.symbol(), side.ty),
+                    ));
+                }
+            }
+            return Ok(Expr::binary(op, left, right, DataType::Bool, span));
+        }
+        if !left.ty.is_numeric() || !right.ty.is_numeric() {
+            let bad = if left.ty.is_numeric() { &right } else { &left };
+            let mut d = Diagnostic::type_error(
+                span,
+                format!("`{}` needs numbers, but found `{}` and `{}`", op.symbol(), left.ty, right.ty),
+            )
+            .with_secondary(bad.span, format!("this is `{}`", bad.ty));
+            if bad.ty == DataType::Date {
+                d = d.with_hint("dates are compared, not computed with; `year()`, `month()` and `day()` extract parts");
+            }
+            return Err(d);
+        }
+        let ty = match op {
+            BinaryOp::Div => float_type(left.ty, right.ty),
+            _ if left.ty.is_integer() && right.ty.is_integer() => DataType::I64,
+            _ => float_type(left.ty, right.ty),
+        };
+        Ok(Expr::binary(op, left.cast(ty), right.cast(ty), ty, span))
+    }
+
+    fn comparison(&mut self, op: BinaryOp, left: Operand, right: Operand, span: Span) -> Result<Expr> {
+        let (left, right) = match (left, right) {
+            (Operand::Value(l), Operand::Value(r)) => (l, r),
+            (Operand::Value(column), Operand::Text(text, text_span)) => {
+                return self.compare_with_text(op, column, &text, text_span, span)
+            }
+            (Operand::Text(text, text_span), Operand::Value(column)) => {
+                return self.compare_with_text(mirror(op), column, &text, text_span, span)
+            }
+            (Operand::Text(_, a), Operand::Text(_, _)) => {
+                return Err(Diagnostic::type_error(a, "comparing two string literals says nothing about the data")
+                    .with_hint("compare a string column with a literal"))
+            }
+        };
+        let (l, r) = (left.ty, right.ty);
+        let ordered = !matches!(op, BinaryOp::Eq | BinaryOp::Ne);
+        let common = if l == r {
+            if l == DataType::Bool && ordered {
+                return Err(Diagnostic::type_error(span, format!("`{}` does not order `bool` values", op.symbol())));
+            }
+            if l == DataType::Str && !self.same_dictionary(&left, &right) {
+                return Err(Diagnostic::unsupported(span, "comparing string columns of different tables is not supported")
+                    .with_hint("compare each column with a literal instead"));
+            }
+            l
+        } else if l.is_numeric() && r.is_numeric() {
+            comparison_type(&left, &right)
+        } else {
+            let mut d = Diagnostic::type_error(span, format!("cannot compare `{l}` with `{r}`"))
+                .with_secondary(left.span, format!("this is `{l}`"))
+                .with_secondary(right.span, format!("this is `{r}`"));
+            if l == DataType::Date || r == DataType::Date {
+                d = d.with_hint("write a date literal as `@1994-01-31`");
+            }
+            return Err(d);
+        };
+        Ok(Expr::binary(op, adapt(left, common), adapt(right, common), DataType::Bool, span))
+    }
+
+    fn compare_with_text(&mut self, op: BinaryOp, column: Expr, text: &str, text_span: Span, span: Span) -> Result<Expr> {
+        match column.ty {
+            DataType::Str => self.bind_string_comparison(op, column, text, text_span, span),
+            DataType::Date => Err(Diagnostic::type_error(text_span, "a date is compared with a string literal")
+                .with_secondary(column.span, "this is a `date`")
+                .with_hint(format!("write the date as `@{text}`"))),
+            other => Err(Diagnostic::type_error(
+                text_span,
+                format!("a string literal is compared with a number (`{other}`)"),
+            )
+            .with_secondary(column.span, format!("this is `{other}`"))
+            .with_hint("remove the quotes to compare with a number")),
+        }
+    }
+
+    fn case(
+        &mut self,
+        branches: &[(ast::Expr, ast::Expr)],
+        otherwise: Option<&ast::Expr>,
+        span: Span,
+        context: &PipelineContext,
+    ) -> Result<Expr> {
+        let mut typed = Vec::with_capacity(branches.len());
+        for (when, then) in branches {
+            let when = self.condition(when, context, "`when`")?;
+            typed.push((when, self.value(then, context)?));
+        }
+        let otherwise = otherwise.map(|e| self.value(e, context)).transpose()?;
+        let results: Vec<&Expr> = typed.iter().map(|(_, t)| t).chain(otherwise.as_ref()).collect();
+        let mut ty = results[0].ty;
+        for result in &results[1..] {
+            ty = match (ty, result.ty) {
+                (a, b) if a == b => a,
+                (a, b) if a.is_numeric() && b.is_numeric() => {
+                    if a.is_integer() && b.is_integer() {
+                        DataType::I64
+                    } else {
+                        float_type(a, b)
+                    }
+                }
+                (a, b) => {
+                    return Err(Diagnostic::type_error(
+                        result.span,
+                        format!("`case` results have different types: `{a}` and `{b}`"),
+                    ))
+                }
+            };
+        }
+        if ty == DataType::Str {
+            return Err(Diagnostic::unsupported(span, "`case` producing strings is not supported")
+                .with_hint("produce numbers, or filter with `where` instead"));
+        }
+        let nullable = otherwise.is_none() || results.iter().any(|r| r.nullable);
+        let branches = typed.into_iter().map(|(w, t)| (w, t.cast(ty))).collect();
+        Ok(Expr::new(
+            ExprKind::Case {
+                branches,
+                otherwise: otherwise.map(|o| Box::new(o.cast(ty))),
+            },
+            ty,
+            nullable,
+            span,
+        ))
+    }
+
+    fn call(&mut self, name: &ast::Ident, args: &[ast::Expr], span: Span, context: &PipelineContext) -> Result<Expr> {
+        let Some(function) = Function::from_name(&name.name) else {
+            if Aggregate::from_name(&name.name).is_some() {
+                return Err(Diagnostic::type_error(
+                    name.span,
+                    format!("the aggregate `{}` can only be used in `group {{ }}` or `aggregate {{ }}`", name.name),
+                ));
+            }
+            let names = Function::ALL.map(Function::name);
+            let mut d = Diagnostic::name(name.span, format!("unknown function `{}`", name.name));
+            d = match closest_name(&name.name, names) {
+                Some(suggestion) => d.with_hint(format!("did you mean `{suggestion}`?")),
+                None => d.with_hint(format!("the functions are: {}", names.join(", "))),
+            };
+            return Err(d);
+        };
+        let mut typed = Vec::with_capacity(args.len());
+        for arg in args {
+            typed.push(self.value(arg, context)?);
+        }
+        let arg_types: Vec<DataType> = typed.iter().map(|a| a.ty).collect();
+        let ty = function.return_type(&arg_types).map_err(|e| {
+            let at = typed.first().map_or(span, |a| a.span);
+            Diagnostic::type_error(at, format!("`{}` {e}", function.name())).with_hint(function.signature())
+        })?;
+        // Floating functions of integers compute in the result's float type.
+        let typed: Vec<Expr> = if ty.is_float() {
+            typed.into_iter().map(|a| a.cast(ty)).collect()
+        } else {
+            typed
+        };
+        let nullable = typed.iter().any(|a| a.nullable);
+        Ok(Expr::new(ExprKind::Call { function, args: typed }, ty, nullable, span))
+    }
+
+    pub(super) fn same_dictionary(&self, a: &Expr, b: &Expr) -> bool {
+        let origin = |e: &Expr| e.as_column().and_then(|c| self.columns.get(c).origin.clone());
+        match (origin(a), origin(b)) {
+            (Some(x), Some(y)) => x == y,
+            _ => false,
+        }
+    }
+}
+
+fn negate_if(negated: bool, expr: Expr) -> Expr {
+    if !negated {
+        return expr;
+    }
+    let (span, nullable) = (expr.span, expr.nullable);
+    Expr::new(
+        ExprKind::Unary {
+            op: UnaryOp::Not,
+            operand: Box::new(expr),
+        },
+        DataType::Bool,
+        nullable,
+        span,
+    )
+}
+
+fn float_type(a: DataType, b: DataType) -> DataType {
+    let f32_or_int = |t: DataType| t == DataType::F32;
+    if f32_or_int(a) && f32_or_int(b) {
+        DataType::F32
+    } else {
+        DataType::F64
+    }
+}
+
+fn is_int_literal(e: &Expr) -> Option<i64> {
+    match e.kind {
+        ExprKind::Literal(Value::Int(i)) => Some(i),
+        _ => None,
+    }
+}
+
+/// The type two numeric operands of a comparison are compared in.
+fn comparison_type(left: &Expr, right: &Expr) -> DataType {
+    let (l, r) = (left.ty, right.ty);
+    // A literal takes the column's type when it fits.
+    if let Some(i) = is_int_literal(right) {
+        if l == DataType::I32 && i32::try_from(i).is_ok() || l.is_float() {
+            return l;
+        }
+    }
+    if let Some(i) = is_int_literal(left) {
+        if r == DataType::I32 && i32::try_from(i).is_ok() || r.is_float() {
+            return r;
+        }
+    }
+    if l.is_integer() && r.is_integer() {
+        DataType::I64
+    } else if matches!(left.kind, ExprKind::Literal(_)) && r == DataType::F32
+        || matches!(right.kind, ExprKind::Literal(_)) && l == DataType::F32
+    {
+        DataType::F32
+    } else {
+        float_type(l, r)
+    }
+}
+
+/// Converts to `ty`, turning literals into literals of that type rather than casts.
+fn adapt(expr: Expr, ty: DataType) -> Expr {
+    if expr.ty == ty {
+        return expr;
+    }
+    match (&expr.kind, ty) {
+        (ExprKind::Literal(Value::Int(_)), DataType::I32 | DataType::I64) => Expr { ty, ..expr },
+        (ExprKind::Literal(Value::Int(i)), DataType::F32 | DataType::F64) => {
+            Expr::literal(Value::Float(*i as f64), ty, expr.span)
+        }
+        (ExprKind::Literal(Value::Float(_)), DataType::F32 | DataType::F64) => Expr { ty, ..expr },
+        _ => expr.cast(ty),
+    }
+}
+
+fn check_cast(from: DataType, to: DataType, span: Span) -> Result<()> {
+    use DataType::*;
+    let allowed = from == to
+        || (from.is_numeric() || from == Bool) && to.is_numeric()
+        || from.is_numeric() && to == Bool
+        || from == Date && to.is_integer()
+        || from.is_integer() && to == Date;
+    if allowed {
+        Ok(())
+    } else {
+        let mut d = Diagnostic::type_error(span, format!("cannot cast `{from}` to `{to}`"));
+        if from == Str || to == Str {
+            d = d.with_hint("strings are dictionary codes and cannot be converted");
+        }
+        Err(d)
+    }
+}

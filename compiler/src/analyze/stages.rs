@@ -1,0 +1,434 @@
+//! Analysis of each pipeline stage: what it computes and which columns it leaves visible.
+
+use tessera_grammar::ast::{self, BinaryOp, ExprKind as AstExpr, JoinKind, LiteralValue, StageKind};
+use tessera_grammar::{Diagnostic, Span};
+use tessera_stdlib::Aggregate;
+use tessera_storage::DataType;
+
+use crate::columns::{ColumnId, ColumnInfo};
+use crate::expr::{AggregateExpr, Expr};
+use crate::typed::{AggregateBinding, Binding, Scope, ScopeEntry, SortKey, TypedStage, TypedStageKind};
+
+use super::scope::PipelineContext;
+use super::{Analyzer, Result};
+
+impl Analyzer<'_> {
+    pub(super) fn stage(&mut self, stage: &ast::Stage, context: &PipelineContext) -> Result<TypedStage> {
+        let input = &context.scope;
+        let (kind, output) = match &stage.kind {
+            StageKind::Where(predicate) => {
+                let predicate = self.condition(predicate, context, "`where`")?;
+                (TypedStageKind::Where(predicate), input.clone())
+            }
+            StageKind::Select(items) => {
+                let (bindings, output) = self.select_items(items, context)?;
+                (TypedStageKind::Select(bindings), output)
+            }
+            StageKind::Derive(assignments) => self.derive(assignments, context)?,
+            StageKind::Join { kind, relation, on } => self.join(*kind, relation, on, context)?,
+            StageKind::Group { keys, aggregates } => {
+                let (keys, mut output) = self.select_items(keys, context)?;
+                let aggregates = self.aggregates(aggregates, context, &mut output, true)?;
+                (TypedStageKind::Group { keys, aggregates }, output)
+            }
+            StageKind::Aggregate(aggregates) => {
+                let mut output = Scope::default();
+                let aggregates = self.aggregates(aggregates, context, &mut output, false)?;
+                (TypedStageKind::Aggregate(aggregates), output)
+            }
+            StageKind::Sort(keys) => {
+                let keys = keys
+                    .iter()
+                    .map(|key| {
+                        Ok(SortKey {
+                            expr: self.value(&key.expr, context)?,
+                            descending: key.descending,
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                (TypedStageKind::Sort(keys), input.clone())
+            }
+            StageKind::Take(literal) => {
+                let count = match literal.value {
+                    LiteralValue::Int(n) if n >= 0 => n as u64,
+                    _ => {
+                        return Err(Diagnostic::type_error(
+                            literal.span,
+                            "`take` needs a count of rows, a whole number of zero or more",
+                        ))
+                    }
+                };
+                (TypedStageKind::Take(count), input.clone())
+            }
+            StageKind::Distinct => (TypedStageKind::Distinct, input.clone()),
+            StageKind::SetOp { op, all, relation } => {
+                let relation = self.relation(relation)?;
+                let keyword = match op {
+                    ast::SetOp::Union => "union",
+                    ast::SetOp::Intersect => "intersect",
+                    ast::SetOp::Except => "except",
+                };
+                let output = self.set_operation_output(keyword, input, &relation, stage.span)?;
+                (
+                    TypedStageKind::SetOp {
+                        op: *op,
+                        all: *all,
+                        relation,
+                    },
+                    output,
+                )
+            }
+            StageKind::Product(relation) => {
+                let relation = self.relation(relation)?;
+                let mut output = input.clone();
+                output.entries.extend(relation.output.entries.iter().cloned());
+                (TypedStageKind::Product(relation), output)
+            }
+        };
+        Ok(TypedStage {
+            kind,
+            output,
+            span: stage.span,
+        })
+    }
+
+    /// `select` items and `group` keys: plain column references keep their column; anything
+    /// else becomes a new column and must be named.
+    fn select_items(
+        &mut self,
+        items: &[ast::SelectItem],
+        context: &PipelineContext,
+    ) -> Result<(Vec<Binding>, Scope)> {
+        let mut bindings = Vec::with_capacity(items.len());
+        let mut output = Scope::default();
+        let mut names: Vec<(String, Span)> = Vec::new();
+        for item in items {
+            let expr = self.value(&item.expr, context)?;
+            let plain = expr.as_column();
+            let name = match (&item.name, &item.expr.kind) {
+                (Some(name), _) => name.clone(),
+                (None, AstExpr::Column { name, .. }) => name.clone(),
+                (None, _) => {
+                    return Err(Diagnostic::name(item.span, "this expression needs a name")
+                        .with_hint("name it: `name = expression`"))
+                }
+            };
+            check_unique(&mut names, &name)?;
+            let (id, qualifier) = match plain {
+                Some(id) if self.columns.get(id).name == name.name => {
+                    let qualifier = context
+                        .scope
+                        .entries
+                        .iter()
+                        .find(|e| e.id == id)
+                        .and_then(|e| e.qualifier.clone());
+                    (id, qualifier)
+                }
+                _ => (self.new_column(&name.name, &expr), None),
+            };
+            output.entries.push(ScopeEntry {
+                id,
+                name: name.name.clone(),
+                qualifier,
+            });
+            bindings.push(Binding { id, expr });
+        }
+        Ok((bindings, output))
+    }
+
+    fn derive(
+        &mut self,
+        assignments: &[ast::Assignment],
+        context: &PipelineContext,
+    ) -> Result<(TypedStageKind, Scope)> {
+        let mut output = context.scope.clone();
+        let mut bindings = Vec::with_capacity(assignments.len());
+        let mut names: Vec<(String, Span)> = Vec::new();
+        for assignment in assignments {
+            let name = &assignment.name;
+            if context.scope.names().any(|n| n == name.name) {
+                return Err(Diagnostic::name(
+                    name.span,
+                    format!("column `{}` already exists", name.name),
+                )
+                .with_hint("`derive` only adds columns; use `select` to replace one"));
+            }
+            check_unique(&mut names, name)?;
+            let expr = self.value(&assignment.expr, context)?;
+            let id = self.new_column(&name.name, &expr);
+            output.entries.push(ScopeEntry {
+                id,
+                name: name.name.clone(),
+                qualifier: None,
+            });
+            bindings.push(Binding { id, expr });
+        }
+        Ok((TypedStageKind::Derive(bindings), output))
+    }
+
+    fn join(
+        &mut self,
+        kind: JoinKind,
+        relation: &ast::Relation,
+        on: &ast::Expr,
+        context: &PipelineContext,
+    ) -> Result<(TypedStageKind, Scope)> {
+        let right = self.relation(relation)?;
+        let left_ids = context.scope.ids();
+        let right_ids = right.output.ids();
+        let mut both = context.scope.clone();
+        both.entries.extend(right.output.entries.iter().cloned());
+        let both = PipelineContext::over(both);
+
+        let mut keys = Vec::new();
+        for conjunct in split_conjunction(on) {
+            let AstExpr::Binary {
+                op: BinaryOp::Eq,
+                left,
+                right: other,
+            } = &conjunct.kind
+            else {
+                return Err(Diagnostic::type_error(
+                    conjunct.span,
+                    "`on` may only hold equalities between the two inputs",
+                )
+                .with_hint("write `left_column == right_column`, joined with `and`; put other conditions in a `where`"));
+            };
+            let a = self.value(left, &both)?;
+            let b = self.value(other, &both)?;
+            let side = |e: &Expr, ids: &[ColumnId]| {
+                let used = e.columns_used();
+                !used.is_empty() && used.iter().all(|c| ids.contains(c))
+            };
+            let (l, r) = if side(&a, &left_ids) && side(&b, &right_ids) {
+                (a, b)
+            } else if side(&a, &right_ids) && side(&b, &left_ids) {
+                (b, a)
+            } else {
+                return Err(Diagnostic::type_error(
+                    conjunct.span,
+                    "each equality in `on` must compare the pipeline's columns with the joined relation's",
+                )
+                .with_label("this does not compare one side with the other"));
+            };
+            if l.ty != r.ty {
+                return Err(Diagnostic::type_error(
+                    conjunct.span,
+                    format!("join keys have different types: `{}` and `{}`", l.ty, r.ty),
+                )
+                .with_secondary(l.span, format!("this is `{}`", l.ty))
+                .with_secondary(r.span, format!("this is `{}`", r.ty))
+                .with_hint("cast one side with `as` so both have the same type"));
+            }
+            if l.ty == DataType::Str && !self.same_dictionary(&l, &r) {
+                return Err(Diagnostic::unsupported(
+                    conjunct.span,
+                    "joining on string columns of different tables is not supported",
+                )
+                .with_hint("join on the integer keys instead"));
+            }
+            keys.push((l, r));
+        }
+        let output = match kind {
+            JoinKind::Inner => both.scope,
+            JoinKind::Semi | JoinKind::Anti => context.scope.clone(),
+            JoinKind::Left => {
+                // Unmatched rows get nulls on the right; marking the right columns nullable
+                // everywhere is conservative below the join and exact above it.
+                for id in &right_ids {
+                    self.columns.set_nullable(*id);
+                }
+                both.scope
+            }
+        };
+        Ok((
+            TypedStageKind::Join {
+                kind,
+                relation: right,
+                keys,
+            },
+            output,
+        ))
+    }
+
+    fn aggregates(
+        &mut self,
+        assignments: &[ast::Assignment],
+        context: &PipelineContext,
+        output: &mut Scope,
+        grouped: bool,
+    ) -> Result<Vec<AggregateBinding>> {
+        let mut names: Vec<(String, Span)> = output
+            .entries
+            .iter()
+            .map(|e| (e.name.clone(), Span::default()))
+            .collect();
+        let mut bindings = Vec::with_capacity(assignments.len());
+        for assignment in assignments {
+            check_unique(&mut names, &assignment.name)?;
+            let aggregate = self.aggregate_call(&assignment.expr, context, grouped)?;
+            // Over a group every aggregate sees at least one row; over a whole input it may not.
+            let nullable = aggregate.function.is_null_on_empty()
+                && (!grouped || aggregate.arg.as_ref().is_some_and(|a| a.nullable));
+            let id = self.columns.add(ColumnInfo {
+                name: assignment.name.name.clone(),
+                ty: aggregate.ty,
+                nullable,
+                origin: match (&aggregate.function, &aggregate.arg) {
+                    // min and max of a string column are codes of that column's dictionary.
+                    (Aggregate::Min | Aggregate::Max, Some(arg)) if arg.ty == DataType::Str => {
+                        arg.as_column().and_then(|c| self.columns.get(c).origin.clone())
+                    }
+                    _ => None,
+                },
+            });
+            output.entries.push(ScopeEntry {
+                id,
+                name: assignment.name.name.clone(),
+                qualifier: None,
+            });
+            bindings.push(AggregateBinding { id, aggregate });
+        }
+        Ok(bindings)
+    }
+
+    fn aggregate_call(&mut self, expr: &ast::Expr, context: &PipelineContext, grouped: bool) -> Result<AggregateExpr> {
+        let block = if grouped { "group { }" } else { "aggregate { }" };
+        let AstExpr::Call { function, args } = &expr.kind else {
+            return Err(Diagnostic::type_error(
+                expr.span,
+                format!("each entry of `{block}` must be an aggregate such as `sum(x)` or `count()`"),
+            )
+            .with_hint("compute with the result in a later `derive`"));
+        };
+        let Some(aggregate) = Aggregate::from_name(&function.name) else {
+            return Err(Diagnostic::type_error(
+                function.span,
+                format!("`{}` is not an aggregate", function.name),
+            )
+            .with_hint("the aggregates are sum, count, min, max and avg"));
+        };
+        let arg = match (aggregate, args.as_slice()) {
+            (Aggregate::Count, []) => None,
+            (_, [arg]) => Some(self.value(arg, context)?),
+            _ => {
+                let expected = if aggregate == Aggregate::Count {
+                    "zero or one argument"
+                } else {
+                    "one argument"
+                };
+                return Err(Diagnostic::type_error(
+                    expr.span,
+                    format!("`{}` takes {expected}, but {} given", function.name, args.len()),
+                ));
+            }
+        };
+        let ty = aggregate
+            .return_type(arg.as_ref().map(|a| a.ty))
+            .map_err(|_| {
+                let found = arg.as_ref().map_or(DataType::Bool, |a| a.ty);
+                let span = arg.as_ref().map_or(expr.span, |a| a.span);
+                let what = if aggregate == Aggregate::Min || aggregate == Aggregate::Max {
+                    "a number, date or string"
+                } else {
+                    "a number"
+                };
+                Diagnostic::type_error(
+                    span,
+                    format!("cannot take `{}` of a `{found}`", function.name),
+                )
+                .with_label(format!("this is `{found}`, not {what}"))
+            })?;
+        Ok(AggregateExpr {
+            function: aggregate,
+            arg,
+            ty,
+            span: expr.span,
+        })
+    }
+
+    fn set_operation_output(&mut self, keyword: &str, left: &Scope, right: &crate::typed::TypedRelation, span: Span) -> Result<Scope> {
+        let (l, r) = (&left.entries, &right.output.entries);
+        if l.len() != r.len() {
+            return Err(Diagnostic::type_error(
+                span,
+                format!(
+                    "`{keyword}` needs inputs with the same number of columns, but they have {} and {}",
+                    l.len(),
+                    r.len()
+                ),
+            ));
+        }
+        let mut output = Scope::default();
+        for (a, b) in l.iter().zip(r) {
+            let (ia, ib) = (self.columns.get(a.id).clone(), self.columns.get(b.id).clone());
+            if ia.ty != ib.ty {
+                return Err(Diagnostic::type_error(
+                    right.span,
+                    format!(
+                        "`{keyword}` combines columns of different types: `{}` is `{}` and `{}` is `{}`",
+                        a.name, ia.ty, b.name, ib.ty
+                    ),
+                )
+                .with_hint("cast with `as` in a `select` so the columns match"));
+            }
+            if ia.ty == DataType::Str && (ia.origin.is_none() || ia.origin != ib.origin) {
+                return Err(Diagnostic::unsupported(
+                    right.span,
+                    format!("`{keyword}` of string columns from different tables is not supported"),
+                ));
+            }
+            let id = self.columns.add(ColumnInfo {
+                name: a.name.clone(),
+                ty: ia.ty,
+                nullable: ia.nullable || ib.nullable,
+                origin: ia.origin.clone(),
+            });
+            output.entries.push(ScopeEntry {
+                id,
+                name: a.name.clone(),
+                qualifier: None,
+            });
+        }
+        Ok(output)
+    }
+
+    fn new_column(&mut self, name: &str, expr: &Expr) -> ColumnId {
+        let origin = expr.as_column().and_then(|c| self.columns.get(c).origin.clone());
+        self.columns.add(ColumnInfo {
+            name: name.to_string(),
+            ty: expr.ty,
+            nullable: expr.nullable,
+            origin,
+        })
+    }
+}
+
+/// Records `name`, or reports that an earlier output column already has it.
+fn check_unique(names: &mut Vec<(String, Span)>, name: &ast::Ident) -> Result<()> {
+    if let Some((_, earlier)) = names.iter().find(|(n, _)| *n == name.name) {
+        let mut d = Diagnostic::name(name.span, format!("duplicate column name `{}`", name.name))
+            .with_label("this name is already taken");
+        if !earlier.is_empty() {
+            d = d.with_secondary(*earlier, "first used here");
+        }
+        return Err(d.with_hint("give each output column its own name"));
+    }
+    names.push((name.name.clone(), name.span));
+    Ok(())
+}
+
+fn split_conjunction(expr: &ast::Expr) -> Vec<&ast::Expr> {
+    match &expr.kind {
+        AstExpr::Binary {
+            op: BinaryOp::And,
+            left,
+            right,
+        } => {
+            let mut parts = split_conjunction(left);
+            parts.extend(split_conjunction(right));
+            parts
+        }
+        _ => vec![expr],
+    }
+}

@@ -1,0 +1,66 @@
+//! String-literal binding: a comparison of a dictionary-encoded column with a string literal
+//! becomes a comparison of codes. The dictionary is sorted, so every comparison maps to one
+//! code: `s == "X"` tests the code of "X" (-1, which no row has, when "X" is absent), and
+//! `s < "X"`, `s <= "X"`, `s > "X"`, `s >= "X"` compare with the first code at or above "X".
+
+use tessera_grammar::ast::BinaryOp;
+use tessera_grammar::{Diagnostic, Span};
+use tessera_storage::DataType;
+
+use crate::expr::{Expr, ExprKind, StrBound, StrCode};
+
+use super::{Analyzer, Result};
+
+impl Analyzer<'_> {
+    pub(super) fn bind_string_comparison(
+        &mut self,
+        op: BinaryOp,
+        column: Expr,
+        text: &str,
+        text_span: Span,
+        span: Span,
+    ) -> Result<Expr> {
+        let origin = column
+            .as_column()
+            .and_then(|id| self.columns.get(id).origin.clone())
+            .ok_or_else(|| {
+                Diagnostic::unsupported(
+                    column.span,
+                    "only a string column of a table can be compared with a string literal",
+                )
+            })?;
+        let loaded = self.catalog.column(&origin.table, &origin.column).map_err(|e| {
+            Diagnostic::new(tessera_grammar::DiagnosticKind::Data, column.span, format!("cannot read `{origin}`: {e}"))
+        })?;
+        let Some(dictionary) = loaded.data.dictionary() else {
+            return Err(Diagnostic::internal(column.span, format!("`{origin}` has no dictionary")));
+        };
+        let (op, bound) = match op {
+            BinaryOp::Eq | BinaryOp::Ne => (op, StrBound::Exact),
+            BinaryOp::Lt => (BinaryOp::Lt, StrBound::Lower),
+            BinaryOp::Le => (BinaryOp::Lt, StrBound::Upper),
+            BinaryOp::Gt => (BinaryOp::Ge, StrBound::Upper),
+            BinaryOp::Ge => (BinaryOp::Ge, StrBound::Lower),
+            other => {
+                return Err(Diagnostic::internal(span, format!("`{}` is not a comparison", other.symbol())))
+            }
+        };
+        let code = match bound {
+            StrBound::Exact => dictionary.code_of(text).unwrap_or(-1),
+            StrBound::Lower => dictionary.lower_bound(text),
+            StrBound::Upper => dictionary.upper_bound(text),
+        };
+        let literal = Expr::new(
+            ExprKind::StrCode(StrCode {
+                dictionary: origin,
+                text: text.to_string(),
+                bound,
+                code,
+            }),
+            DataType::Str,
+            false,
+            text_span,
+        );
+        Ok(Expr::binary(op, column, literal, DataType::Bool, span))
+    }
+}

@@ -1,0 +1,376 @@
+//! One pipeline as one kernel: its parameters, the function for the target (a grid of thread
+//! blocks, one tile each, on the GPU; a loop over a range of tiles on the host), the flags and
+//! column tiles in registers, and the order in which the body is generated.
+
+use std::collections::HashMap;
+
+use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
+use inkwell::types::BasicMetadataTypeEnum;
+use inkwell::values::{BasicValueEnum, IntValue};
+use inkwell::IntPredicate;
+use tessera_grammar::Diagnostic;
+use tessera_runtime::emit::TileArray;
+use tessera_runtime::primitives::load;
+use tessera_runtime::program::{KernelLaunch, Param, ResultShape};
+use tessera_runtime::{CodegenError, CodegenResult, Emitter, Target};
+
+use crate::columns::ColumnId;
+use crate::expr::{Expr, ExprKind};
+use crate::physical::{Pipeline, PhysicalQuery, Sink, Step};
+
+use super::query::QueryContext;
+use super::sinks::{plan_sink, SinkPlan};
+
+/// Below this estimated fraction of rows still selected, columns are loaded with `load_sel`:
+/// with 8 rows per 32-byte sector, a sector is skipped only when all its rows are rejected.
+const LOAD_SEL_BELOW: f64 = 0.1;
+
+/// A column's values for the current tile, and which of them are valid (when nullable).
+#[derive(Clone, Copy)]
+pub(super) struct ColumnTile<'ctx> {
+    pub values: TileArray<'ctx>,
+    pub valid: Option<TileArray<'ctx>>,
+}
+
+pub(super) struct Kernel<'k, 'ctx, 'm> {
+    pub em: Emitter<'ctx, 'm>,
+    pub query: &'k PhysicalQuery,
+    pub pipeline: &'k Pipeline,
+    pub params: Vec<Param>,
+    values: Vec<BasicValueEnum<'ctx>>,
+    pub tile_start: IntValue<'ctx>,
+    pub num_items: IntValue<'ctx>,
+    pub flags: TileArray<'ctx>,
+    pub tiles: HashMap<ColumnId, ColumnTile<'ctx>>,
+    /// The estimated fraction of the tile's rows still selected.
+    pub selected: f64,
+    /// The host's loop over tiles, closed by `finish`.
+    tile_loop: Option<TileLoop<'ctx>>,
+}
+
+struct TileLoop<'ctx> {
+    header: inkwell::basic_block::BasicBlock<'ctx>,
+    exit: inkwell::basic_block::BasicBlock<'ctx>,
+    tile: inkwell::values::PhiValue<'ctx>,
+}
+
+pub(super) fn pipeline_to_kernel<'ctx>(
+    context: &'ctx Context,
+    module: &Module<'ctx>,
+    qc: &mut QueryContext<'_>,
+    pipeline: &Pipeline,
+) -> Result<(KernelLaunch, Option<ResultShape>), Diagnostic> {
+    let span = qc.query.span;
+    let internal = |e: CodegenError| Diagnostic::internal(span, e.to_string());
+    let (sink, shape) = plan_sink(qc, pipeline)?;
+    let params = collect_params(qc, pipeline, &sink);
+    let tile = qc.target.default_tile();
+    let name = format!("tessera_q{}_p{}", qc.index, pipeline.id);
+    let mut kernel = Kernel::new(context, module, qc, pipeline, params, &name).map_err(internal)?;
+    kernel.body(qc, &sink)?;
+    let params = kernel.finish().map_err(internal)?;
+    let bytes_per_row = params
+        .iter()
+        .filter_map(|p| match p {
+            Param::Column { table, column } => qc
+                .catalog
+                .table(table)
+                .and_then(|t| t.schema.field(column))
+                .map(|f| f.ty.width() as u64),
+            Param::Validity { .. } => Some(1),
+            _ => None,
+        })
+        .sum();
+    Ok((
+        KernelLaunch {
+            name,
+            table: pipeline.table.clone(),
+            tile,
+            params,
+            bytes_per_row,
+        },
+        shape,
+    ))
+}
+
+/// Every expression the pipeline evaluates.
+fn expressions<'a>(pipeline: &'a Pipeline, sink: &'a SinkPlan) -> Vec<&'a Expr> {
+    let mut exprs: Vec<&Expr> = pipeline
+        .steps
+        .iter()
+        .map(|step| match step {
+            Step::Filter { predicate, .. } => predicate,
+            Step::Probe { key, .. } => key,
+            Step::Compute { expr, .. } => expr,
+        })
+        .collect();
+    exprs.extend(sink.expressions());
+    exprs
+}
+
+fn collect_params(qc: &QueryContext<'_>, pipeline: &Pipeline, sink: &SinkPlan) -> Vec<Param> {
+    let columns = &qc.query.columns;
+    let mut params = vec![Param::Rows {
+        table: pipeline.table.clone(),
+    }];
+    let mut push = |param: Param| {
+        if !params.contains(&param) {
+            params.push(param);
+        }
+    };
+    let exprs = expressions(pipeline, sink);
+    for expr in &exprs {
+        for id in expr.columns_used() {
+            if !pipeline.scanned.contains(&id) {
+                continue;
+            }
+            let info = columns.get(id);
+            if let Some(origin) = &info.origin {
+                push(Param::Column {
+                    table: origin.table.clone(),
+                    column: origin.column.clone(),
+                });
+                if info.nullable {
+                    push(Param::Validity {
+                        table: origin.table.clone(),
+                        column: origin.column.clone(),
+                    });
+                }
+            }
+        }
+        expr.walk(&mut |e| {
+            if let ExprKind::StrCode(code) = &e.kind {
+                push(Param::StrCode {
+                    table: code.dictionary.table.clone(),
+                    column: code.dictionary.column.clone(),
+                    text: code.text.clone(),
+                    bound: code.bound,
+                });
+            }
+        });
+    }
+    push(Param::Buffer(qc.status));
+    for step in &pipeline.steps {
+        if let Step::Probe { table, .. } = step {
+            push(Param::Buffer(qc.tables[*table].1));
+        }
+    }
+    for buffer in sink.buffers(qc) {
+        push(Param::Buffer(buffer));
+    }
+    params
+}
+
+impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
+    fn new(
+        context: &'ctx Context,
+        module: &'m Module<'ctx>,
+        qc: &QueryContext<'k>,
+        pipeline: &'k Pipeline,
+        params: Vec<Param>,
+        name: &str,
+    ) -> CodegenResult<Kernel<'k, 'ctx, 'm>> {
+        let target = qc.target;
+        let tile = target.default_tile();
+        let i64t = context.i64_type();
+        let global = match target {
+            Target::Nvptx { .. } => context.ptr_type(inkwell::AddressSpace::from(tessera_runtime::emit::GLOBAL)),
+            Target::Host => context.ptr_type(inkwell::AddressSpace::default()),
+        };
+        let is_pointer = |p: &Param| matches!(p, Param::Column { .. } | Param::Validity { .. } | Param::Buffer(_));
+        let fn_type = match target {
+            Target::Nvptx { .. } => {
+                let args: Vec<BasicMetadataTypeEnum> = params
+                    .iter()
+                    .map(|p| if is_pointer(p) { global.into() } else { i64t.into() })
+                    .collect();
+                context.void_type().fn_type(&args, false)
+            }
+            Target::Host => context
+                .void_type()
+                .fn_type(&[global.into(), i64t.into(), i64t.into()], false),
+        };
+        let em = Emitter::new_function(context, module, target, tile, name, fn_type, Linkage::External)?;
+        let mut values = Vec::with_capacity(params.len());
+        match target {
+            Target::Nvptx { .. } => {
+                for i in 0..params.len() as u32 {
+                    values.push(em.function.get_nth_param(i).ok_or_else(|| {
+                        CodegenError::Invalid(format!("kernel parameter {i} is missing"))
+                    })?);
+                }
+                annotate_kernel(&em, tile.threads);
+            }
+            Target::Host => {
+                let block = em
+                    .function
+                    .get_nth_param(0)
+                    .ok_or_else(|| CodegenError::Invalid("host kernels take a parameter block".into()))?
+                    .into_pointer_value();
+                for (i, param) in params.iter().enumerate() {
+                    let slot = em.offset_ptr(i64t.into(), block, em.const_i64(i as i64))?;
+                    let word = em.b.build_load(i64t, slot, "")?.into_int_value();
+                    values.push(if is_pointer(param) {
+                        em.b.build_int_to_ptr(word, global, "")?.into()
+                    } else {
+                        word.into()
+                    });
+                }
+            }
+        }
+        let rows = values[0].into_int_value();
+        let (tile_index, tile_loop) = match target {
+            Target::Nvptx { .. } => {
+                let block = em.block_index()?;
+                (em.b.build_int_z_extend(block, i64t, "tile")?, None)
+            }
+            Target::Host => {
+                let tile_loop = open_tile_loop(&em)?;
+                (tile_loop.tile.as_basic_value().into_int_value(), Some(tile_loop))
+            }
+        };
+        let tile_items = em.const_i64(i64::from(tile.items()));
+        let tile_start = em.b.build_int_mul(tile_index, tile_items, "tile_start")?;
+        let remaining = em.b.build_int_sub(rows, tile_start, "")?;
+        let fewer = em.b.build_int_compare(IntPredicate::SLT, remaining, tile_items, "")?;
+        let count = em.b.build_select(fewer, remaining, tile_items, "")?.into_int_value();
+        let num_items = em.b.build_int_truncate(count, em.i32(), "num_items")?;
+        let flags = em.tile_array(em.i8().into(), "flags")?;
+        Ok(Kernel {
+            em,
+            query: qc.query,
+            pipeline,
+            params,
+            values,
+            tile_start,
+            num_items,
+            flags,
+            tiles: HashMap::new(),
+            selected: 1.0,
+            tile_loop,
+        })
+    }
+
+    fn body(&mut self, qc: &mut QueryContext<'_>, sink: &SinkPlan) -> Result<(), Diagnostic> {
+        let span = self.query.span;
+        let internal = |e: CodegenError| Diagnostic::internal(span, e.to_string());
+        load::init_flags(&self.em, self.num_items, self.flags).map_err(internal)?;
+        for step in &self.pipeline.steps {
+            self.step(qc, step)?;
+        }
+        self.sink(qc, sink)
+    }
+
+    /// Closes the tile loop (host) and the function; returns the kernel's parameters.
+    fn finish(self) -> CodegenResult<Vec<Param>> {
+        if let Some(tile_loop) = &self.tile_loop {
+            let em = &self.em;
+            let tile = tile_loop.tile.as_basic_value().into_int_value();
+            let next = em.b.build_int_add(tile, em.const_i64(1), "next_tile")?;
+            tile_loop.tile.add_incoming(&[(&next, em.current_block()?)]);
+            em.b.build_unconditional_branch(tile_loop.header)?;
+            em.b.position_at_end(tile_loop.exit);
+        }
+        self.em.b.build_return(None)?;
+        Ok(self.params)
+    }
+
+    pub fn param(&self, param: &Param) -> CodegenResult<BasicValueEnum<'ctx>> {
+        self.params
+            .iter()
+            .position(|p| p == param)
+            .map(|i| self.values[i])
+            .ok_or_else(|| CodegenError::Invalid(format!("no kernel parameter {param:?}")))
+    }
+
+    pub fn buffer(&self, index: usize) -> CodegenResult<inkwell::values::PointerValue<'ctx>> {
+        Ok(self.param(&Param::Buffer(index))?.into_pointer_value())
+    }
+
+    /// Makes sure the scanned columns among `ids` are in registers, loading each with `load`
+    /// or, when few rows are still selected, `load_sel`.
+    pub fn load_columns(&mut self, ids: &[ColumnId]) -> CodegenResult<()> {
+        for &id in ids {
+            if self.tiles.contains_key(&id) || !self.pipeline.scanned.contains(&id) {
+                continue;
+            }
+            let info = self.query.columns.get(id);
+            let origin = info
+                .origin
+                .clone()
+                .ok_or_else(|| CodegenError::Invalid(format!("scanned column {} has no origin", info.name)))?;
+            let elem = self.em.value_type(info.ty);
+            let values = self.em.tile_array(elem, &info.name)?;
+            let column = self
+                .param(&Param::Column {
+                    table: origin.table.clone(),
+                    column: origin.column.clone(),
+                })?
+                .into_pointer_value();
+            self.load_into(column, values)?;
+            let valid = if info.nullable {
+                let valid = self.em.tile_array(self.em.i8().into(), &format!("{}_valid", info.name))?;
+                let bytes = self
+                    .param(&Param::Validity {
+                        table: origin.table,
+                        column: origin.column,
+                    })?
+                    .into_pointer_value();
+                self.load_into(bytes, valid)?;
+                Some(valid)
+            } else {
+                None
+            };
+            self.tiles.insert(id, ColumnTile { values, valid });
+        }
+        Ok(())
+    }
+
+    fn load_into(&self, column: inkwell::values::PointerValue<'ctx>, out: TileArray<'ctx>) -> CodegenResult<()> {
+        if self.selected < LOAD_SEL_BELOW {
+            load::load_sel(&self.em, column, self.tile_start, self.flags, out)
+        } else {
+            load::load(&self.em, column, self.tile_start, self.num_items, out)
+        }
+    }
+}
+
+/// Declares a function a CUDA kernel, with its block size, in `nvvm.annotations`.
+fn annotate_kernel(em: &Emitter<'_, '_>, threads: u32) {
+    let function = em.function.as_global_value().as_pointer_value();
+    for (key, value) in [("kernel", 1), ("maxntidx", threads)] {
+        let node = em.ctx.metadata_node(&[
+            function.into(),
+            em.ctx.metadata_string(key).into(),
+            em.i32().const_int(u64::from(value), false).into(),
+        ]);
+        // Adding metadata only fails for a name clash with a non-metadata global.
+        let _ = em.module.add_global_metadata("nvvm.annotations", &node);
+    }
+}
+
+/// Host kernels take `(params, first_tile, end_tile)` and loop over their tiles.
+fn open_tile_loop<'ctx>(em: &Emitter<'ctx, '_>) -> CodegenResult<TileLoop<'ctx>> {
+    let param = |i: u32| {
+        em.function
+            .get_nth_param(i)
+            .map(|v| v.into_int_value())
+            .ok_or_else(|| CodegenError::Invalid("host kernels take a tile range".into()))
+    };
+    let (first, end) = (param(1)?, param(2)?);
+    let before = em.current_block()?;
+    let header = em.ctx.append_basic_block(em.function, "tile_loop");
+    let body = em.ctx.append_basic_block(em.function, "tile");
+    let exit = em.ctx.append_basic_block(em.function, "tiles_done");
+    em.b.build_unconditional_branch(header)?;
+    em.b.position_at_end(header);
+    let tile = em.b.build_phi(em.i64(), "tile")?;
+    tile.add_incoming(&[(&first, before)]);
+    let more = em
+        .b
+        .build_int_compare(IntPredicate::SLT, tile.as_basic_value().into_int_value(), end, "")?;
+    em.b.build_conditional_branch(more, body, exit)?;
+    em.b.position_at_end(body);
+    Ok(TileLoop { header, exit, tile })
+}

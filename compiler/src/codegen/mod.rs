@@ -1,0 +1,72 @@
+//! Code generation: each pipeline becomes one kernel, a flat sequence of calls to the runtime's
+//! block-wide primitives with the pipeline's expressions computed in between; each query becomes
+//! a `QueryProgram` saying how to launch its kernels and read its result. `pipelines_to_llvm`
+//! builds the module, `optimize_llvm` runs LLVM's optimizer over it, and `llvm_to_ptx` /
+//! `llvm_to_object` produce the code the runtime loads.
+
+mod expr;
+mod kernel;
+mod query;
+mod sinks;
+mod steps;
+mod targets;
+
+use inkwell::context::Context;
+use inkwell::module::Module;
+use tessera_grammar::Diagnostic;
+use tessera_runtime::program::{Code, Program, QueryProgram, FORMAT_VERSION};
+use tessera_runtime::Target;
+use tessera_storage::Catalog;
+
+use crate::physical::PhysicalQuery;
+
+pub use targets::{llvm_to_object, llvm_to_ptx, optimize_llvm};
+
+/// Builds one module holding every pipeline of `queries` as a kernel for `target`, and the
+/// launch plan of each query.
+pub fn pipelines_to_llvm<'ctx>(
+    context: &'ctx Context,
+    queries: &[PhysicalQuery],
+    catalog: &Catalog,
+    target: Target,
+) -> Result<(Module<'ctx>, Vec<QueryProgram>), Diagnostic> {
+    let module = context.create_module("tessera");
+    targets::prepare_module(&module, target)?;
+    let mut programs = Vec::with_capacity(queries.len());
+    for (index, query) in queries.iter().enumerate() {
+        programs.push(query::query_to_llvm(context, &module, index, query, catalog, target)?);
+    }
+    if let Err(message) = module.verify() {
+        let span = queries.first().map(|q| q.span).unwrap_or_default();
+        return Err(Diagnostic::internal(span, format!("generated LLVM IR is invalid: {message}")));
+    }
+    Ok((module, programs))
+}
+
+/// Compiles pipelines all the way to a program the runtime can execute.
+pub fn pipelines_to_program(queries: &[PhysicalQuery], catalog: &Catalog, target: Target) -> Result<Program, Diagnostic> {
+    let context = Context::create();
+    let (module, queries_programs) = pipelines_to_llvm(&context, queries, catalog, target)?;
+    let span = queries.first().map(|q| q.span).unwrap_or_default();
+    optimize_llvm(&module, target).map_err(|e| Diagnostic::internal(span, e))?;
+    let code = match target {
+        Target::Nvptx { sm } => Code::Ptx(llvm_to_ptx(&module, sm).map_err(|e| Diagnostic::internal(span, e))?),
+        Target::Host => Code::HostObject(hex(&llvm_to_object(&module).map_err(|e| Diagnostic::internal(span, e))?)),
+    };
+    Ok(Program {
+        format: FORMAT_VERSION,
+        target,
+        code,
+        queries: queries_programs,
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        text.push(DIGITS[usize::from(b >> 4)] as char);
+        text.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    text
+}

@@ -1,0 +1,164 @@
+//! One query's code: hash-table layouts and device buffers, a kernel per pipeline, and the plan
+//! for reading the result back.
+
+use inkwell::context::Context;
+use inkwell::module::Module;
+use tessera_grammar::Diagnostic;
+use tessera_runtime::primitives::hash::{status, HashKind, HashTableLayout};
+use tessera_runtime::program::{hash_table_buffer, Assumption, BufferSpec, Fill, HostOp, QueryProgram, ResultSpec};
+use tessera_runtime::Target;
+use tessera_storage::{Catalog, DataType};
+
+use crate::physical::{HashLayout, HostStep, PhysicalQuery, Sink};
+
+use super::kernel::pipeline_to_kernel;
+
+/// What the kernels of one query share.
+pub(super) struct QueryContext<'q> {
+    pub query: &'q PhysicalQuery,
+    pub catalog: &'q Catalog,
+    pub index: usize,
+    pub target: Target,
+    pub buffers: Vec<BufferSpec>,
+    pub status: usize,
+    /// Per hash table: its layout and buffer.
+    pub tables: Vec<(HashTableLayout, usize)>,
+    pub assumptions: Vec<Assumption>,
+}
+
+impl QueryContext<'_> {
+    pub fn buffer(&mut self, name: String, elements: u64, ty_bytes: u32, fill: Fill) -> usize {
+        self.buffers.push(BufferSpec {
+            name,
+            elements,
+            element_bytes: ty_bytes,
+            fill,
+        });
+        self.buffers.len() - 1
+    }
+
+    /// Records that the stored column behind `id` must lie in `min ..= max`.
+    pub fn assume_range(&mut self, id: crate::columns::ColumnId, min: i64, max: i64) {
+        let info = self.query.columns.get(id);
+        // Dictionary codes are rebuilt with the data; their range is checked through the
+        // dictionary size instead, which the same assumption covers (codes are 0..size).
+        if let Some(origin) = &info.origin {
+            let assumption = Assumption {
+                table: origin.table.clone(),
+                column: origin.column.clone(),
+                min,
+                max,
+            };
+            if !self.assumptions.contains(&assumption) {
+                self.assumptions.push(assumption);
+            }
+        }
+    }
+}
+
+pub(super) fn query_to_llvm<'ctx>(
+    context: &'ctx Context,
+    module: &Module<'ctx>,
+    index: usize,
+    query: &PhysicalQuery,
+    catalog: &Catalog,
+    target: Target,
+) -> Result<QueryProgram, Diagnostic> {
+    let mut qc = QueryContext {
+        query,
+        catalog,
+        index,
+        target,
+        buffers: Vec::new(),
+        status: 0,
+        tables: Vec::new(),
+        assumptions: Vec::new(),
+    };
+    qc.status = qc.buffer("status".into(), u64::from(status::WORDS), 4, Fill::Zero);
+    for table in &query.hash_tables {
+        let key_ty = query
+            .pipelines
+            .iter()
+            .find_map(|p| match &p.sink {
+                Sink::Build { table: t, key } if *t == table.id => Some(key.ty),
+                _ => None,
+            })
+            .unwrap_or(DataType::I32);
+        let kind = match table.layout {
+            HashLayout::Perfect { min, max } => HashKind::Perfect {
+                min,
+                slots: (max - min) as u64 + 1,
+            },
+            HashLayout::Open { capacity } => HashKind::Open { capacity },
+        };
+        let payload: Vec<DataType> = table.payload.iter().map(|c| query.columns.get(*c).ty).collect();
+        if let Some(c) = table.payload.iter().find(|c| query.columns.get(**c).nullable) {
+            return Err(Diagnostic::unsupported(
+                query.span,
+                format!("joining in `{}`, which may hold nulls, is not supported yet", query.columns.get(*c).name),
+            ));
+        }
+        let layout = HashTableLayout::new(kind, key_ty, &payload);
+        let buffer = qc.buffers.len();
+        qc.buffers.push(hash_table_buffer(&format!("ht{}", table.id), &layout));
+        qc.tables.push((layout, buffer));
+    }
+
+    let mut kernels = Vec::with_capacity(query.pipelines.len());
+    let mut shape = None;
+    for pipeline in &query.pipelines {
+        let (launch, result) = pipeline_to_kernel(context, module, &mut qc, pipeline)?;
+        kernels.push(launch);
+        if result.is_some() {
+            shape = result;
+        }
+    }
+    let Some(shape) = shape else {
+        return Err(Diagnostic::internal(query.span, "the query has no pipeline producing its result"));
+    };
+    let mut steps = Vec::new();
+    for step in &query.host_steps {
+        steps.push(match step {
+            HostStep::Sort(keys) => {
+                let mut ids = Vec::with_capacity(keys.len());
+                for key in keys {
+                    let Some(id) = key.expr.as_column() else {
+                        return Err(Diagnostic::unsupported(
+                            key.expr.span,
+                            "sorting a grouped result by an expression is not supported yet; `derive` it first",
+                        ));
+                    };
+                    ids.push((id.0, key.descending));
+                }
+                HostOp::Sort(ids)
+            }
+            HostStep::Limit(n) => HostOp::Limit(*n),
+            HostStep::Filter(predicate) => HostOp::Filter(super::expr::host_expr(predicate)?),
+            HostStep::Project(outputs) => {
+                let mut computed = Vec::new();
+                for (id, expr) in outputs {
+                    if expr.as_column() != Some(*id) {
+                        computed.push(HostOp::Compute {
+                            id: id.0,
+                            ty: expr.ty,
+                            expr: super::expr::host_expr(expr)?,
+                        });
+                    }
+                }
+                steps.extend(computed);
+                continue;
+            }
+        });
+    }
+    Ok(QueryProgram {
+        kernels,
+        buffers: qc.buffers,
+        result: ResultSpec {
+            shape,
+            steps,
+            output: query.output.iter().map(|(name, id)| (name.clone(), id.0)).collect(),
+            status_buffer: qc.status,
+        },
+        assumptions: qc.assumptions,
+    })
+}

@@ -1,0 +1,138 @@
+//! The steps of a pipeline on one tile: filters clear flags, probes look keys up in hash tables
+//! (bringing the payload into registers), computed columns are evaluated into tile arrays.
+
+use tessera_grammar::ast::JoinKind;
+use tessera_grammar::Diagnostic;
+use tessera_runtime::emit::Item;
+use tessera_runtime::primitives::hash;
+use tessera_runtime::CodegenResult;
+
+use crate::physical::Step;
+
+use super::kernel::{ColumnTile, Kernel};
+use super::query::QueryContext;
+
+impl Kernel<'_, '_, '_> {
+    pub(super) fn step(&mut self, qc: &mut QueryContext<'_>, step: &Step) -> Result<(), Diagnostic> {
+        let span = self.query.span;
+        let result = match step {
+            Step::Filter { predicate, selectivity } => {
+                let run = self.filter(predicate);
+                self.selected *= selectivity;
+                run
+            }
+            Step::Probe {
+                table,
+                key,
+                kind,
+                selectivity,
+            } => {
+                let run = self.probe(qc, *table, key, *kind);
+                self.selected *= selectivity;
+                run
+            }
+            Step::Compute { column, expr } => self.compute(*column, expr),
+        };
+        result.map_err(|e| Diagnostic::internal(span, e.to_string()))
+    }
+
+    fn filter(&mut self, predicate: &crate::expr::Expr) -> CodegenResult<()> {
+        self.load_columns(&predicate.columns_used())?;
+        let em = &self.em;
+        em.for_each_item(|item| {
+            let keep = self.truth_of(self.eval(predicate, item)?)?;
+            let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
+            let flag = em.b.build_and(flag, keep, "")?;
+            em.set(self.flags, item, em.flag(flag)?)
+        })
+    }
+
+    fn probe(&mut self, qc: &QueryContext<'_>, table: usize, key: &crate::expr::Expr, kind: JoinKind) -> CodegenResult<()> {
+        self.load_columns(&key.columns_used())?;
+        let (layout, buffer) = &qc.tables[table];
+        let pointer = self.buffer(*buffer)?;
+        let payload = match kind {
+            JoinKind::Inner => qc.query.hash_tables[table].payload.clone(),
+            _ => Vec::new(),
+        };
+        let mut outputs = Vec::with_capacity(payload.len());
+        for (index, id) in payload.iter().enumerate() {
+            let info = self.query.columns.get(*id);
+            let field_type = self.em.value_type(info.ty);
+            let values = self.em.tile_array(field_type, &info.name)?;
+            outputs.push((index, *id, values));
+        }
+        let em = &self.em;
+        em.for_each_item(|item: Item| {
+            let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
+            for (_, _, values) in &outputs {
+                em.set(*values, item, values.elem.const_zero())?;
+            }
+            let k = self.eval(key, item)?;
+            // A null key matches nothing.
+            let look = match k.valid {
+                Some(valid) => em.b.build_and(flag, valid, "")?,
+                None => flag,
+            };
+            let found = em.alloca(em.i1().into(), "found")?;
+            em.b.build_store(found, em.i1().const_zero())?;
+            em.if_then(look, || {
+                let slot = hash::find(em, layout, pointer, k.value.into_int_value())?;
+                let hit = em.b.build_is_not_null(slot, "hit")?;
+                em.b.build_store(found, hit)?;
+                em.if_then(hit, || {
+                    for (index, _, values) in &outputs {
+                        let (field, ty) = hash::payload_ptr(em, layout, slot, *index)?;
+                        let value = em.b.build_load(ty, field, "")?;
+                        em.set(*values, item, value)?;
+                    }
+                    Ok(())
+                })
+            })?;
+            let hit = em.b.build_load(em.i1(), found, "")?.into_int_value();
+            let keep = match kind {
+                JoinKind::Anti => {
+                    let missed = em.b.build_not(hit, "")?;
+                    em.b.build_and(flag, missed, "")?
+                }
+                _ => hit,
+            };
+            em.set(self.flags, item, em.flag(keep)?)
+        })?;
+        for (_, id, values) in outputs {
+            self.tiles.insert(id, ColumnTile { values, valid: None });
+        }
+        Ok(())
+    }
+
+    fn compute(&mut self, column: crate::columns::ColumnId, expr: &crate::expr::Expr) -> CodegenResult<()> {
+        if self.tiles.contains_key(&column) {
+            return Ok(());
+        }
+        self.load_columns(&expr.columns_used())?;
+        let info = self.query.columns.get(column);
+        let em = &self.em;
+        let values = em.tile_array(em.value_type(info.ty), &info.name)?;
+        let valid = if expr.nullable {
+            Some(em.tile_array(em.i8().into(), &format!("{}_valid", info.name))?)
+        } else {
+            None
+        };
+        em.for_each_item(|item| {
+            let v = self.eval(expr, item)?;
+            let stored = if info.ty == tessera_storage::DataType::Bool {
+                em.flag(v.value.into_int_value())?.into()
+            } else {
+                v.value
+            };
+            em.set(values, item, stored)?;
+            if let Some(valid) = valid {
+                let bit = v.valid.unwrap_or(em.i1().const_all_ones());
+                em.set(valid, item, em.flag(bit)?)?;
+            }
+            Ok(())
+        })?;
+        self.tiles.insert(column, ColumnTile { values, valid });
+        Ok(())
+    }
+}

@@ -1,0 +1,394 @@
+//! Resolved, typed scalar expressions, shared by the typed pipelines, the logical plan and the
+//! physical plan. Columns are referred to by `ColumnId`; every binary operation has operands of
+//! one type (analysis inserts the casts), and string literals are already bound to dictionary
+//! codes, so later stages never see text.
+
+use std::fmt;
+
+use tessera_grammar::ast::{BinaryOp, UnaryOp};
+use tessera_grammar::Span;
+use tessera_stdlib::{Aggregate, Function};
+use tessera_storage::{DataType, Value};
+
+pub use tessera_runtime::program::StrBound;
+
+use crate::columns::{BaseColumn, ColumnId, Columns};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub ty: DataType,
+    pub nullable: bool,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    Column(ColumnId),
+    /// A constant: never `Value::Str` (strings are codes, see `StrCode`).
+    Literal(Value),
+    /// A string literal compared with a dictionary-encoded column, as a code of that column's
+    /// dictionary. The code is resolved again from the data each time a query runs, so compiled
+    /// code stays right when the data changes.
+    StrCode(StrCode),
+    Unary {
+        op: UnaryOp,
+        operand: Box<Expr>,
+    },
+    Binary {
+        op: BinaryOp,
+        left: Box<Expr>,
+        right: Box<Expr>,
+    },
+    /// Conversion of the operand to `Expr::ty`.
+    Cast(Box<Expr>),
+    Call {
+        function: Function,
+        args: Vec<Expr>,
+    },
+    Case {
+        branches: Vec<(Expr, Expr)>,
+        otherwise: Option<Box<Expr>>,
+    },
+    IsNull {
+        operand: Box<Expr>,
+        negated: bool,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct StrCode {
+    pub dictionary: BaseColumn,
+    pub text: String,
+    pub bound: StrBound,
+    /// The code in the dictionary the query was compiled against.
+    pub code: i32,
+}
+
+/// An aggregate over the rows of a group (or of the whole input).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AggregateExpr {
+    pub function: Aggregate,
+    /// `None` for `count()`.
+    pub arg: Option<Expr>,
+    pub ty: DataType,
+    pub span: Span,
+}
+
+impl Expr {
+    pub fn new(kind: ExprKind, ty: DataType, nullable: bool, span: Span) -> Expr {
+        Expr {
+            kind,
+            ty,
+            nullable,
+            span,
+        }
+    }
+
+    pub fn column(id: ColumnId, columns: &Columns, span: Span) -> Expr {
+        let info = columns.get(id);
+        Expr::new(ExprKind::Column(id), info.ty, info.nullable, span)
+    }
+
+    pub fn literal(value: Value, ty: DataType, span: Span) -> Expr {
+        let nullable = value == Value::Null;
+        Expr::new(ExprKind::Literal(value), ty, nullable, span)
+    }
+
+    pub fn boolean(value: bool, span: Span) -> Expr {
+        Expr::literal(Value::Bool(value), DataType::Bool, span)
+    }
+
+    pub fn binary(op: BinaryOp, left: Expr, right: Expr, ty: DataType, span: Span) -> Expr {
+        let nullable = left.nullable || right.nullable;
+        Expr::new(
+            ExprKind::Binary {
+                op,
+                left: Box::new(left),
+                right: Box::new(right),
+            },
+            ty,
+            nullable,
+            span,
+        )
+    }
+
+    pub fn cast(self, ty: DataType) -> Expr {
+        if self.ty == ty {
+            return self;
+        }
+        let (nullable, span) = (self.nullable, self.span);
+        Expr::new(ExprKind::Cast(Box::new(self)), ty, nullable, span)
+    }
+
+    /// `a and b`, simplifying a literal `true` away.
+    pub fn and(self, other: Expr) -> Expr {
+        if self.is_true() {
+            return other;
+        }
+        if other.is_true() {
+            return self;
+        }
+        let span = self.span.to(other.span);
+        Expr::binary(BinaryOp::And, self, other, DataType::Bool, span)
+    }
+
+    pub fn is_true(&self) -> bool {
+        matches!(self.kind, ExprKind::Literal(Value::Bool(true)))
+    }
+
+    pub fn as_column(&self) -> Option<ColumnId> {
+        match self.kind {
+            ExprKind::Column(id) => Some(id),
+            _ => None,
+        }
+    }
+
+    /// Calls `visit` on this expression and every expression inside it, parents first.
+    pub fn walk<'a>(&'a self, visit: &mut impl FnMut(&'a Expr)) {
+        visit(self);
+        match &self.kind {
+            ExprKind::Column(_) | ExprKind::Literal(_) | ExprKind::StrCode(_) => {}
+            ExprKind::Unary { operand, .. } => operand.walk(visit),
+            ExprKind::Binary { left, right, .. } => {
+                left.walk(visit);
+                right.walk(visit);
+            }
+            ExprKind::Cast(operand) | ExprKind::IsNull { operand, .. } => operand.walk(visit),
+            ExprKind::Call { args, .. } => args.iter().for_each(|arg| arg.walk(visit)),
+            ExprKind::Case {
+                branches,
+                otherwise,
+            } => {
+                for (when, then) in branches {
+                    when.walk(visit);
+                    then.walk(visit);
+                }
+                if let Some(otherwise) = otherwise {
+                    otherwise.walk(visit);
+                }
+            }
+        }
+    }
+
+    /// Rebuilds the expression bottom-up, letting `rewrite` replace each node after its
+    /// children were rewritten.
+    pub fn transform(self, rewrite: &mut impl FnMut(Expr) -> Expr) -> Expr {
+        let Expr {
+            kind,
+            ty,
+            nullable,
+            span,
+        } = self;
+        let kind = match kind {
+            ExprKind::Column(_) | ExprKind::Literal(_) | ExprKind::StrCode(_) => kind,
+            ExprKind::Unary { op, operand } => ExprKind::Unary {
+                op,
+                operand: Box::new(operand.transform(rewrite)),
+            },
+            ExprKind::Binary { op, left, right } => ExprKind::Binary {
+                op,
+                left: Box::new(left.transform(rewrite)),
+                right: Box::new(right.transform(rewrite)),
+            },
+            ExprKind::Cast(operand) => ExprKind::Cast(Box::new(operand.transform(rewrite))),
+            ExprKind::IsNull { operand, negated } => ExprKind::IsNull {
+                operand: Box::new(operand.transform(rewrite)),
+                negated,
+            },
+            ExprKind::Call { function, args } => ExprKind::Call {
+                function,
+                args: args.into_iter().map(|arg| arg.transform(rewrite)).collect(),
+            },
+            ExprKind::Case {
+                branches,
+                otherwise,
+            } => ExprKind::Case {
+                branches: branches
+                    .into_iter()
+                    .map(|(when, then)| (when.transform(rewrite), then.transform(rewrite)))
+                    .collect(),
+                otherwise: otherwise.map(|e| Box::new(e.transform(rewrite))),
+            },
+        };
+        rewrite(Expr {
+            kind,
+            ty,
+            nullable,
+            span,
+        })
+    }
+
+    /// The columns this expression reads, in first-use order, without repeats.
+    pub fn columns_used(&self) -> Vec<ColumnId> {
+        let mut used = Vec::new();
+        self.walk(&mut |e| {
+            if let ExprKind::Column(id) = e.kind {
+                if !used.contains(&id) {
+                    used.push(id);
+                }
+            }
+        });
+        used
+    }
+
+    /// Splits a conjunction `a and b and c` into its parts.
+    pub fn into_conjuncts(self) -> Vec<Expr> {
+        match self.kind {
+            ExprKind::Binary {
+                op: BinaryOp::And,
+                left,
+                right,
+            } => {
+                let mut parts = left.into_conjuncts();
+                parts.extend(right.into_conjuncts());
+                parts
+            }
+            _ => vec![self],
+        }
+    }
+
+    /// Joins conjuncts back into one predicate (`true` when there are none).
+    pub fn conjunction(parts: Vec<Expr>, span: Span) -> Expr {
+        parts
+            .into_iter()
+            .reduce(Expr::and)
+            .unwrap_or_else(|| Expr::boolean(true, span))
+    }
+
+    /// Displays the expression with column names from `columns`.
+    pub fn display<'a>(&'a self, columns: &'a Columns) -> DisplayExpr<'a> {
+        DisplayExpr { expr: self, columns }
+    }
+}
+
+impl AggregateExpr {
+    pub fn display<'a>(&'a self, columns: &'a Columns) -> DisplayAggregate<'a> {
+        DisplayAggregate {
+            aggregate: self,
+            columns,
+        }
+    }
+}
+
+pub struct DisplayExpr<'a> {
+    expr: &'a Expr,
+    columns: &'a Columns,
+}
+
+impl fmt::Display for DisplayExpr<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_expr(f, self.expr, self.columns, true)
+    }
+}
+
+pub struct DisplayAggregate<'a> {
+    aggregate: &'a AggregateExpr,
+    columns: &'a Columns,
+}
+
+impl fmt::Display for DisplayAggregate<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}(", self.aggregate.function.name())?;
+        if let Some(arg) = &self.aggregate.arg {
+            write_expr(f, arg, self.columns, true)?;
+        }
+        f.write_str(")")
+    }
+}
+
+fn write_expr(f: &mut fmt::Formatter<'_>, e: &Expr, columns: &Columns, top: bool) -> fmt::Result {
+    match &e.kind {
+        ExprKind::Column(id) => f.write_str(&columns.get(*id).name),
+        ExprKind::Literal(value) => match value {
+            Value::Date(_) => write!(f, "@{value}"),
+            Value::Float(x) if x.fract() == 0.0 && x.is_finite() => write!(f, "{x:.1}"),
+            _ => write!(f, "{value}"),
+        },
+        ExprKind::StrCode(code) => {
+            let bound = match code.bound {
+                StrBound::Exact => "",
+                StrBound::Lower => "lower ",
+                StrBound::Upper => "upper ",
+            };
+            write!(f, "{}{:?}#{}", bound, code.text, code.code)
+        }
+        ExprKind::Unary { op, operand } => {
+            let space = if *op == UnaryOp::Not { " " } else { "" };
+            write!(f, "{}{}", op.symbol(), space)?;
+            write_expr(f, operand, columns, false)
+        }
+        ExprKind::Binary { op, left, right } => {
+            if !top {
+                f.write_str("(")?;
+            }
+            write_expr(f, left, columns, false)?;
+            write!(f, " {} ", op.symbol())?;
+            write_expr(f, right, columns, false)?;
+            if !top {
+                f.write_str(")")?;
+            }
+            Ok(())
+        }
+        ExprKind::Cast(operand) => {
+            if !top {
+                f.write_str("(")?;
+            }
+            write_expr(f, operand, columns, false)?;
+            write!(f, " as {}", e.ty)?;
+            if !top {
+                f.write_str(")")?;
+            }
+            Ok(())
+        }
+        ExprKind::Call { function, args } => {
+            write!(f, "{}(", function.name())?;
+            for (i, arg) in args.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write_expr(f, arg, columns, true)?;
+            }
+            f.write_str(")")
+        }
+        ExprKind::Case {
+            branches,
+            otherwise,
+        } => {
+            f.write_str("case")?;
+            for (when, then) in branches {
+                f.write_str(" when ")?;
+                write_expr(f, when, columns, true)?;
+                f.write_str(" then ")?;
+                write_expr(f, then, columns, true)?;
+            }
+            if let Some(otherwise) = otherwise {
+                f.write_str(" else ")?;
+                write_expr(f, otherwise, columns, true)?;
+            }
+            f.write_str(" end")
+        }
+        ExprKind::IsNull { operand, negated } => {
+            if !top {
+                f.write_str("(")?;
+            }
+            write_expr(f, operand, columns, false)?;
+            f.write_str(if *negated { " is not null" } else { " is null" })?;
+            if !top {
+                f.write_str(")")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The comparison `b op' a` that means the same as `a op b`.
+pub fn mirror(op: BinaryOp) -> BinaryOp {
+    match op {
+        BinaryOp::Lt => BinaryOp::Gt,
+        BinaryOp::Le => BinaryOp::Ge,
+        BinaryOp::Gt => BinaryOp::Lt,
+        BinaryOp::Ge => BinaryOp::Le,
+        other => other,
+    }
+}

@@ -1,0 +1,165 @@
+//! Printing physical plans (`--emit physical`).
+
+use std::fmt::Write;
+
+use tessera_grammar::ast::JoinKind;
+
+use crate::columns::Columns;
+
+use super::{GroupLayout, HashLayout, HostStep, PhysicalQuery, Sink, Step};
+
+pub fn physical_to_string(queries: &[PhysicalQuery]) -> String {
+    let mut out = String::new();
+    for (i, query) in queries.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        write_query(&mut out, i, query);
+    }
+    out
+}
+
+fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
+    let columns = &query.columns;
+    let names: Vec<String> = query
+        .output
+        .iter()
+        .map(|(name, id)| format!("{name}: {}", columns.get(*id).ty))
+        .collect();
+    let _ = writeln!(out, "query {index} -> {}", names.join(", "));
+    for pipeline in &query.pipelines {
+        let _ = writeln!(out, "  pipeline {}: scan {} ({} rows)", pipeline.id, pipeline.table, pipeline.rows);
+        for step in &pipeline.steps {
+            let _ = match step {
+                Step::Filter { predicate, selectivity } => writeln!(
+                    out,
+                    "    filter {}  [sel {}]",
+                    predicate.display(columns),
+                    fraction(*selectivity)
+                ),
+                Step::Probe {
+                    table,
+                    key,
+                    kind,
+                    selectivity,
+                } => {
+                    let kind = match kind {
+                        JoinKind::Inner => "probe",
+                        JoinKind::Semi => "probe semi",
+                        JoinKind::Anti => "probe anti",
+                        JoinKind::Left => "probe left",
+                    };
+                    let payload = &query.hash_tables[*table].payload;
+                    let carried = if payload.is_empty() || !matches!(step, Step::Probe { kind: JoinKind::Inner, .. }) {
+                        String::new()
+                    } else {
+                        format!(" -> {}", names_of(payload, columns))
+                    };
+                    writeln!(
+                        out,
+                        "    {kind} ht{table} key {}{carried}  [sel {}]",
+                        key.display(columns),
+                        fraction(*selectivity)
+                    )
+                }
+                Step::Compute { column, expr } => {
+                    writeln!(out, "    compute {} = {}", columns.get(*column).name, expr.display(columns))
+                }
+            };
+        }
+        let _ = match &pipeline.sink {
+            Sink::Build { table, key } => {
+                let ht = &query.hash_tables[*table];
+                let layout = match ht.layout {
+                    HashLayout::Perfect { min, max } => format!("perfect {min}..={max}"),
+                    HashLayout::Open { capacity } => format!("open addressing, {capacity} slots"),
+                };
+                let payload = if ht.payload.is_empty() {
+                    String::new()
+                } else {
+                    format!(" -> {}", names_of(&ht.payload, columns))
+                };
+                writeln!(
+                    out,
+                    "    build ht{table} key {}{payload}  [{layout}; ~{} of {} rows]",
+                    key.display(columns),
+                    ht.estimated_rows.round(),
+                    ht.max_rows
+                )
+            }
+            Sink::Aggregate {
+                keys,
+                aggregates,
+                layout,
+            } => {
+                let aggregates: Vec<String> = aggregates
+                    .iter()
+                    .map(|(id, a)| format!("{} = {}", columns.get(*id).name, a.display(columns)))
+                    .collect();
+                let layout = match layout {
+                    GroupLayout::Scalar => String::new(),
+                    GroupLayout::Dense { domains } => {
+                        let sizes: Vec<String> = domains.iter().map(|d| d.size.to_string()).collect();
+                        format!("  [dense {} = {} slots]", sizes.join(" x "), layout.slots())
+                    }
+                    GroupLayout::Hash { capacity } => format!("  [hash, {capacity} slots]"),
+                };
+                if keys.is_empty() {
+                    writeln!(out, "    aggregate {{ {} }}", aggregates.join(", "))
+                } else {
+                    let keys: Vec<String> = keys
+                        .iter()
+                        .map(|(id, e)| {
+                            let name = &columns.get(*id).name;
+                            if e.as_column() == Some(*id) {
+                                name.clone()
+                            } else {
+                                format!("{name} = {}", e.display(columns))
+                            }
+                        })
+                        .collect();
+                    writeln!(out, "    group {} {{ {} }}{layout}", keys.join(", "), aggregates.join(", "))
+                }
+            }
+            Sink::Materialize { columns: materialized } => {
+                writeln!(out, "    materialize {}", names_of(materialized, columns))
+            }
+        };
+    }
+    for step in &query.host_steps {
+        let _ = match step {
+            HostStep::Filter(predicate) => writeln!(out, "  host: filter {}", predicate.display(columns)),
+            HostStep::Project(outputs) => {
+                let outputs: Vec<String> = outputs
+                    .iter()
+                    .map(|(id, e)| format!("{} = {}", columns.get(*id).name, e.display(columns)))
+                    .collect();
+                writeln!(out, "  host: project {}", outputs.join(", "))
+            }
+            HostStep::Sort(keys) => {
+                let keys: Vec<String> = keys
+                    .iter()
+                    .map(|k| format!("{}{}", k.expr.display(columns), if k.descending { " desc" } else { "" }))
+                    .collect();
+                writeln!(out, "  host: sort {}", keys.join(", "))
+            }
+            HostStep::Limit(n) => writeln!(out, "  host: take {n}"),
+        };
+    }
+}
+
+fn names_of(ids: &[crate::columns::ColumnId], columns: &Columns) -> String {
+    ids.iter()
+        .map(|id| columns.get(*id).name.clone())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Selectivities to three significant digits, so snapshots stay stable and readable.
+fn fraction(x: f64) -> String {
+    if x == 0.0 || x == 1.0 {
+        return format!("{x}");
+    }
+    let digits = (2 - x.abs().log10().floor() as i32).max(0) as usize;
+    format!("{x:.digits$}")
+}

@@ -1,0 +1,110 @@
+//! Estimates from catalog statistics: the fraction of rows a predicate keeps, and the value
+//! domain of a column. They steer choices (probe order, table layouts); a wrong estimate makes a
+//! plan slower, never wrong.
+
+use tessera_grammar::ast::{BinaryOp, UnaryOp};
+use tessera_storage::{Catalog, ColumnStats, DataType, Value};
+
+use crate::columns::{ColumnId, Columns};
+use crate::expr::{Expr, ExprKind};
+
+/// The selectivity assumed for a predicate nothing is known about.
+const UNKNOWN: f64 = 1.0 / 3.0;
+
+pub(super) struct Estimator<'a> {
+    pub catalog: &'a Catalog,
+    pub columns: &'a Columns,
+}
+
+impl Estimator<'_> {
+    /// Statistics of the stored column behind `id`, if it has one and it can be read.
+    pub fn stats(&self, id: ColumnId) -> Option<ColumnStats> {
+        let origin = self.columns.get(id).origin.as_ref()?;
+        let column = self.catalog.column(&origin.table, &origin.column).ok()?;
+        Some(column.stats.clone())
+    }
+
+    /// The integer range `[min, max]` of a column (codes for strings).
+    pub fn int_range(&self, id: ColumnId) -> Option<(i64, i64)> {
+        let info = self.columns.get(id);
+        if !(info.ty.is_integer() || matches!(info.ty, DataType::Str | DataType::Date | DataType::Bool)) {
+            return None;
+        }
+        let stats = self.stats(id)?;
+        if info.ty == DataType::Str {
+            let size = stats.dictionary_size? as i64;
+            return Some((0, size - 1));
+        }
+        stats.int_range()
+    }
+
+    /// The number of distinct values a column can have, as far as statistics tell.
+    fn distinct(&self, id: ColumnId) -> Option<f64> {
+        let stats = self.stats(id)?;
+        if let Some(size) = stats.dictionary_size {
+            return Some(size.max(1) as f64);
+        }
+        let (lo, hi) = stats.int_range()?;
+        Some(((hi - lo + 1) as f64).min(stats.rows.max(1) as f64).max(1.0))
+    }
+
+    /// The fraction of rows for which `predicate` is true.
+    pub fn selectivity(&self, predicate: &Expr) -> f64 {
+        let s = match &predicate.kind {
+            ExprKind::Literal(Value::Bool(b)) => f64::from(u8::from(*b)),
+            ExprKind::Unary {
+                op: UnaryOp::Not,
+                operand,
+            } => 1.0 - self.selectivity(operand),
+            ExprKind::Binary { op, left, right } => match op {
+                BinaryOp::And => self.selectivity(left) * self.selectivity(right),
+                BinaryOp::Or => {
+                    let (a, b) = (self.selectivity(left), self.selectivity(right));
+                    a + b - a * b
+                }
+                op if op.is_comparison() => self.comparison(*op, left, right),
+                _ => UNKNOWN,
+            },
+            _ => UNKNOWN,
+        };
+        s.clamp(0.0, 1.0)
+    }
+
+    fn comparison(&self, op: BinaryOp, left: &Expr, right: &Expr) -> f64 {
+        let (column, constant, op) = match (left.as_column(), constant(right), right.as_column(), constant(left)) {
+            (Some(c), Some(k), _, _) => (c, k, op),
+            (_, _, Some(c), Some(k)) => (c, k, crate::expr::mirror(op)),
+            _ => return UNKNOWN,
+        };
+        let distinct = self.distinct(column);
+        match op {
+            BinaryOp::Eq => distinct.map_or(UNKNOWN, |d| 1.0 / d),
+            BinaryOp::Ne => distinct.map_or(1.0 - UNKNOWN, |d| 1.0 - 1.0 / d),
+            _ => {
+                let Some((lo, hi)) = self.int_range(column) else {
+                    return UNKNOWN;
+                };
+                let width = (hi - lo + 1) as f64;
+                let below = |k: f64| ((k - lo as f64) / width).clamp(0.0, 1.0);
+                match op {
+                    BinaryOp::Lt => below(constant),
+                    BinaryOp::Le => below(constant + 1.0),
+                    BinaryOp::Gt => 1.0 - below(constant + 1.0),
+                    BinaryOp::Ge => 1.0 - below(constant),
+                    _ => UNKNOWN,
+                }
+            }
+        }
+    }
+}
+
+/// The value of a constant operand, as a number on the column's integer scale.
+fn constant(expr: &Expr) -> Option<f64> {
+    match &expr.kind {
+        ExprKind::Literal(Value::Int(i)) => Some(*i as f64),
+        ExprKind::Literal(Value::Float(x)) => Some(*x),
+        ExprKind::Literal(Value::Date(d)) => Some(f64::from(*d)),
+        ExprKind::StrCode(code) => Some(f64::from(code.code)),
+        _ => None,
+    }
+}

@@ -1,0 +1,131 @@
+//! The physical plan: a query as pipelines. A pipeline scans one table tile by tile and runs
+//! its steps (filters, hash probes, computed columns) on each tile in registers, ending in a
+//! sink (a hash-table build, an aggregation, or materialized rows); it is one kernel. Hash-table
+//! builds run before the pipelines that probe them. What remains after the last pipeline (sorting
+//! a small result, `take`) runs on the host.
+
+mod display;
+mod estimate;
+mod plan;
+
+pub use display::physical_to_string;
+pub use plan::logical_to_pipelines;
+
+use tessera_grammar::ast::JoinKind;
+use tessera_grammar::Span;
+
+use crate::columns::{ColumnId, Columns};
+use crate::expr::{AggregateExpr, Expr};
+use crate::typed::SortKey;
+
+#[derive(Clone, Debug)]
+pub struct PhysicalQuery {
+    /// In the order they run.
+    pub pipelines: Vec<Pipeline>,
+    pub hash_tables: Vec<HashTable>,
+    pub columns: Columns,
+    /// Work on the host over the last pipeline's output.
+    pub host_steps: Vec<HostStep>,
+    /// The result's columns, as the user sees them.
+    pub output: Vec<(String, ColumnId)>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct Pipeline {
+    pub id: usize,
+    pub table: String,
+    pub rows: u64,
+    /// The columns the scan produces (those the pipeline reads).
+    pub scanned: Vec<ColumnId>,
+    pub steps: Vec<Step>,
+    pub sink: Sink,
+}
+
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// Clears the flag of rows where `predicate` is not true.
+    Filter { predicate: Expr, selectivity: f64 },
+    /// Looks `key` up in a hash table: a miss clears the row's flag (inner, semi), a hit does
+    /// (anti); an inner probe brings the table's payload columns into registers.
+    Probe {
+        table: usize,
+        key: Expr,
+        kind: JoinKind,
+        selectivity: f64,
+    },
+    /// Defines `column` as `expr` for the steps and sink after it.
+    Compute { column: ColumnId, expr: Expr },
+}
+
+#[derive(Clone, Debug)]
+pub enum Sink {
+    /// Inserts each selected row's `key` with the table's payload columns.
+    Build { table: usize, key: Expr },
+    /// Aggregates selected rows into groups (or one row when there are no keys).
+    Aggregate {
+        keys: Vec<(ColumnId, Expr)>,
+        aggregates: Vec<(ColumnId, AggregateExpr)>,
+        layout: GroupLayout,
+    },
+    /// Writes the selected rows' columns out.
+    Materialize { columns: Vec<ColumnId> },
+}
+
+/// A hash table filled by one pipeline and probed by another.
+#[derive(Clone, Debug)]
+pub struct HashTable {
+    pub id: usize,
+    pub built_by: usize,
+    /// Columns stored beside each key and produced by a probe.
+    pub payload: Vec<ColumnId>,
+    pub layout: HashLayout,
+    /// Rows of the build side before its filters (an upper bound on the keys inserted).
+    pub max_rows: u64,
+    /// Estimated rows after the build side's filters.
+    pub estimated_rows: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum HashLayout {
+    /// Direct index by `key - min`: the key range is dense enough.
+    Perfect { min: i64, max: i64 },
+    /// Open addressing with linear probing over `capacity` slots (a power of two).
+    Open { capacity: u64 },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum GroupLayout {
+    /// No keys: one accumulator per aggregate.
+    Scalar,
+    /// One slot per combination of key values, indexed arithmetically.
+    Dense { domains: Vec<KeyDomain> },
+    /// Open addressing over `capacity` slots.
+    Hash { capacity: u64 },
+}
+
+/// The values a group key can take: `min ..= min + size - 1`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KeyDomain {
+    pub min: i64,
+    pub size: u64,
+}
+
+impl GroupLayout {
+    pub fn slots(&self) -> u64 {
+        match self {
+            GroupLayout::Scalar => 1,
+            GroupLayout::Dense { domains } => domains.iter().map(|d| d.size).product(),
+            GroupLayout::Hash { capacity } => *capacity,
+        }
+    }
+}
+
+/// Work on the host over a small result.
+#[derive(Clone, Debug)]
+pub enum HostStep {
+    Filter(Expr),
+    Project(Vec<(ColumnId, Expr)>),
+    Sort(Vec<SortKey>),
+    Limit(u64),
+}

@@ -1,0 +1,350 @@
+//! Logical plans to pipelines. The plan is walked bottom-up; rows flow through one pipeline
+//! until an operator breaks it (a hash build, an aggregation, a sort). Each join's right side
+//! becomes a build pipeline, and its left side probes the table in its own pipeline. Layouts
+//! and the order of steps within a pipeline come from statistics.
+
+use tessera_grammar::ast::JoinKind;
+use tessera_grammar::{Diagnostic, Span};
+use tessera_storage::{Catalog, DataType};
+
+use crate::columns::ColumnId;
+use crate::expr::Expr;
+use crate::logical::{LogicalPlan, LogicalQuery};
+
+use super::estimate::Estimator;
+use super::{GroupLayout, HashLayout, HashTable, HostStep, KeyDomain, Pipeline, PhysicalQuery, Sink, Step};
+
+/// Dense group arrays up to this many slots; a hash table beyond.
+const MAX_DENSE_GROUPS: u64 = 1 << 22;
+/// A perfect hash table may have at most this many slots per build row...
+const PERFECT_SLOTS_PER_ROW: u64 = 64;
+/// ...or this many slots in any case...
+const PERFECT_SLOTS_ANYWAY: u64 = 1 << 16;
+/// ...and never more than this.
+const MAX_PERFECT_SLOTS: u64 = 1 << 27;
+
+/// Splits one optimized logical query into pipelines.
+pub fn logical_to_pipelines(query: &LogicalQuery, catalog: &Catalog) -> Result<PhysicalQuery, Diagnostic> {
+    let mut planner = Planner {
+        estimator: Estimator {
+            catalog,
+            columns: &query.columns,
+        },
+        span: query.span,
+        pipelines: Vec::new(),
+        hash_tables: Vec::new(),
+        host_steps: Vec::new(),
+    };
+    if let Flow::Pipelined(open) = planner.plan(&query.plan)? {
+        let columns = query.plan.output();
+        planner.finish(open, Sink::Materialize { columns });
+    }
+    Ok(PhysicalQuery {
+        pipelines: planner.pipelines,
+        hash_tables: planner.hash_tables,
+        columns: query.columns.clone(),
+        host_steps: planner.host_steps,
+        output: query.output.clone(),
+        span: query.span,
+    })
+}
+
+/// Where the rows of a subplan are.
+enum Flow {
+    /// Flowing through a pipeline that is still open.
+    Pipelined(OpenPipeline),
+    /// In a result on the host, after the last pipeline's sink.
+    OnHost,
+}
+
+struct OpenPipeline {
+    table: String,
+    rows: u64,
+    scanned: Vec<ColumnId>,
+    steps: Vec<Step>,
+}
+
+struct Planner<'a> {
+    estimator: Estimator<'a>,
+    span: Span,
+    pipelines: Vec<Pipeline>,
+    hash_tables: Vec<HashTable>,
+    host_steps: Vec<HostStep>,
+}
+
+impl Planner<'_> {
+    fn plan(&mut self, node: &LogicalPlan) -> Result<Flow, Diagnostic> {
+        match node {
+            LogicalPlan::Scan(scan) => {
+                let steps = scan
+                    .filters
+                    .iter()
+                    .map(|predicate| Step::Filter {
+                        selectivity: self.estimator.selectivity(predicate),
+                        predicate: predicate.clone(),
+                    })
+                    .collect();
+                Ok(Flow::Pipelined(OpenPipeline {
+                    table: scan.table.clone(),
+                    rows: scan.rows,
+                    scanned: scan.columns.clone(),
+                    steps,
+                }))
+            }
+            LogicalPlan::Filter(filter) => {
+                match self.plan(&filter.input)? {
+                    Flow::Pipelined(mut open) => {
+                        for predicate in filter.predicate.clone().into_conjuncts() {
+                            let selectivity = self.estimator.selectivity(&predicate);
+                            open.steps.push(Step::Filter { predicate, selectivity });
+                        }
+                        return Ok(Flow::Pipelined(open));
+                    }
+                    Flow::OnHost => self.host_steps.push(HostStep::Filter(filter.predicate.clone())),
+                }
+                Ok(Flow::OnHost)
+            }
+            LogicalPlan::Project(project) => {
+                match self.plan(&project.input)? {
+                    Flow::Pipelined(mut open) => {
+                        for (id, expr) in &project.outputs {
+                            if expr.as_column() != Some(*id) {
+                                open.steps.push(Step::Compute {
+                                    column: *id,
+                                    expr: expr.clone(),
+                                });
+                            }
+                        }
+                        return Ok(Flow::Pipelined(open));
+                    }
+                    Flow::OnHost => self.host_steps.push(HostStep::Project(project.outputs.clone())),
+                }
+                Ok(Flow::OnHost)
+            }
+            LogicalPlan::Join(join) => self.join(join),
+            LogicalPlan::Aggregate(aggregate) => {
+                let Flow::Pipelined(open) = self.plan(&aggregate.input)? else {
+                    return Err(Diagnostic::unsupported(
+                        aggregate.span,
+                        "grouping an already grouped or sorted result is not supported yet",
+                    ));
+                };
+                let layout = self.group_layout(&aggregate.keys);
+                self.finish(
+                    open,
+                    Sink::Aggregate {
+                        keys: aggregate.keys.clone(),
+                        aggregates: aggregate.aggregates.clone(),
+                        layout,
+                    },
+                );
+                Ok(Flow::OnHost)
+            }
+            LogicalPlan::Sort(sort) => {
+                self.to_host(&sort.input)?;
+                self.host_steps.push(HostStep::Sort(sort.keys.clone()));
+                Ok(Flow::OnHost)
+            }
+            LogicalPlan::Limit(limit) => {
+                self.to_host(&limit.input)?;
+                self.host_steps.push(HostStep::Limit(limit.count));
+                Ok(Flow::OnHost)
+            }
+            LogicalPlan::Distinct(_) => Err(self.not_yet("`distinct`")),
+            LogicalPlan::SetOperation(_) => Err(self.not_yet("set operations (`union`, `intersect`, `except`)")),
+            LogicalPlan::Product(_) => Err(self.not_yet("`product`")),
+        }
+    }
+
+    /// Plans `input` and materializes its rows for host steps.
+    fn to_host(&mut self, input: &LogicalPlan) -> Result<(), Diagnostic> {
+        if let Flow::Pipelined(open) = self.plan(input)? {
+            self.finish(open, Sink::Materialize { columns: input.output() });
+        }
+        Ok(())
+    }
+
+    fn join(&mut self, join: &crate::logical::Join) -> Result<Flow, Diagnostic> {
+        if join.kind == JoinKind::Left {
+            return Err(Diagnostic::unsupported(join.span, "`join left` is not supported yet"));
+        }
+        let [(left_key, right_key)] = join.keys.as_slice() else {
+            return Err(Diagnostic::unsupported(
+                join.span,
+                "joins on more than one pair of keys are not supported yet",
+            ));
+        };
+        let Flow::Pipelined(build) = self.plan(&join.right)? else {
+            return Err(Diagnostic::unsupported(
+                join.span,
+                "the joined relation must be a table with filters, not a grouped or sorted result",
+            ));
+        };
+        let build_rows = build.rows;
+        let estimated_rows = build_rows as f64 * pass_fraction(&build.steps);
+        let key_column = right_key.as_column();
+        let payload: Vec<ColumnId> = match join.kind {
+            JoinKind::Inner => join.right.output().into_iter().filter(|c| Some(*c) != key_column).collect(),
+            _ => Vec::new(),
+        };
+        let table = self.hash_tables.len();
+        let layout = self.hash_layout(right_key, build_rows);
+        self.hash_tables.push(HashTable {
+            id: table,
+            built_by: self.pipelines.len(),
+            payload,
+            layout,
+            max_rows: build_rows,
+            estimated_rows,
+        });
+        self.finish(
+            build,
+            Sink::Build {
+                table,
+                key: right_key.clone(),
+            },
+        );
+
+        let Flow::Pipelined(mut probe) = self.plan(&join.left)? else {
+            return Err(Diagnostic::unsupported(
+                join.span,
+                "joining a grouped or sorted result is not supported yet",
+            ));
+        };
+        let found = if build_rows == 0 {
+            0.0
+        } else {
+            (estimated_rows / build_rows as f64).clamp(0.0, 1.0)
+        };
+        probe.steps.push(Step::Probe {
+            table,
+            key: left_key.clone(),
+            kind: join.kind,
+            selectivity: if join.kind == JoinKind::Anti { 1.0 - found } else { found },
+        });
+        // The build key's value is the probe key's: no need to store it in the table.
+        if let (JoinKind::Inner, Some(key)) = (join.kind, key_column) {
+            probe.steps.push(Step::Compute {
+                column: key,
+                expr: left_key.clone(),
+            });
+        }
+        Ok(Flow::Pipelined(probe))
+    }
+
+    fn finish(&mut self, open: OpenPipeline, sink: Sink) {
+        let id = self.pipelines.len();
+        self.pipelines.push(Pipeline {
+            id,
+            table: open.table,
+            rows: open.rows,
+            scanned: open.scanned,
+            steps: order_steps(open.steps, &self.hash_tables),
+            sink,
+        });
+    }
+
+    fn hash_layout(&self, key: &Expr, rows: u64) -> HashLayout {
+        let range = key
+            .as_column()
+            .filter(|_| key.ty.is_integer() || key.ty == DataType::Date)
+            .and_then(|c| self.estimator.int_range(c));
+        if let Some((min, max)) = range {
+            let slots = (max - min) as u64 + 1;
+            let limit = (rows.saturating_mul(PERFECT_SLOTS_PER_ROW)).max(PERFECT_SLOTS_ANYWAY);
+            if slots <= limit && slots <= MAX_PERFECT_SLOTS {
+                return HashLayout::Perfect { min, max };
+            }
+        }
+        HashLayout::Open {
+            capacity: (rows.max(8) * 2).next_power_of_two(),
+        }
+    }
+
+    fn group_layout(&self, keys: &[(ColumnId, Expr)]) -> GroupLayout {
+        if keys.is_empty() {
+            return GroupLayout::Scalar;
+        }
+        let domains: Option<Vec<KeyDomain>> = keys
+            .iter()
+            .map(|(_, expr)| {
+                let (min, max) = self.estimator.int_range(expr.as_column()?)?;
+                Some(KeyDomain {
+                    min,
+                    size: (max - min) as u64 + 1,
+                })
+            })
+            .collect();
+        if let Some(domains) = domains {
+            let slots = domains.iter().try_fold(1u64, |acc, d| acc.checked_mul(d.size));
+            if slots.is_some_and(|s| s <= MAX_DENSE_GROUPS) {
+                return GroupLayout::Dense { domains };
+            }
+        }
+        GroupLayout::Hash { capacity: 1 << 16 }
+    }
+
+    fn not_yet(&self, what: &str) -> Diagnostic {
+        Diagnostic::unsupported(self.span, format!("{what} cannot run on the device yet"))
+    }
+}
+
+/// The estimated fraction of scanned rows that survive these steps.
+fn pass_fraction(steps: &[Step]) -> f64 {
+    steps
+        .iter()
+        .map(|s| match s {
+            Step::Filter { selectivity, .. } | Step::Probe { selectivity, .. } => *selectivity,
+            Step::Compute { .. } => 1.0,
+        })
+        .product()
+}
+
+/// Orders a pipeline's steps: among the steps whose inputs are available, filters first, then
+/// probes, each most selective first; a computed column only when something needs it next.
+/// Cheap filters on scanned columns thus drop rows before any probe touches memory.
+fn order_steps(steps: Vec<Step>, tables: &[HashTable]) -> Vec<Step> {
+    let defines = |step: &Step| -> Vec<ColumnId> {
+        match step {
+            Step::Filter { .. } => vec![],
+            Step::Probe { table, kind, .. } => match kind {
+                JoinKind::Inner => tables[*table].payload.clone(),
+                _ => vec![],
+            },
+            Step::Compute { column, .. } => vec![*column],
+        }
+    };
+    let uses = |step: &Step| -> Vec<ColumnId> {
+        match step {
+            Step::Filter { predicate, .. } => predicate.columns_used(),
+            Step::Probe { key, .. } => key.columns_used(),
+            Step::Compute { expr, .. } => expr.columns_used(),
+        }
+    };
+    let rank = |step: &Step| -> (u8, f64) {
+        match step {
+            Step::Filter { selectivity, .. } => (0, *selectivity),
+            Step::Probe { selectivity, .. } => (1, *selectivity),
+            Step::Compute { .. } => (2, 1.0),
+        }
+    };
+    let mut pending = steps;
+    let mut ordered = Vec::with_capacity(pending.len());
+    while !pending.is_empty() {
+        let undefined: Vec<ColumnId> = pending.iter().flat_map(defines).collect();
+        let ready = |s: &Step| uses(s).iter().all(|c| !undefined.contains(c) || defines(s).contains(c));
+        let next = pending
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| ready(s))
+            .min_by(|(_, a), (_, b)| {
+                let (ra, rb) = (rank(a), rank(b));
+                ra.0.cmp(&rb.0).then(ra.1.total_cmp(&rb.1))
+            })
+            .map(|(i, _)| i)
+            // A dependency cycle cannot arise from a plan tree; keep the input order if it did.
+            .unwrap_or(0);
+        ordered.push(pending.remove(next));
+    }
+    ordered
+}

@@ -1,0 +1,82 @@
+//! A script from source to pipelines, stage by stage, keeping each stage's result so that any
+//! of them can be printed; and the catalog a script reads, opened with the tables it declares.
+
+use std::path::Path;
+
+use tessera_grammar::ast::Script;
+use tessera_grammar::{source_to_ast, Diagnostic, Span};
+use tessera_storage::{Catalog, Schema, StorageError};
+
+use crate::analyze::{ast_to_typed, declared_tables, DeclaredTable};
+use crate::logical::{typed_to_logical, LogicalQuery};
+use crate::optimize::{optimize, PassTrace};
+use crate::physical::{logical_to_pipelines, PhysicalQuery};
+use crate::typed::TypedScript;
+
+/// The tables of the standard library's schemas (SSB), used to read `.tbl` files the script
+/// does not declare itself.
+pub fn stdlib_tables() -> Vec<DeclaredTable> {
+    // The schema ships with Tessera and is checked by a test, so it always parses.
+    source_to_ast(tessera_stdlib::SSB_SCHEMA)
+        .ok()
+        .and_then(|script| declared_tables(&script).ok())
+        .unwrap_or_default()
+}
+
+/// Opens the data directory with the tables `script` declares. Text files (`.tbl`) of tables
+/// the script does not declare are read with the standard library's schema of that name.
+pub fn open_catalog(script: &Script, dir: &Path) -> Result<Catalog, OpenError> {
+    let declared = declared_tables(script).map_err(OpenError::Declarations)?;
+    let mut schemas: Vec<(String, Schema)> = declared.into_iter().map(|t| (t.name, t.schema)).collect();
+    for table in stdlib_tables() {
+        let text_file = dir.join(format!("{}.tbl", table.name));
+        if text_file.is_file() && !schemas.iter().any(|(name, _)| *name == table.name) {
+            schemas.push((table.name, table.schema));
+        }
+    }
+    Catalog::open(dir, &schemas).map_err(OpenError::Storage)
+}
+
+#[derive(Debug)]
+pub enum OpenError {
+    Declarations(Vec<Diagnostic>),
+    Storage(StorageError),
+}
+
+/// Every stage of compiling one script, as far as it got.
+pub struct Compilation {
+    pub ast: Script,
+    pub typed: TypedScript,
+    pub logical: Vec<LogicalQuery>,
+    pub optimized: Vec<LogicalQuery>,
+    pub trace: Vec<PassTrace>,
+    pub physical: Vec<PhysicalQuery>,
+}
+
+impl Compilation {
+    /// Runs every stage from the syntax tree to pipelines.
+    pub fn run(ast: Script, catalog: &Catalog) -> Result<Compilation, Vec<Diagnostic>> {
+        let typed = ast_to_typed(&ast, catalog)?;
+        let logical = typed_to_logical(&typed, catalog);
+        let mut trace = Vec::new();
+        let optimized = optimize(logical.clone(), catalog, Some(&mut trace)).map_err(|d| vec![d])?;
+        let physical = optimized
+            .iter()
+            .map(|q| logical_to_pipelines(q, catalog))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|d| vec![d])?;
+        Ok(Compilation {
+            ast,
+            typed,
+            logical,
+            optimized,
+            trace,
+            physical,
+        })
+    }
+}
+
+/// A span covering nothing, for diagnostics about the script as a whole.
+pub fn whole_script() -> Span {
+    Span::default()
+}

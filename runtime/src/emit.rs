@@ -1,0 +1,357 @@
+//! A thin layer over inkwell so that primitives and kernels read like Crystal's CUDA: thread
+//! and block ids, barriers, warp shuffles, an item loop (unrolled on the GPU, a plain loop on the
+//! host), per-thread tile arrays, conditionals. Everything target-specific is decided here.
+
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::basic_block::BasicBlock;
+use inkwell::builder::{Builder, BuilderError};
+use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
+use inkwell::types::{BasicType, BasicTypeEnum, FunctionType, IntType, PointerType};
+use inkwell::values::{BasicValue, BasicValueEnum, FunctionValue, IntValue, PointerValue};
+use inkwell::{AddressSpace, IntPredicate};
+use tessera_storage::DataType;
+
+use crate::tile::{Target, TileShape};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CodegenError {
+    #[error("LLVM IR construction failed: {0}")]
+    Builder(#[from] BuilderError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+pub type CodegenResult<T> = Result<T, CodegenError>;
+
+pub const GLOBAL: u16 = 1;
+pub const SHARED: u16 = 3;
+
+/// One item of a thread's tile: a constant on the GPU (the loop is unrolled, so the tile's
+/// arrays become registers), a loop variable on the host.
+#[derive(Clone, Copy)]
+pub struct Item<'ctx> {
+    pub index: IntValue<'ctx>,
+}
+
+/// A per-thread array of `len` values of `elem`, one per item of the tile.
+#[derive(Clone, Copy)]
+pub struct TileArray<'ctx> {
+    pub ptr: PointerValue<'ctx>,
+    pub elem: BasicTypeEnum<'ctx>,
+    pub len: u32,
+}
+
+/// Builds the body of one LLVM function for a target and tile shape.
+pub struct Emitter<'ctx, 'm> {
+    pub ctx: &'ctx Context,
+    pub module: &'m Module<'ctx>,
+    pub b: Builder<'ctx>,
+    pub target: Target,
+    pub tile: TileShape,
+    pub function: FunctionValue<'ctx>,
+    alloca_block: BasicBlock<'ctx>,
+}
+
+impl<'ctx, 'm> Emitter<'ctx, 'm> {
+    /// Starts a new function; the builder is left in its first block after the allocas.
+    pub fn new_function(
+        ctx: &'ctx Context,
+        module: &'m Module<'ctx>,
+        target: Target,
+        tile: TileShape,
+        name: &str,
+        ty: FunctionType<'ctx>,
+        linkage: Linkage,
+    ) -> CodegenResult<Emitter<'ctx, 'm>> {
+        let function = module.add_function(name, ty, Some(linkage));
+        let alloca_block = ctx.append_basic_block(function, "allocas");
+        let start = ctx.append_basic_block(function, "start");
+        let b = ctx.create_builder();
+        b.position_at_end(alloca_block);
+        b.build_unconditional_branch(start)?;
+        b.position_at_end(start);
+        Ok(Emitter {
+            ctx,
+            module,
+            b,
+            target,
+            tile,
+            function,
+            alloca_block,
+        })
+    }
+
+    /// Marks the function to be inlined into every caller (primitives).
+    pub fn always_inline(&self) {
+        let kind = Attribute::get_named_enum_kind_id("alwaysinline");
+        self.function
+            .add_attribute(AttributeLoc::Function, self.ctx.create_enum_attribute(kind, 0));
+    }
+
+    pub fn i1(&self) -> IntType<'ctx> {
+        self.ctx.bool_type()
+    }
+    pub fn i8(&self) -> IntType<'ctx> {
+        self.ctx.i8_type()
+    }
+    pub fn i32(&self) -> IntType<'ctx> {
+        self.ctx.i32_type()
+    }
+    pub fn i64(&self) -> IntType<'ctx> {
+        self.ctx.i64_type()
+    }
+
+    /// The integer type of `bits` bits (1, 8, 16, 32 or 64).
+    pub fn int_type(&self, bits: u32) -> IntType<'ctx> {
+        match bits {
+            1 => self.ctx.bool_type(),
+            8 => self.ctx.i8_type(),
+            16 => self.ctx.i16_type(),
+            32 => self.ctx.i32_type(),
+            _ => self.ctx.i64_type(),
+        }
+    }
+
+    pub fn const_i32(&self, v: i64) -> IntValue<'ctx> {
+        self.i32().const_int(v as u64, true)
+    }
+    pub fn const_i64(&self, v: i64) -> IntValue<'ctx> {
+        self.i64().const_int(v as u64, true)
+    }
+
+    /// Pointers to device memory: the global address space on the GPU.
+    pub fn global_ptr(&self) -> PointerType<'ctx> {
+        match self.target {
+            Target::Nvptx { .. } => self.ctx.ptr_type(AddressSpace::from(GLOBAL)),
+            Target::Host => self.ctx.ptr_type(AddressSpace::default()),
+        }
+    }
+
+    pub fn local_ptr(&self) -> PointerType<'ctx> {
+        self.ctx.ptr_type(AddressSpace::default())
+    }
+
+    pub fn shared_ptr(&self) -> PointerType<'ctx> {
+        match self.target {
+            Target::Nvptx { .. } => self.ctx.ptr_type(AddressSpace::from(SHARED)),
+            Target::Host => self.ctx.ptr_type(AddressSpace::default()),
+        }
+    }
+
+    /// The register type of a column type (strings are codes, dates are day numbers).
+    pub fn value_type(&self, ty: DataType) -> BasicTypeEnum<'ctx> {
+        match ty {
+            DataType::Bool => self.i8().into(),
+            DataType::I32 | DataType::Date | DataType::Str => self.i32().into(),
+            DataType::I64 => self.i64().into(),
+            DataType::F32 => self.ctx.f32_type().into(),
+            DataType::F64 => self.ctx.f64_type().into(),
+        }
+    }
+
+    /// The thread's index within its block (0 on the host).
+    pub fn tid(&self) -> CodegenResult<IntValue<'ctx>> {
+        match self.target {
+            Target::Nvptx { .. } => self.sreg("llvm.nvvm.read.ptx.sreg.tid.x"),
+            Target::Host => Ok(self.const_i32(0)),
+        }
+    }
+
+    /// The block's index within the grid (GPU only).
+    pub fn block_index(&self) -> CodegenResult<IntValue<'ctx>> {
+        self.sreg("llvm.nvvm.read.ptx.sreg.ctaid.x")
+    }
+
+    fn sreg(&self, name: &str) -> CodegenResult<IntValue<'ctx>> {
+        let f = self.intrinsic(name, self.i32().fn_type(&[], false));
+        let v = self.b.build_call(f, &[], "")?;
+        basic(v.try_as_basic_value().basic()).map(|v| v.into_int_value())
+    }
+
+    /// Declares (once) an external function or intrinsic.
+    pub fn intrinsic(&self, name: &str, ty: FunctionType<'ctx>) -> FunctionValue<'ctx> {
+        self.module
+            .get_function(name)
+            .unwrap_or_else(|| self.module.add_function(name, ty, None))
+    }
+
+    /// Waits for every thread of the block (nothing to wait for on the host).
+    pub fn barrier(&self) -> CodegenResult<()> {
+        if self.target.is_gpu() {
+            let f = self.intrinsic("llvm.nvvm.barrier0", self.ctx.void_type().fn_type(&[], false));
+            self.b.build_call(f, &[], "")?;
+        }
+        Ok(())
+    }
+
+    /// The value of `value` held by the lane `offset` above this one (a full warp takes part).
+    pub fn shfl_down_i32(&self, value: IntValue<'ctx>, offset: u32) -> CodegenResult<IntValue<'ctx>> {
+        let i32 = self.i32();
+        let f = self.intrinsic(
+            "llvm.nvvm.shfl.sync.down.i32",
+            i32.fn_type(&[i32.into(), i32.into(), i32.into(), i32.into()], false),
+        );
+        let args = [
+            self.const_i32(-1).into(),
+            value.into(),
+            self.const_i32(i64::from(offset)).into(),
+            self.const_i32(31).into(),
+        ];
+        let v = self.b.build_call(f, &args, "shfl")?;
+        basic(v.try_as_basic_value().basic()).map(|v| v.into_int_value())
+    }
+
+    /// A per-thread array with one slot per item, allocated at function entry.
+    pub fn tile_array(&self, elem: BasicTypeEnum<'ctx>, name: &str) -> CodegenResult<TileArray<'ctx>> {
+        let len = self.tile.items_per_thread;
+        let ptr = self.alloca(elem.array_type(len).into(), name)?;
+        Ok(TileArray { ptr, elem, len })
+    }
+
+    /// An alloca in the function's entry block, whatever block is being built.
+    pub fn alloca(&self, ty: BasicTypeEnum<'ctx>, name: &str) -> CodegenResult<PointerValue<'ctx>> {
+        let entry = self.ctx.create_builder();
+        match self.alloca_block.get_terminator() {
+            Some(terminator) => entry.position_before(&terminator),
+            None => entry.position_at_end(self.alloca_block),
+        }
+        Ok(entry.build_alloca(ty, name)?)
+    }
+
+    pub fn element_ptr(&self, array: TileArray<'ctx>, item: Item<'ctx>) -> CodegenResult<PointerValue<'ctx>> {
+        let ty = array.elem.array_type(array.len);
+        // SAFETY: `item.index` is below `array.len` by construction of `for_each_item`.
+        Ok(unsafe { self.b.build_in_bounds_gep(ty, array.ptr, &[self.const_i32(0), item.index], "")? })
+    }
+
+    pub fn get(&self, array: TileArray<'ctx>, item: Item<'ctx>) -> CodegenResult<BasicValueEnum<'ctx>> {
+        let ptr = self.element_ptr(array, item)?;
+        Ok(self.b.build_load(array.elem, ptr, "")?)
+    }
+
+    pub fn set(&self, array: TileArray<'ctx>, item: Item<'ctx>, value: impl BasicValue<'ctx>) -> CodegenResult<()> {
+        let ptr = self.element_ptr(array, item)?;
+        self.b.build_store(ptr, value)?;
+        Ok(())
+    }
+
+    /// Runs `body` once per item of the thread's tile: unrolled on the GPU, a loop on the host.
+    pub fn for_each_item(&self, mut body: impl FnMut(Item<'ctx>) -> CodegenResult<()>) -> CodegenResult<()> {
+        let count = self.tile.items_per_thread;
+        if self.target.is_gpu() {
+            for i in 0..count {
+                body(Item {
+                    index: self.const_i32(i64::from(i)),
+                })?;
+            }
+            return Ok(());
+        }
+        let before = self.current_block()?;
+        let header = self.ctx.append_basic_block(self.function, "item");
+        let after = self.ctx.append_basic_block(self.function, "items_done");
+        self.b.build_unconditional_branch(header)?;
+        self.b.position_at_end(header);
+        let index = self.b.build_phi(self.i32(), "i")?;
+        index.add_incoming(&[(&self.const_i32(0), before)]);
+        let index_value = index.as_basic_value().into_int_value();
+        body(Item { index: index_value })?;
+        let next = self.b.build_int_add(index_value, self.const_i32(1), "i_next")?;
+        let latch = self.current_block()?;
+        index.add_incoming(&[(&next, latch)]);
+        let more = self
+            .b
+            .build_int_compare(IntPredicate::SLT, next, self.const_i32(i64::from(count)), "")?;
+        self.b.build_conditional_branch(more, header, after)?;
+        self.b.position_at_end(after);
+        Ok(())
+    }
+
+    /// The position of `item` within the tile, `item * threads + tid` (striped).
+    pub fn item_offset(&self, item: Item<'ctx>) -> CodegenResult<IntValue<'ctx>> {
+        let threads = self.const_i32(i64::from(self.tile.threads));
+        let scaled = self.b.build_int_nsw_mul(item.index, threads, "")?;
+        if self.target.is_gpu() {
+            Ok(self.b.build_int_nsw_add(scaled, self.tid()?, "offset")?)
+        } else {
+            Ok(scaled)
+        }
+    }
+
+    /// Builds `then` under `condition`; the builder continues after it.
+    pub fn if_then(&self, condition: IntValue<'ctx>, then: impl FnOnce() -> CodegenResult<()>) -> CodegenResult<()> {
+        let then_block = self.ctx.append_basic_block(self.function, "then");
+        let done = self.ctx.append_basic_block(self.function, "endif");
+        self.b.build_conditional_branch(condition, then_block, done)?;
+        self.b.position_at_end(then_block);
+        then()?;
+        self.b.build_unconditional_branch(done)?;
+        self.b.position_at_end(done);
+        Ok(())
+    }
+
+    pub fn current_block(&self) -> CodegenResult<BasicBlock<'ctx>> {
+        self.b
+            .get_insert_block()
+            .ok_or_else(|| CodegenError::Invalid("the builder is not positioned".into()))
+    }
+
+    /// A global pointer `base + index * size_of(elem)`.
+    pub fn offset_ptr(
+        &self,
+        elem: BasicTypeEnum<'ctx>,
+        base: PointerValue<'ctx>,
+        index: IntValue<'ctx>,
+    ) -> CodegenResult<PointerValue<'ctx>> {
+        // SAFETY: callers index inside buffers sized by the executor for these indices.
+        Ok(unsafe { self.b.build_in_bounds_gep(elem, base, &[index], "")? })
+    }
+
+    /// `value` as a truth value (non-zero).
+    pub fn truth(&self, value: IntValue<'ctx>) -> CodegenResult<IntValue<'ctx>> {
+        if value.get_type().get_bit_width() == 1 {
+            return Ok(value);
+        }
+        Ok(self
+            .b
+            .build_int_compare(IntPredicate::NE, value, value.get_type().const_zero(), "")?)
+    }
+
+    /// `*ptr = *ptr op value` atomically (relaxed), for integer and floating-point values.
+    pub fn atomic_update(
+        &self,
+        op: inkwell::AtomicRMWBinOp,
+        ptr: PointerValue<'ctx>,
+        value: BasicValueEnum<'ctx>,
+    ) -> CodegenResult<()> {
+        use inkwell::llvm_sys::core::LLVMBuildAtomicRMW;
+        use inkwell::llvm_sys::LLVMAtomicOrdering;
+        use inkwell::values::AsValueRef;
+        if self.b.get_insert_block().is_none() {
+            return Err(CodegenError::Invalid("the builder is not positioned".into()));
+        }
+        // inkwell's safe wrapper accepts only integers; floating-point atomics (native fadd on
+        // the GPU) go through the C API with the same operands.
+        unsafe {
+            LLVMBuildAtomicRMW(
+                self.b.as_mut_ptr(),
+                op.into(),
+                ptr.as_value_ref(),
+                value.as_value_ref(),
+                LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic,
+                0,
+            );
+        }
+        Ok(())
+    }
+
+    /// A truth value widened to the `i8` stored in flag arrays.
+    pub fn flag(&self, truth: IntValue<'ctx>) -> CodegenResult<IntValue<'ctx>> {
+        Ok(self.b.build_int_z_extend_or_bit_cast(truth, self.i8(), "")?)
+    }
+}
+
+/// The value of a call that must return one.
+pub fn basic<'ctx>(value: Option<BasicValueEnum<'ctx>>) -> CodegenResult<BasicValueEnum<'ctx>> {
+    value.ok_or_else(|| CodegenError::Invalid("a call expected to return a value returned none".into()))
+}

@@ -1,0 +1,471 @@
+//! `build` and `lookup`: hash tables filled by one pipeline and probed by another. A table is an
+//! array of fixed-size slots: a key word followed by the payload columns. Perfect tables index
+//! directly by `key - min` and keep a presence word instead of the key; open tables use linear
+//! probing over a power-of-two capacity. Keys are stored with their sign bit flipped, so that
+//! zeroed memory is an empty table; the one key that would look empty (the type's minimum) lives
+//! in an extra slot after the others.
+
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
+use inkwell::{AtomicOrdering, IntPredicate};
+use tessera_storage::DataType;
+
+use crate::emit::{basic, CodegenError, CodegenResult, Emitter};
+
+use super::load::{param_int, param_ptr};
+use super::primitive;
+
+/// Words of the per-query status buffer that kernels set when an assumption fails.
+pub mod status {
+    /// A build side had the same key twice.
+    pub const DUPLICATE_KEY: u32 = 0;
+    /// A build key fell outside the range a perfect table was compiled for.
+    pub const KEY_OUT_OF_RANGE: u32 = 1;
+    /// A group key fell outside the dense domain it was compiled for.
+    pub const GROUP_OUT_OF_RANGE: u32 = 2;
+    /// A grouping hash table ran out of slots.
+    pub const GROUP_TABLE_FULL: u32 = 3;
+    /// How many words the buffer has.
+    pub const WORDS: u32 = 8;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum HashKind {
+    /// `slots` slots indexed by `key - min`.
+    Perfect { min: i64, slots: u64 },
+    /// Linear probing over `capacity` slots (a power of two), plus the extra slot.
+    Open { capacity: u64 },
+}
+
+/// Where a payload column sits in a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PayloadField {
+    pub offset: u32,
+    pub ty: DataType,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HashTableLayout {
+    pub kind: HashKind,
+    /// The key's type (open tables store it; perfect tables store a presence word).
+    pub key: DataType,
+    pub payload: Vec<PayloadField>,
+    /// Bytes per slot.
+    pub stride: u32,
+}
+
+impl HashTableLayout {
+    pub fn new(kind: HashKind, key: DataType, payload: &[DataType]) -> HashTableLayout {
+        let mut offset = match kind {
+            HashKind::Perfect { .. } => 4,
+            HashKind::Open { .. } => key.width() as u32,
+        };
+        let mut fields = Vec::with_capacity(payload.len());
+        // Widest first keeps every field naturally aligned without padding between fields.
+        let mut order: Vec<usize> = (0..payload.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(payload[i].width()));
+        let mut placed = vec![None; payload.len()];
+        for i in order {
+            let width = payload[i].width() as u32;
+            offset = offset.next_multiple_of(width);
+            placed[i] = Some(PayloadField {
+                offset,
+                ty: payload[i],
+            });
+            offset += width;
+        }
+        fields.extend(placed.into_iter().flatten());
+        let align = fields.iter().map(|f| f.ty.width() as u32).max().unwrap_or(4).max(match kind {
+            HashKind::Perfect { .. } => 4,
+            HashKind::Open { .. } => key.width() as u32,
+        });
+        HashTableLayout {
+            kind,
+            key,
+            payload: fields,
+            stride: offset.next_multiple_of(align),
+        }
+    }
+
+    pub fn slots(&self) -> u64 {
+        match self.kind {
+            HashKind::Perfect { slots, .. } => slots,
+            HashKind::Open { capacity } => capacity + 1,
+        }
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.slots() * u64::from(self.stride)
+    }
+
+    fn key_bits(&self) -> u32 {
+        match self.kind {
+            HashKind::Perfect { .. } => 32,
+            HashKind::Open { .. } => self.key.width() as u32 * 8,
+        }
+    }
+}
+
+/// Inserts `key`; returns the slot to write the payload into, or null when the key cannot be
+/// inserted (a duplicate, or outside a perfect table's range), which is recorded in `status`.
+pub fn insert<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    table: PointerValue<'ctx>,
+    key: IntValue<'ctx>,
+    status: PointerValue<'ctx>,
+) -> CodegenResult<PointerValue<'ctx>> {
+    let key_ty = em.int_type(key.get_type().get_bit_width());
+    let ty = em.global_ptr().fn_type(
+        &[em.global_ptr().into(), em.i64().into(), key_ty.into(), em.global_ptr().into()],
+        false,
+    );
+    let name = primitive_name(layout, "insert", key_ty.get_bit_width());
+    let owned = layout.clone();
+    let f = primitive(em, &name, ty, |p| {
+        let table = param_ptr(p, 0)?;
+        let param = param_int(p, 1)?;
+        let key = param_int(p, 2)?;
+        let status = param_ptr(p, 3)?;
+        let result = match owned.kind {
+            HashKind::Perfect { slots, .. } => {
+                let slot = perfect_slot(p, &owned, table, param, slots, key, Some(status))?;
+                let done = p.ctx.append_basic_block(p.function, "done");
+                let claim = p.ctx.append_basic_block(p.function, "claim");
+                let found = p.b.build_is_not_null(slot, "")?;
+                let here = p.current_block()?;
+                p.b.build_conditional_branch(found, claim, done)?;
+                p.b.position_at_end(claim);
+                let previous = swap_word(p, slot, p.const_i32(0), p.const_i32(1))?;
+                let fresh = p.b.build_int_compare(IntPredicate::EQ, previous, p.const_i32(0), "")?;
+                let claimed = p.b.build_select(fresh, slot, p.global_ptr().const_null(), "")?;
+                report_unless(p, fresh, status, status::DUPLICATE_KEY)?;
+                let claim_end = p.current_block()?;
+                p.b.build_unconditional_branch(done)?;
+                p.b.position_at_end(done);
+                let phi = p.b.build_phi(p.global_ptr(), "slot")?;
+                phi.add_incoming(&[(&p.global_ptr().const_null(), here), (&claimed, claim_end)]);
+                phi.as_basic_value()
+            }
+            HashKind::Open { capacity } => open_insert(p, &owned, table, param, capacity, key, status)?.into(),
+        };
+        p.b.build_return(Some(&result))?;
+        Ok(())
+    })?;
+    let call = em
+        .b
+        .build_call(f, &[table.into(), param_value(em, layout)?.into(), key.into(), status.into()], "slot")?;
+    Ok(basic(call.try_as_basic_value().basic())?.into_pointer_value())
+}
+
+/// Finds `key`; returns its slot, or null when the table does not hold it.
+pub fn find<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    table: PointerValue<'ctx>,
+    key: IntValue<'ctx>,
+) -> CodegenResult<PointerValue<'ctx>> {
+    let key_ty = em.int_type(key.get_type().get_bit_width());
+    let ty = em
+        .global_ptr()
+        .fn_type(&[em.global_ptr().into(), em.i64().into(), key_ty.into()], false);
+    let name = primitive_name(layout, "find", key_ty.get_bit_width());
+    let owned = layout.clone();
+    let f = primitive(em, &name, ty, |p| {
+        let table = param_ptr(p, 0)?;
+        let param = param_int(p, 1)?;
+        let key = param_int(p, 2)?;
+        let result: BasicValueEnum = match owned.kind {
+            HashKind::Perfect { slots, .. } => {
+                let slot = perfect_slot(p, &owned, table, param, slots, key, None)?;
+                let done = p.ctx.append_basic_block(p.function, "done");
+                let check = p.ctx.append_basic_block(p.function, "check");
+                let in_range = p.b.build_is_not_null(slot, "")?;
+                let here = p.current_block()?;
+                p.b.build_conditional_branch(in_range, check, done)?;
+                p.b.position_at_end(check);
+                let present = p.b.build_load(p.i32(), slot, "present")?.into_int_value();
+                let present = p.truth(present)?;
+                let hit = p.b.build_select(present, slot, p.global_ptr().const_null(), "")?;
+                let check_end = p.current_block()?;
+                p.b.build_unconditional_branch(done)?;
+                p.b.position_at_end(done);
+                let phi = p.b.build_phi(p.global_ptr(), "slot")?;
+                phi.add_incoming(&[(&p.global_ptr().const_null(), here), (&hit, check_end)]);
+                phi.as_basic_value()
+            }
+            HashKind::Open { capacity } => open_find(p, &owned, table, param, capacity, key)?.into(),
+        };
+        p.b.build_return(Some(&result))?;
+        Ok(())
+    })?;
+    let call = em
+        .b
+        .build_call(f, &[table.into(), param_value(em, layout)?.into(), key.into()], "slot")?;
+    Ok(basic(call.try_as_basic_value().basic())?.into_pointer_value())
+}
+
+/// A pointer to the payload field `index` of `slot`.
+pub fn payload_ptr<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    slot: PointerValue<'ctx>,
+    index: usize,
+) -> CodegenResult<(PointerValue<'ctx>, BasicTypeEnum<'ctx>)> {
+    let field = layout
+        .payload
+        .get(index)
+        .ok_or_else(|| CodegenError::Invalid(format!("no payload field {index}")))?;
+    let ptr = em.offset_ptr(em.i8().into(), slot, em.const_i64(i64::from(field.offset)))?;
+    Ok((ptr, em.value_type(field.ty)))
+}
+
+fn primitive_name(layout: &HashTableLayout, op: &str, key_bits: u32) -> String {
+    let kind = match layout.kind {
+        HashKind::Perfect { .. } => "perfect",
+        HashKind::Open { .. } => "open",
+    };
+    format!("tessera.ht_{op}.{kind}.k{key_bits}.s{}", layout.stride)
+}
+
+/// The run-time parameter of a table: its minimum key (perfect) or slot mask (open).
+fn param_value<'ctx>(em: &Emitter<'ctx, '_>, layout: &HashTableLayout) -> CodegenResult<IntValue<'ctx>> {
+    Ok(match layout.kind {
+        HashKind::Perfect { min, .. } => em.const_i64(min),
+        HashKind::Open { capacity } => em.const_i64(capacity as i64 - 1),
+    })
+}
+
+/// The slot of `key` in a perfect table, or null (recorded in `status` when given) when the key
+/// is outside the table's range.
+fn perfect_slot<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    table: PointerValue<'ctx>,
+    min: IntValue<'ctx>,
+    slots: u64,
+    key: IntValue<'ctx>,
+    status: Option<PointerValue<'ctx>>,
+) -> CodegenResult<PointerValue<'ctx>> {
+    let wide = p.b.build_int_s_extend_or_bit_cast(key, p.i64(), "")?;
+    let index = p.b.build_int_sub(wide, min, "index")?;
+    // Unsigned comparison: a key below `min` wraps to a huge index.
+    let inside = p
+        .b
+        .build_int_compare(IntPredicate::ULT, index, p.const_i64(slots as i64), "inside")?;
+    if let Some(status) = status {
+        report_unless(p, inside, status, status::KEY_OUT_OF_RANGE)?;
+    }
+    let safe = p.b.build_select(inside, index, p.const_i64(0), "")?.into_int_value();
+    let offset = p
+        .b
+        .build_int_mul(safe, p.const_i64(i64::from(layout.stride)), "")?;
+    let slot = p.offset_ptr(p.i8().into(), table, offset)?;
+    Ok(p.b.build_select(inside, slot, p.global_ptr().const_null(), "")?.into_pointer_value())
+}
+
+fn open_insert<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    table: PointerValue<'ctx>,
+    mask: IntValue<'ctx>,
+    capacity: u64,
+    key: IntValue<'ctx>,
+    status: PointerValue<'ctx>,
+) -> CodegenResult<PointerValue<'ctx>> {
+    let bits = layout.key_bits();
+    let key_ty = p.int_type(bits);
+    let stored = stored_key(p, key)?;
+    let zero = key_ty.const_zero();
+    let result = p.alloca(p.global_ptr().into(), "result")?;
+
+    let special = p.b.build_int_compare(IntPredicate::EQ, stored, zero, "min_key")?;
+    let extra = p.ctx.append_basic_block(p.function, "extra_slot");
+    let probe = p.ctx.append_basic_block(p.function, "probe");
+    let done = p.ctx.append_basic_block(p.function, "done");
+    p.b.build_conditional_branch(special, extra, probe)?;
+
+    // The key whose stored form is zero: claim the extra slot by writing a one.
+    p.b.position_at_end(extra);
+    let slot = slot_at(p, layout, table, p.const_i64(capacity as i64))?;
+    let previous = swap_word(p, slot, zero, key_ty.const_int(1, false))?;
+    let fresh = p.b.build_int_compare(IntPredicate::EQ, previous, zero, "")?;
+    report_unless(p, fresh, status, status::DUPLICATE_KEY)?;
+    let claimed = p.b.build_select(fresh, slot, p.global_ptr().const_null(), "")?;
+    p.b.build_store(result, claimed)?;
+    p.b.build_unconditional_branch(done)?;
+
+    p.b.position_at_end(probe);
+    let start = hash(p, key, mask)?;
+    let header = p.ctx.append_basic_block(p.function, "probe_slot");
+    let next = p.ctx.append_basic_block(p.function, "next_slot");
+    let entry = p.current_block()?;
+    p.b.build_unconditional_branch(header)?;
+    p.b.position_at_end(header);
+    let index = p.b.build_phi(p.i64(), "index")?;
+    index.add_incoming(&[(&start, entry)]);
+    let index_value = index.as_basic_value().into_int_value();
+    let slot = slot_at(p, layout, table, index_value)?;
+    let previous = swap_word(p, slot, zero, stored)?;
+    let claimed = p.b.build_int_compare(IntPredicate::EQ, previous, zero, "claimed")?;
+    let duplicate = p.b.build_int_compare(IntPredicate::EQ, previous, stored, "duplicate")?;
+    let finished = p.b.build_or(claimed, duplicate, "")?;
+    let finish = p.ctx.append_basic_block(p.function, "finish");
+    p.b.build_conditional_branch(finished, finish, next)?;
+
+    p.b.position_at_end(finish);
+    report_unless(p, claimed, status, status::DUPLICATE_KEY)?;
+    let chosen = p.b.build_select(claimed, slot, p.global_ptr().const_null(), "")?;
+    p.b.build_store(result, chosen)?;
+    p.b.build_unconditional_branch(done)?;
+
+    p.b.position_at_end(next);
+    let advanced = p.b.build_int_add(index_value, p.const_i64(1), "")?;
+    let wrapped = p.b.build_and(advanced, mask, "")?;
+    index.add_incoming(&[(&wrapped, next)]);
+    p.b.build_unconditional_branch(header)?;
+
+    p.b.position_at_end(done);
+    Ok(p.b.build_load(p.global_ptr(), result, "")?.into_pointer_value())
+}
+
+fn open_find<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    table: PointerValue<'ctx>,
+    mask: IntValue<'ctx>,
+    capacity: u64,
+    key: IntValue<'ctx>,
+) -> CodegenResult<PointerValue<'ctx>> {
+    let bits = layout.key_bits();
+    let key_ty = p.int_type(bits);
+    let stored = stored_key(p, key)?;
+    let zero = key_ty.const_zero();
+    let result = p.alloca(p.global_ptr().into(), "result")?;
+
+    let special = p.b.build_int_compare(IntPredicate::EQ, stored, zero, "min_key")?;
+    let extra = p.ctx.append_basic_block(p.function, "extra_slot");
+    let probe = p.ctx.append_basic_block(p.function, "probe");
+    let done = p.ctx.append_basic_block(p.function, "done");
+    p.b.build_conditional_branch(special, extra, probe)?;
+
+    p.b.position_at_end(extra);
+    let slot = slot_at(p, layout, table, p.const_i64(capacity as i64))?;
+    let word = p.b.build_load(key_ty, slot, "")?.into_int_value();
+    let present = p.b.build_int_compare(IntPredicate::NE, word, zero, "")?;
+    let hit = p.b.build_select(present, slot, p.global_ptr().const_null(), "")?;
+    p.b.build_store(result, hit)?;
+    p.b.build_unconditional_branch(done)?;
+
+    p.b.position_at_end(probe);
+    let start = hash(p, key, mask)?;
+    let header = p.ctx.append_basic_block(p.function, "probe_slot");
+    let next = p.ctx.append_basic_block(p.function, "next_slot");
+    let entry = p.current_block()?;
+    p.b.build_unconditional_branch(header)?;
+    p.b.position_at_end(header);
+    let index = p.b.build_phi(p.i64(), "index")?;
+    index.add_incoming(&[(&start, entry)]);
+    let index_value = index.as_basic_value().into_int_value();
+    let slot = slot_at(p, layout, table, index_value)?;
+    let word = p.b.build_load(key_ty, slot, "")?.into_int_value();
+    let hit = p.b.build_int_compare(IntPredicate::EQ, word, stored, "hit")?;
+    let empty = p.b.build_int_compare(IntPredicate::EQ, word, zero, "empty")?;
+    let finished = p.b.build_or(hit, empty, "")?;
+    let finish = p.ctx.append_basic_block(p.function, "finish");
+    p.b.build_conditional_branch(finished, finish, next)?;
+
+    p.b.position_at_end(finish);
+    let chosen = p.b.build_select(hit, slot, p.global_ptr().const_null(), "")?;
+    p.b.build_store(result, chosen)?;
+    p.b.build_unconditional_branch(done)?;
+
+    p.b.position_at_end(next);
+    let advanced = p.b.build_int_add(index_value, p.const_i64(1), "")?;
+    let wrapped = p.b.build_and(advanced, mask, "")?;
+    index.add_incoming(&[(&wrapped, next)]);
+    p.b.build_unconditional_branch(header)?;
+
+    p.b.position_at_end(done);
+    Ok(p.b.build_load(p.global_ptr(), result, "")?.into_pointer_value())
+}
+
+/// The key as stored: sign bit flipped, so that zero means an empty slot.
+fn stored_key<'ctx>(p: &Emitter<'ctx, '_>, key: IntValue<'ctx>) -> CodegenResult<IntValue<'ctx>> {
+    let ty = key.get_type();
+    let sign = ty.const_int(1, false);
+    let sign = p
+        .b
+        .build_left_shift(sign, ty.const_int(u64::from(ty.get_bit_width() - 1), false), "")?;
+    Ok(p.b.build_xor(key, sign, "stored")?)
+}
+
+/// Fibonacci hashing: the high half of `key × 2^64/φ`, masked to the table.
+fn hash<'ctx>(p: &Emitter<'ctx, '_>, key: IntValue<'ctx>, mask: IntValue<'ctx>) -> CodegenResult<IntValue<'ctx>> {
+    let wide = p.b.build_int_s_extend_or_bit_cast(key, p.i64(), "")?;
+    let mixed = p
+        .b
+        .build_int_mul(wide, p.i64().const_int(0x9E37_79B9_7F4A_7C15, false), "")?;
+    let high = p.b.build_right_shift(mixed, p.const_i64(32), false, "")?;
+    Ok(p.b.build_and(high, mask, "hash")?)
+}
+
+fn slot_at<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    table: PointerValue<'ctx>,
+    index: IntValue<'ctx>,
+) -> CodegenResult<PointerValue<'ctx>> {
+    let offset = p.b.build_int_mul(index, p.const_i64(i64::from(layout.stride)), "")?;
+    p.offset_ptr(p.i8().into(), table, offset)
+}
+
+/// Atomically replaces `expected` by `new` at `ptr`; returns the value found there.
+fn swap_word<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    ptr: PointerValue<'ctx>,
+    expected: IntValue<'ctx>,
+    new: IntValue<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
+    let pair = p
+        .b
+        .build_cmpxchg(ptr, expected, new, AtomicOrdering::Monotonic, AtomicOrdering::Monotonic)?;
+    Ok(p.b.build_extract_value(pair, 0, "previous")?.into_int_value())
+}
+
+/// Sets status word `word` unless `ok` holds.
+pub fn report_unless<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    ok: IntValue<'ctx>,
+    status: PointerValue<'ctx>,
+    word: u32,
+) -> CodegenResult<()> {
+    let failed = p.b.build_not(ok, "")?;
+    p.if_then(failed, || {
+        let ptr = p.offset_ptr(p.i32().into(), status, p.const_i64(i64::from(word)))?;
+        p.b.build_store(ptr, p.const_i32(1))?;
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_fields_are_aligned_and_packed() {
+        let layout = HashTableLayout::new(
+            HashKind::Open { capacity: 16 },
+            DataType::I32,
+            &[DataType::I32, DataType::F64, DataType::Str],
+        );
+        // key (4), then the f64 at 8, then the two 4-byte fields.
+        assert_eq!(layout.payload[1].offset, 8);
+        assert_eq!(layout.payload[0].offset, 16);
+        assert_eq!(layout.payload[2].offset, 20);
+        assert_eq!(layout.stride, 24);
+        assert_eq!(layout.slots(), 17);
+        let perfect = HashTableLayout::new(HashKind::Perfect { min: 1, slots: 100 }, DataType::I32, &[DataType::I32]);
+        assert_eq!(perfect.stride, 8);
+    }
+}

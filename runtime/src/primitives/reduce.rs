@@ -1,0 +1,229 @@
+//! Block-wide reduction: every thread contributes one value, thread 0 gets the result. On the
+//! GPU each warp reduces with shuffles, warp leaders meet in shared memory, and the first warp
+//! reduces their partials; on the host a tile has one thread, so the value is the result.
+
+use inkwell::module::Linkage;
+use inkwell::types::{BasicType, BasicTypeEnum};
+use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
+use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
+
+use crate::emit::{basic, CodegenError, CodegenResult, Emitter, SHARED};
+
+use super::load::type_name;
+use super::primitive;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum ReduceOp {
+    Add,
+    Min,
+    Max,
+}
+
+impl ReduceOp {
+    fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Add => "add",
+            ReduceOp::Min => "min",
+            ReduceOp::Max => "max",
+        }
+    }
+}
+
+/// Shared memory the reduction needs: one 8-byte partial per warp (32 warps at most).
+pub const SCRATCH_BYTES: u32 = 32 * 8;
+
+/// Reduces `value` over the thread block; the result is valid in thread 0.
+pub fn block_reduce<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    op: ReduceOp,
+    value: BasicValueEnum<'ctx>,
+) -> CodegenResult<BasicValueEnum<'ctx>> {
+    let ty = value.get_type();
+    let fn_ty = ty.fn_type(&[ty.into()], false);
+    let name = format!("tessera.block_reduce.{}.{}", op.name(), type_name(ty));
+    let f = primitive(em, &name, fn_ty, |p| {
+        let param = p
+            .function
+            .get_nth_param(0)
+            .ok_or_else(|| CodegenError::Invalid("block_reduce takes a value".into()))?;
+        let result = if p.target.is_gpu() {
+            reduce_block_gpu(p, op, param)?
+        } else {
+            param
+        };
+        p.b.build_return(Some(&result))?;
+        Ok(())
+    })?;
+    let call = em.b.build_call(f, &[value.into()], "reduced")?;
+    basic(call.try_as_basic_value().basic())
+}
+
+fn reduce_block_gpu<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    op: ReduceOp,
+    value: BasicValueEnum<'ctx>,
+) -> CodegenResult<BasicValueEnum<'ctx>> {
+    let ty = value.get_type();
+    let reduced = reduce_warp(p, op, value)?;
+    let warps = p.tile.warps();
+    if warps == 1 {
+        return Ok(reduced);
+    }
+    let scratch = scratch(p)?;
+    let tid = p.tid()?;
+    let lane = p.b.build_and(tid, p.const_i32(31), "lane")?;
+    let warp = p.b.build_right_shift(tid, p.const_i32(5), false, "warp")?;
+    let leader = p.b.build_int_compare(IntPredicate::EQ, lane, p.const_i32(0), "")?;
+    p.if_then(leader, || {
+        let slot = slot_ptr(p, scratch, warp)?;
+        p.b.build_store(slot, reduced)?;
+        Ok(())
+    })?;
+    p.barrier()?;
+    let partial = p.alloca(ty, "partial")?;
+    p.b.build_store(partial, identity(op, ty)?)?;
+    let has_partial = p
+        .b
+        .build_int_compare(IntPredicate::ULT, tid, p.const_i32(i64::from(warps)), "")?;
+    p.if_then(has_partial, || {
+        let slot = slot_ptr(p, scratch, tid)?;
+        let value = p.b.build_load(ty, slot, "")?;
+        p.b.build_store(partial, value)?;
+        Ok(())
+    })?;
+    let partial = p.b.build_load(ty, partial, "")?;
+    let total = reduce_warp(p, op, partial)?;
+    // The scratch may be reused by the next reduction once everyone has read it.
+    p.barrier()?;
+    Ok(total)
+}
+
+/// A warp-wide reduction with shuffles; the result is valid in lane 0.
+fn reduce_warp<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    op: ReduceOp,
+    value: BasicValueEnum<'ctx>,
+) -> CodegenResult<BasicValueEnum<'ctx>> {
+    let mut v = value;
+    let lanes = p.tile.threads.min(32);
+    let mut offset = lanes / 2;
+    while offset > 0 {
+        let other = shuffle_down(p, v, offset)?;
+        v = combine(p, op, v, other)?;
+        offset /= 2;
+    }
+    Ok(v)
+}
+
+/// Shuffles any 32- or 64-bit value down by `offset` lanes, 32 bits at a time.
+fn shuffle_down<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    value: BasicValueEnum<'ctx>,
+    offset: u32,
+) -> CodegenResult<BasicValueEnum<'ctx>> {
+    let ty = value.get_type();
+    let bits = bit_width(ty)?;
+    let int_ty = p.int_type(bits);
+    let as_int = p.b.build_bit_cast(value, int_ty, "")?.into_int_value();
+    let shuffled: IntValue = if bits == 32 {
+        p.shfl_down_i32(as_int, offset)?
+    } else {
+        let low = p.b.build_int_truncate(as_int, p.i32(), "lo")?;
+        let high = p.b.build_right_shift(as_int, p.i64().const_int(32, false), false, "")?;
+        let high = p.b.build_int_truncate(high, p.i32(), "hi")?;
+        let low = p.shfl_down_i32(low, offset)?;
+        let high = p.shfl_down_i32(high, offset)?;
+        let low = p.b.build_int_z_extend(low, p.i64(), "")?;
+        let high = p.b.build_int_z_extend(high, p.i64(), "")?;
+        let high = p.b.build_left_shift(high, p.i64().const_int(32, false), "")?;
+        p.b.build_or(high, low, "")?
+    };
+    Ok(p.b.build_bit_cast(shuffled, ty, "")?)
+}
+
+/// `a op b` for integers (signed) and floats.
+pub fn combine<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    op: ReduceOp,
+    a: BasicValueEnum<'ctx>,
+    b: BasicValueEnum<'ctx>,
+) -> CodegenResult<BasicValueEnum<'ctx>> {
+    Ok(match (a, b) {
+        (BasicValueEnum::IntValue(a), BasicValueEnum::IntValue(b)) => match op {
+            ReduceOp::Add => p.b.build_int_add(a, b, "")?.into(),
+            ReduceOp::Min | ReduceOp::Max => {
+                let pred = if op == ReduceOp::Min {
+                    IntPredicate::SLT
+                } else {
+                    IntPredicate::SGT
+                };
+                let pick_a = p.b.build_int_compare(pred, a, b, "")?;
+                p.b.build_select(pick_a, a, b, "")?
+            }
+        },
+        (BasicValueEnum::FloatValue(a), BasicValueEnum::FloatValue(b)) => match op {
+            ReduceOp::Add => p.b.build_float_add(a, b, "")?.into(),
+            ReduceOp::Min | ReduceOp::Max => {
+                let pred = if op == ReduceOp::Min {
+                    FloatPredicate::OLT
+                } else {
+                    FloatPredicate::OGT
+                };
+                let pick_a = p.b.build_float_compare(pred, a, b, "")?;
+                p.b.build_select(pick_a, a, b, "")?
+            }
+        },
+        _ => return Err(CodegenError::Invalid("cannot combine values of different kinds".into())),
+    })
+}
+
+/// The value that leaves any other unchanged under `op`.
+pub fn identity<'ctx>(op: ReduceOp, ty: BasicTypeEnum<'ctx>) -> CodegenResult<BasicValueEnum<'ctx>> {
+    Ok(match ty {
+        BasicTypeEnum::IntType(t) => {
+            let bits = t.get_bit_width();
+            let value: u64 = match op {
+                ReduceOp::Add => 0,
+                // The largest signed value: a zero sign bit, the rest ones.
+                ReduceOp::Min => (1u64 << (bits - 1)) - 1,
+                ReduceOp::Max => 1u64 << (bits - 1),
+            };
+            t.const_int(value, false).into()
+        }
+        BasicTypeEnum::FloatType(t) => t
+            .const_float(match op {
+                ReduceOp::Add => 0.0,
+                ReduceOp::Min => f64::INFINITY,
+                ReduceOp::Max => f64::NEG_INFINITY,
+            })
+            .into(),
+        _ => return Err(CodegenError::Invalid("no identity for this type".into())),
+    })
+}
+
+fn bit_width(ty: BasicTypeEnum<'_>) -> CodegenResult<u32> {
+    match ty {
+        BasicTypeEnum::IntType(t) if matches!(t.get_bit_width(), 32 | 64) => Ok(t.get_bit_width()),
+        BasicTypeEnum::FloatType(t) => Ok(if t == t.get_context().f32_type() { 32 } else { 64 }),
+        _ => Err(CodegenError::Invalid("reductions take 32- or 64-bit values".into())),
+    }
+}
+
+/// The block's reduction scratch in shared memory, declared once per module.
+fn scratch<'ctx>(p: &Emitter<'ctx, '_>) -> CodegenResult<PointerValue<'ctx>> {
+    let name = "tessera.reduce_scratch";
+    if let Some(global) = p.module.get_global(name) {
+        return Ok(global.as_pointer_value());
+    }
+    let ty = p.i64().array_type(SCRATCH_BYTES / 8);
+    let global = p.module.add_global(ty, Some(AddressSpace::from(SHARED)), name);
+    global.set_linkage(Linkage::Internal);
+    global.set_initializer(&ty.get_undef());
+    global.set_alignment(16);
+    Ok(global.as_pointer_value())
+}
+
+/// Partial `index` of the scratch: slots are 8 bytes apart whatever the value's width.
+fn slot_ptr<'ctx>(p: &Emitter<'ctx, '_>, scratch: PointerValue<'ctx>, index: IntValue<'ctx>) -> CodegenResult<PointerValue<'ctx>> {
+    p.offset_ptr(p.i64().into(), scratch, index)
+}

@@ -1,0 +1,213 @@
+//! The executable form of a compiled script: kernels (PTX text or a host object file), and for
+//! each query the kernels to launch in order with their parameters, the device buffers to
+//! allocate, and how to turn those buffers into the result. It is plain data: `tessera compile
+//! -o Q.tqx` writes it as JSON, and `tessera run Q.tqx` executes it without compiling anything.
+
+use tessera_storage::{DataType, Value};
+
+use crate::primitives::hash::HashTableLayout;
+use crate::primitives::reduce::ReduceOp;
+use crate::tile::{Target, TileShape};
+
+/// Bumped whenever the format changes, so an old artifact is refused with a clear message.
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Program {
+    pub format: u32,
+    pub target: Target,
+    pub code: Code,
+    pub queries: Vec<QueryProgram>,
+}
+
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub enum Code {
+    /// PTX for the CUDA driver to load.
+    Ptx(String),
+    /// An object file for the host, hex-encoded, linked in-process at load time.
+    HostObject(String),
+}
+
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct QueryProgram {
+    pub kernels: Vec<KernelLaunch>,
+    pub buffers: Vec<BufferSpec>,
+    pub result: ResultSpec,
+    /// Statistics the code was specialized for; checked against the data before running.
+    pub assumptions: Vec<Assumption>,
+}
+
+/// One kernel launch: a pass over `table` in tiles of `tile`.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct KernelLaunch {
+    pub name: String,
+    pub table: String,
+    pub tile: TileShape,
+    pub params: Vec<Param>,
+    /// Bytes the kernel reads per row of its table when every row is selected (for `--timing`).
+    pub bytes_per_row: u64,
+}
+
+/// A kernel parameter. Parameter 0 is always the table's row count.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum Param {
+    Rows { table: String },
+    Column { table: String, column: String },
+    /// One byte per row, 1 where the column holds a value.
+    Validity { table: String, column: String },
+    Buffer(usize),
+    /// A string literal's code in a column's dictionary, looked up when the query runs.
+    StrCode {
+        table: String,
+        column: String,
+        text: String,
+        bound: StrBound,
+    },
+}
+
+/// Which code of the dictionary a string literal stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum StrBound {
+    /// The literal's own code, or -1 when the dictionary lacks it.
+    Exact,
+    /// The first code whose string is `>=` the literal.
+    Lower,
+    /// The first code whose string is `>` the literal.
+    Upper,
+}
+
+/// A device buffer, filled with `fill` before the first kernel runs.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct BufferSpec {
+    pub name: String,
+    pub elements: u64,
+    pub element_bytes: u32,
+    pub fill: Fill,
+}
+
+impl BufferSpec {
+    pub fn bytes(&self) -> u64 {
+        self.elements * u64::from(self.element_bytes)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum Fill {
+    Zero,
+    /// Every element set to this bit pattern (the element's width).
+    Pattern(u64),
+}
+
+/// A fact the compiler relied on: every value of the column lies in `min ..= max`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Assumption {
+    pub table: String,
+    pub column: String,
+    pub min: i64,
+    pub max: i64,
+}
+
+/// How the buffers become the result.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ResultSpec {
+    pub shape: ResultShape,
+    /// Work on the host over the rows of `shape`, in order.
+    pub steps: Vec<HostOp>,
+    /// The result's columns: a name and the id of a column of `shape`.
+    pub output: Vec<(String, u32)>,
+    /// The status buffer kernels report failed assumptions in.
+    pub status_buffer: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum ResultShape {
+    /// One row of aggregates.
+    Scalar { aggregates: Vec<AggregateSlot> },
+    /// One row per present slot of a dense array indexed by the group keys.
+    Dense {
+        keys: Vec<DenseKey>,
+        aggregates: Vec<AggregateSlot>,
+        /// One byte per slot, non-zero where the group exists.
+        presence: usize,
+    },
+}
+
+/// A group key of a dense result: slot index digit `(key - min)` in a domain of `size` values.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DenseKey {
+    pub id: u32,
+    pub ty: DataType,
+    pub min: i64,
+    pub size: u64,
+    pub dictionary: Option<(String, String)>,
+}
+
+/// Where an aggregate's accumulators are and what they mean.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AggregateSlot {
+    pub id: u32,
+    pub kind: AggregateKind,
+    /// The type of the result column.
+    pub ty: DataType,
+    /// The accumulator buffer (per slot for grouped results).
+    pub buffer: usize,
+    /// The type the accumulator holds.
+    pub accumulator: DataType,
+    /// Rows that contributed (avg; and any aggregate that is null when nothing contributed).
+    pub count: Option<usize>,
+    /// For `min` and `max` of strings: the dictionary the codes index.
+    pub dictionary: Option<(String, String)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum AggregateKind {
+    Sum,
+    Count,
+    Min,
+    Max,
+    Avg,
+}
+
+impl AggregateKind {
+    pub fn reduce_op(self) -> ReduceOp {
+        match self {
+            AggregateKind::Sum | AggregateKind::Count | AggregateKind::Avg => ReduceOp::Add,
+            AggregateKind::Min => ReduceOp::Min,
+            AggregateKind::Max => ReduceOp::Max,
+        }
+    }
+}
+
+/// Host work over a small result, on columns named by id.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum HostOp {
+    Sort(Vec<(u32, bool)>),
+    Limit(u64),
+    /// Keeps rows where the expression is true.
+    Filter(HostExpr),
+    /// Adds (or replaces) column `id` computed from the others.
+    Compute { id: u32, ty: DataType, expr: HostExpr },
+}
+
+/// Expressions the host evaluates over result rows (after grouping, so on few rows).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum HostExpr {
+    Column(u32),
+    Literal(Value),
+    Unary { op: String, operand: Box<HostExpr> },
+    Binary { op: String, left: Box<HostExpr>, right: Box<HostExpr> },
+    Cast { ty: DataType, operand: Box<HostExpr> },
+    Call { function: String, args: Vec<HostExpr> },
+    Case { branches: Vec<(HostExpr, HostExpr)>, otherwise: Option<Box<HostExpr>> },
+    IsNull { operand: Box<HostExpr>, negated: bool },
+}
+
+/// A hash table's buffer as the executor sizes it.
+pub fn hash_table_buffer(name: &str, layout: &HashTableLayout) -> BufferSpec {
+    BufferSpec {
+        name: name.to_string(),
+        elements: layout.bytes(),
+        element_bytes: 1,
+        fill: Fill::Zero,
+    }
+}

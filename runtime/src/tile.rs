@@ -1,0 +1,70 @@
+//! Targets and tile shapes: what a kernel is compiled for and how many rows one thread block
+//! (one OS thread on the host) processes at a time.
+
+use std::fmt;
+
+/// Where generated code runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Target {
+    /// The CPU running Tessera: one thread per tile, tiles spread over all cores.
+    Host,
+    /// An NVIDIA GPU of compute capability `sm` (90 for H100 and H200), through PTX.
+    Nvptx { sm: u32 },
+}
+
+impl Target {
+    pub fn is_gpu(self) -> bool {
+        matches!(self, Target::Nvptx { .. })
+    }
+
+    /// The tile shape kernels use unless a pipeline asks for another.
+    pub fn default_tile(self) -> TileShape {
+        match self {
+            // Crystal's V100 shape; Hopper is measured in the benchmarks.
+            Target::Nvptx { .. } => TileShape {
+                threads: 128,
+                items_per_thread: 4,
+            },
+            // One thread per tile, so barriers vanish and the item loop is a plain loop that
+            // LLVM can vectorize; 2048 rows keep a tile's columns in L1.
+            Target::Host => TileShape {
+                threads: 1,
+                items_per_thread: 2048,
+            },
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Host => f.write_str("host"),
+            Target::Nvptx { sm } => write!(f, "sm_{sm}"),
+        }
+    }
+}
+
+/// `threads × items_per_thread` rows per tile. Each thread holds `items_per_thread` items in
+/// registers; item `i` of thread `t` is row `tile_start + i * threads + t` (striped), so a warp's
+/// loads of one item are contiguous.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct TileShape {
+    pub threads: u32,
+    pub items_per_thread: u32,
+}
+
+impl TileShape {
+    pub fn items(self) -> u32 {
+        self.threads * self.items_per_thread
+    }
+
+    pub fn warps(self) -> u32 {
+        self.threads.div_ceil(32)
+    }
+}
+
+impl fmt::Display for TileShape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}x{}", self.threads, self.items_per_thread)
+    }
+}
