@@ -1,0 +1,196 @@
+//! The GPU backend, through the CUDA driver API (cudarc): PTX loaded once per program, columns
+//! uploaded once per process and kept on the device, buffers allocated and filled per query,
+//! kernels timed with CUDA events. The driver library is probed for before cudarc touches it,
+//! since its loader panics when `libcuda.so` is absent.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::driver::sys::{self, CUevent_flags};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::Ptx;
+
+use super::{Backend, ColumnBytes, RuntimeError};
+use crate::program::{BufferSpec, Fill, KernelLaunch};
+
+/// What the GPU is.
+#[derive(Clone, Debug)]
+pub struct GpuInfo {
+    pub name: String,
+    /// Compute capability as `major * 10 + minor` (90 for the H100).
+    pub sm: u32,
+    pub memory_bytes: u64,
+}
+
+/// Finds the first GPU, or says in one line why there is none.
+pub fn probe() -> Result<GpuInfo, RuntimeError> {
+    // SAFETY: only tries to open the driver library; nothing is called through it.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(RuntimeError::NoCuda);
+    }
+    let count = CudaContext::device_count().map_err(cuda)?;
+    if count < 1 {
+        return Err(RuntimeError::Cuda("the CUDA driver reports no GPU".into()));
+    }
+    let context = CudaContext::new(0).map_err(cuda)?;
+    let (major, minor) = context.compute_capability().map_err(cuda)?;
+    Ok(GpuInfo {
+        name: context.name().map_err(cuda)?,
+        sm: (major * 10 + minor) as u32,
+        memory_bytes: context.total_mem().map_err(cuda)? as u64,
+    })
+}
+
+pub struct GpuBackend {
+    context: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    module: Arc<CudaModule>,
+    functions: HashMap<String, CudaFunction>,
+    columns: HashMap<String, CudaSlice<u8>>,
+    buffers: Vec<CudaSlice<u8>>,
+}
+
+impl GpuBackend {
+    pub fn new(ptx: &str) -> Result<GpuBackend, RuntimeError> {
+        probe()?;
+        let context = CudaContext::new(0).map_err(cuda)?;
+        // Every launch and copy goes through one stream, in order; per-buffer events would
+        // only add work.
+        // SAFETY: no buffer is shared between streams.
+        unsafe { context.disable_event_tracking() };
+        let stream = context.default_stream();
+        let module = context
+            .load_module(Ptx::from_src(ptx))
+            .map_err(|e| RuntimeError::Load(format!("the CUDA driver rejected the PTX: {e}")))?;
+        Ok(GpuBackend {
+            context,
+            stream,
+            module,
+            functions: HashMap::new(),
+            columns: HashMap::new(),
+            buffers: Vec::new(),
+        })
+    }
+
+    fn function(&mut self, name: &str) -> Result<CudaFunction, RuntimeError> {
+        if let Some(f) = self.functions.get(name) {
+            return Ok(f.clone());
+        }
+        let f = self
+            .module
+            .load_function(name)
+            .map_err(|e| RuntimeError::Load(format!("kernel {name}: {e}")))?;
+        self.functions.insert(name.to_string(), f.clone());
+        Ok(f)
+    }
+
+    fn address(&self, slice: &CudaSlice<u8>) -> u64 {
+        let (pointer, _sync) = slice.device_ptr(&self.stream);
+        pointer
+    }
+
+    /// Bytes of device memory free now.
+    pub fn free_memory(&self) -> Option<u64> {
+        self.context.mem_get_info().ok().map(|(free, _)| free as u64)
+    }
+}
+
+impl Backend for GpuBackend {
+    fn column(&mut self, key: &str, source: ColumnBytes) -> Result<u64, RuntimeError> {
+        if let Some(slice) = self.columns.get(key) {
+            return Ok(self.address(slice));
+        }
+        let bytes = source.bytes();
+        // An empty allocation is not allowed; a column of no rows is never read anyway.
+        let slice = if bytes.is_empty() {
+            self.stream.alloc_zeros::<u8>(8).map_err(|e| memory(e, key, 8))?
+        } else {
+            self.stream.clone_htod(bytes.as_ref()).map_err(|e| memory(e, key, bytes.len()))?
+        };
+        let address = self.address(&slice);
+        self.columns.insert(key.to_string(), slice);
+        Ok(address)
+    }
+
+    fn buffer(&mut self, spec: &BufferSpec) -> Result<u64, RuntimeError> {
+        let bytes = spec.bytes().max(8) as usize;
+        let slice = self.stream.alloc_zeros::<u8>(bytes).map_err(|e| memory(e, &spec.name, bytes))?;
+        let address = self.address(&slice);
+        if let Fill::Pattern(pattern) = spec.fill {
+            let stream = self.stream.cu_stream();
+            let count = spec.elements as usize;
+            // SAFETY: the pattern is written within the buffer just allocated, on its stream.
+            unsafe {
+                match spec.element_bytes {
+                    1 => sys::cuMemsetD8Async(address, pattern as u8, count, stream).result(),
+                    2 => sys::cuMemsetD16Async(address, pattern as u16, count, stream).result(),
+                    4 => sys::cuMemsetD32Async(address, pattern as u32, count, stream).result(),
+                    _ => {
+                        // Eight-byte elements: the low and the high words, each strided by 8.
+                        sys::cuMemsetD2D32Async(address, 8, pattern as u32, 1, count, stream)
+                            .result()
+                            .and_then(|()| {
+                                sys::cuMemsetD2D32Async(address + 4, 8, (pattern >> 32) as u32, 1, count, stream).result()
+                            })
+                    }
+                }
+            }
+            .map_err(cuda)?;
+        }
+        self.buffers.push(slice);
+        Ok(address)
+    }
+
+    fn launch(&mut self, kernel: &KernelLaunch, rows: u64, args: &[u64]) -> Result<f64, RuntimeError> {
+        let function = self.function(&kernel.name)?;
+        let tiles = rows.div_ceil(u64::from(kernel.tile.items()));
+        if tiles == 0 {
+            return Ok(0.0);
+        }
+        let grid = u32::try_from(tiles)
+            .map_err(|_| RuntimeError::Unsupported(format!("{rows} rows need more thread blocks than a launch allows")))?;
+        let config = LaunchConfig {
+            grid_dim: (grid, 1, 1),
+            block_dim: (kernel.tile.threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let start = self.stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda)?;
+        let mut launch = self.stream.launch_builder(&function);
+        for arg in args {
+            launch.arg(arg);
+        }
+        // SAFETY: the arguments match the kernel's parameters (the compiler emitted both from
+        // the same list), and every address points to live device memory of the right size.
+        unsafe { launch.launch(config) }.map_err(cuda)?;
+        let end = self.stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda)?;
+        let ms = start.elapsed_ms(&end).map_err(|e| RuntimeError::Cuda(format!("kernel {} failed: {e}", kernel.name)))?;
+        Ok(f64::from(ms))
+    }
+
+    fn read(&mut self, address: u64, bytes: u64) -> Result<Vec<u8>, RuntimeError> {
+        let slice = self
+            .buffers
+            .iter()
+            .find(|b| self.address(b) == address)
+            .ok_or_else(|| RuntimeError::Malformed("read of an unknown buffer".into()))?;
+        let mut host = self.stream.clone_dtoh(slice).map_err(cuda)?;
+        host.truncate(bytes as usize);
+        Ok(host)
+    }
+
+    fn release_buffers(&mut self) {
+        self.buffers.clear();
+    }
+}
+
+fn cuda(error: DriverError) -> RuntimeError {
+    RuntimeError::Cuda(error.to_string())
+}
+
+fn memory(error: DriverError, what: &str, bytes: usize) -> RuntimeError {
+    if error.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY {
+        RuntimeError::OutOfMemory(format!("{what} needs {bytes} bytes more than the device has free"))
+    } else {
+        cuda(error)
+    }
+}

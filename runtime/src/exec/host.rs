@@ -1,0 +1,143 @@
+//! The host backend: columns are used where the catalog holds them, buffers are ordinary
+//! memory, and a kernel's tiles are handed out to one thread per core in small batches, so
+//! uneven tiles (selective filters, probes that miss) still balance.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use super::jit::{HostKernel, LoadedObject};
+use super::{filled, Backend, ColumnBytes, RuntimeError};
+use crate::program::{BufferSpec, KernelLaunch};
+
+/// Tiles a thread takes at a time.
+const TILES_PER_GRAB: u64 = 8;
+
+struct HostColumn {
+    _source: ColumnBytes,
+    _owned: Option<Vec<u8>>,
+    address: u64,
+}
+
+pub struct HostBackend {
+    code: LoadedObject,
+    kernels: HashMap<String, HostKernel>,
+    /// Buffers of the current query, as 8-byte words so every element is aligned.
+    buffers: Vec<Vec<u64>>,
+    /// The columns kernels read, kept alive here.
+    columns: HashMap<String, HostColumn>,
+    threads: usize,
+}
+
+impl HostBackend {
+    /// Loads a hex-encoded host object file.
+    pub fn new(object_hex: &str) -> Result<HostBackend, RuntimeError> {
+        let object = unhex(object_hex).ok_or_else(|| RuntimeError::Malformed("the host object is not hex".into()))?;
+        Ok(HostBackend {
+            code: LoadedObject::load(&object)?,
+            kernels: HashMap::new(),
+            buffers: Vec::new(),
+            columns: HashMap::new(),
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        })
+    }
+
+    fn kernel(&mut self, name: &str) -> Result<HostKernel, RuntimeError> {
+        if let Some(k) = self.kernels.get(name) {
+            return Ok(*k);
+        }
+        let k = self.code.kernel(name)?;
+        self.kernels.insert(name.to_string(), k);
+        Ok(k)
+    }
+}
+
+impl Backend for HostBackend {
+    fn column(&mut self, key: &str, source: ColumnBytes) -> Result<u64, RuntimeError> {
+        if let Some(known) = self.columns.get(key) {
+            return Ok(known.address);
+        }
+        // Borrowed bytes point into the catalog's column, which `source` keeps alive; owned
+        // ones (made-up validity) are kept beside it.
+        let (owned, address) = match source.bytes() {
+            std::borrow::Cow::Borrowed(bytes) => (None, bytes.as_ptr() as u64),
+            std::borrow::Cow::Owned(bytes) => {
+                let address = bytes.as_ptr() as u64;
+                (Some(bytes), address)
+            }
+        };
+        self.columns.insert(
+            key.to_string(),
+            HostColumn {
+                _source: source,
+                _owned: owned,
+                address,
+            },
+        );
+        Ok(address)
+    }
+
+    fn buffer(&mut self, spec: &BufferSpec) -> Result<u64, RuntimeError> {
+        let bytes = filled(spec);
+        let mut words = vec![0u64; bytes.len().div_ceil(8).max(1)];
+        // SAFETY: `words` has at least `bytes.len()` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), words.as_mut_ptr().cast::<u8>(), bytes.len());
+        }
+        let address = words.as_ptr() as u64;
+        self.buffers.push(words);
+        Ok(address)
+    }
+
+    fn launch(&mut self, kernel: &KernelLaunch, rows: u64, args: &[u64]) -> Result<f64, RuntimeError> {
+        let function = self.kernel(&kernel.name)?;
+        let tiles = rows.div_ceil(u64::from(kernel.tile.items()));
+        let next = AtomicU64::new(0);
+        let started = Instant::now();
+        let workers = self.threads.min(tiles.div_ceil(TILES_PER_GRAB) as usize).max(1);
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| loop {
+                    let first = next.fetch_add(TILES_PER_GRAB, Ordering::Relaxed);
+                    if first >= tiles {
+                        break;
+                    }
+                    let end = (first + TILES_PER_GRAB).min(tiles);
+                    // SAFETY: the kernel reads the parameters in `args` (row count, column and
+                    // buffer addresses kept alive by this backend) and only the rows of its
+                    // tiles; buffers shared between threads are updated atomically.
+                    unsafe { function(args.as_ptr(), first as i64, end as i64) };
+                });
+            }
+        });
+        Ok(started.elapsed().as_secs_f64() * 1e3)
+    }
+
+    fn read(&mut self, address: u64, bytes: u64) -> Result<Vec<u8>, RuntimeError> {
+        let buffer = self
+            .buffers
+            .iter()
+            .find(|b| b.as_ptr() as u64 == address)
+            .ok_or_else(|| RuntimeError::Malformed("read of an unknown buffer".into()))?;
+        let available = buffer.len() * 8;
+        let length = (bytes as usize).min(available);
+        // SAFETY: `length` bytes lie inside `buffer`.
+        Ok(unsafe { std::slice::from_raw_parts(buffer.as_ptr().cast::<u8>(), length) }.to_vec())
+    }
+
+    fn release_buffers(&mut self) {
+        self.buffers.clear();
+    }
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    let digits = text.as_bytes();
+    if digits.len() % 2 != 0 {
+        return None;
+    }
+    let value = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    digits
+        .chunks(2)
+        .map(|pair| Some(value(pair[0])? << 4 | value(pair[1])?))
+        .collect()
+}

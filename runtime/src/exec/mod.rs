@@ -1,0 +1,273 @@
+//! Running a compiled query: binding its parameters to the catalog's columns, checking the
+//! statistics it was compiled for, allocating and filling its buffers, launching its kernels in
+//! order, checking the status words kernels set, and decoding the result. The device-specific
+//! part (memory and launches) is a `Backend`: the GPU through the CUDA driver, or the host.
+
+pub mod gpu;
+pub mod host;
+mod jit;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tessera_storage::{Catalog, Column, StorageError};
+
+use crate::primitives::hash::status;
+use crate::program::{Assumption, BufferSpec, Fill, KernelLaunch, Param, QueryProgram, StrBound};
+use crate::result::{decode_result, ResultTable};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("{0}")]
+    Storage(#[from] StorageError),
+    #[error("no CUDA driver found (libcuda.so could not be loaded)")]
+    NoCuda,
+    #[error("CUDA: {0}")]
+    Cuda(String),
+    #[error("the GPU is out of memory: {0}")]
+    OutOfMemory(String),
+    #[error("cannot load the compiled code: {0}")]
+    Load(String),
+    #[error("the data has changed since this query was compiled ({0}); compile the script again")]
+    Stale(String),
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("the compiled program is malformed: {0}")]
+    Malformed(String),
+}
+
+/// Bytes a kernel reads as a column.
+pub enum ColumnBytes {
+    Values(Arc<Column>),
+    /// One byte per row, 1 where the column holds a value.
+    Validity(Arc<Column>),
+    /// A validity column of all ones (compiled for nulls, but the data has none).
+    AllValid(usize),
+}
+
+impl ColumnBytes {
+    pub fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+        use std::borrow::Cow;
+        match self {
+            ColumnBytes::Values(column) => Cow::Borrowed(column.data.as_bytes()),
+            ColumnBytes::Validity(column) => match &column.validity {
+                // SAFETY: `bool` is one byte holding 0 or 1.
+                Some(valid) => Cow::Borrowed(unsafe { std::slice::from_raw_parts(valid.as_ptr().cast::<u8>(), valid.len()) }),
+                None => Cow::Owned(vec![1; column.len()]),
+            },
+            ColumnBytes::AllValid(rows) => Cow::Owned(vec![1; *rows]),
+        }
+    }
+}
+
+/// Device memory and kernel launches.
+pub trait Backend {
+    /// The address of a column's bytes on the device, uploading them the first time `key` is
+    /// seen.
+    fn column(&mut self, key: &str, source: ColumnBytes) -> Result<u64, RuntimeError>;
+    /// A fresh buffer filled as `spec` says; returns its address.
+    fn buffer(&mut self, spec: &BufferSpec) -> Result<u64, RuntimeError>;
+    /// Runs `kernel` over `rows` rows with these parameter values; returns milliseconds taken.
+    fn launch(&mut self, kernel: &KernelLaunch, rows: u64, args: &[u64]) -> Result<f64, RuntimeError>;
+    /// The bytes of the buffer at `address`.
+    fn read(&mut self, address: u64, bytes: u64) -> Result<Vec<u8>, RuntimeError>;
+    /// Frees the buffers of the last query.
+    fn release_buffers(&mut self);
+}
+
+/// How long each kernel took and how many bytes it read.
+#[derive(Clone, Debug, Default)]
+pub struct Timing {
+    pub kernels: Vec<KernelTiming>,
+    /// Binding, allocation and filling before the first kernel (milliseconds).
+    pub setup_ms: f64,
+    /// Reading the result back and decoding it (milliseconds).
+    pub finish_ms: f64,
+}
+
+#[derive(Clone, Debug)]
+pub struct KernelTiming {
+    pub name: String,
+    pub table: String,
+    pub rows: u64,
+    pub ms: f64,
+    /// Bytes of columns the kernel reads when every row is selected.
+    pub bytes: u64,
+}
+
+impl Timing {
+    pub fn kernel_ms(&self) -> f64 {
+        self.kernels.iter().map(|k| k.ms).sum()
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.kernels.iter().map(|k| k.bytes).sum()
+    }
+}
+
+pub struct QueryOutcome {
+    pub table: ResultTable,
+    pub timing: Timing,
+}
+
+/// Runs one query of a program on `backend`.
+pub fn run_query(backend: &mut dyn Backend, query: &QueryProgram, catalog: &Catalog) -> Result<QueryOutcome, RuntimeError> {
+    let setup = Instant::now();
+    check_assumptions(&query.assumptions, catalog)?;
+    let mut buffers = Vec::with_capacity(query.buffers.len());
+    for spec in &query.buffers {
+        buffers.push(backend.buffer(spec)?);
+    }
+    let mut timing = Timing::default();
+    let mut bound = Vec::with_capacity(query.kernels.len());
+    for kernel in &query.kernels {
+        bound.push(bind(backend, kernel, &buffers, catalog)?);
+    }
+    timing.setup_ms = setup.elapsed().as_secs_f64() * 1e3;
+    for (kernel, (rows, args)) in query.kernels.iter().zip(&bound) {
+        let ms = backend.launch(kernel, *rows, args)?;
+        timing.kernels.push(KernelTiming {
+            name: kernel.name.clone(),
+            table: kernel.table.clone(),
+            rows: *rows,
+            ms,
+            bytes: rows * kernel.bytes_per_row,
+        });
+    }
+    let finish = Instant::now();
+    let status_spec = query
+        .buffers
+        .get(query.result.status_buffer)
+        .ok_or_else(|| RuntimeError::Malformed("no status buffer".into()))?;
+    let words = backend.read(buffers[query.result.status_buffer], status_spec.bytes())?;
+    check_status(&words)?;
+    let mut read = |index: usize| -> Result<Vec<u8>, RuntimeError> {
+        let spec = query
+            .buffers
+            .get(index)
+            .ok_or_else(|| RuntimeError::Malformed(format!("no buffer {index}")))?;
+        backend.read(buffers[index], spec.bytes())
+    };
+    let table = decode_result(&query.result, &mut read, catalog)?;
+    backend.release_buffers();
+    timing.finish_ms = finish.elapsed().as_secs_f64() * 1e3;
+    Ok(QueryOutcome { table, timing })
+}
+
+/// The row count and parameter values of one kernel launch.
+fn bind(
+    backend: &mut dyn Backend,
+    kernel: &KernelLaunch,
+    buffers: &[u64],
+    catalog: &Catalog,
+) -> Result<(u64, Vec<u64>), RuntimeError> {
+    let rows = catalog
+        .table(&kernel.table)
+        .ok_or_else(|| RuntimeError::Storage(StorageError::UnknownTable(kernel.table.clone())))?
+        .rows;
+    let mut args = Vec::with_capacity(kernel.params.len());
+    for param in &kernel.params {
+        args.push(match param {
+            Param::Rows { .. } => rows,
+            Param::Column { table, column } => {
+                let loaded = catalog.column(table, column)?;
+                if loaded.len() as u64 != rows {
+                    return Err(RuntimeError::Stale(format!(
+                        "`{table}.{column}` has {} rows, the table {rows}",
+                        loaded.len()
+                    )));
+                }
+                backend.column(&format!("{table}.{column}"), ColumnBytes::Values(loaded))?
+            }
+            Param::Validity { table, column } => {
+                let loaded = catalog.column(table, column)?;
+                let source = if loaded.validity.is_some() {
+                    ColumnBytes::Validity(loaded)
+                } else {
+                    ColumnBytes::AllValid(loaded.len())
+                };
+                backend.column(&format!("{table}.{column}.valid"), source)?
+            }
+            Param::Buffer(index) => *buffers
+                .get(*index)
+                .ok_or_else(|| RuntimeError::Malformed(format!("kernel {} uses missing buffer {index}", kernel.name)))?,
+            Param::StrCode {
+                table,
+                column,
+                text,
+                bound,
+            } => {
+                let loaded = catalog.column(table, column)?;
+                let dictionary = loaded
+                    .data
+                    .dictionary()
+                    .ok_or_else(|| RuntimeError::Stale(format!("`{table}.{column}` is no longer a string column")))?;
+                let code = match bound {
+                    StrBound::Exact => dictionary.code_of(text).unwrap_or(-1),
+                    StrBound::Lower => dictionary.lower_bound(text),
+                    StrBound::Upper => dictionary.upper_bound(text),
+                };
+                i64::from(code) as u64
+            }
+        });
+    }
+    Ok((rows, args))
+}
+
+fn check_assumptions(assumptions: &[Assumption], catalog: &Catalog) -> Result<(), RuntimeError> {
+    for a in assumptions {
+        let column = catalog.column(&a.table, &a.column)?;
+        let range = match column.data.dictionary() {
+            Some(dictionary) => Some((0, dictionary.len() as i64 - 1)),
+            None => column.stats.int_range(),
+        };
+        if let Some((min, max)) = range {
+            if !column.is_empty() && (min < a.min || max > a.max) {
+                return Err(RuntimeError::Stale(format!(
+                    "`{}.{}` now ranges over {min}..={max}, compiled for {}..={}",
+                    a.table, a.column, a.min, a.max
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_status(bytes: &[u8]) -> Result<(), RuntimeError> {
+    let word = |i: u32| {
+        let at = i as usize * 4;
+        bytes
+            .get(at..at + 4)
+            .map_or(0, |w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+    };
+    if word(status::DUPLICATE_KEY) != 0 {
+        return Err(RuntimeError::Unsupported(
+            "a joined relation has the same key on several rows; joins that match a row more than once are not supported yet"
+                .into(),
+        ));
+    }
+    if word(status::KEY_OUT_OF_RANGE) != 0 || word(status::GROUP_OUT_OF_RANGE) != 0 {
+        return Err(RuntimeError::Stale("a key fell outside the range it was compiled for".into()));
+    }
+    if word(status::GROUP_TABLE_FULL) != 0 {
+        return Err(RuntimeError::Unsupported("a grouping hash table ran out of room".into()));
+    }
+    Ok(())
+}
+
+/// The bytes of a buffer as its fill says, for backends that fill on the host.
+pub(crate) fn filled(spec: &BufferSpec) -> Vec<u8> {
+    let bytes = spec.bytes() as usize;
+    match spec.fill {
+        Fill::Zero => vec![0; bytes],
+        Fill::Pattern(pattern) => {
+            let width = spec.element_bytes as usize;
+            let pattern = pattern.to_le_bytes();
+            let mut out = Vec::with_capacity(bytes);
+            while out.len() < bytes {
+                out.extend_from_slice(&pattern[..width]);
+            }
+            out
+        }
+    }
+}

@@ -1,0 +1,532 @@
+//! Results: reading a query's buffers back into rows of values (decoding dictionary codes to
+//! strings), the host's work on those rows (sort, take, filters and computed columns over a
+//! grouped result), and the final table.
+
+use std::cmp::Ordering;
+
+use tessera_storage::{date, Catalog, DataType, Value};
+
+use crate::exec::RuntimeError;
+use crate::program::{AggregateKind, AggregateSlot, HostExpr, HostOp, ResultShape, ResultSpec};
+
+/// A query's answer: named, typed columns and rows of values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResultTable {
+    pub columns: Vec<(String, DataType)>,
+    pub rows: Vec<Vec<Value>>,
+}
+
+/// Rows whose columns are known by id, while host operations run.
+struct Rows {
+    ids: Vec<u32>,
+    types: Vec<DataType>,
+    rows: Vec<Vec<Value>>,
+}
+
+impl Rows {
+    fn position(&self, id: u32) -> Result<usize, RuntimeError> {
+        self.ids
+            .iter()
+            .position(|i| *i == id)
+            .ok_or_else(|| RuntimeError::Malformed(format!("the result has no column #{id}")))
+    }
+}
+
+pub(crate) fn decode_result(
+    spec: &ResultSpec,
+    read: &mut dyn FnMut(usize) -> Result<Vec<u8>, RuntimeError>,
+    catalog: &Catalog,
+) -> Result<ResultTable, RuntimeError> {
+    let mut rows = match &spec.shape {
+        ResultShape::Scalar { aggregates } => {
+            let mut row = Vec::with_capacity(aggregates.len());
+            for slot in aggregates {
+                let values = read(slot.buffer)?;
+                let counts = slot.count.map(&mut *read).transpose()?;
+                row.push(aggregate_value(slot, &values, counts.as_deref(), 0, catalog)?);
+            }
+            Rows {
+                ids: aggregates.iter().map(|a| a.id).collect(),
+                types: aggregates.iter().map(|a| a.ty).collect(),
+                rows: vec![row],
+            }
+        }
+        ResultShape::Dense {
+            keys,
+            aggregates,
+            presence,
+        } => {
+            let present = read(*presence)?;
+            let mut buffers = Vec::with_capacity(aggregates.len());
+            for slot in aggregates {
+                let counts = slot.count.map(&mut *read).transpose()?;
+                buffers.push((read(slot.buffer)?, counts));
+            }
+            let dictionaries = keys
+                .iter()
+                .map(|k| dictionary(catalog, k.dictionary.as_ref()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut rows = Vec::new();
+            for (slot, _) in present.iter().enumerate().filter(|(_, p)| **p != 0) {
+                let mut row = Vec::with_capacity(keys.len() + aggregates.len());
+                let mut rest = slot as u64;
+                let mut digits = vec![0u64; keys.len()];
+                for (i, key) in keys.iter().enumerate().rev() {
+                    digits[i] = rest % key.size;
+                    rest /= key.size;
+                }
+                for ((key, digit), dictionary) in keys.iter().zip(digits).zip(&dictionaries) {
+                    let raw = key.min + digit as i64;
+                    row.push(match (key.ty, dictionary) {
+                        (DataType::Str, Some(d)) => Value::Str(d.value(raw as i32).unwrap_or_default().to_string()),
+                        (DataType::Date, _) => Value::Date(raw as i32),
+                        (DataType::Bool, _) => Value::Bool(raw != 0),
+                        _ => Value::Int(raw),
+                    });
+                }
+                for (agg, (values, counts)) in aggregates.iter().zip(&buffers) {
+                    row.push(aggregate_value(agg, values, counts.as_deref(), slot, catalog)?);
+                }
+                rows.push(row);
+            }
+            Rows {
+                ids: keys.iter().map(|k| k.id).chain(aggregates.iter().map(|a| a.id)).collect(),
+                types: keys.iter().map(|k| k.ty).chain(aggregates.iter().map(|a| a.ty)).collect(),
+                rows,
+            }
+        }
+    };
+    for op in &spec.steps {
+        apply(op, &mut rows)?;
+    }
+    let mut positions = Vec::with_capacity(spec.output.len());
+    for (_, id) in &spec.output {
+        positions.push(rows.position(*id)?);
+    }
+    Ok(ResultTable {
+        columns: spec
+            .output
+            .iter()
+            .zip(&positions)
+            .map(|((name, _), &p)| (name.clone(), rows.types[p]))
+            .collect(),
+        rows: rows
+            .rows
+            .into_iter()
+            .map(|row| positions.iter().map(|&p| row[p].clone()).collect())
+            .collect(),
+    })
+}
+
+fn dictionary(
+    catalog: &Catalog,
+    source: Option<&(String, String)>,
+) -> Result<Option<std::sync::Arc<tessera_storage::Dictionary>>, RuntimeError> {
+    let Some((table, column)) = source else {
+        return Ok(None);
+    };
+    let loaded = catalog.column(table, column)?;
+    Ok(loaded.data.dictionary().cloned())
+}
+
+/// Reads element `index` of a little-endian buffer of `ty` values.
+fn element(bytes: &[u8], ty: DataType, index: usize) -> Result<Value, RuntimeError> {
+    let width = ty.width();
+    let at = index * width;
+    let raw = bytes
+        .get(at..at + width)
+        .ok_or_else(|| RuntimeError::Malformed("a result buffer is too short".into()))?;
+    let mut word = [0u8; 8];
+    word[..width].copy_from_slice(raw);
+    let bits = u64::from_le_bytes(word);
+    Ok(match ty {
+        DataType::Bool => Value::Bool(bits != 0),
+        DataType::I32 | DataType::Str => Value::Int(i64::from(bits as u32 as i32)),
+        DataType::Date => Value::Date(bits as u32 as i32),
+        DataType::I64 => Value::Int(bits as i64),
+        DataType::F32 => Value::Float(f64::from(f32::from_bits(bits as u32))),
+        DataType::F64 => Value::Float(f64::from_bits(bits)),
+    })
+}
+
+fn aggregate_value(
+    slot: &AggregateSlot,
+    values: &[u8],
+    counts: Option<&[u8]>,
+    index: usize,
+    catalog: &Catalog,
+) -> Result<Value, RuntimeError> {
+    let count = match counts {
+        Some(bytes) => match element(bytes, DataType::I64, index)? {
+            Value::Int(n) => Some(n),
+            _ => None,
+        },
+        None => None,
+    };
+    if count == Some(0) {
+        return Ok(Value::Null);
+    }
+    let value = element(values, slot.accumulator, index)?;
+    Ok(match (slot.kind, value) {
+        (AggregateKind::Avg, Value::Float(sum)) => Value::Float(sum / count.unwrap_or(1) as f64),
+        (_, Value::Int(code)) if slot.ty == DataType::Str => {
+            let dictionary = dictionary(catalog, slot.dictionary.as_ref())?;
+            let text = dictionary
+                .as_ref()
+                .and_then(|d| d.value(code as i32))
+                .unwrap_or_default();
+            Value::Str(text.to_string())
+        }
+        (_, value) => value,
+    })
+}
+
+fn apply(op: &HostOp, rows: &mut Rows) -> Result<(), RuntimeError> {
+    match op {
+        HostOp::Sort(keys) => {
+            let keys = keys
+                .iter()
+                .map(|(id, descending)| Ok((rows.position(*id)?, *descending)))
+                .collect::<Result<Vec<_>, RuntimeError>>()?;
+            rows.rows.sort_by(|a, b| {
+                for &(p, descending) in &keys {
+                    let order = compare_for_sort(&a[p], &b[p], descending);
+                    if order != Ordering::Equal {
+                        return order;
+                    }
+                }
+                Ordering::Equal
+            });
+        }
+        HostOp::Limit(n) => rows.rows.truncate(usize::try_from(*n).unwrap_or(usize::MAX)),
+        HostOp::Filter(predicate) => {
+            let mut kept = Vec::with_capacity(rows.rows.len());
+            for row in std::mem::take(&mut rows.rows) {
+                if evaluate(predicate, &row, rows)? == Value::Bool(true) {
+                    kept.push(row);
+                }
+            }
+            rows.rows = kept;
+        }
+        HostOp::Compute { id, ty, expr } => {
+            let mut values = Vec::with_capacity(rows.rows.len());
+            for row in &rows.rows {
+                values.push(evaluate(expr, row, rows)?);
+            }
+            let position = match rows.ids.iter().position(|i| i == id) {
+                Some(p) => p,
+                None => {
+                    rows.ids.push(*id);
+                    rows.types.push(*ty);
+                    for row in &mut rows.rows {
+                        row.push(Value::Null);
+                    }
+                    rows.ids.len() - 1
+                }
+            };
+            for (row, value) in rows.rows.iter_mut().zip(values) {
+                row[position] = value;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// SQL ordering for `sort`: nulls last in either direction.
+fn compare_for_sort(a: &Value, b: &Value, descending: bool) -> Ordering {
+    match (a, b) {
+        (Value::Null, Value::Null) => Ordering::Equal,
+        (Value::Null, _) => Ordering::Greater,
+        (_, Value::Null) => Ordering::Less,
+        _ => {
+            let order = compare_values(a, b).unwrap_or(Ordering::Equal);
+            if descending {
+                order.reverse()
+            } else {
+                order
+            }
+        }
+    }
+}
+
+fn compare_values(a: &Value, b: &Value) -> Option<Ordering> {
+    match (a, b) {
+        (Value::Int(x), Value::Int(y)) => Some(x.cmp(y)),
+        (Value::Float(x), Value::Float(y)) => x.partial_cmp(y),
+        (Value::Int(x), Value::Float(y)) => (*x as f64).partial_cmp(y),
+        (Value::Float(x), Value::Int(y)) => x.partial_cmp(&(*y as f64)),
+        (Value::Str(x), Value::Str(y)) => Some(x.cmp(y)),
+        (Value::Date(x), Value::Date(y)) => Some(x.cmp(y)),
+        (Value::Bool(x), Value::Bool(y)) => Some(x.cmp(y)),
+        _ => None,
+    }
+}
+
+/// Evaluates a host expression over one row, with SQL null semantics.
+fn evaluate(expr: &HostExpr, row: &[Value], rows: &Rows) -> Result<Value, RuntimeError> {
+    Ok(match expr {
+        HostExpr::Column(id) => row[rows.position(*id)?].clone(),
+        HostExpr::Literal(value) => value.clone(),
+        HostExpr::Unary { op, operand } => match (op.as_str(), evaluate(operand, row, rows)?) {
+            (_, Value::Null) => Value::Null,
+            ("not", Value::Bool(b)) => Value::Bool(!b),
+            ("-", Value::Int(i)) => Value::Int(i.wrapping_neg()),
+            ("-", Value::Float(x)) => Value::Float(-x),
+            _ => return Err(RuntimeError::Malformed(format!("unary `{op}` on an unexpected value"))),
+        },
+        HostExpr::Binary { op, left, right } => {
+            let l = evaluate(left, row, rows)?;
+            let r = evaluate(right, row, rows)?;
+            binary(op, l, r)?
+        }
+        HostExpr::Cast { ty, operand } => cast(evaluate(operand, row, rows)?, *ty),
+        HostExpr::Call { function, args } => {
+            let [arg] = args.as_slice() else {
+                return Err(RuntimeError::Malformed(format!("`{function}` takes one argument")));
+            };
+            call(function, evaluate(arg, row, rows)?)?
+        }
+        HostExpr::Case { branches, otherwise } => {
+            for (when, then) in branches {
+                if evaluate(when, row, rows)? == Value::Bool(true) {
+                    return evaluate(then, row, rows);
+                }
+            }
+            match otherwise {
+                Some(e) => evaluate(e, row, rows)?,
+                None => Value::Null,
+            }
+        }
+        HostExpr::IsNull { operand, negated } => {
+            let null = evaluate(operand, row, rows)? == Value::Null;
+            Value::Bool(null != *negated)
+        }
+    })
+}
+
+fn binary(op: &str, l: Value, r: Value) -> Result<Value, RuntimeError> {
+    match op {
+        "and" | "or" => {
+            let (l, r) = (as_bool(&l), as_bool(&r));
+            return Ok(match (op, l, r) {
+                ("and", Some(false), _) | ("and", _, Some(false)) => Value::Bool(false),
+                ("and", Some(true), Some(true)) => Value::Bool(true),
+                ("or", Some(true), _) | ("or", _, Some(true)) => Value::Bool(true),
+                ("or", Some(false), Some(false)) => Value::Bool(false),
+                _ => Value::Null,
+            });
+        }
+        _ => {}
+    }
+    if l == Value::Null || r == Value::Null {
+        return Ok(Value::Null);
+    }
+    if let Some(order) = compare_values(&l, &r) {
+        let truth = match op {
+            "==" => Some(order == Ordering::Equal),
+            "!=" => Some(order != Ordering::Equal),
+            "<" => Some(order == Ordering::Less),
+            "<=" => Some(order != Ordering::Greater),
+            ">" => Some(order == Ordering::Greater),
+            ">=" => Some(order != Ordering::Less),
+            _ => None,
+        };
+        if let Some(truth) = truth {
+            return Ok(Value::Bool(truth));
+        }
+    }
+    Ok(match (l, r) {
+        (Value::Int(x), Value::Int(y)) => match op {
+            "+" => Value::Int(x.wrapping_add(y)),
+            "-" => Value::Int(x.wrapping_sub(y)),
+            "*" => Value::Int(x.wrapping_mul(y)),
+            "%" if y == 0 => Value::Null,
+            "%" => Value::Int(x.checked_rem(y).unwrap_or(0)),
+            "/" => Value::Float(x as f64 / y as f64),
+            _ => return Err(RuntimeError::Malformed(format!("`{op}` on integers"))),
+        },
+        (l, r) => {
+            let (Some(x), Some(y)) = (as_float(&l), as_float(&r)) else {
+                return Err(RuntimeError::Malformed(format!("`{op}` on unexpected values")));
+            };
+            Value::Float(match op {
+                "+" => x + y,
+                "-" => x - y,
+                "*" => x * y,
+                "/" => x / y,
+                "%" => x % y,
+                _ => return Err(RuntimeError::Malformed(format!("`{op}` on numbers"))),
+            })
+        }
+    })
+}
+
+fn as_bool(v: &Value) -> Option<bool> {
+    match v {
+        Value::Bool(b) => Some(*b),
+        _ => None,
+    }
+}
+
+fn as_float(v: &Value) -> Option<f64> {
+    match v {
+        Value::Int(i) => Some(*i as f64),
+        Value::Float(x) => Some(*x),
+        _ => None,
+    }
+}
+
+fn cast(v: Value, ty: DataType) -> Value {
+    match (v, ty) {
+        (Value::Null, _) => Value::Null,
+        (Value::Int(i), DataType::F32) => Value::Float(f64::from(i as f32)),
+        (Value::Int(i), DataType::F64) => Value::Float(i as f64),
+        (Value::Int(i), DataType::I32) => Value::Int(i64::from(i as i32)),
+        (Value::Int(i), DataType::Bool) => Value::Bool(i != 0),
+        (Value::Int(i), DataType::Date) => Value::Date(i as i32),
+        (Value::Float(x), DataType::I32) => Value::Int(i64::from(x as i32)),
+        (Value::Float(x), DataType::I64) => Value::Int(x as i64),
+        (Value::Float(x), DataType::F32) => Value::Float(f64::from(x as f32)),
+        (Value::Float(x), DataType::Bool) => Value::Bool(x != 0.0),
+        (Value::Bool(b), DataType::F32 | DataType::F64) => Value::Float(f64::from(u8::from(b))),
+        (Value::Bool(b), _) => Value::Int(i64::from(b)),
+        (Value::Date(d), DataType::I32 | DataType::I64) => Value::Int(i64::from(d)),
+        (v, _) => v,
+    }
+}
+
+fn call(function: &str, v: Value) -> Result<Value, RuntimeError> {
+    if v == Value::Null {
+        return Ok(Value::Null);
+    }
+    Ok(match (function, v) {
+        ("abs", Value::Int(i)) => Value::Int(i.wrapping_abs()),
+        ("year", Value::Date(d)) => Value::Int(i64::from(date::civil_from_days(d).0)),
+        ("month", Value::Date(d)) => Value::Int(i64::from(date::civil_from_days(d).1)),
+        ("day", Value::Date(d)) => Value::Int(i64::from(date::civil_from_days(d).2)),
+        (f, v) => {
+            let Some(x) = as_float(&v) else {
+                return Err(RuntimeError::Malformed(format!("`{f}` of an unexpected value")));
+            };
+            Value::Float(match f {
+                "abs" => x.abs(),
+                "sqrt" => x.sqrt(),
+                "exp" => x.exp(),
+                "ln" => x.ln(),
+                "sigmoid" => 1.0 / (1.0 + (-x).exp()),
+                _ => return Err(RuntimeError::Malformed(format!("unknown function `{f}`"))),
+            })
+        }
+    })
+}
+
+impl ResultTable {
+    /// An aligned text table with a header, as `tessera run` prints by default.
+    pub fn to_text(&self) -> String {
+        let header: Vec<String> = self.columns.iter().map(|(name, _)| name.clone()).collect();
+        let cells: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|row| row.iter().map(format_value).collect())
+            .collect();
+        let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+        for row in &cells {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let numeric: Vec<bool> = self
+            .columns
+            .iter()
+            .map(|(_, ty)| ty.is_numeric())
+            .collect();
+        let mut out = String::new();
+        let line = |out: &mut String, cells: &[String]| {
+            let parts: Vec<String> = cells
+                .iter()
+                .zip(&widths)
+                .zip(&numeric)
+                .map(|((c, &w), &right)| if right { format!("{c:>w$}") } else { format!("{c:<w$}") })
+                .collect();
+            out.push_str(parts.join("  ").trim_end());
+            out.push('\n');
+        };
+        line(&mut out, &header);
+        let rule: Vec<String> = widths.iter().map(|&w| "-".repeat(w)).collect();
+        out.push_str(&rule.join("  "));
+        out.push('\n');
+        for row in &cells {
+            line(&mut out, row);
+        }
+        out.push_str(&format!("({} row{})\n", self.rows.len(), if self.rows.len() == 1 { "" } else { "s" }));
+        out
+    }
+
+    /// Comma-separated values with a header row; nulls are empty fields.
+    pub fn to_csv(&self) -> String {
+        let mut out = String::new();
+        let header: Vec<String> = self.columns.iter().map(|(name, _)| csv_field(name)).collect();
+        out.push_str(&header.join(","));
+        out.push('\n');
+        for row in &self.rows {
+            let fields: Vec<String> = row
+                .iter()
+                .map(|v| match v {
+                    Value::Null => String::new(),
+                    other => csv_field(&format_value(other)),
+                })
+                .collect();
+            out.push_str(&fields.join(","));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// A JSON array of objects, one per row; nulls are `null`.
+    pub fn to_json(&self) -> String {
+        let rows: Vec<serde_json::Value> = self
+            .rows
+            .iter()
+            .map(|row| {
+                let object: serde_json::Map<String, serde_json::Value> = self
+                    .columns
+                    .iter()
+                    .zip(row)
+                    .map(|((name, _), v)| (name.clone(), json_value(v)))
+                    .collect();
+                serde_json::Value::Object(object)
+            })
+            .collect();
+        let mut text = serde_json::to_string_pretty(&rows).unwrap_or_else(|_| "[]".into());
+        text.push('\n');
+        text
+    }
+}
+
+/// A value as text: integers plainly, floats in their shortest exact form, dates as ISO dates.
+pub fn format_value(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Float(x) if x.is_finite() && x.fract() == 0.0 && x.abs() < 1e15 => format!("{x:.1}"),
+        other => other.to_string(),
+    }
+}
+
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
+fn json_value(v: &Value) -> serde_json::Value {
+    match v {
+        Value::Null => serde_json::Value::Null,
+        Value::Bool(b) => (*b).into(),
+        Value::Int(i) => (*i).into(),
+        Value::Float(x) => serde_json::Number::from_f64(*x).map_or(serde_json::Value::Null, serde_json::Value::Number),
+        Value::Date(d) => date::format_days(*d).into(),
+        Value::Str(s) => s.clone().into(),
+    }
+}
