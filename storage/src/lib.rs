@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod column;
 pub mod date;
 pub mod error;
+pub mod gen;
 pub mod parquet_read;
 pub mod parquet_write;
 pub mod progress;

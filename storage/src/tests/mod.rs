@@ -2,6 +2,7 @@
 
 mod catalog_files;
 mod parquet_round_trip;
+mod ssb_generator;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

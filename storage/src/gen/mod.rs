@@ -1,0 +1,44 @@
+//! Built-in data generators: deterministic, parallel, written as Parquet.
+
+mod rng;
+pub mod ssb;
+mod ssb_dimensions;
+mod ssb_lineorder;
+mod ssb_text;
+
+use std::sync::Arc;
+
+use crate::column::Dictionary;
+use crate::parquet_write::{WriteColumn, WriteValues};
+
+pub use ssb::{generate_ssb, ssb_schemas, GenSummary, GeneratedTable, SsbScale};
+
+/// One generated column, owned until it is written.
+pub(crate) enum GenColumn {
+    Int(Vec<i32>),
+    /// One string per row (names, addresses: mostly distinct).
+    Text(Vec<String>),
+    /// Codes into a small fixed dictionary (priorities, ship modes).
+    Codes {
+        codes: Vec<i32>,
+        dictionary: Arc<Dictionary>,
+    },
+}
+
+impl GenColumn {
+    pub(crate) fn to_write(&self) -> WriteColumn<'_> {
+        WriteColumn::new(match self {
+            GenColumn::Int(values) => WriteValues::I32(values),
+            GenColumn::Text(values) => WriteValues::Text(values),
+            GenColumn::Codes { codes, dictionary } => WriteValues::Codes { codes, dictionary },
+        })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            GenColumn::Int(values) => values.len(),
+            GenColumn::Text(values) => values.len(),
+            GenColumn::Codes { codes, .. } => codes.len(),
+        }
+    }
+}
