@@ -17,7 +17,7 @@ use tessera_runtime::{CodegenError, CodegenResult, Emitter, Target};
 
 use crate::columns::ColumnId;
 use crate::expr::{Expr, ExprKind};
-use crate::physical::{Pipeline, PhysicalQuery, Sink, Step};
+use crate::physical::{Pipeline, PhysicalQuery, Step};
 
 use super::query::QueryContext;
 use super::sinks::{plan_sink, SinkPlan};
@@ -120,25 +120,26 @@ fn collect_params(qc: &QueryContext<'_>, pipeline: &Pipeline, sink: &SinkPlan) -
         }
     };
     let exprs = expressions(pipeline, sink);
-    for expr in &exprs {
-        for id in expr.columns_used() {
-            if !pipeline.scanned.contains(&id) {
-                continue;
-            }
-            let info = columns.get(id);
-            if let Some(origin) = &info.origin {
-                push(Param::Column {
+    let mut used: Vec<ColumnId> = exprs.iter().flat_map(|e| e.columns_used()).collect();
+    if let SinkPlan::Build { table, .. } = sink {
+        used.extend(qc.query.hash_tables[*table].payload.iter().copied());
+    }
+    for id in used.into_iter().filter(|id| pipeline.scanned.contains(id)) {
+        let info = columns.get(id);
+        if let Some(origin) = &info.origin {
+            push(Param::Column {
+                table: origin.table.clone(),
+                column: origin.column.clone(),
+            });
+            if info.nullable {
+                push(Param::Validity {
                     table: origin.table.clone(),
                     column: origin.column.clone(),
                 });
-                if info.nullable {
-                    push(Param::Validity {
-                        table: origin.table.clone(),
-                        column: origin.column.clone(),
-                    });
-                }
             }
         }
+    }
+    for expr in &exprs {
         expr.walk(&mut |e| {
             if let ExprKind::StrCode(code) = &e.kind {
                 push(Param::StrCode {
