@@ -1,7 +1,7 @@
 //! Generates the SSB at a scale factor and times loading it back: a manual check of the
 //! generator's and the Parquet reader's speed.
 //!
-//! `cargo run --release -p tessera-storage --example ssb_timing -- SF DIR [--no-gen]`
+//! `cargo run --release -p tessera-storage --example ssb_timing -- SF DIR [--no-gen] [--no-load]`
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -13,7 +13,7 @@ use tessera_storage::Catalog;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (Some(sf), Some(dir)) = (args.first(), args.get(1)) else {
-        return Err("usage: ssb_timing SF DIR [--no-gen]".into());
+        return Err("usage: ssb_timing SF DIR [--no-gen] [--no-load]".into());
     };
     let sf: f64 = sf.parse()?;
     let dir = PathBuf::from(dir);
@@ -28,6 +28,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 table.files.len()
             );
         }
+    }
+    if args.iter().any(|a| a == "--no-load") {
+        return Ok(());
     }
     let started = Instant::now();
     let catalog = Catalog::open(&dir, &ssb_schemas())?;

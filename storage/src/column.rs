@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use crate::types::{DataType, Value};
 
 /// The values of one column. Strings are dictionary codes into a sorted dictionary, so
@@ -211,6 +213,9 @@ impl DictionaryBuilder {
     }
 }
 
+/// Rows per parallel task when statistics are gathered.
+const STATS_CHUNK: usize = 1 << 16;
+
 /// Statistics gathered when a column is loaded, read by the planner.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ColumnStats {
@@ -226,17 +231,21 @@ pub struct ColumnStats {
 
 impl ColumnStats {
     pub fn compute(data: &ColumnData, validity: Option<&[bool]>) -> ColumnStats {
-        let valid = |row: usize| validity.is_none_or(|v| v[row]);
-        let nulls = validity.map_or(0, |v| v.iter().filter(|&&ok| !ok).count() as u64);
+        let nulls = validity.map_or(0, |v| {
+            v.par_chunks(STATS_CHUNK)
+                .map(|chunk| chunk.iter().filter(|&&ok| !ok).count() as u64)
+                .sum()
+        });
 
-        fn range<T: Copy + PartialOrd>(
+        /// The smallest and largest valid value of a slice.
+        fn chunk_range<T: Copy + PartialOrd>(
             values: &[T],
-            valid: impl Fn(usize) -> bool,
+            validity: Option<&[bool]>,
         ) -> Option<(T, T)> {
             let mut result: Option<(T, T)> = None;
             for (row, &x) in values.iter().enumerate() {
                 // NaN never becomes a bound: comparisons with it are false.
-                if !valid(row) || x.partial_cmp(&x).is_none() {
+                if validity.is_some_and(|v| !v[row]) || x.partial_cmp(&x).is_none() {
                     continue;
                 }
                 result = Some(match result {
@@ -246,6 +255,31 @@ impl ColumnStats {
             }
             result
         }
+        // Loaded columns reach hundreds of millions of rows: scan them in parallel chunks.
+        fn range<T: Copy + PartialOrd + Send + Sync>(
+            values: &[T],
+            validity: Option<&[bool]>,
+        ) -> Option<(T, T)> {
+            values
+                .par_chunks(STATS_CHUNK)
+                .enumerate()
+                .map(|(i, chunk)| {
+                    let start = i * STATS_CHUNK;
+                    chunk_range(chunk, validity.map(|v| &v[start..start + chunk.len()]))
+                })
+                .reduce(
+                    || None,
+                    |a, b| match (a, b) {
+                        (Some((lo_a, hi_a)), Some((lo_b, hi_b))) => Some((
+                            if lo_b < lo_a { lo_b } else { lo_a },
+                            if hi_b > hi_a { hi_b } else { hi_a },
+                        )),
+                        (a, None) => a,
+                        (None, b) => b,
+                    },
+                )
+        }
+        let valid = validity;
         let (min, max) = match data {
             ColumnData::Bool(v) => pair(range(v, valid), Value::Bool),
             ColumnData::I32(v) => pair(range(v, valid), |x| Value::Int(i64::from(x))),

@@ -461,7 +461,7 @@ impl ReadTask<'_> {
     where
         P: ParquetType,
         P::T: Copy,
-        T: Copy + Default + Send,
+        T: Copy + Default + Send + Sync,
     {
         let total: usize = self.groups.iter().map(|g| g.rows).sum();
         let mut values = filled_vec(total, T::default())?;
@@ -546,12 +546,13 @@ impl ReadTask<'_> {
 
 /// A vector of `len` copies of `value`, or an error (not an abort) when a corrupt footer claims
 /// more rows than memory can hold.
-fn filled_vec<T: Clone>(len: usize, value: T) -> Result<Vec<T>, StorageError> {
+fn filled_vec<T: Clone + Send + Sync>(len: usize, value: T) -> Result<Vec<T>, StorageError> {
     let mut values = Vec::new();
     values.try_reserve_exact(len).map_err(|_| {
         StorageError::Invalid(format!("not enough memory for a column of {len} rows"))
     })?;
-    values.resize(len, value);
+    // Filled in parallel: touching fresh pages is the costly part, and it spreads over cores.
+    values.par_extend(rayon::iter::repeat_n(value, len));
     Ok(values)
 }
 
@@ -646,28 +647,21 @@ fn read_string_group(
             )));
         }
         if levels.is_empty() {
-            for value in &values {
-                strings
-                    .push(value.data())
-                    .map_err(|_| StringReadError::NotUtf8)?;
-            }
+            strings
+                .push_batch(values.iter().map(|v| Some(v.data())))
+                .map_err(|_| StringReadError::NotUtf8)?;
             valid.extend(std::iter::repeat_n(true, if nullable { read } else { 0 }));
         } else {
+            // A top-level optional column is defined at level 1; values come only for those.
             let mut next = values.iter();
-            for &level in &levels {
-                match (level >= 1).then(|| next.next()).flatten() {
-                    Some(value) => {
-                        strings
-                            .push(value.data())
-                            .map_err(|_| StringReadError::NotUtf8)?;
-                        valid.push(true);
-                    }
-                    None => {
-                        strings.push_null();
-                        valid.push(false);
-                    }
-                }
-            }
+            let rows = levels
+                .iter()
+                .map(|&level| (level >= 1).then(|| next.next()).flatten());
+            let rows: Vec<Option<&[u8]>> = rows.map(|v| v.map(|v| v.data())).collect();
+            valid.extend(rows.iter().map(Option::is_some));
+            strings
+                .push_batch(rows)
+                .map_err(|_| StringReadError::NotUtf8)?;
         }
     }
     Ok((strings, valid))

@@ -13,7 +13,7 @@ use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DataType as Parquet
 use parquet::data_type::{FloatType, Int32Type, Int64Type};
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
-use parquet::schema::types::Type as SchemaType;
+use parquet::schema::types::{ColumnPath, Type as SchemaType};
 
 use crate::column::{ColumnData, Dictionary};
 use crate::error::StorageError;
@@ -243,10 +243,16 @@ fn write_file(
         path: path.to_path_buf(),
         source,
     })?;
-    let properties = WriterProperties::builder()
+    let mut properties = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
-        .set_created_by(format!("tessera {}", env!("CARGO_PKG_VERSION")))
-        .build();
+        .set_created_by(format!("tessera {}", env!("CARGO_PKG_VERSION")));
+    for (field, column) in schema.fields.iter().zip(columns) {
+        properties = properties.set_column_dictionary_enabled(
+            ColumnPath::new(vec![field.name.clone()]),
+            worth_a_dictionary(column.values),
+        );
+    }
+    let properties = properties.build();
     let mut writer = SerializedFileWriter::new(
         BufWriter::with_capacity(1 << 20, file),
         Arc::new(parquet_schema(schema).map_err(error)?),
@@ -274,6 +280,50 @@ fn write_file(
     }
     writer.close().map_err(error)?;
     Ok(())
+}
+
+/// Values sampled to estimate how many distinct values a column has.
+const SAMPLE: usize = 8192;
+/// Dictionary-encode a column only when it has at most about this many distinct values.
+const DICTIONARY_MAX_DISTINCT: usize = 1 << 16;
+
+/// Whether dictionary encoding pays for a column. It does when values repeat; when they barely
+/// do (keys, prices, names) it costs a hash lookup per value for nothing until the writer gives
+/// up on it. A strided sample tells the two apart: among `n` values drawn from `d` equally
+/// common ones, about `n² / 2d` are repeats.
+fn worth_a_dictionary(values: WriteValues<'_>) -> bool {
+    fn sampled<T>(values: &[T], fingerprint: impl Fn(&T) -> u64) -> bool {
+        let n = values.len().min(SAMPLE);
+        if n == 0 {
+            return false;
+        }
+        let distinct: std::collections::HashSet<u64> = (0..n)
+            .map(|i| fingerprint(&values[i * values.len() / n]))
+            .collect();
+        let repeats = n - distinct.len();
+        if n == values.len() {
+            // The whole column: a dictionary pays when values occur twice on average.
+            repeats * 2 >= n
+        } else {
+            repeats * 2 * DICTIONARY_MAX_DISTINCT >= n * n
+        }
+    }
+    fn text_hash(text: &String) -> u64 {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut hasher = DefaultHasher::new();
+        text.hash(&mut hasher);
+        hasher.finish()
+    }
+    match values {
+        // Parquet has no dictionary encoding for booleans.
+        WriteValues::Bool(_) => false,
+        WriteValues::I32(v) | WriteValues::Date(v) => sampled(v, |&x| x as u64),
+        WriteValues::I64(v) => sampled(v, |&x| x as u64),
+        WriteValues::F32(v) => sampled(v, |x| u64::from(x.to_bits())),
+        WriteValues::F64(v) => sampled(v, |x| x.to_bits()),
+        WriteValues::Codes { codes, .. } => sampled(codes, |&x| x as u64),
+        WriteValues::Text(v) => sampled(v, text_hash),
+    }
 }
 
 fn write_slice(
@@ -353,4 +403,31 @@ where
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dictionaries_only_for_columns_whose_values_repeat() {
+        let few: Vec<i32> = (0..100_000).map(|i| i % 50).collect();
+        let many: Vec<i32> = (0..100_000).map(|i| i * 7919 % 1_000_003).collect();
+        // Pseudo-random values (a multiplicative sequence alone is too evenly spread).
+        let scattered = |i: u64| {
+            let z = (i ^ (i >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            ((z ^ (z >> 29)).wrapping_mul(0x94d0_49bb_1331_11eb) >> 33) as i32
+        };
+        let some: Vec<i32> = (0..100_000).map(|i| scattered(i) % 20_000).collect();
+        assert!(worth_a_dictionary(WriteValues::I32(&few)));
+        assert!(!worth_a_dictionary(WriteValues::I32(&many)));
+        assert!(worth_a_dictionary(WriteValues::I32(&some)));
+        let names: Vec<String> = (0..3000).map(|i| format!("Customer#{i:09}")).collect();
+        assert!(!worth_a_dictionary(WriteValues::Text(&names)));
+        let regions: Vec<String> = (0..3000)
+            .map(|i| ["ASIA", "EUROPE"][i % 2].to_string())
+            .collect();
+        assert!(worth_a_dictionary(WriteValues::Text(&regions)));
+        assert!(!worth_a_dictionary(WriteValues::F64(&[])));
+    }
 }

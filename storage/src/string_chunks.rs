@@ -47,6 +47,34 @@ impl ChunkStrings {
         Ok(())
     }
 
+    /// Adds a batch of rows (`None` for null). Values decoded from a Parquet dictionary page are
+    /// slices of that page, so a row repeating a value repeats its (address, length): a small
+    /// memo on those skips hashing the bytes. The memo lives for this call only, while every
+    /// slice of the batch is borrowed and so cannot be freed and its address reused.
+    pub(crate) fn push_batch<'a>(
+        &mut self,
+        batch: impl IntoIterator<Item = Option<&'a [u8]>>,
+    ) -> Result<(), NotUtf8> {
+        const SLOTS: usize = 64;
+        let mut memo = [(0usize, 0usize, NULL_ID); SLOTS];
+        for value in batch {
+            let Some(value) = value else {
+                self.push_null();
+                continue;
+            };
+            let address = value.as_ptr() as usize;
+            let slot = (address >> 3 ^ address >> 11) % SLOTS;
+            let (seen_address, seen_len, id) = memo[slot];
+            if seen_address == address && seen_len == value.len() && id != NULL_ID {
+                self.rows.push(id);
+                continue;
+            }
+            self.push(value)?;
+            memo[slot] = (address, value.len(), self.rows[self.rows.len() - 1]);
+        }
+        Ok(())
+    }
+
     pub(crate) fn push_null(&mut self) {
         self.rows.push(NULL_ID);
     }
@@ -193,6 +221,29 @@ mod tests {
         };
         assert_eq!(dictionary.values(), ["apple", "fig", "pear", "zucchini"]);
         assert_eq!(codes, [2, 0, 2, 1, 0, 0, 3]);
+    }
+
+    #[test]
+    fn batches_give_equal_values_equal_ids_whatever_their_address() {
+        let page = b"ASIAEUROPE".to_vec();
+        let copy = b"ASIA".to_vec();
+        let (asia, europe) = (&page[..4], &page[4..]);
+        let mut chunk = ChunkStrings::default();
+        chunk
+            .push_batch([
+                Some(asia),
+                Some(europe),
+                None,
+                Some(asia),
+                Some(&copy[..]),
+                Some(&page[..0]),
+            ])
+            .unwrap();
+        let ColumnData::Str { codes, dictionary } = merge(vec![chunk]) else {
+            panic!("merge makes a string column");
+        };
+        assert_eq!(dictionary.values(), ["", "ASIA", "EUROPE"]);
+        assert_eq!(codes, [1, 2, 0, 1, 1, 0]);
     }
 
     #[test]
