@@ -16,12 +16,17 @@ fn catalog() -> Catalog {
     let a: Vec<i32> = (0..n as i32).map(|i| (i * 7919) % 1000).collect();
     let b: Vec<i32> = (0..n as i32).map(|i| i % 97 - 40).collect();
     let x: Vec<f64> = (0..n).map(|i| (i as f64) * 0.001).collect();
+    let w: Vec<i32> = (0..n as i32).map(|i| 1000 + (i % 100) * 100).collect();
     let k: Vec<i32> = (0..n as i32).map(|i| i % 50 + 1).collect();
     let mut region = DictionaryBuilder::default();
     for i in 0..50 {
         region.push(["ASIA", "EUROPE", "AMERICA"][i % 3]);
     }
     let dim_key: Vec<i32> = (1..=50).collect();
+    // A second dimension with a far wider key range than `dim`, so both get perfect tables of
+    // different sizes in one module.
+    let wide_key: Vec<i32> = (0..100).map(|i| 1000 + i * 100).collect();
+    let wide_value: Vec<i32> = (0..100).collect();
     let dim_value: Vec<i32> = (1..=50).map(|i| i * 10).collect();
     Catalog::from_columns(vec![
         (
@@ -31,6 +36,7 @@ fn catalog() -> Catalog {
                 ("b".into(), Column::new(ColumnData::I32(b), None)),
                 ("x".into(), Column::new(ColumnData::F64(x), None)),
                 ("k".into(), Column::new(ColumnData::I32(k), None)),
+                ("w".into(), Column::new(ColumnData::I32(w), None)),
             ],
         ),
         (
@@ -39,6 +45,13 @@ fn catalog() -> Catalog {
                 ("d_key".into(), Column::new(ColumnData::I32(dim_key), None)),
                 ("d_value".into(), Column::new(ColumnData::I32(dim_value), None)),
                 ("d_region".into(), Column::new(region.finish(), None)),
+            ],
+        ),
+        (
+            "wide".into(),
+            vec![
+                ("w_key".into(), Column::new(ColumnData::I32(wide_key), None)),
+                ("w_value".into(), Column::new(ColumnData::I32(wide_value), None)),
             ],
         ),
     ])
@@ -97,4 +110,13 @@ fn join_and_group_by_string() {
 fn empty_input_gives_null_sums_and_zero_counts() {
     let result = run("from t | where a > 5000 | aggregate { s = sum(b), n = count(), m = avg(x) }");
     assert_eq!(result.rows, vec![vec![Value::Null, Value::Int(0), Value::Null]]);
+}
+
+#[test]
+fn two_perfect_tables_with_different_ranges() {
+    // Each table's range must reach its own probes: a shared primitive once clipped the wider
+    // table to the narrower one's range.
+    let result = run("from t | join dim on k == d_key | join wide on w == w_key | group w_value, d_value { n = count() }");
+    assert_eq!(result.rows.len(), 100);
+    assert!(result.rows.iter().all(|row| row[2] == Value::Int(100)));
 }

@@ -43,6 +43,7 @@ pub enum LogicalPlan {
 #[derive(Clone, Debug)]
 pub struct Scan {
     pub table: String,
+    /// The columns the scan produces; its filters may read others of the table.
     pub columns: Vec<ColumnId>,
     /// Conjuncts pushed down into the scan.
     pub filters: Vec<Expr>,

@@ -1,4 +1,5 @@
-//! Column pruning: every scan reads only the columns something above it uses, projections drop
+//! Column pruning: every scan produces only the columns something above it uses (and reads
+//! those plus what its own filters need), projections drop
 //! outputs nobody reads, aggregates nobody reads are not computed, and projections that pass
 //! their input through unchanged disappear. The query's own output is always kept.
 
@@ -47,9 +48,8 @@ fn used_by<'a>(exprs: impl IntoIterator<Item = &'a Expr>) -> BTreeSet<ColumnId> 
 fn prune(plan: LogicalPlan, required: &BTreeSet<ColumnId>) -> LogicalPlan {
     match plan {
         LogicalPlan::Scan(mut scan) => {
-            let mut needed = required.clone();
-            needed.extend(used_by(&scan.filters));
-            scan.columns.retain(|c| needed.contains(c));
+            // Columns only the scan's own filters read are read, but not produced.
+            scan.columns.retain(|c| required.contains(c));
             LogicalPlan::Scan(scan)
         }
         LogicalPlan::Filter(mut filter) => {

@@ -76,6 +76,14 @@ impl Planner<'_> {
     fn plan(&mut self, node: &LogicalPlan) -> Result<Flow, Diagnostic> {
         match node {
             LogicalPlan::Scan(scan) => {
+                let mut scanned = scan.columns.clone();
+                for filter in &scan.filters {
+                    for id in filter.columns_used() {
+                        if !scanned.contains(&id) {
+                            scanned.push(id);
+                        }
+                    }
+                }
                 let steps = scan
                     .filters
                     .iter()
@@ -87,7 +95,7 @@ impl Planner<'_> {
                 Ok(Flow::Pipelined(OpenPipeline {
                     table: scan.table.clone(),
                     rows: scan.rows,
-                    scanned: scan.columns.clone(),
+                    scanned,
                     steps,
                 }))
             }
@@ -234,12 +242,14 @@ impl Planner<'_> {
 
     fn finish(&mut self, open: OpenPipeline, sink: Sink) {
         let id = self.pipelines.len();
+        let mut needed = sink_columns(&sink, &self.hash_tables);
+        let steps = drop_unused_computes(open.steps, &mut needed);
         self.pipelines.push(Pipeline {
             id,
             table: open.table,
             rows: open.rows,
             scanned: open.scanned,
-            steps: order_steps(open.steps, &self.hash_tables),
+            steps: order_steps(steps, &self.hash_tables),
             sink,
         });
     }
@@ -287,6 +297,45 @@ impl Planner<'_> {
     fn not_yet(&self, what: &str) -> Diagnostic {
         Diagnostic::unsupported(self.span, format!("{what} cannot run on the device yet"))
     }
+}
+
+/// The columns a sink reads.
+fn sink_columns(sink: &Sink, tables: &[HashTable]) -> Vec<ColumnId> {
+    match sink {
+        Sink::Build { table, key } => {
+            let mut columns = key.columns_used();
+            columns.extend(tables[*table].payload.iter().copied());
+            columns
+        }
+        Sink::Aggregate { keys, aggregates, .. } => keys
+            .iter()
+            .flat_map(|(_, e)| e.columns_used())
+            .chain(aggregates.iter().filter_map(|(_, a)| a.arg.as_ref()).flat_map(Expr::columns_used))
+            .collect(),
+        Sink::Materialize { columns } => columns.clone(),
+    }
+}
+
+/// Removes computed columns that no later step and not the sink reads (`needed` starts as the
+/// sink's columns).
+fn drop_unused_computes(steps: Vec<Step>, needed: &mut Vec<ColumnId>) -> Vec<Step> {
+    let mut kept = Vec::with_capacity(steps.len());
+    for step in steps.into_iter().rev() {
+        let uses = match &step {
+            Step::Compute { column, expr } => {
+                if !needed.contains(column) {
+                    continue;
+                }
+                expr.columns_used()
+            }
+            Step::Filter { predicate, .. } => predicate.columns_used(),
+            Step::Probe { key, .. } => key.columns_used(),
+        };
+        needed.extend(uses);
+        kept.push(step);
+    }
+    kept.reverse();
+    kept
 }
 
 /// The estimated fraction of scanned rows that survive these steps.

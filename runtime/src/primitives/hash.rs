@@ -117,7 +117,13 @@ pub fn insert<'ctx>(
 ) -> CodegenResult<PointerValue<'ctx>> {
     let key_ty = em.int_type(key.get_type().get_bit_width());
     let ty = em.global_ptr().fn_type(
-        &[em.global_ptr().into(), em.i64().into(), key_ty.into(), em.global_ptr().into()],
+        &[
+            em.global_ptr().into(),
+            em.i64().into(),
+            em.i64().into(),
+            key_ty.into(),
+            em.global_ptr().into(),
+        ],
         false,
     );
     let name = primitive_name(layout, "insert", key_ty.get_bit_width());
@@ -125,10 +131,11 @@ pub fn insert<'ctx>(
     let f = primitive(em, &name, ty, |p| {
         let table = param_ptr(p, 0)?;
         let param = param_int(p, 1)?;
-        let key = param_int(p, 2)?;
-        let status = param_ptr(p, 3)?;
+        let slots = param_int(p, 2)?;
+        let key = param_int(p, 3)?;
+        let status = param_ptr(p, 4)?;
         let result = match owned.kind {
-            HashKind::Perfect { slots, .. } => {
+            HashKind::Perfect { .. } => {
                 let slot = perfect_slot(p, &owned, table, param, slots, key, Some(status))?;
                 let done = p.ctx.append_basic_block(p.function, "done");
                 let claim = p.ctx.append_basic_block(p.function, "claim");
@@ -147,14 +154,17 @@ pub fn insert<'ctx>(
                 phi.add_incoming(&[(&p.global_ptr().const_null(), here), (&claimed, claim_end)]);
                 phi.as_basic_value()
             }
-            HashKind::Open { capacity } => open_insert(p, &owned, table, param, capacity, key, status)?.into(),
+            HashKind::Open { .. } => open_insert(p, &owned, table, param, slots, key, status)?.into(),
         };
         p.b.build_return(Some(&result))?;
         Ok(())
     })?;
-    let call = em
-        .b
-        .build_call(f, &[table.into(), param_value(em, layout)?.into(), key.into(), status.into()], "slot")?;
+    let (param, slots) = run_time_shape(em, layout);
+    let call = em.b.build_call(
+        f,
+        &[table.into(), param.into(), slots.into(), key.into(), status.into()],
+        "slot",
+    )?;
     Ok(basic(call.try_as_basic_value().basic())?.into_pointer_value())
 }
 
@@ -166,17 +176,19 @@ pub fn find<'ctx>(
     key: IntValue<'ctx>,
 ) -> CodegenResult<PointerValue<'ctx>> {
     let key_ty = em.int_type(key.get_type().get_bit_width());
-    let ty = em
-        .global_ptr()
-        .fn_type(&[em.global_ptr().into(), em.i64().into(), key_ty.into()], false);
+    let ty = em.global_ptr().fn_type(
+        &[em.global_ptr().into(), em.i64().into(), em.i64().into(), key_ty.into()],
+        false,
+    );
     let name = primitive_name(layout, "find", key_ty.get_bit_width());
     let owned = layout.clone();
     let f = primitive(em, &name, ty, |p| {
         let table = param_ptr(p, 0)?;
         let param = param_int(p, 1)?;
-        let key = param_int(p, 2)?;
+        let slots = param_int(p, 2)?;
+        let key = param_int(p, 3)?;
         let result: BasicValueEnum = match owned.kind {
-            HashKind::Perfect { slots, .. } => {
+            HashKind::Perfect { .. } => {
                 let slot = perfect_slot(p, &owned, table, param, slots, key, None)?;
                 let done = p.ctx.append_basic_block(p.function, "done");
                 let check = p.ctx.append_basic_block(p.function, "check");
@@ -194,14 +206,15 @@ pub fn find<'ctx>(
                 phi.add_incoming(&[(&p.global_ptr().const_null(), here), (&hit, check_end)]);
                 phi.as_basic_value()
             }
-            HashKind::Open { capacity } => open_find(p, &owned, table, param, capacity, key)?.into(),
+            HashKind::Open { .. } => open_find(p, &owned, table, param, slots, key)?.into(),
         };
         p.b.build_return(Some(&result))?;
         Ok(())
     })?;
+    let (param, slots) = run_time_shape(em, layout);
     let call = em
         .b
-        .build_call(f, &[table.into(), param_value(em, layout)?.into(), key.into()], "slot")?;
+        .build_call(f, &[table.into(), param.into(), slots.into(), key.into()], "slot")?;
     Ok(basic(call.try_as_basic_value().basic())?.into_pointer_value())
 }
 
@@ -228,12 +241,13 @@ fn primitive_name(layout: &HashTableLayout, op: &str, key_bits: u32) -> String {
     format!("tessera.ht_{op}.{kind}.k{key_bits}.s{}", layout.stride)
 }
 
-/// The run-time parameter of a table: its minimum key (perfect) or slot mask (open).
-fn param_value<'ctx>(em: &Emitter<'ctx, '_>, layout: &HashTableLayout) -> CodegenResult<IntValue<'ctx>> {
-    Ok(match layout.kind {
-        HashKind::Perfect { min, .. } => em.const_i64(min),
-        HashKind::Open { capacity } => em.const_i64(capacity as i64 - 1),
-    })
+/// A table's shape as the primitives take it, so that one primitive serves every table of a
+/// layout kind: the minimum key and slot count (perfect), or the slot mask and capacity (open).
+fn run_time_shape<'ctx>(em: &Emitter<'ctx, '_>, layout: &HashTableLayout) -> (IntValue<'ctx>, IntValue<'ctx>) {
+    match layout.kind {
+        HashKind::Perfect { min, slots } => (em.const_i64(min), em.const_i64(slots as i64)),
+        HashKind::Open { capacity } => (em.const_i64(capacity as i64 - 1), em.const_i64(capacity as i64)),
+    }
 }
 
 /// The slot of `key` in a perfect table, or null (recorded in `status` when given) when the key
@@ -243,16 +257,14 @@ fn perfect_slot<'ctx>(
     layout: &HashTableLayout,
     table: PointerValue<'ctx>,
     min: IntValue<'ctx>,
-    slots: u64,
+    slots: IntValue<'ctx>,
     key: IntValue<'ctx>,
     status: Option<PointerValue<'ctx>>,
 ) -> CodegenResult<PointerValue<'ctx>> {
     let wide = p.b.build_int_s_extend_or_bit_cast(key, p.i64(), "")?;
     let index = p.b.build_int_sub(wide, min, "index")?;
     // Unsigned comparison: a key below `min` wraps to a huge index.
-    let inside = p
-        .b
-        .build_int_compare(IntPredicate::ULT, index, p.const_i64(slots as i64), "inside")?;
+    let inside = p.b.build_int_compare(IntPredicate::ULT, index, slots, "inside")?;
     if let Some(status) = status {
         report_unless(p, inside, status, status::KEY_OUT_OF_RANGE)?;
     }
@@ -269,7 +281,7 @@ fn open_insert<'ctx>(
     layout: &HashTableLayout,
     table: PointerValue<'ctx>,
     mask: IntValue<'ctx>,
-    capacity: u64,
+    capacity: IntValue<'ctx>,
     key: IntValue<'ctx>,
     status: PointerValue<'ctx>,
 ) -> CodegenResult<PointerValue<'ctx>> {
@@ -287,7 +299,7 @@ fn open_insert<'ctx>(
 
     // The key whose stored form is zero: claim the extra slot by writing a one.
     p.b.position_at_end(extra);
-    let slot = slot_at(p, layout, table, p.const_i64(capacity as i64))?;
+    let slot = slot_at(p, layout, table, capacity)?;
     let previous = swap_word(p, slot, zero, key_ty.const_int(1, false))?;
     let fresh = p.b.build_int_compare(IntPredicate::EQ, previous, zero, "")?;
     report_unless(p, fresh, status, status::DUPLICATE_KEY)?;
@@ -334,7 +346,7 @@ fn open_find<'ctx>(
     layout: &HashTableLayout,
     table: PointerValue<'ctx>,
     mask: IntValue<'ctx>,
-    capacity: u64,
+    capacity: IntValue<'ctx>,
     key: IntValue<'ctx>,
 ) -> CodegenResult<PointerValue<'ctx>> {
     let bits = layout.key_bits();
@@ -350,7 +362,7 @@ fn open_find<'ctx>(
     p.b.build_conditional_branch(special, extra, probe)?;
 
     p.b.position_at_end(extra);
-    let slot = slot_at(p, layout, table, p.const_i64(capacity as i64))?;
+    let slot = slot_at(p, layout, table, capacity)?;
     let word = p.b.build_load(key_ty, slot, "")?.into_int_value();
     let present = p.b.build_int_compare(IntPredicate::NE, word, zero, "")?;
     let hit = p.b.build_select(present, slot, p.global_ptr().const_null(), "")?;

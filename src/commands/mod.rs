@@ -1,0 +1,6 @@
+//! One module per subcommand.
+
+pub mod compile;
+pub mod gen;
+pub mod run;
+pub mod session;

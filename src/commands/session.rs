@@ -1,0 +1,64 @@
+//! Compiling a script for a target and choosing the device to run on: the steps `compile`,
+//! `run`, `test` and `bench` share.
+
+use std::path::Path;
+use std::time::Instant;
+
+use tessera_compiler::codegen::pipelines_to_program;
+use tessera_compiler::Compilation;
+use tessera_grammar::source_to_ast;
+use tessera_runtime::exec::gpu::{probe, GpuInfo};
+use tessera_runtime::program::Program;
+use tessera_runtime::Target;
+use tessera_storage::Catalog;
+
+use super::compile::{open, Script};
+use crate::failure::Failure;
+
+/// Where the user asked to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeviceChoice {
+    /// The GPU when there is one, else the CPU (saying why).
+    Auto,
+    Gpu,
+    Cpu,
+}
+
+/// Decides the target for `choice`; with `auto` and no GPU, says so on stderr.
+pub fn choose_target(choice: DeviceChoice) -> Result<(Target, Option<GpuInfo>), Failure> {
+    match choice {
+        DeviceChoice::Cpu => Ok((Target::Host, None)),
+        DeviceChoice::Gpu => {
+            let gpu = probe().map_err(|e| Failure::Message(format!("no GPU to run on: {e}")))?;
+            Ok((Target::Nvptx { sm: gpu.sm }, Some(gpu)))
+        }
+        DeviceChoice::Auto => match probe() {
+            Ok(gpu) => Ok((Target::Nvptx { sm: gpu.sm }, Some(gpu))),
+            Err(e) => {
+                eprintln!("note: no GPU ({e}); running on the CPU");
+                Ok((Target::Host, None))
+            }
+        },
+    }
+}
+
+/// A script compiled against a data directory.
+pub struct Compiled {
+    pub program: Program,
+    pub catalog: Catalog,
+    /// Parse to executable code, in milliseconds.
+    pub compile_ms: f64,
+}
+
+pub fn compile_script(script: &Script, data: &Path, target: Target) -> Result<Compiled, Failure> {
+    let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
+    let catalog = open(script, &ast, data)?;
+    let started = Instant::now();
+    let compilation = Compilation::run(ast, &catalog).map_err(|d| script.fail(d))?;
+    let program = pipelines_to_program(&compilation.physical, &catalog, target).map_err(|d| script.fail(vec![d]))?;
+    Ok(Compiled {
+        program,
+        catalog,
+        compile_ms: started.elapsed().as_secs_f64() * 1e3,
+    })
+}

@@ -1,0 +1,41 @@
+//! How a command fails: a one-line cause, or rendered diagnostics for a script, and the exit
+//! status that goes with it.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use tessera_grammar::{render, Diagnostic};
+
+pub enum Failure {
+    /// A one-line cause (bad arguments, unreadable files, no GPU).
+    Message(String),
+    /// Errors in a script, rendered against its source.
+    Script {
+        name: String,
+        source: String,
+        diagnostics: Vec<Diagnostic>,
+    },
+}
+
+impl Failure {
+    pub fn report(self) -> ExitCode {
+        match self {
+            Failure::Message(message) => eprintln!("error: {message}"),
+            Failure::Script {
+                name,
+                source,
+                diagnostics,
+            } => {
+                let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+                eprint!("{}", render(&diagnostics, &name, &source, color));
+            }
+        }
+        ExitCode::FAILURE
+    }
+}
+
+impl<E: std::fmt::Display> From<E> for Failure {
+    fn from(error: E) -> Failure {
+        Failure::Message(error.to_string())
+    }
+}
