@@ -3,6 +3,7 @@
 //! stderr (or a rendered report for script errors) and a non-zero exit status.
 
 mod commands;
+mod conformance;
 mod failure;
 mod progress;
 
@@ -24,6 +25,8 @@ enum Command {
     Compile(CompileArgs),
     /// Compiles and runs a script (or runs a compiled `.tqx`), printing each query's result.
     Run(RunArgs),
+    /// Runs conformance files (script + expected result) and compares the results.
+    Test(TestArgs),
     /// Generates benchmark data as Parquet.
     Gen {
         #[command(subcommand)]
@@ -81,6 +84,19 @@ pub struct RunArgs {
     timing: bool,
 }
 
+#[derive(clap::Args)]
+pub struct TestArgs {
+    /// Conformance files (`*.test`) or folders of them.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Run every file on this data instead of the data each file names.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Where to run.
+    #[arg(long, value_enum, default_value = "auto")]
+    device: commands::session::DeviceChoice,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Emit {
     Tokens,
@@ -113,6 +129,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Compile(args) => commands::compile::run(&args),
         Command::Run(args) => commands::run::run(&args),
+        Command::Test(args) => commands::test::run(&args),
         Command::Gen {
             dataset: GenDataset::Ssb { sf, out },
         } => commands::gen::ssb(sf, &out),

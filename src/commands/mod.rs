@@ -4,3 +4,4 @@ pub mod compile;
 pub mod gen;
 pub mod run;
 pub mod session;
+pub mod test;

@@ -1,0 +1,145 @@
+//! `tessera test`: runs conformance files on the chosen device and compares each result with the
+//! expectation DuckDB gave. Data named by a file (`data: ssb 0.01`) is generated once into a
+//! cache folder unless `--data` points at it.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use tessera_storage::gen::ssb::generate_ssb;
+use tessera_storage::progress::NoProgress;
+
+use super::compile::Script;
+use super::run::execute;
+use super::session::{choose_target, compile_script};
+use crate::conformance::{compare, parse_csv, Case, Script as CaseScript};
+use crate::failure::Failure;
+use crate::TestArgs;
+
+pub fn run(args: &TestArgs) -> Result<(), Failure> {
+    let files = collect(&args.paths)?;
+    if files.is_empty() {
+        return Err(Failure::Message("no conformance files (*.test) found".into()));
+    }
+    let (target, gpu) = choose_target(args.device)?;
+    let device = match &gpu {
+        Some(gpu) => format!("{} ({target})", gpu.name),
+        None => "the CPU".to_string(),
+    };
+    println!("running {} conformance files on {device}", files.len());
+    let mut datasets: HashMap<String, PathBuf> = HashMap::new();
+    let mut failures = 0;
+    let started = Instant::now();
+    for path in &files {
+        let outcome = (|| -> Result<(f64, usize), String> {
+            let case = Case::read(path)?;
+            let data = match &args.data {
+                Some(data) => data.clone(),
+                None => match datasets.get(&case.data) {
+                    Some(dir) => dir.clone(),
+                    None => {
+                        let dir = dataset(&case.data)?;
+                        datasets.insert(case.data.clone(), dir.clone());
+                        dir
+                    }
+                },
+            };
+            let script = match &case.script {
+                CaseScript::File(file) => Script::read(file).map_err(|e| describe(e))?,
+                CaseScript::Inline(text) => Script {
+                    name: path.display().to_string(),
+                    source: text.clone(),
+                },
+            };
+            let compiled = compile_script(&script, &data, target).map_err(describe)?;
+            let outcomes = execute(&compiled.program, &compiled.catalog).map_err(describe)?;
+            let last = outcomes.last().ok_or("the script has no query")?;
+            let actual = parse_csv(&last.table.to_csv());
+            compare(&case.expected, &actual, case.ordered)?;
+            Ok((last.timing.kernel_ms(), last.table.rows.len()))
+        })();
+        match outcome {
+            Ok((ms, rows)) => println!("ok    {}  ({rows} rows, kernels {ms:.3} ms)", path.display()),
+            Err(message) => {
+                failures += 1;
+                println!("FAIL  {}\n      {message}", path.display());
+            }
+        }
+    }
+    let passed = files.len() - failures;
+    println!(
+        "{passed} passed, {failures} failed, in {:.1} s on {device}",
+        started.elapsed().as_secs_f64()
+    );
+    if failures > 0 {
+        return Err(Failure::Message(format!("{failures} conformance files failed")));
+    }
+    Ok(())
+}
+
+fn describe(failure: Failure) -> String {
+    match failure {
+        Failure::Message(m) => m,
+        Failure::Script {
+            name,
+            source,
+            diagnostics,
+        } => tessera_grammar::render(&diagnostics, &name, &source, false),
+    }
+}
+
+fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            walk(path, &mut files).map_err(|e| Failure::Message(format!("cannot list {}: {e}", path.display())))?;
+        } else if path.is_file() {
+            files.push(path.clone());
+        } else {
+            return Err(Failure::Message(format!("{} does not exist", path.display())));
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+fn walk(folder: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(folder)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            walk(&path, files)?;
+        } else if path.extension().is_some_and(|e| e == "test") {
+            files.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// The folder holding the data a `data:` line names, generating it the first time.
+fn dataset(spec: &str) -> Result<PathBuf, String> {
+    let mut words = spec.split_whitespace();
+    let (Some("ssb"), Some(scale), None) = (words.next(), words.next(), words.next()) else {
+        return Err(format!("unknown data `{spec}` (expected `ssb SF`)"));
+    };
+    let sf: f64 = scale.parse().map_err(|_| format!("bad scale factor in `{spec}`"))?;
+    let folder = cache_root().join(format!("ssb-{scale}"));
+    if !folder.join("date.parquet").is_file() {
+        eprintln!("generating SSB at scale factor {scale} into {}", folder.display());
+        generate_ssb(sf, &folder, &NoProgress).map_err(|e| e.to_string())?;
+    }
+    Ok(folder)
+}
+
+/// `$TESSERA_DATA_CACHE`, else `target/conformance-data` of the enclosing Cargo project, else a
+/// folder in the system's temporary directory.
+fn cache_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("TESSERA_DATA_CACHE") {
+        return PathBuf::from(dir);
+    }
+    if let Ok(cwd) = std::env::current_dir() {
+        if let Some(root) = cwd.ancestors().find(|a| a.join("Cargo.toml").is_file()) {
+            return root.join("target").join("conformance-data");
+        }
+    }
+    std::env::temp_dir().join("tessera-conformance")
+}

@@ -1,0 +1,196 @@
+//! Conformance files: a script, the SQL that asks the same question, and after `----` the
+//! expected result as CSV, written by `tests/oracle.py` from DuckDB's answer. This module reads
+//! them and compares a result with the expectation.
+
+use std::path::{Path, PathBuf};
+
+/// One conformance file.
+pub struct Case {
+    /// `ssb 0.01` and the like: which generated data the expectation was computed on.
+    pub data: String,
+    pub script: Script,
+    /// Whether row order matters (`order: any` says it does not).
+    pub ordered: bool,
+    pub expected: Vec<Vec<String>>,
+}
+
+pub enum Script {
+    File(PathBuf),
+    Inline(String),
+}
+
+impl Case {
+    pub fn read(path: &Path) -> Result<Case, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let (head, expected) = match text.split_once("\n----\n") {
+            Some((head, rows)) => (head, rows),
+            None => return Err(format!("{}: no `----` line before the expected result", path.display())),
+        };
+        let mut data = None;
+        let mut script = None;
+        let mut inline: Option<String> = None;
+        let mut in_sql = false;
+        let mut ordered = true;
+        for line in head.lines() {
+            if line.starts_with('#') {
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("sql:") {
+                in_sql = true;
+                let _ = rest;
+                continue;
+            }
+            if in_sql {
+                continue;
+            }
+            if let Some(body) = inline.as_mut() {
+                body.push_str(line);
+                body.push('\n');
+            } else if let Some(rest) = line.strip_prefix("data:") {
+                data = Some(rest.trim().to_string());
+            } else if let Some(rest) = line.strip_prefix("order:") {
+                ordered = rest.trim() != "any";
+            } else if let Some(rest) = line.strip_prefix("script:") {
+                let rest = rest.trim();
+                if rest.is_empty() {
+                    inline = Some(String::new());
+                } else {
+                    script = Some(Script::File(resolve(path, rest)?));
+                }
+            }
+        }
+        let script = match (script, inline) {
+            (Some(s), _) => s,
+            (None, Some(text)) => Script::Inline(text),
+            (None, None) => return Err(format!("{}: no `script:`", path.display())),
+        };
+        Ok(Case {
+            data: data.ok_or_else(|| format!("{}: no `data:` line", path.display()))?,
+            script,
+            ordered,
+            expected: parse_csv(expected),
+        })
+    }
+}
+
+/// A script path, relative to the test file's folder or any folder above it.
+fn resolve(test: &Path, script: &str) -> Result<PathBuf, String> {
+    let candidate = Path::new(script);
+    if candidate.is_absolute() {
+        return Ok(candidate.to_path_buf());
+    }
+    let start = test.parent().unwrap_or(Path::new("."));
+    for folder in start.ancestors() {
+        let path = folder.join(candidate);
+        if path.is_file() {
+            return Ok(path);
+        }
+    }
+    Err(format!("{}: script {script} not found next to it or above", test.display()))
+}
+
+/// Rows of fields (the header first); quoted fields may hold commas, quotes and newlines.
+pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let mut row = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            ('"', true) => quoted = false,
+            ('"', false) if field.is_empty() => quoted = true,
+            (',', false) => row.push(std::mem::take(&mut field)),
+            ('\n', false) => {
+                row.push(std::mem::take(&mut field));
+                rows.push(std::mem::take(&mut row));
+            }
+            ('\r', false) => {}
+            (c, _) => field.push(c),
+        }
+    }
+    if !field.is_empty() || !row.is_empty() {
+        row.push(field);
+        rows.push(row);
+    }
+    rows
+}
+
+/// Compares rows (header first). Numbers compare with a relative tolerance of 1e-6, since
+/// floating-point sums on a GPU add in a different order than DuckDB does.
+pub fn compare(expected: &[Vec<String>], actual: &[Vec<String>], ordered: bool) -> Result<(), String> {
+    let (Some(expected_header), Some(actual_header)) = (expected.first(), actual.first()) else {
+        return Err("a result without a header".into());
+    };
+    if expected_header != actual_header {
+        return Err(format!(
+            "columns differ: expected {}, got {}",
+            expected_header.join(","),
+            actual_header.join(",")
+        ));
+    }
+    let mut expected_rows: Vec<&Vec<String>> = expected[1..].iter().collect();
+    let mut actual_rows: Vec<&Vec<String>> = actual[1..].iter().collect();
+    if expected_rows.len() != actual_rows.len() {
+        return Err(format!(
+            "expected {} rows, got {}",
+            expected_rows.len(),
+            actual_rows.len()
+        ));
+    }
+    if !ordered {
+        expected_rows.sort();
+        actual_rows.sort();
+    }
+    for (i, (e, a)) in expected_rows.iter().zip(&actual_rows).enumerate() {
+        let same = e.len() == a.len() && e.iter().zip(a.iter()).all(|(x, y)| same_value(x, y));
+        if !same {
+            return Err(format!("row {}: expected {}, got {}", i + 1, e.join(","), a.join(",")));
+        }
+    }
+    Ok(())
+}
+
+fn same_value(expected: &str, actual: &str) -> bool {
+    if expected == actual {
+        return true;
+    }
+    match (expected.parse::<f64>(), actual.parse::<f64>()) {
+        (Ok(x), Ok(y)) => {
+            if x.is_nan() && y.is_nan() {
+                return true;
+            }
+            (x - y).abs() <= 1e-9 + 1e-6 * x.abs().max(y.abs())
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_quoted_fields() {
+        let rows = parse_csv("a,b\n\"x, y\",\"say \"\"hi\"\"\"\n,3\n");
+        assert_eq!(rows[1], vec!["x, y", "say \"hi\""]);
+        assert_eq!(rows[2], vec!["", "3"]);
+    }
+
+    #[test]
+    fn compares_numbers_with_tolerance_and_order_when_asked() {
+        let expected = parse_csv("v,n\n0.1,1\n0.2,2\n");
+        let close = parse_csv("v,n\n0.10000000001,1\n0.2,2\n");
+        let swapped = parse_csv("v,n\n0.2,2\n0.1,1\n");
+        let wrong = parse_csv("v,n\n0.1,1\n0.3,2\n");
+        assert!(compare(&expected, &close, true).is_ok());
+        assert!(compare(&expected, &swapped, true).is_err());
+        assert!(compare(&expected, &swapped, false).is_ok());
+        assert!(compare(&expected, &wrong, false).is_err());
+        assert!(compare(&expected, &parse_csv("v,m\n0.1,1\n0.2,2\n"), true).is_err());
+    }
+}
