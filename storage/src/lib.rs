@@ -2,6 +2,16 @@
 //! string dictionaries, the catalog of a data directory (Parquet files or folders, SSB `.tbl`
 //! files) that loads only the columns asked for, and the built-in data generators.
 //!
+//! | module | owns |
+//! |---|---|
+//! | `types`, `column`, `date` | data types and schemas; columns, dictionaries, statistics; dates as day numbers |
+//! | `catalog` | the tables of a data directory, schema checks, the column cache |
+//! | `parquet_read` / `parquet_write` | Parquet footers and columns in; whole tables out |
+//! | `tbl` | dbgen's pipe-separated `.tbl` files, read with a declared schema |
+//! | `string_chunks` | strings read in parallel chunks, merged into one sorted dictionary |
+//! | `gen` | the SSB generator (deterministic, parallel, written as Parquet) |
+//! | `error`, `progress` | one-line errors naming the file or table; progress of long work |
+//!
 //! It knows nothing of the query language or of GPUs.
 
 pub mod catalog;
@@ -16,9 +26,12 @@ mod string_chunks;
 pub mod tbl;
 pub mod types;
 
-pub use catalog::{Catalog, TableInfo};
+pub use catalog::{Catalog, TableFormat, TableInfo};
 pub use column::{Column, ColumnData, ColumnStats, Dictionary, DictionaryBuilder};
 pub use error::StorageError;
+pub use gen::{generate_ssb, ssb_schemas, GenSummary};
+pub use parquet_write::{write_parquet, write_parquet_columns, WriteColumn, WriteValues};
+pub use progress::{NoProgress, Progress};
 pub use types::{DataType, Field, Schema, Value};
 
 #[cfg(test)]

@@ -58,6 +58,19 @@ enum Decoding {
 }
 
 impl Decoding {
+    /// The decoding a table with no files would use (an empty column of the right type).
+    fn from_type(ty: DataType) -> Decoding {
+        match ty {
+            DataType::Bool => Decoding::Bool,
+            DataType::I32 => Decoding::I32,
+            DataType::I64 => Decoding::I64,
+            DataType::F32 => Decoding::F32,
+            DataType::F64 => Decoding::F64,
+            DataType::Date => Decoding::Date,
+            DataType::Str => Decoding::Str,
+        }
+    }
+
     fn data_type(self) -> DataType {
         match self {
             Decoding::Bool => DataType::Bool,
@@ -403,21 +416,6 @@ fn read_column(
         Decoding::Str => task.strings(table, &field.name)?,
     };
     Ok(Column::new(data, validity))
-}
-
-impl Decoding {
-    /// The decoding a table with no files would use (an empty column of the right type).
-    fn from_type(ty: DataType) -> Decoding {
-        match ty {
-            DataType::Bool => Decoding::Bool,
-            DataType::I32 => Decoding::I32,
-            DataType::I64 => Decoding::I64,
-            DataType::F32 => Decoding::F32,
-            DataType::F64 => Decoding::F64,
-            DataType::Date => Decoding::Date,
-            DataType::Str => Decoding::Str,
-        }
-    }
 }
 
 /// Decodes one column across all row groups.

@@ -103,23 +103,29 @@ pub(crate) fn merge(chunks: Vec<ChunkStrings>) -> ColumnData {
         .map(ChunkStrings::into_parts)
         .collect();
 
-    let mut sorted: Vec<&[u8]> = parts
+    // Every distinct value of every chunk, sorted once; walking them in order hands out codes.
+    let mut entries: Vec<(&[u8], u32, u32)> = parts
         .iter()
-        .flat_map(|(distinct, _)| distinct.iter().map(|value| &**value))
-        .collect();
-    sorted.par_sort_unstable();
-    sorted.dedup();
-
-    // Every local value is in `sorted`, so the search always finds it.
-    let code_maps: Vec<Vec<i32>> = parts
-        .par_iter()
-        .map(|(distinct, _)| {
+        .enumerate()
+        .flat_map(|(chunk, (distinct, _))| {
             distinct
                 .iter()
-                .map(|value| sorted.binary_search(&&**value).map_or(0, |i| i as i32))
-                .collect()
+                .enumerate()
+                .map(move |(local, value)| (&**value, chunk as u32, local as u32))
         })
         .collect();
+    entries.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut code_maps: Vec<Vec<i32>> = parts
+        .iter()
+        .map(|(distinct, _)| vec![0; distinct.len()])
+        .collect();
+    let mut sorted: Vec<&[u8]> = Vec::new();
+    for &(value, chunk, local) in &entries {
+        if sorted.last() != Some(&value) {
+            sorted.push(value);
+        }
+        code_maps[chunk as usize][local as usize] = sorted.len() as i32 - 1;
+    }
 
     let total: usize = parts.iter().map(|(_, rows)| rows.len()).sum();
     let mut codes = vec![0i32; total];

@@ -235,3 +235,31 @@ fn an_empty_table_keeps_its_schema() {
     let loaded = catalog.columns("e", &["s", "i"]).unwrap();
     assert!(loaded.iter().all(|c| c.is_empty()));
 }
+
+#[test]
+fn threads_asking_at_once_share_one_load() {
+    let dir = TempDir::new("concurrent");
+    let schema = Schema::new(vec![
+        Field::new("n", DataType::I64),
+        Field::new("w", DataType::Str),
+    ]);
+    let n: Vec<i64> = (0..50_000).collect();
+    let w: Vec<String> = n.iter().map(|i| format!("w{}", i % 17)).collect();
+    let columns = [
+        WriteColumn::new(WriteValues::I64(&n)),
+        WriteColumn::new(WriteValues::Text(&w)),
+    ];
+    write_parquet_columns(&dir.path().join("t.parquet"), &schema, &columns, 4096).unwrap();
+    let catalog = Catalog::open(dir.path(), &[]).unwrap();
+    let loaded: Vec<Vec<Arc<Column>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| scope.spawn(|| catalog.columns("t", &["w", "n"]).unwrap()))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for other in &loaded[1..] {
+        assert!(Arc::ptr_eq(&loaded[0][0], &other[0]) && Arc::ptr_eq(&loaded[0][1], &other[1]));
+    }
+    assert_eq!(loaded[0][1].data, ColumnData::I64(n));
+    assert_eq!(loaded[0][0].stats.dictionary_size, Some(17));
+}
