@@ -4,7 +4,8 @@
 use std::fs::File;
 use std::sync::Arc;
 
-use parquet::data_type::{FixedLenByteArray, FixedLenByteArrayType, Int32Type, Int64Type};
+use parquet::data_type::{ByteArray, ByteArrayType, FixedLenByteArray, FixedLenByteArrayType};
+use parquet::data_type::{Int32Type, Int64Type};
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
@@ -298,6 +299,41 @@ fn unreadable_columns_are_listed_with_a_reason() {
         .err()
         .expect("at");
     assert!(error.to_string().contains("`at` cannot be read"), "{error}");
+}
+
+#[test]
+fn unannotated_byte_arrays_are_strings_when_they_are_utf8() {
+    let dir = TempDir::new("binary");
+    let schema =
+        parse_message_type("message m { required binary text; required binary raw; }").unwrap();
+    let file = File::create(dir.path().join("b.parquet")).unwrap();
+    let mut writer = SerializedFileWriter::new(
+        file,
+        Arc::new(schema),
+        Arc::new(WriterProperties::builder().build()),
+    )
+    .unwrap();
+    let mut group = writer.next_row_group().unwrap();
+    for values in [[&b"zeta"[..], b"alpha"], [b"ok", b"\xff\xfe"]] {
+        let mut column = group.next_column().unwrap().unwrap();
+        let values: Vec<ByteArray> = values.iter().map(|v| ByteArray::from(v.to_vec())).collect();
+        column
+            .typed::<ByteArrayType>()
+            .write_batch(&values, None, None)
+            .unwrap();
+        column.close().unwrap();
+    }
+    group.close().unwrap();
+    writer.close().unwrap();
+
+    let catalog = Catalog::open(dir.path(), &[]).unwrap();
+    let text = catalog.column("b", "text").unwrap();
+    assert_eq!(text.data.value(0), Value::Str("zeta".into()));
+    let error = catalog.column("b", "raw").expect_err("not UTF-8");
+    assert!(
+        matches!(&error, StorageError::UnsupportedColumn { column, reason, .. } if column == "raw" && reason.contains("UTF-8")),
+        "{error}"
+    );
 }
 
 #[test]
