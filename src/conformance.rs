@@ -21,10 +21,16 @@ pub enum Script {
 
 impl Case {
     pub fn read(path: &Path) -> Result<Case, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let (head, expected) = match text.split_once("\n----\n") {
             Some((head, rows)) => (head, rows),
-            None => return Err(format!("{}: no `----` line before the expected result", path.display())),
+            None => {
+                return Err(format!(
+                    "{}: no `----` line before the expected result",
+                    path.display()
+                ))
+            }
         };
         let mut data = None;
         let mut script = None;
@@ -86,7 +92,10 @@ fn resolve(test: &Path, script: &str) -> Result<PathBuf, String> {
             return Ok(path);
         }
     }
-    Err(format!("{}: script {script} not found next to it or above", test.display()))
+    Err(format!(
+        "{}: script {script} not found next to it or above",
+        test.display()
+    ))
 }
 
 /// Rows of fields (the header first); quoted fields may hold commas, quotes and newlines.
@@ -122,7 +131,11 @@ pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
 
 /// Compares rows (header first). Numbers compare with a relative tolerance of 1e-6, since
 /// floating-point sums on a GPU add in a different order than DuckDB does.
-pub fn compare(expected: &[Vec<String>], actual: &[Vec<String>], ordered: bool) -> Result<(), String> {
+pub fn compare(
+    expected: &[Vec<String>],
+    actual: &[Vec<String>],
+    ordered: bool,
+) -> Result<(), String> {
     let (Some(expected_header), Some(actual_header)) = (expected.first(), actual.first()) else {
         return Err("a result without a header".into());
     };
@@ -149,7 +162,12 @@ pub fn compare(expected: &[Vec<String>], actual: &[Vec<String>], ordered: bool) 
     for (i, (e, a)) in expected_rows.iter().zip(&actual_rows).enumerate() {
         let same = e.len() == a.len() && e.iter().zip(a.iter()).all(|(x, y)| same_value(x, y));
         if !same {
-            return Err(format!("row {}: expected {}, got {}", i + 1, e.join(","), a.join(",")));
+            return Err(format!(
+                "row {}: expected {}, got {}",
+                i + 1,
+                e.join(","),
+                a.join(",")
+            ));
         }
     }
     Ok(())

@@ -26,7 +26,8 @@ impl Failure {
                 source,
                 diagnostics,
             } => {
-                let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+                let color =
+                    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
                 eprint!("{}", render(&diagnostics, &name, &source, color));
             }
         }

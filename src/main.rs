@@ -13,7 +13,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
-#[command(name = "tessera", version, about = "Compiles relational dataflow scripts into fused GPU kernels")]
+#[command(
+    name = "tessera",
+    version,
+    about = "Compiles relational dataflow scripts into fused GPU kernels"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -97,6 +101,7 @@ pub struct TestArgs {
     device: commands::session::DeviceChoice,
 }
 
+/// The stages `--emit` prints (see `tessera_compiler::emit::Stage`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Emit {
     Tokens,
@@ -122,6 +127,22 @@ enum GenDataset {
         #[arg(long)]
         out: PathBuf,
     },
+}
+
+impl Emit {
+    fn stage(self) -> tessera_compiler::emit::Stage {
+        use tessera_compiler::emit::Stage;
+        match self {
+            Emit::Tokens => Stage::Tokens,
+            Emit::Ast => Stage::Ast,
+            Emit::Typed => Stage::Typed,
+            Emit::Logical => Stage::Logical,
+            Emit::Optimized => Stage::Optimized,
+            Emit::Physical => Stage::Physical,
+            Emit::Llvm => Stage::Llvm,
+            Emit::Ptx => Stage::Ptx,
+        }
+    }
 }
 
 fn main() -> ExitCode {

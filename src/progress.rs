@@ -12,16 +12,20 @@ pub struct Bar {
 
 impl Bar {
     pub fn new() -> Bar {
-        Bar { bar: Mutex::new(None) }
+        Bar {
+            bar: Mutex::new(None),
+        }
     }
 }
 
 impl Progress for Bar {
     fn start(&self, label: &str, total: u64) {
         let bar = ProgressBar::new(total);
-        let style = ProgressStyle::with_template("{msg:>12} [{bar:40}] {percent:>3}% {elapsed_precise} eta {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> ");
+        let style = ProgressStyle::with_template(
+            "{msg:>12} [{bar:40}] {percent:>3}% {elapsed_precise} eta {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
         bar.set_style(style);
         bar.set_message(label.to_string());
         if let Ok(mut slot) = self.bar.lock() {

@@ -6,7 +6,9 @@ use std::fmt;
 
 use tessera_storage::DataType;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct ColumnId(pub u32);
 
 impl fmt::Display for ColumnId {
@@ -16,7 +18,9 @@ impl fmt::Display for ColumnId {
 }
 
 /// A column of a stored table.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct BaseColumn {
     pub table: String,
     pub column: String,

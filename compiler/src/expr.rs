@@ -258,7 +258,10 @@ impl Expr {
 
     /// Displays the expression with column names from `columns`.
     pub fn display<'a>(&'a self, columns: &'a Columns) -> DisplayExpr<'a> {
-        DisplayExpr { expr: self, columns }
+        DisplayExpr {
+            expr: self,
+            columns,
+        }
     }
 }
 

@@ -27,7 +27,8 @@ pub fn stdlib_tables() -> Vec<DeclaredTable> {
 /// the script does not declare are read with the standard library's schema of that name.
 pub fn open_catalog(script: &Script, dir: &Path) -> Result<Catalog, OpenError> {
     let declared = declared_tables(script).map_err(OpenError::Declarations)?;
-    let mut schemas: Vec<(String, Schema)> = declared.into_iter().map(|t| (t.name, t.schema)).collect();
+    let mut schemas: Vec<(String, Schema)> =
+        declared.into_iter().map(|t| (t.name, t.schema)).collect();
     for table in stdlib_tables() {
         let text_file = dir.join(format!("{}.tbl", table.name));
         if text_file.is_file() && !schemas.iter().any(|(name, _)| *name == table.name) {
@@ -59,7 +60,8 @@ impl Compilation {
         let typed = ast_to_typed(&ast, catalog)?;
         let logical = typed_to_logical(&typed, catalog);
         let mut trace = Vec::new();
-        let optimized = optimize(logical.clone(), catalog, Some(&mut trace)).map_err(|d| vec![d])?;
+        let optimized =
+            optimize(logical.clone(), catalog, Some(&mut trace)).map_err(|d| vec![d])?;
         let physical = optimized
             .iter()
             .map(|q| logical_to_pipelines(q, catalog))

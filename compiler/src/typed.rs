@@ -63,9 +63,15 @@ pub struct TypedRelation {
 
 #[derive(Clone, Debug)]
 pub enum TypedSource {
-    Table { table: String, columns: Vec<ColumnId> },
+    Table {
+        table: String,
+        columns: Vec<ColumnId>,
+    },
     /// A parenthesized pipeline or a `let` binding (analyzed afresh at each use).
-    Pipeline { name: Option<String>, pipeline: Box<TypedPipeline> },
+    Pipeline {
+        name: Option<String>,
+        pipeline: Box<TypedPipeline>,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -194,7 +200,10 @@ impl Printer<'_> {
         let span = stage.span;
         match &stage.kind {
             TypedStageKind::Where(predicate) => {
-                self.line(depth, format_args!("where {} {span}", predicate.display(columns)))?;
+                self.line(
+                    depth,
+                    format_args!("where {} {span}", predicate.display(columns)),
+                )?;
             }
             TypedStageKind::Select(bindings) | TypedStageKind::Derive(bindings) => {
                 let keyword = if matches!(stage.kind, TypedStageKind::Select(_)) {
@@ -287,7 +296,10 @@ impl Printer<'_> {
         let aggregate = binding.aggregate.display(self.columns);
         self.line(
             depth,
-            format_args!("{}{} = {aggregate}: {}", info.name, binding.id, binding.aggregate.ty),
+            format_args!(
+                "{}{} = {aggregate}: {}",
+                info.name, binding.id, binding.aggregate.ty
+            ),
         )
     }
 }

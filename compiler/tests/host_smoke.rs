@@ -43,7 +43,10 @@ fn catalog() -> Catalog {
             "dim".into(),
             vec![
                 ("d_key".into(), Column::new(ColumnData::I32(dim_key), None)),
-                ("d_value".into(), Column::new(ColumnData::I32(dim_value), None)),
+                (
+                    "d_value".into(),
+                    Column::new(ColumnData::I32(dim_value), None),
+                ),
                 ("d_region".into(), Column::new(region.finish(), None)),
             ],
         ),
@@ -51,7 +54,10 @@ fn catalog() -> Catalog {
             "wide".into(),
             vec![
                 ("w_key".into(), Column::new(ColumnData::I32(wide_key), None)),
-                ("w_value".into(), Column::new(ColumnData::I32(wide_value), None)),
+                (
+                    "w_value".into(),
+                    Column::new(ColumnData::I32(wide_value), None),
+                ),
             ],
         ),
     ])
@@ -61,25 +67,38 @@ fn run(source: &str) -> ResultTable {
     let catalog = catalog();
     let ast = source_to_ast(source).expect("parses");
     let compilation = Compilation::run(ast, &catalog).unwrap_or_else(|d| panic!("{d:?}"));
-    let program = pipelines_to_program(&compilation.physical, &catalog, Target::Host).unwrap_or_else(|d| panic!("{d:?}"));
+    let program = pipelines_to_program(&compilation.physical, &catalog, Target::Host)
+        .unwrap_or_else(|d| panic!("{d:?}"));
     let Code::HostObject(object) = &program.code else {
         panic!("host code expected")
     };
     let mut backend = HostBackend::new(object).expect("loads");
-    run_query(&mut backend, &program.queries[0], &catalog).expect("runs").table
+    run_query(&mut backend, &program.queries[0], &catalog)
+        .expect("runs")
+        .table
 }
 
 #[test]
 fn scalar_aggregates_with_a_filter() {
     let result = run("from t | where a > 500 and b < 10 | aggregate { s = sum(b), n = count(), lo = min(a), hi = max(x) }");
     let n = 10_000i64;
-    let rows: Vec<i64> = (0..n).filter(|i| (i * 7919) % 1000 > 500 && i % 97 - 40 < 10).collect();
+    let rows: Vec<i64> = (0..n)
+        .filter(|i| (i * 7919) % 1000 > 500 && i % 97 - 40 < 10)
+        .collect();
     let s: i64 = rows.iter().map(|i| i % 97 - 40).sum();
     let lo = rows.iter().map(|i| (i * 7919) % 1000).min().unwrap();
-    let hi = rows.iter().map(|&i| i as f64 * 0.001).fold(f64::MIN, f64::max);
+    let hi = rows
+        .iter()
+        .map(|&i| i as f64 * 0.001)
+        .fold(f64::MIN, f64::max);
     assert_eq!(
         result.rows,
-        vec![vec![Value::Int(s), Value::Int(rows.len() as i64), Value::Int(lo), Value::Float(hi)]]
+        vec![vec![
+            Value::Int(s),
+            Value::Int(rows.len() as i64),
+            Value::Int(lo),
+            Value::Float(hi)
+        ]]
     );
 }
 
@@ -109,7 +128,10 @@ fn join_and_group_by_string() {
 #[test]
 fn empty_input_gives_null_sums_and_zero_counts() {
     let result = run("from t | where a > 5000 | aggregate { s = sum(b), n = count(), m = avg(x) }");
-    assert_eq!(result.rows, vec![vec![Value::Null, Value::Int(0), Value::Null]]);
+    assert_eq!(
+        result.rows,
+        vec![vec![Value::Null, Value::Int(0), Value::Null]]
+    );
 }
 
 #[test]

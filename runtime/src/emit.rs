@@ -85,8 +85,10 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
     /// Marks the function to be inlined into every caller (primitives).
     pub fn always_inline(&self) {
         let kind = Attribute::get_named_enum_kind_id("alwaysinline");
-        self.function
-            .add_attribute(AttributeLoc::Function, self.ctx.create_enum_attribute(kind, 0));
+        self.function.add_attribute(
+            AttributeLoc::Function,
+            self.ctx.create_enum_attribute(kind, 0),
+        );
     }
 
     pub fn i1(&self) -> IntType<'ctx> {
@@ -179,14 +181,21 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
     /// Waits for every thread of the block (nothing to wait for on the host).
     pub fn barrier(&self) -> CodegenResult<()> {
         if self.target.is_gpu() {
-            let f = self.intrinsic("llvm.nvvm.barrier0", self.ctx.void_type().fn_type(&[], false));
+            let f = self.intrinsic(
+                "llvm.nvvm.barrier0",
+                self.ctx.void_type().fn_type(&[], false),
+            );
             self.b.build_call(f, &[], "")?;
         }
         Ok(())
     }
 
     /// The value of `value` held by the lane `offset` above this one (a full warp takes part).
-    pub fn shfl_down_i32(&self, value: IntValue<'ctx>, offset: u32) -> CodegenResult<IntValue<'ctx>> {
+    pub fn shfl_down_i32(
+        &self,
+        value: IntValue<'ctx>,
+        offset: u32,
+    ) -> CodegenResult<IntValue<'ctx>> {
         let i32 = self.i32();
         let f = self.intrinsic(
             "llvm.nvvm.shfl.sync.down.i32",
@@ -203,7 +212,11 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
     }
 
     /// A per-thread array with one slot per item, allocated at function entry.
-    pub fn tile_array(&self, elem: BasicTypeEnum<'ctx>, name: &str) -> CodegenResult<TileArray<'ctx>> {
+    pub fn tile_array(
+        &self,
+        elem: BasicTypeEnum<'ctx>,
+        name: &str,
+    ) -> CodegenResult<TileArray<'ctx>> {
         let len = self.tile.items_per_thread;
         let ptr = self.alloca(elem.array_type(len).into(), name)?;
         Ok(TileArray { ptr, elem, len })
@@ -219,25 +232,44 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         Ok(entry.build_alloca(ty, name)?)
     }
 
-    pub fn element_ptr(&self, array: TileArray<'ctx>, item: Item<'ctx>) -> CodegenResult<PointerValue<'ctx>> {
+    pub fn element_ptr(
+        &self,
+        array: TileArray<'ctx>,
+        item: Item<'ctx>,
+    ) -> CodegenResult<PointerValue<'ctx>> {
         let ty = array.elem.array_type(array.len);
         // SAFETY: `item.index` is below `array.len` by construction of `for_each_item`.
-        Ok(unsafe { self.b.build_in_bounds_gep(ty, array.ptr, &[self.const_i32(0), item.index], "")? })
+        Ok(unsafe {
+            self.b
+                .build_in_bounds_gep(ty, array.ptr, &[self.const_i32(0), item.index], "")?
+        })
     }
 
-    pub fn get(&self, array: TileArray<'ctx>, item: Item<'ctx>) -> CodegenResult<BasicValueEnum<'ctx>> {
+    pub fn get(
+        &self,
+        array: TileArray<'ctx>,
+        item: Item<'ctx>,
+    ) -> CodegenResult<BasicValueEnum<'ctx>> {
         let ptr = self.element_ptr(array, item)?;
         Ok(self.b.build_load(array.elem, ptr, "")?)
     }
 
-    pub fn set(&self, array: TileArray<'ctx>, item: Item<'ctx>, value: impl BasicValue<'ctx>) -> CodegenResult<()> {
+    pub fn set(
+        &self,
+        array: TileArray<'ctx>,
+        item: Item<'ctx>,
+        value: impl BasicValue<'ctx>,
+    ) -> CodegenResult<()> {
         let ptr = self.element_ptr(array, item)?;
         self.b.build_store(ptr, value)?;
         Ok(())
     }
 
     /// Runs `body` once per item of the thread's tile: unrolled on the GPU, a loop on the host.
-    pub fn for_each_item(&self, mut body: impl FnMut(Item<'ctx>) -> CodegenResult<()>) -> CodegenResult<()> {
+    pub fn for_each_item(
+        &self,
+        mut body: impl FnMut(Item<'ctx>) -> CodegenResult<()>,
+    ) -> CodegenResult<()> {
         let count = self.tile.items_per_thread;
         if self.target.is_gpu() {
             for i in 0..count {
@@ -256,12 +288,17 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         index.add_incoming(&[(&self.const_i32(0), before)]);
         let index_value = index.as_basic_value().into_int_value();
         body(Item { index: index_value })?;
-        let next = self.b.build_int_add(index_value, self.const_i32(1), "i_next")?;
+        let next = self
+            .b
+            .build_int_add(index_value, self.const_i32(1), "i_next")?;
         let latch = self.current_block()?;
         index.add_incoming(&[(&next, latch)]);
-        let more = self
-            .b
-            .build_int_compare(IntPredicate::SLT, next, self.const_i32(i64::from(count)), "")?;
+        let more = self.b.build_int_compare(
+            IntPredicate::SLT,
+            next,
+            self.const_i32(i64::from(count)),
+            "",
+        )?;
         self.b.build_conditional_branch(more, header, after)?;
         self.b.position_at_end(after);
         Ok(())
@@ -279,10 +316,15 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
     }
 
     /// Builds `then` under `condition`; the builder continues after it.
-    pub fn if_then(&self, condition: IntValue<'ctx>, then: impl FnOnce() -> CodegenResult<()>) -> CodegenResult<()> {
+    pub fn if_then(
+        &self,
+        condition: IntValue<'ctx>,
+        then: impl FnOnce() -> CodegenResult<()>,
+    ) -> CodegenResult<()> {
         let then_block = self.ctx.append_basic_block(self.function, "then");
         let done = self.ctx.append_basic_block(self.function, "endif");
-        self.b.build_conditional_branch(condition, then_block, done)?;
+        self.b
+            .build_conditional_branch(condition, then_block, done)?;
         self.b.position_at_end(then_block);
         then()?;
         self.b.build_unconditional_branch(done)?;
@@ -328,7 +370,9 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         use inkwell::llvm_sys::LLVMAtomicOrdering;
         use inkwell::values::AsValueRef;
         if self.b.get_insert_block().is_none() {
-            return Err(CodegenError::Invalid("the builder is not positioned".into()));
+            return Err(CodegenError::Invalid(
+                "the builder is not positioned".into(),
+            ));
         }
         // inkwell's safe wrapper accepts only integers; floating-point atomics (native fadd on
         // the GPU) go through the C API with the same operands.
@@ -347,11 +391,15 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
 
     /// A truth value widened to the `i8` stored in flag arrays.
     pub fn flag(&self, truth: IntValue<'ctx>) -> CodegenResult<IntValue<'ctx>> {
-        Ok(self.b.build_int_z_extend_or_bit_cast(truth, self.i8(), "")?)
+        Ok(self
+            .b
+            .build_int_z_extend_or_bit_cast(truth, self.i8(), "")?)
     }
 }
 
 /// The value of a call that must return one.
 pub fn basic<'ctx>(value: Option<BasicValueEnum<'ctx>>) -> CodegenResult<BasicValueEnum<'ctx>> {
-    value.ok_or_else(|| CodegenError::Invalid("a call expected to return a value returned none".into()))
+    value.ok_or_else(|| {
+        CodegenError::Invalid("a call expected to return a value returned none".into())
+    })
 }

@@ -51,10 +51,18 @@ pub struct KernelLaunch {
 /// A kernel parameter. Parameter 0 is always the table's row count.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Param {
-    Rows { table: String },
-    Column { table: String, column: String },
+    Rows {
+        table: String,
+    },
+    Column {
+        table: String,
+        column: String,
+    },
     /// One byte per row, 1 where the column holds a value.
-    Validity { table: String, column: String },
+    Validity {
+        table: String,
+        column: String,
+    },
     Buffer(usize),
     /// A string literal's code in a column's dictionary, looked up when the query runs.
     StrCode {
@@ -186,7 +194,11 @@ pub enum HostOp {
     /// Keeps rows where the expression is true.
     Filter(HostExpr),
     /// Adds (or replaces) column `id` computed from the others.
-    Compute { id: u32, ty: DataType, expr: HostExpr },
+    Compute {
+        id: u32,
+        ty: DataType,
+        expr: HostExpr,
+    },
 }
 
 /// Expressions the host evaluates over result rows (after grouping, so on few rows).
@@ -194,12 +206,31 @@ pub enum HostOp {
 pub enum HostExpr {
     Column(u32),
     Literal(Value),
-    Unary { op: String, operand: Box<HostExpr> },
-    Binary { op: String, left: Box<HostExpr>, right: Box<HostExpr> },
-    Cast { ty: DataType, operand: Box<HostExpr> },
-    Call { function: String, args: Vec<HostExpr> },
-    Case { branches: Vec<(HostExpr, HostExpr)>, otherwise: Option<Box<HostExpr>> },
-    IsNull { operand: Box<HostExpr>, negated: bool },
+    Unary {
+        op: String,
+        operand: Box<HostExpr>,
+    },
+    Binary {
+        op: String,
+        left: Box<HostExpr>,
+        right: Box<HostExpr>,
+    },
+    Cast {
+        ty: DataType,
+        operand: Box<HostExpr>,
+    },
+    Call {
+        function: String,
+        args: Vec<HostExpr>,
+    },
+    Case {
+        branches: Vec<(HostExpr, HostExpr)>,
+        otherwise: Option<Box<HostExpr>>,
+    },
+    IsNull {
+        operand: Box<HostExpr>,
+        negated: bool,
+    },
 }
 
 /// A hash table's buffer as the executor sizes it.

@@ -43,7 +43,13 @@ pub(crate) fn decode_result(
             for slot in aggregates {
                 let values = read(slot.buffer)?;
                 let counts = slot.count.map(&mut *read).transpose()?;
-                row.push(aggregate_value(slot, &values, counts.as_deref(), 0, catalog)?);
+                row.push(aggregate_value(
+                    slot,
+                    &values,
+                    counts.as_deref(),
+                    0,
+                    catalog,
+                )?);
             }
             Rows {
                 ids: aggregates.iter().map(|a| a.id).collect(),
@@ -78,20 +84,36 @@ pub(crate) fn decode_result(
                 for ((key, digit), dictionary) in keys.iter().zip(digits).zip(&dictionaries) {
                     let raw = key.min + digit as i64;
                     row.push(match (key.ty, dictionary) {
-                        (DataType::Str, Some(d)) => Value::Str(d.value(raw as i32).unwrap_or_default().to_string()),
+                        (DataType::Str, Some(d)) => {
+                            Value::Str(d.value(raw as i32).unwrap_or_default().to_string())
+                        }
                         (DataType::Date, _) => Value::Date(raw as i32),
                         (DataType::Bool, _) => Value::Bool(raw != 0),
                         _ => Value::Int(raw),
                     });
                 }
                 for (agg, (values, counts)) in aggregates.iter().zip(&buffers) {
-                    row.push(aggregate_value(agg, values, counts.as_deref(), slot, catalog)?);
+                    row.push(aggregate_value(
+                        agg,
+                        values,
+                        counts.as_deref(),
+                        slot,
+                        catalog,
+                    )?);
                 }
                 rows.push(row);
             }
             Rows {
-                ids: keys.iter().map(|k| k.id).chain(aggregates.iter().map(|a| a.id)).collect(),
-                types: keys.iter().map(|k| k.ty).chain(aggregates.iter().map(|a| a.ty)).collect(),
+                ids: keys
+                    .iter()
+                    .map(|k| k.id)
+                    .chain(aggregates.iter().map(|a| a.id))
+                    .collect(),
+                types: keys
+                    .iter()
+                    .map(|k| k.ty)
+                    .chain(aggregates.iter().map(|a| a.ty))
+                    .collect(),
                 rows,
             }
         }
@@ -198,7 +220,9 @@ fn apply(op: &HostOp, rows: &mut Rows) -> Result<(), RuntimeError> {
                 Ordering::Equal
             });
         }
-        HostOp::Limit(n) => rows.rows.truncate(usize::try_from(*n).unwrap_or(usize::MAX)),
+        HostOp::Limit(n) => rows
+            .rows
+            .truncate(usize::try_from(*n).unwrap_or(usize::MAX)),
         HostOp::Filter(predicate) => {
             let mut kept = Vec::with_capacity(rows.rows.len());
             for row in std::mem::take(&mut rows.rows) {
@@ -272,7 +296,11 @@ fn evaluate(expr: &HostExpr, row: &[Value], rows: &Rows) -> Result<Value, Runtim
             ("not", Value::Bool(b)) => Value::Bool(!b),
             ("-", Value::Int(i)) => Value::Int(i.wrapping_neg()),
             ("-", Value::Float(x)) => Value::Float(-x),
-            _ => return Err(RuntimeError::Malformed(format!("unary `{op}` on an unexpected value"))),
+            _ => {
+                return Err(RuntimeError::Malformed(format!(
+                    "unary `{op}` on an unexpected value"
+                )))
+            }
         },
         HostExpr::Binary { op, left, right } => {
             let l = evaluate(left, row, rows)?;
@@ -282,11 +310,16 @@ fn evaluate(expr: &HostExpr, row: &[Value], rows: &Rows) -> Result<Value, Runtim
         HostExpr::Cast { ty, operand } => cast(evaluate(operand, row, rows)?, *ty),
         HostExpr::Call { function, args } => {
             let [arg] = args.as_slice() else {
-                return Err(RuntimeError::Malformed(format!("`{function}` takes one argument")));
+                return Err(RuntimeError::Malformed(format!(
+                    "`{function}` takes one argument"
+                )));
             };
             call(function, evaluate(arg, row, rows)?)?
         }
-        HostExpr::Case { branches, otherwise } => {
+        HostExpr::Case {
+            branches,
+            otherwise,
+        } => {
             for (when, then) in branches {
                 if evaluate(when, row, rows)? == Value::Bool(true) {
                     return evaluate(then, row, rows);
@@ -347,7 +380,9 @@ fn binary(op: &str, l: Value, r: Value) -> Result<Value, RuntimeError> {
         },
         (l, r) => {
             let (Some(x), Some(y)) = (as_float(&l), as_float(&r)) else {
-                return Err(RuntimeError::Malformed(format!("`{op}` on unexpected values")));
+                return Err(RuntimeError::Malformed(format!(
+                    "`{op}` on unexpected values"
+                )));
             };
             Value::Float(match op {
                 "+" => x + y,
@@ -406,7 +441,9 @@ fn call(function: &str, v: Value) -> Result<Value, RuntimeError> {
         ("day", Value::Date(d)) => Value::Int(i64::from(date::civil_from_days(d).2)),
         (f, v) => {
             let Some(x) = as_float(&v) else {
-                return Err(RuntimeError::Malformed(format!("`{f}` of an unexpected value")));
+                return Err(RuntimeError::Malformed(format!(
+                    "`{f}` of an unexpected value"
+                )));
             };
             Value::Float(match f {
                 "abs" => x.abs(),
@@ -435,18 +472,20 @@ impl ResultTable {
                 *w = (*w).max(cell.chars().count());
             }
         }
-        let numeric: Vec<bool> = self
-            .columns
-            .iter()
-            .map(|(_, ty)| ty.is_numeric())
-            .collect();
+        let numeric: Vec<bool> = self.columns.iter().map(|(_, ty)| ty.is_numeric()).collect();
         let mut out = String::new();
         let line = |out: &mut String, cells: &[String]| {
             let parts: Vec<String> = cells
                 .iter()
                 .zip(&widths)
                 .zip(&numeric)
-                .map(|((c, &w), &right)| if right { format!("{c:>w$}") } else { format!("{c:<w$}") })
+                .map(|((c, &w), &right)| {
+                    if right {
+                        format!("{c:>w$}")
+                    } else {
+                        format!("{c:<w$}")
+                    }
+                })
                 .collect();
             out.push_str(parts.join("  ").trim_end());
             out.push('\n');
@@ -458,14 +497,22 @@ impl ResultTable {
         for row in &cells {
             line(&mut out, row);
         }
-        out.push_str(&format!("({} row{})\n", self.rows.len(), if self.rows.len() == 1 { "" } else { "s" }));
+        out.push_str(&format!(
+            "({} row{})\n",
+            self.rows.len(),
+            if self.rows.len() == 1 { "" } else { "s" }
+        ));
         out
     }
 
     /// Comma-separated values with a header row; nulls are empty fields.
     pub fn to_csv(&self) -> String {
         let mut out = String::new();
-        let header: Vec<String> = self.columns.iter().map(|(name, _)| csv_field(name)).collect();
+        let header: Vec<String> = self
+            .columns
+            .iter()
+            .map(|(name, _)| csv_field(name))
+            .collect();
         out.push_str(&header.join(","));
         out.push('\n');
         for row in &self.rows {
@@ -525,7 +572,8 @@ fn json_value(v: &Value) -> serde_json::Value {
         Value::Null => serde_json::Value::Null,
         Value::Bool(b) => (*b).into(),
         Value::Int(i) => (*i).into(),
-        Value::Float(x) => serde_json::Number::from_f64(*x).map_or(serde_json::Value::Null, serde_json::Value::Number),
+        Value::Float(x) => serde_json::Number::from_f64(*x)
+            .map_or(serde_json::Value::Null, serde_json::Value::Number),
         Value::Date(d) => date::format_days(*d).into(),
         Value::Str(s) => s.clone().into(),
     }

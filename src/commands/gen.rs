@@ -10,11 +10,17 @@ use crate::progress::Bar;
 
 pub fn ssb(sf: f64, out: &Path) -> Result<(), Failure> {
     if !(sf.is_finite() && sf > 0.0) {
-        return Err(Failure::Message(format!("--sf must be a positive number, not {sf}")));
+        return Err(Failure::Message(format!(
+            "--sf must be a positive number, not {sf}"
+        )));
     }
     let started = Instant::now();
     let summary = generate_ssb(sf, out, &Bar::new())?;
-    eprintln!("wrote SSB at scale factor {sf} to {} in {:.1?}", out.display(), started.elapsed());
+    eprintln!(
+        "wrote SSB at scale factor {sf} to {} in {:.1?}",
+        out.display(),
+        started.elapsed()
+    );
     for table in &summary.tables {
         eprintln!("  {:<10} {:>12} rows", table.name, table.rows);
     }

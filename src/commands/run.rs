@@ -32,7 +32,11 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         let script = Script::read(&args.script)?;
         let (target, _) = choose_target(args.device)?;
         let compiled = compile_script(&script, &args.data, target)?;
-        (compiled.program, compiled.catalog, Some(compiled.compile_ms))
+        (
+            compiled.program,
+            compiled.catalog,
+            Some(compiled.compile_ms),
+        )
     };
     if is_artifact && args.device == DeviceChoice::Cpu && matches!(program.code, Code::Ptx(_)) {
         return Err(Failure::Message(format!(
@@ -82,9 +86,11 @@ pub fn backend_for(program: &Program) -> Result<Box<dyn Backend>, Failure> {
 }
 
 fn read_artifact(path: &Path) -> Result<Program, Failure> {
-    let text = std::fs::read_to_string(path).map_err(|e| Failure::Message(format!("cannot read {}: {e}", path.display())))?;
-    let program: Program = serde_json::from_str(&text)
-        .map_err(|e| Failure::Message(format!("{} is not a Tessera program: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::Message(format!("cannot read {}: {e}", path.display())))?;
+    let program: Program = serde_json::from_str(&text).map_err(|e| {
+        Failure::Message(format!("{} is not a Tessera program: {e}", path.display()))
+    })?;
     if program.format != FORMAT_VERSION {
         return Err(Failure::Message(format!(
             "{} was written by another version of Tessera (format {}, this one reads {FORMAT_VERSION}); compile it again",
@@ -104,7 +110,11 @@ fn timing_report(program: &Program, outcomes: &[QueryOutcome], compile_ms: Optio
         let t = &outcome.timing;
         let bytes = t.bytes();
         let ms = t.kernel_ms();
-        let rate = if ms > 0.0 { bytes as f64 / (ms * 1e-3) / 1e9 } else { 0.0 };
+        let rate = if ms > 0.0 {
+            bytes as f64 / (ms * 1e-3) / 1e9
+        } else {
+            0.0
+        };
         text.push_str(&format!(
             "query {i}: kernels {ms:.3} ms, {:.1} MB read ({rate:.1} GB/s); setup {:.1} ms, result {:.1} ms\n",
             bytes as f64 / 1e6,

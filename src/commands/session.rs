@@ -55,7 +55,8 @@ pub fn compile_script(script: &Script, data: &Path, target: Target) -> Result<Co
     let catalog = open(script, &ast, data)?;
     let started = Instant::now();
     let compilation = Compilation::run(ast, &catalog).map_err(|d| script.fail(d))?;
-    let program = pipelines_to_program(&compilation.physical, &catalog, target).map_err(|d| script.fail(vec![d]))?;
+    let program = pipelines_to_program(&compilation.physical, &catalog, target)
+        .map_err(|d| script.fail(vec![d]))?;
     Ok(Compiled {
         program,
         catalog,

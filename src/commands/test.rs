@@ -19,7 +19,9 @@ use crate::TestArgs;
 pub fn run(args: &TestArgs) -> Result<(), Failure> {
     let files = collect(&args.paths)?;
     if files.is_empty() {
-        return Err(Failure::Message("no conformance files (*.test) found".into()));
+        return Err(Failure::Message(
+            "no conformance files (*.test) found".into(),
+        ));
     }
     let (target, gpu) = choose_target(args.device)?;
     let device = match &gpu {
@@ -45,7 +47,7 @@ pub fn run(args: &TestArgs) -> Result<(), Failure> {
                 },
             };
             let script = match &case.script {
-                CaseScript::File(file) => Script::read(file).map_err(|e| describe(e))?,
+                CaseScript::File(file) => Script::read(file).map_err(describe)?,
                 CaseScript::Inline(text) => Script {
                     name: path.display().to_string(),
                     source: text.clone(),
@@ -59,7 +61,10 @@ pub fn run(args: &TestArgs) -> Result<(), Failure> {
             Ok((last.timing.kernel_ms(), last.table.rows.len()))
         })();
         match outcome {
-            Ok((ms, rows)) => println!("ok    {}  ({rows} rows, kernels {ms:.3} ms)", path.display()),
+            Ok((ms, rows)) => println!(
+                "ok    {}  ({rows} rows, kernels {ms:.3} ms)",
+                path.display()
+            ),
             Err(message) => {
                 failures += 1;
                 println!("FAIL  {}\n      {message}", path.display());
@@ -72,7 +77,9 @@ pub fn run(args: &TestArgs) -> Result<(), Failure> {
         started.elapsed().as_secs_f64()
     );
     if failures > 0 {
-        return Err(Failure::Message(format!("{failures} conformance files failed")));
+        return Err(Failure::Message(format!(
+            "{failures} conformance files failed"
+        )));
     }
     Ok(())
 }
@@ -92,11 +99,15 @@ fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
     let mut files = Vec::new();
     for path in paths {
         if path.is_dir() {
-            walk(path, &mut files).map_err(|e| Failure::Message(format!("cannot list {}: {e}", path.display())))?;
+            walk(path, &mut files)
+                .map_err(|e| Failure::Message(format!("cannot list {}: {e}", path.display())))?;
         } else if path.is_file() {
             files.push(path.clone());
         } else {
-            return Err(Failure::Message(format!("{} does not exist", path.display())));
+            return Err(Failure::Message(format!(
+                "{} does not exist",
+                path.display()
+            )));
         }
     }
     files.sort();
@@ -121,10 +132,15 @@ fn dataset(spec: &str) -> Result<PathBuf, String> {
     let (Some("ssb"), Some(scale), None) = (words.next(), words.next(), words.next()) else {
         return Err(format!("unknown data `{spec}` (expected `ssb SF`)"));
     };
-    let sf: f64 = scale.parse().map_err(|_| format!("bad scale factor in `{spec}`"))?;
+    let sf: f64 = scale
+        .parse()
+        .map_err(|_| format!("bad scale factor in `{spec}`"))?;
     let folder = cache_root().join(format!("ssb-{scale}"));
     if !folder.join("date.parquet").is_file() {
-        eprintln!("generating SSB at scale factor {scale} into {}", folder.display());
+        eprintln!(
+            "generating SSB at scale factor {scale} into {}",
+            folder.display()
+        );
         generate_ssb(sf, &folder, &NoProgress).map_err(|e| e.to_string())?;
     }
     Ok(folder)

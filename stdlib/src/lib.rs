@@ -37,8 +37,15 @@ pub enum Aggregate {
 /// Why a call does not type-check, phrased for the user.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SignatureError {
-    Arity { expected: &'static str, found: usize },
-    ArgumentType { index: usize, expected: &'static str, found: DataType },
+    Arity {
+        expected: &'static str,
+        found: usize,
+    },
+    ArgumentType {
+        index: usize,
+        expected: &'static str,
+        found: DataType,
+    },
 }
 
 impl fmt::Display for SignatureError {
@@ -47,7 +54,9 @@ impl fmt::Display for SignatureError {
             SignatureError::Arity { expected, found } => {
                 write!(f, "takes {expected}, but {found} given")
             }
-            SignatureError::ArgumentType { expected, found, .. } => {
+            SignatureError::ArgumentType {
+                expected, found, ..
+            } => {
                 write!(f, "expects {expected}, found `{found}`")
             }
         }
@@ -109,10 +118,18 @@ impl Function {
         let arg = *arg;
         match self {
             Function::Abs if arg.is_numeric() => Ok(arg),
-            Function::Sqrt | Function::Exp | Function::Ln | Function::Sigmoid if arg.is_numeric() => {
-                Ok(if arg == DataType::F32 { DataType::F32 } else { DataType::F64 })
+            Function::Sqrt | Function::Exp | Function::Ln | Function::Sigmoid
+                if arg.is_numeric() =>
+            {
+                Ok(if arg == DataType::F32 {
+                    DataType::F32
+                } else {
+                    DataType::F64
+                })
             }
-            Function::Year | Function::Month | Function::Day if arg == DataType::Date => Ok(DataType::I32),
+            Function::Year | Function::Month | Function::Day if arg == DataType::Date => {
+                Ok(DataType::I32)
+            }
             Function::Year | Function::Month | Function::Day => Err(SignatureError::ArgumentType {
                 index: 0,
                 expected: "a `date`",
@@ -188,19 +205,40 @@ mod tests {
 
     #[test]
     fn sums_of_integers_are_64_bit() {
-        assert_eq!(Aggregate::Sum.return_type(Some(DataType::I32)), Ok(DataType::I64));
-        assert_eq!(Aggregate::Sum.return_type(Some(DataType::F32)), Ok(DataType::F64));
+        assert_eq!(
+            Aggregate::Sum.return_type(Some(DataType::I32)),
+            Ok(DataType::I64)
+        );
+        assert_eq!(
+            Aggregate::Sum.return_type(Some(DataType::F32)),
+            Ok(DataType::F64)
+        );
         assert!(Aggregate::Sum.return_type(Some(DataType::Str)).is_err());
         assert_eq!(Aggregate::Count.return_type(None), Ok(DataType::I64));
-        assert_eq!(Aggregate::Max.return_type(Some(DataType::Str)), Ok(DataType::Str));
+        assert_eq!(
+            Aggregate::Max.return_type(Some(DataType::Str)),
+            Ok(DataType::Str)
+        );
     }
 
     #[test]
     fn function_signatures() {
-        assert_eq!(Function::Sqrt.return_type(&[DataType::I32]), Ok(DataType::F64));
-        assert_eq!(Function::Sigmoid.return_type(&[DataType::F32]), Ok(DataType::F32));
-        assert_eq!(Function::Abs.return_type(&[DataType::I64]), Ok(DataType::I64));
-        assert_eq!(Function::Year.return_type(&[DataType::Date]), Ok(DataType::I32));
+        assert_eq!(
+            Function::Sqrt.return_type(&[DataType::I32]),
+            Ok(DataType::F64)
+        );
+        assert_eq!(
+            Function::Sigmoid.return_type(&[DataType::F32]),
+            Ok(DataType::F32)
+        );
+        assert_eq!(
+            Function::Abs.return_type(&[DataType::I64]),
+            Ok(DataType::I64)
+        );
+        assert_eq!(
+            Function::Year.return_type(&[DataType::Date]),
+            Ok(DataType::I32)
+        );
         assert!(Function::Year.return_type(&[DataType::I32]).is_err());
         assert!(Function::Ln.return_type(&[]).is_err());
         assert_eq!(Function::from_name("sigmoid"), Some(Function::Sigmoid));

@@ -21,9 +21,12 @@ pub fn declared_tables(script: &ast::Script) -> Result<Vec<DeclaredTable>, Vec<D
         let Item::Table(decl) = item else { continue };
         if let Some((_, earlier)) = tables.iter().find(|(t, _)| t.name == decl.name.name) {
             errors.push(
-                Diagnostic::name(decl.name.span, format!("table `{}` is declared twice", decl.name.name))
-                    .with_label("declared again here")
-                    .with_secondary(earlier.name.span, "first declared here"),
+                Diagnostic::name(
+                    decl.name.span,
+                    format!("table `{}` is declared twice", decl.name.name),
+                )
+                .with_label("declared again here")
+                .with_secondary(earlier.name.span, "first declared here"),
             );
             continue;
         }

@@ -23,12 +23,20 @@ pub(super) enum Operand {
 
 impl Analyzer<'_> {
     /// An expression that must be a `bool` (a `where` condition, a `case` test).
-    pub(super) fn condition(&mut self, expr: &ast::Expr, context: &PipelineContext, what: &str) -> Result<Expr> {
+    pub(super) fn condition(
+        &mut self,
+        expr: &ast::Expr,
+        context: &PipelineContext,
+        what: &str,
+    ) -> Result<Expr> {
         let typed = self.value(expr, context)?;
         if typed.ty != DataType::Bool {
             return Err(Diagnostic::type_error(
                 expr.span,
-                format!("{what} needs a `bool` condition, but this is `{}`", typed.ty),
+                format!(
+                    "{what} needs a `bool` condition, but this is `{}`",
+                    typed.ty
+                ),
             )
             .with_hint("compare it with something, e.g. `x > 0`"));
         }
@@ -47,7 +55,11 @@ impl Analyzer<'_> {
         }
     }
 
-    pub(super) fn operand(&mut self, expr: &ast::Expr, context: &PipelineContext) -> Result<Operand> {
+    pub(super) fn operand(
+        &mut self,
+        expr: &ast::Expr,
+        context: &PipelineContext,
+    ) -> Result<Operand> {
         let span = expr.span;
         let typed = match &expr.kind {
             AstExpr::Literal(literal) => return self.literal(literal),
@@ -72,7 +84,10 @@ impl Analyzer<'_> {
                 let high = self.operand(high, context)?;
                 let lower = self.binary(BinaryOp::Ge, Operand::Value(tested.clone()), low, span)?;
                 let upper = self.binary(BinaryOp::Le, Operand::Value(tested), high, span)?;
-                negate_if(*negated, Expr::binary(BinaryOp::And, lower, upper, DataType::Bool, span))
+                negate_if(
+                    *negated,
+                    Expr::binary(BinaryOp::And, lower, upper, DataType::Bool, span),
+                )
             }
             AstExpr::InList {
                 expr: tested,
@@ -83,16 +98,22 @@ impl Analyzer<'_> {
                 let mut any: Option<Expr> = None;
                 for item in list {
                     let item = self.operand(item, context)?;
-                    let equal = self.binary(BinaryOp::Eq, Operand::Value(tested.clone()), item, span)?;
+                    let equal =
+                        self.binary(BinaryOp::Eq, Operand::Value(tested.clone()), item, span)?;
                     any = Some(match any {
                         None => equal,
-                        Some(previous) => Expr::binary(BinaryOp::Or, previous, equal, DataType::Bool, span),
+                        Some(previous) => {
+                            Expr::binary(BinaryOp::Or, previous, equal, DataType::Bool, span)
+                        }
                     });
                 }
                 let any = any.unwrap_or_else(|| Expr::boolean(false, span));
                 negate_if(*negated, any)
             }
-            AstExpr::IsNull { expr: tested, negated } => {
+            AstExpr::IsNull {
+                expr: tested,
+                negated,
+            } => {
                 let operand = self.value(tested, context)?;
                 Expr::new(
                     ExprKind::IsNull {
@@ -104,7 +125,10 @@ impl Analyzer<'_> {
                     span,
                 )
             }
-            AstExpr::Case { branches, otherwise } => self.case(branches, otherwise.as_deref(), span, context)?,
+            AstExpr::Case {
+                branches,
+                otherwise,
+            } => self.case(branches, otherwise.as_deref(), span, context)?,
             AstExpr::Cast { expr: operand, ty } => {
                 let operand = self.value(operand, context)?;
                 let target = resolve_type(ty)?;
@@ -112,7 +136,12 @@ impl Analyzer<'_> {
                 if operand.ty == target {
                     operand
                 } else {
-                    Expr::new(ExprKind::Cast(Box::new(operand.clone())), target, operand.nullable, span)
+                    Expr::new(
+                        ExprKind::Cast(Box::new(operand.clone())),
+                        target,
+                        operand.nullable,
+                        span,
+                    )
                 }
             }
             AstExpr::Call { function, args } => self.call(function, args, span, context)?,
@@ -129,20 +158,30 @@ impl Analyzer<'_> {
             LiteralValue::Str(text) => return Ok(Operand::Text(text.clone(), span)),
             LiteralValue::Date(text) => {
                 let Some(days) = date::parse_date(text) else {
-                    return Err(Diagnostic::type_error(span, format!("`@{text}` is not a date"))
-                        .with_label("no such day in the calendar"));
+                    return Err(
+                        Diagnostic::type_error(span, format!("`@{text}` is not a date"))
+                            .with_label("no such day in the calendar"),
+                    );
                 };
                 Expr::literal(Value::Date(days), DataType::Date, span)
             }
             LiteralValue::Null => {
-                return Err(Diagnostic::type_error(span, "`null` cannot be used as a value here")
-                    .with_hint("test for missing values with `is null` or `is not null`"))
+                return Err(
+                    Diagnostic::type_error(span, "`null` cannot be used as a value here")
+                        .with_hint("test for missing values with `is null` or `is not null`"),
+                )
             }
         };
         Ok(Operand::Value(typed))
     }
 
-    fn unary(&mut self, op: UnaryOp, operand: &ast::Expr, span: Span, context: &PipelineContext) -> Result<Expr> {
+    fn unary(
+        &mut self,
+        op: UnaryOp,
+        operand: &ast::Expr,
+        span: Span,
+        context: &PipelineContext,
+    ) -> Result<Expr> {
         // Fold `-literal` at once, so that `x > -5` compares with a literal like `x > 5` does.
         if op == UnaryOp::Neg {
             if let AstExpr::Literal(ast::Literal {
@@ -150,7 +189,11 @@ impl Analyzer<'_> {
                 ..
             }) = operand.kind
             {
-                return Ok(Expr::literal(Value::Int(i.wrapping_neg()), DataType::I64, span));
+                return Ok(Expr::literal(
+                    Value::Int(i.wrapping_neg()),
+                    DataType::I64,
+                    span,
+                ));
             }
             if let AstExpr::Literal(ast::Literal {
                 value: LiteralValue::Float(x),
@@ -190,7 +233,13 @@ impl Analyzer<'_> {
         ))
     }
 
-    pub(super) fn binary(&mut self, op: BinaryOp, left: Operand, right: Operand, span: Span) -> Result<Expr> {
+    pub(super) fn binary(
+        &mut self,
+        op: BinaryOp,
+        left: Operand,
+        right: Operand,
+        span: Span,
+    ) -> Result<Expr> {
         if op.is_comparison() {
             return self.comparison(op, left, right, span);
         }
@@ -208,7 +257,11 @@ impl Analyzer<'_> {
                 if side.ty != DataType::Bool {
                     return Err(Diagnostic::type_error(
                         side.span,
-                        format!("`{}` needs `bool` operands, but this is `{}`", op.symbol(), side.ty),
+                        format!(
+                            "`{}` needs `bool` operands, but this is `{}`",
+                            op.symbol(),
+                            side.ty
+                        ),
                     ));
                 }
             }
@@ -218,7 +271,12 @@ impl Analyzer<'_> {
             let bad = if left.ty.is_numeric() { &right } else { &left };
             let mut d = Diagnostic::type_error(
                 span,
-                format!("`{}` needs numbers, but found `{}` and `{}`", op.symbol(), left.ty, right.ty),
+                format!(
+                    "`{}` needs numbers, but found `{}` and `{}`",
+                    op.symbol(),
+                    left.ty,
+                    right.ty
+                ),
             )
             .with_secondary(bad.span, format!("this is `{}`", bad.ty));
             if bad.ty == DataType::Date {
@@ -234,7 +292,13 @@ impl Analyzer<'_> {
         Ok(Expr::binary(op, left.cast(ty), right.cast(ty), ty, span))
     }
 
-    fn comparison(&mut self, op: BinaryOp, left: Operand, right: Operand, span: Span) -> Result<Expr> {
+    fn comparison(
+        &mut self,
+        op: BinaryOp,
+        left: Operand,
+        right: Operand,
+        span: Span,
+    ) -> Result<Expr> {
         let (left, right) = match (left, right) {
             (Operand::Value(l), Operand::Value(r)) => (l, r),
             (Operand::Value(column), Operand::Text(text, text_span)) => {
@@ -244,19 +308,28 @@ impl Analyzer<'_> {
                 return self.compare_with_text(mirror(op), column, &text, text_span, span)
             }
             (Operand::Text(_, a), Operand::Text(_, _)) => {
-                return Err(Diagnostic::type_error(a, "comparing two string literals says nothing about the data")
-                    .with_hint("compare a string column with a literal"))
+                return Err(Diagnostic::type_error(
+                    a,
+                    "comparing two string literals says nothing about the data",
+                )
+                .with_hint("compare a string column with a literal"))
             }
         };
         let (l, r) = (left.ty, right.ty);
         let ordered = !matches!(op, BinaryOp::Eq | BinaryOp::Ne);
         let common = if l == r {
             if l == DataType::Bool && ordered {
-                return Err(Diagnostic::type_error(span, format!("`{}` does not order `bool` values", op.symbol())));
+                return Err(Diagnostic::type_error(
+                    span,
+                    format!("`{}` does not order `bool` values", op.symbol()),
+                ));
             }
             if l == DataType::Str && !self.same_dictionary(&left, &right) {
-                return Err(Diagnostic::unsupported(span, "comparing string columns of different tables is not supported")
-                    .with_hint("compare each column with a literal instead"));
+                return Err(Diagnostic::unsupported(
+                    span,
+                    "comparing string columns of different tables is not supported",
+                )
+                .with_hint("compare each column with a literal instead"));
             }
             l
         } else if l.is_numeric() && r.is_numeric() {
@@ -270,15 +343,31 @@ impl Analyzer<'_> {
             }
             return Err(d);
         };
-        Ok(Expr::binary(op, adapt(left, common), adapt(right, common), DataType::Bool, span))
+        Ok(Expr::binary(
+            op,
+            adapt(left, common),
+            adapt(right, common),
+            DataType::Bool,
+            span,
+        ))
     }
 
-    fn compare_with_text(&mut self, op: BinaryOp, column: Expr, text: &str, text_span: Span, span: Span) -> Result<Expr> {
+    fn compare_with_text(
+        &mut self,
+        op: BinaryOp,
+        column: Expr,
+        text: &str,
+        text_span: Span,
+        span: Span,
+    ) -> Result<Expr> {
         match column.ty {
             DataType::Str => self.bind_string_comparison(op, column, text, text_span, span),
-            DataType::Date => Err(Diagnostic::type_error(text_span, "a date is compared with a string literal")
-                .with_secondary(column.span, "this is a `date`")
-                .with_hint(format!("write the date as `@{text}`"))),
+            DataType::Date => Err(Diagnostic::type_error(
+                text_span,
+                "a date is compared with a string literal",
+            )
+            .with_secondary(column.span, "this is a `date`")
+            .with_hint(format!("write the date as `@{text}`"))),
             other => Err(Diagnostic::type_error(
                 text_span,
                 format!("a string literal is compared with a number (`{other}`)"),
@@ -301,7 +390,11 @@ impl Analyzer<'_> {
             typed.push((when, self.value(then, context)?));
         }
         let otherwise = otherwise.map(|e| self.value(e, context)).transpose()?;
-        let results: Vec<&Expr> = typed.iter().map(|(_, t)| t).chain(otherwise.as_ref()).collect();
+        let results: Vec<&Expr> = typed
+            .iter()
+            .map(|(_, t)| t)
+            .chain(otherwise.as_ref())
+            .collect();
         let mut ty = results[0].ty;
         for result in &results[1..] {
             ty = match (ty, result.ty) {
@@ -322,8 +415,10 @@ impl Analyzer<'_> {
             };
         }
         if ty == DataType::Str {
-            return Err(Diagnostic::unsupported(span, "`case` producing strings is not supported")
-                .with_hint("produce numbers, or filter with `where` instead"));
+            return Err(
+                Diagnostic::unsupported(span, "`case` producing strings is not supported")
+                    .with_hint("produce numbers, or filter with `where` instead"),
+            );
         }
         let nullable = otherwise.is_none() || results.iter().any(|r| r.nullable);
         let branches = typed.into_iter().map(|(w, t)| (w, t.cast(ty))).collect();
@@ -338,12 +433,21 @@ impl Analyzer<'_> {
         ))
     }
 
-    fn call(&mut self, name: &ast::Ident, args: &[ast::Expr], span: Span, context: &PipelineContext) -> Result<Expr> {
+    fn call(
+        &mut self,
+        name: &ast::Ident,
+        args: &[ast::Expr],
+        span: Span,
+        context: &PipelineContext,
+    ) -> Result<Expr> {
         let Some(function) = Function::from_name(&name.name) else {
             if Aggregate::from_name(&name.name).is_some() {
                 return Err(Diagnostic::type_error(
                     name.span,
-                    format!("the aggregate `{}` can only be used in `group {{ }}` or `aggregate {{ }}`", name.name),
+                    format!(
+                        "the aggregate `{}` can only be used in `group {{ }}` or `aggregate {{ }}`",
+                        name.name
+                    ),
                 ));
             }
             let names = Function::ALL.map(Function::name);
@@ -361,7 +465,8 @@ impl Analyzer<'_> {
         let arg_types: Vec<DataType> = typed.iter().map(|a| a.ty).collect();
         let ty = function.return_type(&arg_types).map_err(|e| {
             let at = typed.first().map_or(span, |a| a.span);
-            Diagnostic::type_error(at, format!("`{}` {e}", function.name())).with_hint(function.signature())
+            Diagnostic::type_error(at, format!("`{}` {e}", function.name()))
+                .with_hint(function.signature())
         })?;
         // Floating functions of integers compute in the result's float type.
         let typed: Vec<Expr> = if ty.is_float() {
@@ -370,11 +475,22 @@ impl Analyzer<'_> {
             typed
         };
         let nullable = typed.iter().any(|a| a.nullable);
-        Ok(Expr::new(ExprKind::Call { function, args: typed }, ty, nullable, span))
+        Ok(Expr::new(
+            ExprKind::Call {
+                function,
+                args: typed,
+            },
+            ty,
+            nullable,
+            span,
+        ))
     }
 
     pub(super) fn same_dictionary(&self, a: &Expr, b: &Expr) -> bool {
-        let origin = |e: &Expr| e.as_column().and_then(|c| self.columns.get(c).origin.clone());
+        let origin = |e: &Expr| {
+            e.as_column()
+                .and_then(|c| self.columns.get(c).origin.clone())
+        };
         match (origin(a), origin(b)) {
             (Some(x), Some(y)) => x == y,
             _ => false,

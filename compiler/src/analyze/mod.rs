@@ -15,7 +15,9 @@ use tessera_grammar::{closest_name, Diagnostic, Span};
 use tessera_storage::Catalog;
 
 use crate::columns::{BaseColumn, ColumnInfo, Columns};
-use crate::typed::{Scope, ScopeEntry, TypedPipeline, TypedQuery, TypedRelation, TypedScript, TypedSource};
+use crate::typed::{
+    Scope, ScopeEntry, TypedPipeline, TypedQuery, TypedRelation, TypedScript, TypedSource,
+};
 
 pub use declarations::{declared_tables, DeclaredTable};
 use scope::PipelineContext;
@@ -24,13 +26,21 @@ type Result<T> = std::result::Result<T, Diagnostic>;
 
 /// Resolves and type-checks every query of `script` against `catalog`. Returns all the errors
 /// found (at most one per query or binding: later errors in a query would mostly echo the first).
-pub fn ast_to_typed(script: &ast::Script, catalog: &Catalog) -> std::result::Result<TypedScript, Vec<Diagnostic>> {
+pub fn ast_to_typed(
+    script: &ast::Script,
+    catalog: &Catalog,
+) -> std::result::Result<TypedScript, Vec<Diagnostic>> {
     let mut diagnostics = Vec::new();
-    if let Err(mut errors) = declared_tables(script) {
-        diagnostics.append(&mut errors);
-    }
+    let declared = match declared_tables(script) {
+        Ok(declared) => declared,
+        Err(mut errors) => {
+            diagnostics.append(&mut errors);
+            Vec::new()
+        }
+    };
     let mut analyzer = Analyzer {
         catalog,
+        declared,
         lets: Vec::new(),
         visible_lets: 0,
         columns: Columns::default(),
@@ -58,15 +68,17 @@ pub fn ast_to_typed(script: &ast::Script, catalog: &Catalog) -> std::result::Res
         }
     }
     if queries.is_empty() && diagnostics.is_empty() {
-        let end = script.items.last().map_or(Span::default(), |item| match item {
-            Item::Table(t) => t.span,
-            Item::Let(l) => l.span,
-            Item::Query(q) => q.span,
-        });
-        diagnostics.push(
-            Diagnostic::name(end, "the script has no query")
-                .with_hint("a query starts with `from`, e.g. `from lineorder | aggregate { n = count() }`"),
-        );
+        let end = script
+            .items
+            .last()
+            .map_or(Span::default(), |item| match item {
+                Item::Table(t) => t.span,
+                Item::Let(l) => l.span,
+                Item::Query(q) => q.span,
+            });
+        diagnostics.push(Diagnostic::name(end, "the script has no query").with_hint(
+            "a query starts with `from`, e.g. `from lineorder | aggregate { n = count() }`",
+        ));
     }
     if diagnostics.is_empty() {
         Ok(TypedScript { queries })
@@ -77,6 +89,9 @@ pub fn ast_to_typed(script: &ast::Script, catalog: &Catalog) -> std::result::Res
 
 struct Analyzer<'a> {
     catalog: &'a Catalog,
+    /// Tables the script declares; one without data still type-checks, and planning reports
+    /// the missing data.
+    declared: Vec<DeclaredTable>,
     /// Every `let` seen so far, in source order.
     lets: Vec<&'a ast::LetBinding>,
     /// How many of `lets` the pipeline being analyzed may see: a binding sees only the ones
@@ -90,9 +105,11 @@ impl<'a> Analyzer<'a> {
     fn define_let(&mut self, binding: &'a ast::LetBinding) -> Result<()> {
         let name = &binding.name;
         if let Some(earlier) = self.lets.iter().find(|l| l.name.name == name.name) {
-            return Err(Diagnostic::name(name.span, format!("`{}` is defined twice", name.name))
-                .with_label("defined again here")
-                .with_secondary(earlier.name.span, "first defined here"));
+            return Err(
+                Diagnostic::name(name.span, format!("`{}` is defined twice", name.name))
+                    .with_label("defined again here")
+                    .with_secondary(earlier.name.span, "first defined here"),
+            );
         }
         if self.catalog.table(&name.name).is_some() {
             return Err(Diagnostic::name(
@@ -170,24 +187,22 @@ impl<'a> Analyzer<'a> {
         }
     }
 
-    fn table(&mut self, name: &ast::Ident, alias: Option<String>, span: Span) -> Result<TypedRelation> {
-        let Some(table) = self.catalog.table(&name.name) else {
-            let known: Vec<&str> = self
-                .catalog
-                .tables()
-                .map(|t| t.name.as_str())
-                .chain(self.lets[..self.visible_lets].iter().map(|l| l.name.name.as_str()))
-                .collect();
-            let mut d = Diagnostic::name(name.span, format!("unknown table `{}`", name.name))
-                .with_label("no table or `let` of this name");
-            if let Some(suggestion) = closest_name(&name.name, known.iter().copied()) {
-                d = d.with_hint(format!("did you mean `{suggestion}`?"));
-            } else if known.is_empty() {
-                d = d.with_hint("the data directory holds no tables");
-            } else {
-                d = d.with_hint(format!("the tables are: {}", known.join(", ")));
-            }
-            return Err(d);
+    fn table(
+        &mut self,
+        name: &ast::Ident,
+        alias: Option<String>,
+        span: Span,
+    ) -> Result<TypedRelation> {
+        let schema = match self.catalog.table(&name.name) {
+            Some(table) => table.schema.clone(),
+            None => match self.declared.iter().find(|t| t.name == name.name) {
+                Some(declared) => declared.schema.clone(),
+                None => return Err(self.unknown_table(name)),
+            },
+        };
+        let table = TableRef {
+            name: name.name.clone(),
+            schema,
         };
         let qualifier = alias.unwrap_or_else(|| table.name.clone());
         let mut entries = Vec::with_capacity(table.schema.fields.len());
@@ -213,6 +228,36 @@ impl<'a> Analyzer<'a> {
             output,
             span,
         })
+    }
+}
+
+/// A table's name and schema, from the data or from a declaration.
+struct TableRef {
+    name: String,
+    schema: tessera_storage::Schema,
+}
+
+impl Analyzer<'_> {
+    fn unknown_table(&self, name: &ast::Ident) -> Diagnostic {
+        let known: Vec<&str> = self
+            .catalog
+            .tables()
+            .map(|t| t.name.as_str())
+            .chain(
+                self.lets[..self.visible_lets]
+                    .iter()
+                    .map(|l| l.name.name.as_str()),
+            )
+            .collect();
+        let d = Diagnostic::name(name.span, format!("unknown table `{}`", name.name))
+            .with_label("no table or `let` of this name");
+        if let Some(suggestion) = closest_name(&name.name, known.iter().copied()) {
+            d.with_hint(format!("did you mean `{suggestion}`?"))
+        } else if known.is_empty() {
+            d.with_hint("the data directory holds no tables")
+        } else {
+            d.with_hint(format!("the tables are: {}", known.join(", ")))
+        }
     }
 }
 

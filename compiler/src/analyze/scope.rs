@@ -125,7 +125,10 @@ impl Analyzer<'_> {
                 ""
             };
             return d
-                .with_label(format!("`{}` is not available after `{keyword}`{only}", name.name))
+                .with_label(format!(
+                    "`{}` is not available after `{keyword}`{only}",
+                    name.name
+                ))
                 .with_secondary(*stage_span, format!("`{}` is dropped here", name.name));
         }
         let in_scope: Vec<&str> = context

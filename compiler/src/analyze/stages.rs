@@ -1,19 +1,27 @@
 //! Analysis of each pipeline stage: what it computes and which columns it leaves visible.
 
-use tessera_grammar::ast::{self, BinaryOp, ExprKind as AstExpr, JoinKind, LiteralValue, StageKind};
+use tessera_grammar::ast::{
+    self, BinaryOp, ExprKind as AstExpr, JoinKind, LiteralValue, StageKind,
+};
 use tessera_grammar::{Diagnostic, Span};
 use tessera_stdlib::Aggregate;
 use tessera_storage::DataType;
 
 use crate::columns::{ColumnId, ColumnInfo};
 use crate::expr::{AggregateExpr, Expr};
-use crate::typed::{AggregateBinding, Binding, Scope, ScopeEntry, SortKey, TypedStage, TypedStageKind};
+use crate::typed::{
+    AggregateBinding, Binding, Scope, ScopeEntry, SortKey, TypedStage, TypedStageKind,
+};
 
 use super::scope::PipelineContext;
 use super::{Analyzer, Result};
 
 impl Analyzer<'_> {
-    pub(super) fn stage(&mut self, stage: &ast::Stage, context: &PipelineContext) -> Result<TypedStage> {
+    pub(super) fn stage(
+        &mut self,
+        stage: &ast::Stage,
+        context: &PipelineContext,
+    ) -> Result<TypedStage> {
         let input = &context.scope;
         let (kind, output) = match &stage.kind {
             StageKind::Where(predicate) => {
@@ -27,13 +35,23 @@ impl Analyzer<'_> {
             StageKind::Derive(assignments) => self.derive(assignments, context)?,
             StageKind::Join { kind, relation, on } => self.join(*kind, relation, on, context)?,
             StageKind::Group { keys, aggregates } => {
+                let taken = keys
+                    .iter()
+                    .filter_map(|item| match (&item.name, &item.expr.kind) {
+                        (Some(name), _) | (None, AstExpr::Column { name, .. }) => {
+                            Some((name.name.clone(), name.span))
+                        }
+                        _ => None,
+                    })
+                    .collect();
                 let (keys, mut output) = self.select_items(keys, context)?;
-                let aggregates = self.aggregates(aggregates, context, &mut output, true)?;
+                let aggregates = self.aggregates(aggregates, context, &mut output, true, taken)?;
                 (TypedStageKind::Group { keys, aggregates }, output)
             }
             StageKind::Aggregate(aggregates) => {
                 let mut output = Scope::default();
-                let aggregates = self.aggregates(aggregates, context, &mut output, false)?;
+                let aggregates =
+                    self.aggregates(aggregates, context, &mut output, false, Vec::new())?;
                 (TypedStageKind::Aggregate(aggregates), output)
             }
             StageKind::Sort(keys) => {
@@ -81,7 +99,9 @@ impl Analyzer<'_> {
             StageKind::Product(relation) => {
                 let relation = self.relation(relation)?;
                 let mut output = input.clone();
-                output.entries.extend(relation.output.entries.iter().cloned());
+                output
+                    .entries
+                    .extend(relation.output.entries.iter().cloned());
                 (TypedStageKind::Product(relation), output)
             }
         };
@@ -257,12 +277,9 @@ impl Analyzer<'_> {
         context: &PipelineContext,
         output: &mut Scope,
         grouped: bool,
+        taken: Vec<(String, Span)>,
     ) -> Result<Vec<AggregateBinding>> {
-        let mut names: Vec<(String, Span)> = output
-            .entries
-            .iter()
-            .map(|e| (e.name.clone(), Span::default()))
-            .collect();
+        let mut names = taken;
         let mut bindings = Vec::with_capacity(assignments.len());
         for assignment in assignments {
             check_unique(&mut names, &assignment.name)?;
@@ -276,9 +293,9 @@ impl Analyzer<'_> {
                 nullable,
                 origin: match (&aggregate.function, &aggregate.arg) {
                     // min and max of a string column are codes of that column's dictionary.
-                    (Aggregate::Min | Aggregate::Max, Some(arg)) if arg.ty == DataType::Str => {
-                        arg.as_column().and_then(|c| self.columns.get(c).origin.clone())
-                    }
+                    (Aggregate::Min | Aggregate::Max, Some(arg)) if arg.ty == DataType::Str => arg
+                        .as_column()
+                        .and_then(|c| self.columns.get(c).origin.clone()),
                     _ => None,
                 },
             });
@@ -292,12 +309,23 @@ impl Analyzer<'_> {
         Ok(bindings)
     }
 
-    fn aggregate_call(&mut self, expr: &ast::Expr, context: &PipelineContext, grouped: bool) -> Result<AggregateExpr> {
-        let block = if grouped { "group { }" } else { "aggregate { }" };
+    fn aggregate_call(
+        &mut self,
+        expr: &ast::Expr,
+        context: &PipelineContext,
+        grouped: bool,
+    ) -> Result<AggregateExpr> {
+        let block = if grouped {
+            "group { }"
+        } else {
+            "aggregate { }"
+        };
         let AstExpr::Call { function, args } = &expr.kind else {
             return Err(Diagnostic::type_error(
                 expr.span,
-                format!("each entry of `{block}` must be an aggregate such as `sum(x)` or `count()`"),
+                format!(
+                    "each entry of `{block}` must be an aggregate such as `sum(x)` or `count()`"
+                ),
             )
             .with_hint("compute with the result in a later `derive`"));
         };
@@ -319,7 +347,11 @@ impl Analyzer<'_> {
                 };
                 return Err(Diagnostic::type_error(
                     expr.span,
-                    format!("`{}` takes {expected}, but {} given", function.name, args.len()),
+                    format!(
+                        "`{}` takes {expected}, but {} given",
+                        function.name,
+                        args.len()
+                    ),
                 ));
             }
         };
@@ -347,7 +379,13 @@ impl Analyzer<'_> {
         })
     }
 
-    fn set_operation_output(&mut self, keyword: &str, left: &Scope, right: &crate::typed::TypedRelation, span: Span) -> Result<Scope> {
+    fn set_operation_output(
+        &mut self,
+        keyword: &str,
+        left: &Scope,
+        right: &crate::typed::TypedRelation,
+        span: Span,
+    ) -> Result<Scope> {
         let (l, r) = (&left.entries, &right.output.entries);
         if l.len() != r.len() {
             return Err(Diagnostic::type_error(
@@ -361,7 +399,10 @@ impl Analyzer<'_> {
         }
         let mut output = Scope::default();
         for (a, b) in l.iter().zip(r) {
-            let (ia, ib) = (self.columns.get(a.id).clone(), self.columns.get(b.id).clone());
+            let (ia, ib) = (
+                self.columns.get(a.id).clone(),
+                self.columns.get(b.id).clone(),
+            );
             if ia.ty != ib.ty {
                 return Err(Diagnostic::type_error(
                     right.span,
@@ -394,7 +435,9 @@ impl Analyzer<'_> {
     }
 
     fn new_column(&mut self, name: &str, expr: &Expr) -> ColumnId {
-        let origin = expr.as_column().and_then(|c| self.columns.get(c).origin.clone());
+        let origin = expr
+            .as_column()
+            .and_then(|c| self.columns.get(c).origin.clone());
         self.columns.add(ColumnInfo {
             name: name.to_string(),
             ty: expr.ty,

@@ -29,11 +29,21 @@ impl Analyzer<'_> {
                     "only a string column of a table can be compared with a string literal",
                 )
             })?;
-        let loaded = self.catalog.column(&origin.table, &origin.column).map_err(|e| {
-            Diagnostic::new(tessera_grammar::DiagnosticKind::Data, column.span, format!("cannot read `{origin}`: {e}"))
-        })?;
+        let loaded = self
+            .catalog
+            .column(&origin.table, &origin.column)
+            .map_err(|e| {
+                Diagnostic::new(
+                    tessera_grammar::DiagnosticKind::Data,
+                    column.span,
+                    format!("cannot read `{origin}`: {e}"),
+                )
+            })?;
         let Some(dictionary) = loaded.data.dictionary() else {
-            return Err(Diagnostic::internal(column.span, format!("`{origin}` has no dictionary")));
+            return Err(Diagnostic::internal(
+                column.span,
+                format!("`{origin}` has no dictionary"),
+            ));
         };
         let (op, bound) = match op {
             BinaryOp::Eq | BinaryOp::Ne => (op, StrBound::Exact),
@@ -42,7 +52,10 @@ impl Analyzer<'_> {
             BinaryOp::Gt => (BinaryOp::Ge, StrBound::Upper),
             BinaryOp::Ge => (BinaryOp::Ge, StrBound::Lower),
             other => {
-                return Err(Diagnostic::internal(span, format!("`{}` is not a comparison", other.symbol())))
+                return Err(Diagnostic::internal(
+                    span,
+                    format!("`{}` is not a comparison", other.symbol()),
+                ))
             }
         };
         let code = match bound {

@@ -61,7 +61,8 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                     text: code.text.clone(),
                     bound: code.bound,
                 })?;
-                let value = em.b.build_int_truncate(param.into_int_value(), em.i32(), "code")?;
+                let value =
+                    em.b.build_int_truncate(param.into_int_value(), em.i32(), "code")?;
                 Ok(Val {
                     value: value.into(),
                     valid: None,
@@ -71,11 +72,18 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 let v = self.eval(operand, item)?;
                 let value: BasicValueEnum = match (op, v.value) {
                     (UnaryOp::Not, BasicValueEnum::IntValue(b)) => em.b.build_not(b, "")?.into(),
-                    (UnaryOp::Neg, BasicValueEnum::IntValue(i)) => em.b.build_int_neg(i, "")?.into(),
-                    (UnaryOp::Neg, BasicValueEnum::FloatValue(x)) => em.b.build_float_neg(x, "")?.into(),
+                    (UnaryOp::Neg, BasicValueEnum::IntValue(i)) => {
+                        em.b.build_int_neg(i, "")?.into()
+                    }
+                    (UnaryOp::Neg, BasicValueEnum::FloatValue(x)) => {
+                        em.b.build_float_neg(x, "")?.into()
+                    }
                     _ => return Err(invalid("unary operator on an unexpected value")),
                 };
-                Ok(Val { value, valid: v.valid })
+                Ok(Val {
+                    value,
+                    valid: v.valid,
+                })
             }
             ExprKind::Binary { op, left, right } => {
                 let l = self.eval(left, item)?;
@@ -112,14 +120,20 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                     valid,
                 })
             }
-            ExprKind::Case { branches, otherwise } => {
+            ExprKind::Case {
+                branches,
+                otherwise,
+            } => {
                 let (mut value, mut valid) = match otherwise {
                     Some(otherwise) => {
                         let v = self.eval(otherwise, item)?;
                         (v.value, v.valid)
                     }
                     // No `else`: null when no branch matches.
-                    None => (self.em.value_type(expr.ty).const_zero(), Some(em.i1().const_zero())),
+                    None => (
+                        self.em.value_type(expr.ty).const_zero(),
+                        Some(em.i1().const_zero()),
+                    ),
                 };
                 for (when, then) in branches.iter().rev() {
                     let condition = self.truth_of(self.eval(when, item)?)?;
@@ -139,7 +153,11 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             ExprKind::IsNull { operand, negated } => {
                 let v = self.eval(operand, item)?;
                 let is_valid = v.valid.unwrap_or(em.i1().const_all_ones());
-                let value = if *negated { is_valid } else { em.b.build_not(is_valid, "")? };
+                let value = if *negated {
+                    is_valid
+                } else {
+                    em.b.build_not(is_valid, "")?
+                };
                 Ok(Val {
                     value: value.into(),
                     valid: None,
@@ -157,7 +175,11 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         }
     }
 
-    fn both_valid(&self, a: Option<IntValue<'ctx>>, b: Option<IntValue<'ctx>>) -> CodegenResult<Option<IntValue<'ctx>>> {
+    fn both_valid(
+        &self,
+        a: Option<IntValue<'ctx>>,
+        b: Option<IntValue<'ctx>>,
+    ) -> CodegenResult<Option<IntValue<'ctx>>> {
         Ok(match (a, b) {
             (None, None) => None,
             (Some(x), None) | (None, Some(x)) => Some(x),
@@ -178,7 +200,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             (Value::Float(x), DataType::F32) => em.ctx.f32_type().const_float(*x).into(),
             (Value::Float(x), _) => em.ctx.f64_type().const_float(*x).into(),
             (Value::Date(d), _) => em.const_i32(i64::from(*d)).into(),
-            (Value::Null | Value::Str(_), _) => return Err(invalid("a null or text literal reached code generation")),
+            (Value::Null | Value::Str(_), _) => {
+                return Err(invalid("a null or text literal reached code generation"))
+            }
         })
     }
 
@@ -214,7 +238,12 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         })
     }
 
-    fn compare(&self, op: BinaryOp, l: BasicValueEnum<'ctx>, r: BasicValueEnum<'ctx>) -> CodegenResult<IntValue<'ctx>> {
+    fn compare(
+        &self,
+        op: BinaryOp,
+        l: BasicValueEnum<'ctx>,
+        r: BasicValueEnum<'ctx>,
+    ) -> CodegenResult<IntValue<'ctx>> {
         let b = &self.em.b;
         Ok(match (l, r) {
             (BasicValueEnum::IntValue(l), BasicValueEnum::IntValue(r)) => {
@@ -255,7 +284,8 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 BinaryOp::Rem => {
                     let ty = y.get_type();
                     let zero = b.build_int_compare(IntPredicate::EQ, y, ty.const_zero(), "")?;
-                    let minus_one = b.build_int_compare(IntPredicate::EQ, y, ty.const_all_ones(), "")?;
+                    let minus_one =
+                        b.build_int_compare(IntPredicate::EQ, y, ty.const_all_ones(), "")?;
                     // x % 0 is null, and x % -1 is 0 (computing it could trap on the minimum).
                     let unsafe_divisor = b.build_or(zero, minus_one, "")?;
                     let divisor = b.build_select(unsafe_divisor, ty.const_int(1, false), y, "")?;
@@ -278,7 +308,12 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         Ok(Val { value, valid })
     }
 
-    pub fn cast(&self, v: BasicValueEnum<'ctx>, from: DataType, to: DataType) -> CodegenResult<BasicValueEnum<'ctx>> {
+    pub fn cast(
+        &self,
+        v: BasicValueEnum<'ctx>,
+        from: DataType,
+        to: DataType,
+    ) -> CodegenResult<BasicValueEnum<'ctx>> {
         let em = &self.em;
         let b = &em.b;
         if from == to {
@@ -318,26 +353,41 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             (BasicValueEnum::FloatValue(x), DataType::F32 | DataType::F64) => {
                 b.build_float_cast(x, target.into_float_type(), "")?.into()
             }
-            (BasicValueEnum::FloatValue(x), _) => self.saturating_float_to_int(x, target.into_int_type())?.into(),
+            (BasicValueEnum::FloatValue(x), _) => self
+                .saturating_float_to_int(x, target.into_int_type())?
+                .into(),
             _ => return Err(invalid("cast of an unexpected value")),
         })
     }
 
     /// Float to integer, saturating at the type's bounds and NaN as 0 (never undefined).
-    fn saturating_float_to_int(&self, x: FloatValue<'ctx>, ty: inkwell::types::IntType<'ctx>) -> CodegenResult<IntValue<'ctx>> {
+    fn saturating_float_to_int(
+        &self,
+        x: FloatValue<'ctx>,
+        ty: inkwell::types::IntType<'ctx>,
+    ) -> CodegenResult<IntValue<'ctx>> {
         let em = &self.em;
         let source = x.get_type();
         let name = format!(
             "llvm.fptosi.sat.i{}.{}",
             ty.get_bit_width(),
-            if source == em.ctx.f32_type() { "f32" } else { "f64" }
+            if source == em.ctx.f32_type() {
+                "f32"
+            } else {
+                "f64"
+            }
         );
         let f = em.intrinsic(&name, ty.fn_type(&[source.into()], false));
         let call = em.b.build_call(f, &[x.into()], "")?;
         Ok(tessera_runtime::emit::basic(call.try_as_basic_value().basic())?.into_int_value())
     }
 
-    fn call(&self, function: Function, args: &[BasicValueEnum<'ctx>], ty: DataType) -> CodegenResult<BasicValueEnum<'ctx>> {
+    fn call(
+        &self,
+        function: Function,
+        args: &[BasicValueEnum<'ctx>],
+        ty: DataType,
+    ) -> CodegenResult<BasicValueEnum<'ctx>> {
         let em = &self.em;
         let b = &em.b;
         let [arg] = args else {
@@ -349,17 +399,25 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             Ok(b.build_float_cast(v.into_float_value(), f64t, "")?)
         };
         let finish = |x: FloatValue<'ctx>| -> CodegenResult<BasicValueEnum<'ctx>> {
-            Ok(b.build_float_cast(x, em.value_type(ty).into_float_type(), "")?.into())
+            Ok(
+                b.build_float_cast(x, em.value_type(ty).into_float_type(), "")?
+                    .into(),
+            )
         };
         match function {
             Function::Abs => Ok(match *arg {
                 BasicValueEnum::IntValue(i) => {
-                    let negative = b.build_int_compare(IntPredicate::SLT, i, i.get_type().const_zero(), "")?;
+                    let negative =
+                        b.build_int_compare(IntPredicate::SLT, i, i.get_type().const_zero(), "")?;
                     let negated = b.build_int_neg(i, "")?;
                     b.build_select(negative, negated, i, "")?
                 }
                 BasicValueEnum::FloatValue(x) => {
-                    let name = if x.get_type() == em.ctx.f32_type() { "llvm.fabs.f32" } else { "llvm.fabs.f64" };
+                    let name = if x.get_type() == em.ctx.f32_type() {
+                        "llvm.fabs.f32"
+                    } else {
+                        "llvm.fabs.f64"
+                    };
                     let f = em.intrinsic(name, x.get_type().fn_type(&[x.get_type().into()], false));
                     let call = b.build_call(f, &[x.into()], "")?;
                     tessera_runtime::emit::basic(call.try_as_basic_value().basic())?
@@ -370,7 +428,10 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 let x = as_f64(*arg)?;
                 let f = em.intrinsic("llvm.sqrt.f64", f64t.fn_type(&[f64t.into()], false));
                 let call = b.build_call(f, &[x.into()], "")?;
-                finish(tessera_runtime::emit::basic(call.try_as_basic_value().basic())?.into_float_value())
+                finish(
+                    tessera_runtime::emit::basic(call.try_as_basic_value().basic())?
+                        .into_float_value(),
+                )
             }
             Function::Exp => finish(math::exp(em, as_f64(*arg)?)?),
             Function::Ln => finish(math::ln(em, as_f64(*arg)?)?),
@@ -393,36 +454,62 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     }
 
     /// Year, month and day (as `i32`) of a day number, by Hinnant's civil-from-days.
-    fn civil_from_days(&self, days: IntValue<'ctx>) -> CodegenResult<(IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>)> {
+    fn civil_from_days(
+        &self,
+        days: IntValue<'ctx>,
+    ) -> CodegenResult<(IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>)> {
         let em = &self.em;
         let b = &em.b;
         let c = |v: i64| em.const_i64(v);
         let z = b.build_int_add(b.build_int_s_extend(days, em.i64(), "")?, c(719_468), "")?;
         let negative = b.build_int_compare(IntPredicate::SLT, z, c(0), "")?;
-        let adjusted = b.build_select(negative, b.build_int_sub(z, c(146_096), "")?, z, "")?.into_int_value();
+        let adjusted = b
+            .build_select(negative, b.build_int_sub(z, c(146_096), "")?, z, "")?
+            .into_int_value();
         let era = b.build_int_signed_div(adjusted, c(146_097), "era")?;
         let doe = b.build_int_sub(z, b.build_int_mul(era, c(146_097), "")?, "doe")?;
         let yoe = b.build_int_sub(doe, b.build_int_signed_div(doe, c(1460), "")?, "")?;
         let yoe = b.build_int_add(yoe, b.build_int_signed_div(doe, c(36_524), "")?, "")?;
         let yoe = b.build_int_sub(yoe, b.build_int_signed_div(doe, c(146_096), "")?, "")?;
         let yoe = b.build_int_signed_div(yoe, c(365), "yoe")?;
-        let doy = b.build_int_add(b.build_int_mul(c(365), yoe, "")?, b.build_int_signed_div(yoe, c(4), "")?, "")?;
+        let doy = b.build_int_add(
+            b.build_int_mul(c(365), yoe, "")?,
+            b.build_int_signed_div(yoe, c(4), "")?,
+            "",
+        )?;
         let doy = b.build_int_sub(doy, b.build_int_signed_div(yoe, c(100), "")?, "")?;
         let doy = b.build_int_sub(doe, doy, "doy")?;
-        let mp = b.build_int_signed_div(b.build_int_add(b.build_int_mul(c(5), doy, "")?, c(2), "")?, c(153), "mp")?;
+        let mp = b.build_int_signed_div(
+            b.build_int_add(b.build_int_mul(c(5), doy, "")?, c(2), "")?,
+            c(153),
+            "mp",
+        )?;
         let day = b.build_int_sub(
             doy,
-            b.build_int_signed_div(b.build_int_add(b.build_int_mul(c(153), mp, "")?, c(2), "")?, c(5), "")?,
+            b.build_int_signed_div(
+                b.build_int_add(b.build_int_mul(c(153), mp, "")?, c(2), "")?,
+                c(5),
+                "",
+            )?,
             "",
         )?;
         let day = b.build_int_add(day, c(1), "day")?;
         let early = b.build_int_compare(IntPredicate::SLT, mp, c(10), "")?;
         let month = b
-            .build_select(early, b.build_int_add(mp, c(3), "")?, b.build_int_sub(mp, c(9), "")?, "month")?
+            .build_select(
+                early,
+                b.build_int_add(mp, c(3), "")?,
+                b.build_int_sub(mp, c(9), "")?,
+                "month",
+            )?
             .into_int_value();
         let year = b.build_int_add(yoe, b.build_int_mul(era, c(400), "")?, "")?;
         let january_or_february = b.build_int_compare(IntPredicate::SLE, month, c(2), "")?;
-        let year = b.build_int_add(year, b.build_int_z_extend(january_or_february, em.i64(), "")?, "year")?;
+        let year = b.build_int_add(
+            year,
+            b.build_int_z_extend(january_or_february, em.i64(), "")?,
+            "year",
+        )?;
         let narrow = |v: IntValue<'ctx>| b.build_int_truncate(v, em.i32(), "");
         Ok((narrow(year)?, narrow(month)?, narrow(day)?))
     }

@@ -17,7 +17,7 @@ use tessera_runtime::{CodegenError, CodegenResult, Emitter, Target};
 
 use crate::columns::ColumnId;
 use crate::expr::{Expr, ExprKind};
-use crate::physical::{Pipeline, PhysicalQuery, Step};
+use crate::physical::{PhysicalQuery, Pipeline, Step};
 
 use super::query::QueryContext;
 use super::sinks::{plan_sink, SinkPlan};
@@ -176,15 +176,28 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
         let tile = target.default_tile();
         let i64t = context.i64_type();
         let global = match target {
-            Target::Nvptx { .. } => context.ptr_type(inkwell::AddressSpace::from(tessera_runtime::emit::GLOBAL)),
+            Target::Nvptx { .. } => {
+                context.ptr_type(inkwell::AddressSpace::from(tessera_runtime::emit::GLOBAL))
+            }
             Target::Host => context.ptr_type(inkwell::AddressSpace::default()),
         };
-        let is_pointer = |p: &Param| matches!(p, Param::Column { .. } | Param::Validity { .. } | Param::Buffer(_));
+        let is_pointer = |p: &Param| {
+            matches!(
+                p,
+                Param::Column { .. } | Param::Validity { .. } | Param::Buffer(_)
+            )
+        };
         let fn_type = match target {
             Target::Nvptx { .. } => {
                 let args: Vec<BasicMetadataTypeEnum> = params
                     .iter()
-                    .map(|p| if is_pointer(p) { global.into() } else { i64t.into() })
+                    .map(|p| {
+                        if is_pointer(p) {
+                            global.into()
+                        } else {
+                            i64t.into()
+                        }
+                    })
                     .collect();
                 context.void_type().fn_type(&args, false)
             }
@@ -192,7 +205,15 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                 .void_type()
                 .fn_type(&[global.into(), i64t.into(), i64t.into()], false),
         };
-        let em = Emitter::new_function(context, module, target, tile, name, fn_type, Linkage::External)?;
+        let em = Emitter::new_function(
+            context,
+            module,
+            target,
+            tile,
+            name,
+            fn_type,
+            Linkage::External,
+        )?;
         let mut values = Vec::with_capacity(params.len());
         match target {
             Target::Nvptx { .. } => {
@@ -207,7 +228,9 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                 let block = em
                     .function
                     .get_nth_param(0)
-                    .ok_or_else(|| CodegenError::Invalid("host kernels take a parameter block".into()))?
+                    .ok_or_else(|| {
+                        CodegenError::Invalid("host kernels take a parameter block".into())
+                    })?
                     .into_pointer_value();
                 for (i, param) in params.iter().enumerate() {
                     let slot = em.offset_ptr(i64t.into(), block, em.const_i64(i as i64))?;
@@ -228,14 +251,20 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             }
             Target::Host => {
                 let tile_loop = open_tile_loop(&em)?;
-                (tile_loop.tile.as_basic_value().into_int_value(), Some(tile_loop))
+                (
+                    tile_loop.tile.as_basic_value().into_int_value(),
+                    Some(tile_loop),
+                )
             }
         };
         let tile_items = em.const_i64(i64::from(tile.items()));
         let tile_start = em.b.build_int_mul(tile_index, tile_items, "tile_start")?;
         let remaining = em.b.build_int_sub(rows, tile_start, "")?;
-        let fewer = em.b.build_int_compare(IntPredicate::SLT, remaining, tile_items, "")?;
-        let count = em.b.build_select(fewer, remaining, tile_items, "")?.into_int_value();
+        let fewer =
+            em.b.build_int_compare(IntPredicate::SLT, remaining, tile_items, "")?;
+        let count =
+            em.b.build_select(fewer, remaining, tile_items, "")?
+                .into_int_value();
         let num_items = em.b.build_int_truncate(count, em.i32(), "num_items")?;
         let flags = em.tile_array(em.i8().into(), "flags")?;
         Ok(Kernel {
@@ -297,10 +326,9 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                 continue;
             }
             let info = self.query.columns.get(id);
-            let origin = info
-                .origin
-                .clone()
-                .ok_or_else(|| CodegenError::Invalid(format!("scanned column {} has no origin", info.name)))?;
+            let origin = info.origin.clone().ok_or_else(|| {
+                CodegenError::Invalid(format!("scanned column {} has no origin", info.name))
+            })?;
             let elem = self.em.value_type(info.ty);
             let values = self.em.tile_array(elem, &info.name)?;
             let column = self
@@ -311,7 +339,9 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                 .into_pointer_value();
             self.load_into(column, values)?;
             let valid = if info.nullable {
-                let valid = self.em.tile_array(self.em.i8().into(), &format!("{}_valid", info.name))?;
+                let valid = self
+                    .em
+                    .tile_array(self.em.i8().into(), &format!("{}_valid", info.name))?;
                 let bytes = self
                     .param(&Param::Validity {
                         table: origin.table,
@@ -328,7 +358,11 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
         Ok(())
     }
 
-    fn load_into(&self, column: inkwell::values::PointerValue<'ctx>, out: TileArray<'ctx>) -> CodegenResult<()> {
+    fn load_into(
+        &self,
+        column: inkwell::values::PointerValue<'ctx>,
+        out: TileArray<'ctx>,
+    ) -> CodegenResult<()> {
         if self.selected < LOAD_SEL_BELOW {
             load::load_sel(&self.em, column, self.tile_start, self.flags, out)
         } else {
@@ -368,9 +402,12 @@ fn open_tile_loop<'ctx>(em: &Emitter<'ctx, '_>) -> CodegenResult<TileLoop<'ctx>>
     em.b.position_at_end(header);
     let tile = em.b.build_phi(em.i64(), "tile")?;
     tile.add_incoming(&[(&first, before)]);
-    let more = em
-        .b
-        .build_int_compare(IntPredicate::SLT, tile.as_basic_value().into_int_value(), end, "")?;
+    let more = em.b.build_int_compare(
+        IntPredicate::SLT,
+        tile.as_basic_value().into_int_value(),
+        end,
+        "",
+    )?;
     em.b.build_conditional_branch(more, body, exit)?;
     em.b.position_at_end(body);
     Ok(TileLoop { header, exit, tile })

@@ -34,24 +34,37 @@ pub fn pipelines_to_llvm<'ctx>(
     targets::prepare_module(&module, target)?;
     let mut programs = Vec::with_capacity(queries.len());
     for (index, query) in queries.iter().enumerate() {
-        programs.push(query::query_to_llvm(context, &module, index, query, catalog, target)?);
+        programs.push(query::query_to_llvm(
+            context, &module, index, query, catalog, target,
+        )?);
     }
     if let Err(message) = module.verify() {
         let span = queries.first().map(|q| q.span).unwrap_or_default();
-        return Err(Diagnostic::internal(span, format!("generated LLVM IR is invalid: {message}")));
+        return Err(Diagnostic::internal(
+            span,
+            format!("generated LLVM IR is invalid: {message}"),
+        ));
     }
     Ok((module, programs))
 }
 
 /// Compiles pipelines all the way to a program the runtime can execute.
-pub fn pipelines_to_program(queries: &[PhysicalQuery], catalog: &Catalog, target: Target) -> Result<Program, Diagnostic> {
+pub fn pipelines_to_program(
+    queries: &[PhysicalQuery],
+    catalog: &Catalog,
+    target: Target,
+) -> Result<Program, Diagnostic> {
     let context = Context::create();
     let (module, queries_programs) = pipelines_to_llvm(&context, queries, catalog, target)?;
     let span = queries.first().map(|q| q.span).unwrap_or_default();
     optimize_llvm(&module, target).map_err(|e| Diagnostic::internal(span, e))?;
     let code = match target {
-        Target::Nvptx { sm } => Code::Ptx(llvm_to_ptx(&module, sm).map_err(|e| Diagnostic::internal(span, e))?),
-        Target::Host => Code::HostObject(hex(&llvm_to_object(&module).map_err(|e| Diagnostic::internal(span, e))?)),
+        Target::Nvptx { sm } => {
+            Code::Ptx(llvm_to_ptx(&module, sm).map_err(|e| Diagnostic::internal(span, e))?)
+        }
+        Target::Host => Code::HostObject(hex(
+            &llvm_to_object(&module).map_err(|e| Diagnostic::internal(span, e))?
+        )),
     };
     Ok(Program {
         format: FORMAT_VERSION,

@@ -5,7 +5,9 @@ use inkwell::context::Context;
 use inkwell::module::Module;
 use tessera_grammar::Diagnostic;
 use tessera_runtime::primitives::hash::{status, HashKind, HashTableLayout};
-use tessera_runtime::program::{hash_table_buffer, Assumption, BufferSpec, Fill, HostOp, QueryProgram, ResultSpec};
+use tessera_runtime::program::{
+    hash_table_buffer, Assumption, BufferSpec, Fill, HostOp, QueryProgram, ResultSpec,
+};
 use tessera_runtime::Target;
 use tessera_storage::{Catalog, DataType};
 
@@ -91,16 +93,28 @@ pub(super) fn query_to_llvm<'ctx>(
             },
             HashLayout::Open { capacity } => HashKind::Open { capacity },
         };
-        let payload: Vec<DataType> = table.payload.iter().map(|c| query.columns.get(*c).ty).collect();
-        if let Some(c) = table.payload.iter().find(|c| query.columns.get(**c).nullable) {
+        let payload: Vec<DataType> = table
+            .payload
+            .iter()
+            .map(|c| query.columns.get(*c).ty)
+            .collect();
+        if let Some(c) = table
+            .payload
+            .iter()
+            .find(|c| query.columns.get(**c).nullable)
+        {
             return Err(Diagnostic::unsupported(
                 query.span,
-                format!("joining in `{}`, which may hold nulls, is not supported yet", query.columns.get(*c).name),
+                format!(
+                    "joining in `{}`, which may hold nulls, is not supported yet",
+                    query.columns.get(*c).name
+                ),
             ));
         }
         let layout = HashTableLayout::new(kind, key_ty, &payload);
         let buffer = qc.buffers.len();
-        qc.buffers.push(hash_table_buffer(&format!("ht{}", table.id), &layout));
+        qc.buffers
+            .push(hash_table_buffer(&format!("ht{}", table.id), &layout));
         qc.tables.push((layout, buffer));
     }
 
@@ -114,7 +128,10 @@ pub(super) fn query_to_llvm<'ctx>(
         }
     }
     let Some(shape) = shape else {
-        return Err(Diagnostic::internal(query.span, "the query has no pipeline producing its result"));
+        return Err(Diagnostic::internal(
+            query.span,
+            "the query has no pipeline producing its result",
+        ));
     };
     let mut steps = Vec::new();
     for step in &query.host_steps {
@@ -156,7 +173,11 @@ pub(super) fn query_to_llvm<'ctx>(
         result: ResultSpec {
             shape,
             steps,
-            output: query.output.iter().map(|(name, id)| (name.clone(), id.0)).collect(),
+            output: query
+                .output
+                .iter()
+                .map(|(name, id)| (name.clone(), id.0))
+                .collect(),
             status_buffer: qc.status,
         },
         assumptions: qc.assumptions,

@@ -45,7 +45,9 @@ impl SinkPlan {
     pub fn expressions(&self) -> Vec<&Expr> {
         match self {
             SinkPlan::Build { key, .. } => vec![key],
-            SinkPlan::Aggregate { keys, aggregates, .. } => keys
+            SinkPlan::Aggregate {
+                keys, aggregates, ..
+            } => keys
                 .iter()
                 .map(|(_, e, _)| e)
                 .chain(aggregates.iter().filter_map(|a| a.arg.as_ref()))
@@ -57,7 +59,9 @@ impl SinkPlan {
         match self {
             SinkPlan::Build { table, .. } => vec![qc.tables[*table].1],
             SinkPlan::Aggregate {
-                aggregates, presence, ..
+                aggregates,
+                presence,
+                ..
             } => aggregates
                 .iter()
                 .flat_map(|a| std::iter::once(a.buffer).chain(a.count))
@@ -68,7 +72,10 @@ impl SinkPlan {
 }
 
 /// Allocates the sink's buffers and says how its result is read back.
-pub(super) fn plan_sink(qc: &mut QueryContext<'_>, pipeline: &Pipeline) -> Result<(SinkPlan, Option<ResultShape>), Diagnostic> {
+pub(super) fn plan_sink(
+    qc: &mut QueryContext<'_>,
+    pipeline: &Pipeline,
+) -> Result<(SinkPlan, Option<ResultShape>), Diagnostic> {
     let query = qc.query;
     let span = query.span;
     match &pipeline.sink {
@@ -220,7 +227,11 @@ fn identity_fill(kind: AggregateKind, ty: DataType) -> Fill {
 }
 
 impl<'ctx> Kernel<'_, 'ctx, '_> {
-    pub(super) fn sink(&mut self, qc: &mut QueryContext<'_>, sink: &SinkPlan) -> Result<(), Diagnostic> {
+    pub(super) fn sink(
+        &mut self,
+        qc: &mut QueryContext<'_>,
+        sink: &SinkPlan,
+    ) -> Result<(), Diagnostic> {
         let span = self.query.span;
         let result = match sink {
             SinkPlan::Build { table, key } => self.build(qc, *table, key),
@@ -234,7 +245,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 aggregates,
                 presence: Some(presence),
             } => self.dense_aggregates(qc, keys, aggregates, *presence),
-            SinkPlan::Aggregate { .. } => Err(CodegenError::Invalid("grouped aggregates without a layout".into())),
+            SinkPlan::Aggregate { .. } => Err(CodegenError::Invalid(
+                "grouped aggregates without a layout".into(),
+            )),
         };
         result.map_err(|e| Diagnostic::internal(span, e.to_string()))
     }
@@ -250,10 +263,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let fields = payload
             .iter()
             .map(|id| {
-                self.tiles
-                    .get(id)
-                    .map(|t| t.values)
-                    .ok_or_else(|| CodegenError::Invalid(format!("payload column {id} is not in registers")))
+                self.tiles.get(id).map(|t| t.values).ok_or_else(|| {
+                    CodegenError::Invalid(format!("payload column {id} is not in registers"))
+                })
             })
             .collect::<CodegenResult<Vec<_>>>()?;
         let em = &self.em;
@@ -280,7 +292,12 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     }
 
     /// The value an aggregate folds in for one item, and whether it takes part.
-    fn contribution(&self, plan: &AggregatePlan, item: Item<'ctx>, flag: IntValue<'ctx>) -> CodegenResult<(BasicValueEnum<'ctx>, IntValue<'ctx>)> {
+    fn contribution(
+        &self,
+        plan: &AggregatePlan,
+        item: Item<'ctx>,
+        flag: IntValue<'ctx>,
+    ) -> CodegenResult<(BasicValueEnum<'ctx>, IntValue<'ctx>)> {
         let em = &self.em;
         match &plan.arg {
             None => Ok((em.i64().const_int(1, false).into(), flag)),
@@ -333,18 +350,22 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 em.b.build_store(*acc, next)?;
                 if let Some(count) = count {
                     let n = em.b.build_load(em.i64(), *count, "")?.into_int_value();
-                    let n = em.b.build_int_add(n, em.b.build_int_z_extend(take, em.i64(), "")?, "")?;
+                    let n =
+                        em.b.build_int_add(n, em.b.build_int_z_extend(take, em.i64(), "")?, "")?;
                     em.b.build_store(*count, n)?;
                 }
             }
             Ok(())
         })?;
-        let first_thread = em.b.build_int_compare(IntPredicate::EQ, em.tid()?, em.const_i32(0), "")?;
+        let first_thread =
+            em.b.build_int_compare(IntPredicate::EQ, em.tid()?, em.const_i32(0), "")?;
         for (plan, (acc, ty, count)) in aggregates.iter().zip(&accumulators) {
             let value = em.b.build_load(*ty, *acc, "")?;
             let total = reduce::block_reduce(em, plan.kind.reduce_op(), value)?;
             let buffer = self.buffer(plan.buffer)?;
-            em.if_then(first_thread, || atomic(em, plan.kind.reduce_op(), buffer, total))?;
+            em.if_then(first_thread, || {
+                atomic(em, plan.kind.reduce_op(), buffer, total)
+            })?;
             if let (Some(count), Some(count_buffer)) = (count, plan.count) {
                 let n = em.b.build_load(em.i64(), *count, "")?;
                 let total = reduce::block_reduce(em, ReduceOp::Add, n)?;
@@ -376,7 +397,12 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let presence = self.buffer(presence)?;
         let buffers = aggregates
             .iter()
-            .map(|a| Ok((self.buffer(a.buffer)?, a.count.map(|c| self.buffer(c)).transpose()?)))
+            .map(|a| {
+                Ok((
+                    self.buffer(a.buffer)?,
+                    a.count.map(|c| self.buffer(c)).transpose()?,
+                ))
+            })
             .collect::<CodegenResult<Vec<_>>>()?;
         let em = &self.em;
         em.for_each_item(|item| {
@@ -392,11 +418,15 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                         k
                     };
                     let digit = em.b.build_int_sub(k, em.const_i64(domain.min), "")?;
-                    let fits = em
-                        .b
-                        .build_int_compare(IntPredicate::ULT, digit, em.const_i64(domain.size as i64), "")?;
+                    let fits = em.b.build_int_compare(
+                        IntPredicate::ULT,
+                        digit,
+                        em.const_i64(domain.size as i64),
+                        "",
+                    )?;
                     inside = em.b.build_and(inside, fits, "")?;
-                    index = em.b.build_int_mul(index, em.const_i64(domain.size as i64), "")?;
+                    index =
+                        em.b.build_int_mul(index, em.const_i64(domain.size as i64), "")?;
                     index = em.b.build_int_add(index, digit, "group")?;
                 }
                 hash::report_unless(em, inside, status, status::GROUP_OUT_OF_RANGE)?;
@@ -404,7 +434,8 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                     let mark = em.offset_ptr(em.i8().into(), presence, index)?;
                     em.b.build_store(mark, em.i8().const_int(1, false))?;
                     for (plan, (buffer, count)) in aggregates.iter().zip(&buffers) {
-                        let (value, take) = self.contribution(plan, item, em.i1().const_all_ones())?;
+                        let (value, take) =
+                            self.contribution(plan, item, em.i1().const_all_ones())?;
                         em.if_then(take, || {
                             let ty = em.value_type(plan.accumulator);
                             let slot = em.offset_ptr(ty, *buffer, index)?;

@@ -13,10 +13,17 @@ use super::kernel::{ColumnTile, Kernel};
 use super::query::QueryContext;
 
 impl Kernel<'_, '_, '_> {
-    pub(super) fn step(&mut self, qc: &mut QueryContext<'_>, step: &Step) -> Result<(), Diagnostic> {
+    pub(super) fn step(
+        &mut self,
+        qc: &mut QueryContext<'_>,
+        step: &Step,
+    ) -> Result<(), Diagnostic> {
         let span = self.query.span;
         let result = match step {
-            Step::Filter { predicate, selectivity } => {
+            Step::Filter {
+                predicate,
+                selectivity,
+            } => {
                 let run = self.filter(predicate);
                 self.selected *= selectivity;
                 run
@@ -47,7 +54,13 @@ impl Kernel<'_, '_, '_> {
         })
     }
 
-    fn probe(&mut self, qc: &QueryContext<'_>, table: usize, key: &crate::expr::Expr, kind: JoinKind) -> CodegenResult<()> {
+    fn probe(
+        &mut self,
+        qc: &QueryContext<'_>,
+        table: usize,
+        key: &crate::expr::Expr,
+        kind: JoinKind,
+    ) -> CodegenResult<()> {
         self.load_columns(&key.columns_used())?;
         let (layout, buffer) = &qc.tables[table];
         let pointer = self.buffer(*buffer)?;
@@ -100,12 +113,22 @@ impl Kernel<'_, '_, '_> {
             em.set(self.flags, item, em.flag(keep)?)
         })?;
         for (_, id, values) in outputs {
-            self.tiles.insert(id, ColumnTile { values, valid: None });
+            self.tiles.insert(
+                id,
+                ColumnTile {
+                    values,
+                    valid: None,
+                },
+            );
         }
         Ok(())
     }
 
-    fn compute(&mut self, column: crate::columns::ColumnId, expr: &crate::expr::Expr) -> CodegenResult<()> {
+    fn compute(
+        &mut self,
+        column: crate::columns::ColumnId,
+        expr: &crate::expr::Expr,
+    ) -> CodegenResult<()> {
         if self.tiles.contains_key(&column) {
             return Ok(());
         }

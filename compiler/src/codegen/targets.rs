@@ -3,7 +3,10 @@
 
 use inkwell::module::Module;
 use inkwell::passes::PassBuilderOptions;
-use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple};
+use inkwell::targets::{
+    CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine,
+    TargetTriple,
+};
 use inkwell::OptimizationLevel;
 use tessera_grammar::{Diagnostic, Span};
 use tessera_runtime::Target;
@@ -71,7 +74,9 @@ pub fn llvm_to_ptx(module: &Module<'_>, sm: u32) -> Result<String, String> {
     let buffer = machine
         .write_to_memory_buffer(module, FileType::Assembly)
         .map_err(|e| format!("PTX emission failed: {e}"))?;
-    Ok(String::from_utf8_lossy(buffer.as_slice()).trim_end_matches('\0').to_string())
+    Ok(String::from_utf8_lossy(buffer.as_slice())
+        .trim_end_matches('\0')
+        .to_string())
 }
 
 pub fn llvm_to_object(module: &Module<'_>) -> Result<Vec<u8>, String> {

@@ -4,14 +4,21 @@ use tessera_storage::Catalog;
 
 use crate::columns::{ColumnId, Columns};
 use crate::expr::Expr;
-use crate::typed::{TypedPipeline, TypedQuery, TypedRelation, TypedScript, TypedSource, TypedStageKind};
+use crate::typed::{
+    TypedPipeline, TypedQuery, TypedRelation, TypedScript, TypedSource, TypedStageKind,
+};
 
 use super::{
-    Aggregate, Distinct, Filter, Join, Limit, LogicalPlan, LogicalQuery, Product, Project, Scan, SetOperation, Sort,
+    Aggregate, Distinct, Filter, Join, Limit, LogicalPlan, LogicalQuery, Product, Project, Scan,
+    SetOperation, Sort,
 };
 
 pub fn typed_to_logical(script: &TypedScript, catalog: &Catalog) -> Vec<LogicalQuery> {
-    script.queries.iter().map(|query| query_to_logical(query, catalog)).collect()
+    script
+        .queries
+        .iter()
+        .map(|query| query_to_logical(query, catalog))
+        .collect()
 }
 
 fn query_to_logical(query: &TypedQuery, catalog: &Catalog) -> LogicalQuery {
@@ -61,7 +68,11 @@ impl Builder<'_> {
                         outputs,
                     })
                 }
-                TypedStageKind::Join { kind, relation, keys } => LogicalPlan::Join(Join {
+                TypedStageKind::Join {
+                    kind,
+                    relation,
+                    keys,
+                } => LogicalPlan::Join(Join {
                     left: Box::new(plan),
                     right: Box::new(self.relation(relation)),
                     kind: *kind,
@@ -71,13 +82,19 @@ impl Builder<'_> {
                 TypedStageKind::Group { keys, aggregates } => LogicalPlan::Aggregate(Aggregate {
                     input: Box::new(plan),
                     keys: keys.iter().map(|b| (b.id, b.expr.clone())).collect(),
-                    aggregates: aggregates.iter().map(|a| (a.id, a.aggregate.clone())).collect(),
+                    aggregates: aggregates
+                        .iter()
+                        .map(|a| (a.id, a.aggregate.clone()))
+                        .collect(),
                     span: stage.span,
                 }),
                 TypedStageKind::Aggregate(aggregates) => LogicalPlan::Aggregate(Aggregate {
                     input: Box::new(plan),
                     keys: vec![],
-                    aggregates: aggregates.iter().map(|a| (a.id, a.aggregate.clone())).collect(),
+                    aggregates: aggregates
+                        .iter()
+                        .map(|a| (a.id, a.aggregate.clone()))
+                        .collect(),
                     span: stage.span,
                 }),
                 TypedStageKind::Sort(keys) => LogicalPlan::Sort(Sort {
@@ -88,14 +105,18 @@ impl Builder<'_> {
                     input: Box::new(plan),
                     count: *count,
                 }),
-                TypedStageKind::Distinct => LogicalPlan::Distinct(Distinct { input: Box::new(plan) }),
-                TypedStageKind::SetOp { op, all, relation } => LogicalPlan::SetOperation(SetOperation {
-                    left: Box::new(plan),
-                    right: Box::new(self.relation(relation)),
-                    op: *op,
-                    all: *all,
-                    outputs: stage.output.ids(),
+                TypedStageKind::Distinct => LogicalPlan::Distinct(Distinct {
+                    input: Box::new(plan),
                 }),
+                TypedStageKind::SetOp { op, all, relation } => {
+                    LogicalPlan::SetOperation(SetOperation {
+                        left: Box::new(plan),
+                        right: Box::new(self.relation(relation)),
+                        op: *op,
+                        all: *all,
+                        outputs: stage.output.ids(),
+                    })
+                }
                 TypedStageKind::Product(relation) => LogicalPlan::Product(Product {
                     left: Box::new(plan),
                     right: Box::new(self.relation(relation)),
@@ -128,6 +149,8 @@ impl Builder<'_> {
     }
 
     fn pass_through(&self, ids: &[ColumnId], span: tessera_grammar::Span) -> Vec<(ColumnId, Expr)> {
-        ids.iter().map(|&id| (id, Expr::column(id, self.columns, span))).collect()
+        ids.iter()
+            .map(|&id| (id, Expr::column(id, self.columns, span)))
+            .collect()
     }
 }

@@ -38,7 +38,13 @@ pub(crate) fn write_plan(out: &mut String, plan: &LogicalPlan, columns: &Columns
     };
     let _ = match plan {
         LogicalPlan::Scan(scan) => {
-            let _ = write!(out, "{indent}scan {} [{}] rows={}", scan.table, list(&scan.columns), scan.rows);
+            let _ = write!(
+                out,
+                "{indent}scan {} [{}] rows={}",
+                scan.table,
+                list(&scan.columns),
+                scan.rows
+            );
             for filter in &scan.filters {
                 let _ = write!(out, "\n{indent}  filter {}", filter.display(columns));
             }
@@ -95,14 +101,25 @@ pub(crate) fn write_plan(out: &mut String, plan: &LogicalPlan, columns: &Columns
             if keys.is_empty() {
                 writeln!(out, "{indent}aggregate {{ {} }}", aggregates.join(", "))
             } else {
-                writeln!(out, "{indent}group {} {{ {} }}", keys.join(", "), aggregates.join(", "))
+                writeln!(
+                    out,
+                    "{indent}group {} {{ {} }}",
+                    keys.join(", "),
+                    aggregates.join(", ")
+                )
             }
         }
         LogicalPlan::Sort(s) => {
             let keys: Vec<String> = s
                 .keys
                 .iter()
-                .map(|k| format!("{}{}", k.expr.display(columns), if k.descending { " desc" } else { "" }))
+                .map(|k| {
+                    format!(
+                        "{}{}",
+                        k.expr.display(columns),
+                        if k.descending { " desc" } else { "" }
+                    )
+                })
                 .collect();
             writeln!(out, "{indent}sort {}", keys.join(", "))
         }
@@ -114,7 +131,12 @@ pub(crate) fn write_plan(out: &mut String, plan: &LogicalPlan, columns: &Columns
                 SetOp::Intersect => "intersect",
                 SetOp::Except => "except",
             };
-            writeln!(out, "{indent}{op}{} -> [{}]", if s.all { " all" } else { "" }, list(&s.outputs))
+            writeln!(
+                out,
+                "{indent}{op}{} -> [{}]",
+                if s.all { " all" } else { "" },
+                list(&s.outputs)
+            )
         }
         LogicalPlan::Product(_) => writeln!(out, "{indent}product"),
     };

@@ -90,11 +90,12 @@ fn prune(plan: LogicalPlan, required: &BTreeSet<ColumnId>) -> LogicalPlan {
         LogicalPlan::Aggregate(mut aggregate) => {
             aggregate.aggregates.retain(|(id, _)| required.contains(id));
             let needed = used_by(
-                aggregate
-                    .keys
-                    .iter()
-                    .map(|(_, e)| e)
-                    .chain(aggregate.aggregates.iter().filter_map(|(_, a)| a.arg.as_ref())),
+                aggregate.keys.iter().map(|(_, e)| e).chain(
+                    aggregate
+                        .aggregates
+                        .iter()
+                        .filter_map(|(_, a)| a.arg.as_ref()),
+                ),
             );
             aggregate.input = Box::new(prune(*aggregate.input, &needed));
             LogicalPlan::Aggregate(aggregate)

@@ -175,14 +175,29 @@ mod tests {
 
     #[test]
     fn folds_arithmetic_and_comparisons() {
-        let sum = Expr::binary(BinaryOp::Add, int(2), int(3), DataType::I64, Span::default());
+        let sum = Expr::binary(
+            BinaryOp::Add,
+            int(2),
+            int(3),
+            DataType::I64,
+            Span::default(),
+        );
         let cmp = Expr::binary(BinaryOp::Lt, sum, int(6), DataType::Bool, Span::default());
         assert!(cmp.transform(&mut fold).is_true());
     }
 
     #[test]
     fn leaves_overflow_to_run_time() {
-        let big = Expr::binary(BinaryOp::Mul, int(i64::MAX), int(2), DataType::I64, Span::default());
-        assert!(matches!(big.transform(&mut fold).kind, ExprKind::Binary { .. }));
+        let big = Expr::binary(
+            BinaryOp::Mul,
+            int(i64::MAX),
+            int(2),
+            DataType::I64,
+            Span::default(),
+        );
+        assert!(matches!(
+            big.transform(&mut fold).kind,
+            ExprKind::Binary { .. }
+        ));
     }
 }

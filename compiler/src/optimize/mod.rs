@@ -54,7 +54,10 @@ pub fn optimize(
             if after != before {
                 return Err(Diagnostic::internal(
                     query.span,
-                    format!("the `{}` pass changed the query's output columns", pass.name()),
+                    format!(
+                        "the `{}` pass changed the query's output columns",
+                        pass.name()
+                    ),
                 ));
             }
         }

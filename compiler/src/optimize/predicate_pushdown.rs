@@ -49,7 +49,11 @@ fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
             let available = project.input.output();
             let (below, above) = partition(predicates, |p| {
                 let inlined = inline(p.clone(), &definitions);
-                inlined.columns_used().iter().all(|c| available.contains(c)).then_some(inlined)
+                inlined
+                    .columns_used()
+                    .iter()
+                    .all(|c| available.contains(c))
+                    .then_some(inlined)
             });
             project.input = Box::new(push(*project.input, below));
             filter_over(LogicalPlan::Project(project), above)
@@ -78,10 +82,16 @@ fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
             let left = product.left.output();
             let right = product.right.output();
             let (to_left, rest) = partition(predicates, |p| {
-                p.columns_used().iter().all(|c| left.contains(c)).then(|| p.clone())
+                p.columns_used()
+                    .iter()
+                    .all(|c| left.contains(c))
+                    .then(|| p.clone())
             });
             let (to_right, above) = partition(rest, |p| {
-                p.columns_used().iter().all(|c| right.contains(c)).then(|| p.clone())
+                p.columns_used()
+                    .iter()
+                    .all(|c| right.contains(c))
+                    .then(|| p.clone())
             });
             product.left = Box::new(push(*product.left, to_left));
             product.right = Box::new(push(*product.right, to_right));
@@ -90,7 +100,11 @@ fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
         LogicalPlan::Aggregate(mut aggregate) => {
             // Only a predicate on group keys can run before grouping; with no keys there is
             // one output row whatever the input, so nothing may move.
-            let keys: HashMap<ColumnId, Expr> = aggregate.keys.iter().map(|(id, e)| (*id, e.clone())).collect();
+            let keys: HashMap<ColumnId, Expr> = aggregate
+                .keys
+                .iter()
+                .map(|(id, e)| (*id, e.clone()))
+                .collect();
             let (below, above) = if keys.is_empty() {
                 (Vec::new(), predicates)
             } else {
@@ -125,7 +139,10 @@ fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
 }
 
 /// Splits predicates into those `below` accepts (as rewritten by it) and the rest.
-fn partition(predicates: Vec<Expr>, below: impl Fn(&Expr) -> Option<Expr>) -> (Vec<Expr>, Vec<Expr>) {
+fn partition(
+    predicates: Vec<Expr>,
+    below: impl Fn(&Expr) -> Option<Expr>,
+) -> (Vec<Expr>, Vec<Expr>) {
     let mut accepted = Vec::new();
     let mut rest = Vec::new();
     for predicate in predicates {

@@ -28,10 +28,17 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
         .collect();
     let _ = writeln!(out, "query {index} -> {}", names.join(", "));
     for pipeline in &query.pipelines {
-        let _ = writeln!(out, "  pipeline {}: scan {} ({} rows)", pipeline.id, pipeline.table, pipeline.rows);
+        let _ = writeln!(
+            out,
+            "  pipeline {}: scan {} ({} rows)",
+            pipeline.id, pipeline.table, pipeline.rows
+        );
         for step in &pipeline.steps {
             let _ = match step {
-                Step::Filter { predicate, selectivity } => writeln!(
+                Step::Filter {
+                    predicate,
+                    selectivity,
+                } => writeln!(
                     out,
                     "    filter {}  [sel {}]",
                     predicate.display(columns),
@@ -50,7 +57,14 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                         JoinKind::Left => "probe left",
                     };
                     let payload = &query.hash_tables[*table].payload;
-                    let carried = if payload.is_empty() || !matches!(step, Step::Probe { kind: JoinKind::Inner, .. }) {
+                    let carried = if payload.is_empty()
+                        || !matches!(
+                            step,
+                            Step::Probe {
+                                kind: JoinKind::Inner,
+                                ..
+                            }
+                        ) {
                         String::new()
                     } else {
                         format!(" -> {}", names_of(payload, columns))
@@ -63,7 +77,12 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                     )
                 }
                 Step::Compute { column, expr } => {
-                    writeln!(out, "    compute {} = {}", columns.get(*column).name, expr.display(columns))
+                    writeln!(
+                        out,
+                        "    compute {} = {}",
+                        columns.get(*column).name,
+                        expr.display(columns)
+                    )
                 }
             };
         }
@@ -99,7 +118,8 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                 let layout = match layout {
                     GroupLayout::Scalar => String::new(),
                     GroupLayout::Dense { domains } => {
-                        let sizes: Vec<String> = domains.iter().map(|d| d.size.to_string()).collect();
+                        let sizes: Vec<String> =
+                            domains.iter().map(|d| d.size.to_string()).collect();
                         format!("  [dense {} = {} slots]", sizes.join(" x "), layout.slots())
                     }
                     GroupLayout::Hash { capacity } => format!("  [hash, {capacity} slots]"),
@@ -118,17 +138,26 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                             }
                         })
                         .collect();
-                    writeln!(out, "    group {} {{ {} }}{layout}", keys.join(", "), aggregates.join(", "))
+                    writeln!(
+                        out,
+                        "    group {} {{ {} }}{layout}",
+                        keys.join(", "),
+                        aggregates.join(", ")
+                    )
                 }
             }
-            Sink::Materialize { columns: materialized } => {
+            Sink::Materialize {
+                columns: materialized,
+            } => {
                 writeln!(out, "    materialize {}", names_of(materialized, columns))
             }
         };
     }
     for step in &query.host_steps {
         let _ = match step {
-            HostStep::Filter(predicate) => writeln!(out, "  host: filter {}", predicate.display(columns)),
+            HostStep::Filter(predicate) => {
+                writeln!(out, "  host: filter {}", predicate.display(columns))
+            }
             HostStep::Project(outputs) => {
                 let outputs: Vec<String> = outputs
                     .iter()
@@ -139,7 +168,13 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
             HostStep::Sort(keys) => {
                 let keys: Vec<String> = keys
                     .iter()
-                    .map(|k| format!("{}{}", k.expr.display(columns), if k.descending { " desc" } else { "" }))
+                    .map(|k| {
+                        format!(
+                            "{}{}",
+                            k.expr.display(columns),
+                            if k.descending { " desc" } else { "" }
+                        )
+                    })
                     .collect();
                 writeln!(out, "  host: sort {}", keys.join(", "))
             }

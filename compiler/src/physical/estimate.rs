@@ -27,7 +27,9 @@ impl Estimator<'_> {
     /// The integer range `[min, max]` of a column (codes for strings).
     pub fn int_range(&self, id: ColumnId) -> Option<(i64, i64)> {
         let info = self.columns.get(id);
-        if !(info.ty.is_integer() || matches!(info.ty, DataType::Str | DataType::Date | DataType::Bool)) {
+        if !(info.ty.is_integer()
+            || matches!(info.ty, DataType::Str | DataType::Date | DataType::Bool))
+        {
             return None;
         }
         let stats = self.stats(id)?;
@@ -45,7 +47,11 @@ impl Estimator<'_> {
             return Some(size.max(1) as f64);
         }
         let (lo, hi) = stats.int_range()?;
-        Some(((hi - lo + 1) as f64).min(stats.rows.max(1) as f64).max(1.0))
+        Some(
+            ((hi - lo + 1) as f64)
+                .min(stats.rows.max(1) as f64)
+                .max(1.0),
+        )
     }
 
     /// The fraction of rows for which `predicate` is true.
@@ -71,7 +77,12 @@ impl Estimator<'_> {
     }
 
     fn comparison(&self, op: BinaryOp, left: &Expr, right: &Expr) -> f64 {
-        let (column, constant, op) = match (left.as_column(), constant(right), right.as_column(), constant(left)) {
+        let (column, constant, op) = match (
+            left.as_column(),
+            constant(right),
+            right.as_column(),
+            constant(left),
+        ) {
             (Some(c), Some(k), _, _) => (c, k, op),
             (_, _, Some(c), Some(k)) => (c, k, crate::expr::mirror(op)),
             _ => return UNKNOWN,

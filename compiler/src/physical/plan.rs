@@ -12,7 +12,9 @@ use crate::expr::Expr;
 use crate::logical::{LogicalPlan, LogicalQuery};
 
 use super::estimate::Estimator;
-use super::{GroupLayout, HashLayout, HashTable, HostStep, KeyDomain, Pipeline, PhysicalQuery, Sink, Step};
+use super::{
+    GroupLayout, HashLayout, HashTable, HostStep, KeyDomain, PhysicalQuery, Pipeline, Sink, Step,
+};
 
 /// Dense group arrays up to this many slots; a hash table beyond.
 const MAX_DENSE_GROUPS: u64 = 1 << 22;
@@ -24,7 +26,10 @@ const PERFECT_SLOTS_ANYWAY: u64 = 1 << 16;
 const MAX_PERFECT_SLOTS: u64 = 1 << 27;
 
 /// Splits one optimized logical query into pipelines.
-pub fn logical_to_pipelines(query: &LogicalQuery, catalog: &Catalog) -> Result<PhysicalQuery, Diagnostic> {
+pub fn logical_to_pipelines(
+    query: &LogicalQuery,
+    catalog: &Catalog,
+) -> Result<PhysicalQuery, Diagnostic> {
     let mut planner = Planner {
         estimator: Estimator {
             catalog,
@@ -76,6 +81,18 @@ impl Planner<'_> {
     fn plan(&mut self, node: &LogicalPlan) -> Result<Flow, Diagnostic> {
         match node {
             LogicalPlan::Scan(scan) => {
+                if self.estimator.catalog.table(&scan.table).is_none() {
+                    return Err(Diagnostic::new(
+                        tessera_grammar::DiagnosticKind::Data,
+                        scan.span,
+                        format!("there is no data for table `{}`", scan.table),
+                    )
+                    .with_label("declared, but not in the data directory")
+                    .with_hint(format!(
+                        "the data directory needs `{0}.parquet`, a folder `{0}/` of Parquet files, or `{0}.tbl`",
+                        scan.table
+                    )));
+                }
                 let mut scanned = scan.columns.clone();
                 for filter in &scan.filters {
                     for id in filter.columns_used() {
@@ -104,11 +121,16 @@ impl Planner<'_> {
                     Flow::Pipelined(mut open) => {
                         for predicate in filter.predicate.clone().into_conjuncts() {
                             let selectivity = self.estimator.selectivity(&predicate);
-                            open.steps.push(Step::Filter { predicate, selectivity });
+                            open.steps.push(Step::Filter {
+                                predicate,
+                                selectivity,
+                            });
                         }
                         return Ok(Flow::Pipelined(open));
                     }
-                    Flow::OnHost => self.host_steps.push(HostStep::Filter(filter.predicate.clone())),
+                    Flow::OnHost => self
+                        .host_steps
+                        .push(HostStep::Filter(filter.predicate.clone())),
                 }
                 Ok(Flow::OnHost)
             }
@@ -125,7 +147,9 @@ impl Planner<'_> {
                         }
                         return Ok(Flow::Pipelined(open));
                     }
-                    Flow::OnHost => self.host_steps.push(HostStep::Project(project.outputs.clone())),
+                    Flow::OnHost => self
+                        .host_steps
+                        .push(HostStep::Project(project.outputs.clone())),
                 }
                 Ok(Flow::OnHost)
             }
@@ -149,32 +173,42 @@ impl Planner<'_> {
                 Ok(Flow::OnHost)
             }
             LogicalPlan::Sort(sort) => {
-                self.to_host(&sort.input)?;
+                self.materialize_for_host(&sort.input)?;
                 self.host_steps.push(HostStep::Sort(sort.keys.clone()));
                 Ok(Flow::OnHost)
             }
             LogicalPlan::Limit(limit) => {
-                self.to_host(&limit.input)?;
+                self.materialize_for_host(&limit.input)?;
                 self.host_steps.push(HostStep::Limit(limit.count));
                 Ok(Flow::OnHost)
             }
             LogicalPlan::Distinct(_) => Err(self.not_yet("`distinct`")),
-            LogicalPlan::SetOperation(_) => Err(self.not_yet("set operations (`union`, `intersect`, `except`)")),
+            LogicalPlan::SetOperation(_) => {
+                Err(self.not_yet("set operations (`union`, `intersect`, `except`)"))
+            }
             LogicalPlan::Product(_) => Err(self.not_yet("`product`")),
         }
     }
 
     /// Plans `input` and materializes its rows for host steps.
-    fn to_host(&mut self, input: &LogicalPlan) -> Result<(), Diagnostic> {
+    fn materialize_for_host(&mut self, input: &LogicalPlan) -> Result<(), Diagnostic> {
         if let Flow::Pipelined(open) = self.plan(input)? {
-            self.finish(open, Sink::Materialize { columns: input.output() });
+            self.finish(
+                open,
+                Sink::Materialize {
+                    columns: input.output(),
+                },
+            );
         }
         Ok(())
     }
 
     fn join(&mut self, join: &crate::logical::Join) -> Result<Flow, Diagnostic> {
         if join.kind == JoinKind::Left {
-            return Err(Diagnostic::unsupported(join.span, "`join left` is not supported yet"));
+            return Err(Diagnostic::unsupported(
+                join.span,
+                "`join left` is not supported yet",
+            ));
         }
         let [(left_key, right_key)] = join.keys.as_slice() else {
             return Err(Diagnostic::unsupported(
@@ -192,7 +226,12 @@ impl Planner<'_> {
         let estimated_rows = build_rows as f64 * pass_fraction(&build.steps);
         let key_column = right_key.as_column();
         let payload: Vec<ColumnId> = match join.kind {
-            JoinKind::Inner => join.right.output().into_iter().filter(|c| Some(*c) != key_column).collect(),
+            JoinKind::Inner => join
+                .right
+                .output()
+                .into_iter()
+                .filter(|c| Some(*c) != key_column)
+                .collect(),
             _ => Vec::new(),
         };
         let table = self.hash_tables.len();
@@ -228,7 +267,11 @@ impl Planner<'_> {
             table,
             key: left_key.clone(),
             kind: join.kind,
-            selectivity: if join.kind == JoinKind::Anti { 1.0 - found } else { found },
+            selectivity: if join.kind == JoinKind::Anti {
+                1.0 - found
+            } else {
+                found
+            },
         });
         // The build key's value is the probe key's: no need to store it in the table.
         if let (JoinKind::Inner, Some(key)) = (join.kind, key_column) {
@@ -286,7 +329,9 @@ impl Planner<'_> {
             })
             .collect();
         if let Some(domains) = domains {
-            let slots = domains.iter().try_fold(1u64, |acc, d| acc.checked_mul(d.size));
+            let slots = domains
+                .iter()
+                .try_fold(1u64, |acc, d| acc.checked_mul(d.size));
             if slots.is_some_and(|s| s <= MAX_DENSE_GROUPS) {
                 return GroupLayout::Dense { domains };
             }
@@ -307,10 +352,17 @@ fn sink_columns(sink: &Sink, tables: &[HashTable]) -> Vec<ColumnId> {
             columns.extend(tables[*table].payload.iter().copied());
             columns
         }
-        Sink::Aggregate { keys, aggregates, .. } => keys
+        Sink::Aggregate {
+            keys, aggregates, ..
+        } => keys
             .iter()
             .flat_map(|(_, e)| e.columns_used())
-            .chain(aggregates.iter().filter_map(|(_, a)| a.arg.as_ref()).flat_map(Expr::columns_used))
+            .chain(
+                aggregates
+                    .iter()
+                    .filter_map(|(_, a)| a.arg.as_ref())
+                    .flat_map(Expr::columns_used),
+            )
             .collect(),
         Sink::Materialize { columns } => columns.clone(),
     }
@@ -381,7 +433,11 @@ fn order_steps(steps: Vec<Step>, tables: &[HashTable]) -> Vec<Step> {
     let mut ordered = Vec::with_capacity(pending.len());
     while !pending.is_empty() {
         let undefined: Vec<ColumnId> = pending.iter().flat_map(defines).collect();
-        let ready = |s: &Step| uses(s).iter().all(|c| !undefined.contains(c) || defines(s).contains(c));
+        let ready = |s: &Step| {
+            uses(s)
+                .iter()
+                .all(|c| !undefined.contains(c) || defines(s).contains(c))
+        };
         let next = pending
             .iter()
             .enumerate()

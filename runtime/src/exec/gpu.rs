@@ -7,7 +7,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cudarc::driver::sys::{self, CUevent_flags};
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DriverError,
+    LaunchConfig, PushKernelArg,
+};
 use cudarc::nvrtc::Ptx;
 
 use super::{Backend, ColumnBytes, RuntimeError};
@@ -91,7 +94,10 @@ impl GpuBackend {
 
     /// Bytes of device memory free now.
     pub fn free_memory(&self) -> Option<u64> {
-        self.context.mem_get_info().ok().map(|(free, _)| free as u64)
+        self.context
+            .mem_get_info()
+            .ok()
+            .map(|(free, _)| free as u64)
     }
 }
 
@@ -103,9 +109,13 @@ impl Backend for GpuBackend {
         let bytes = source.bytes();
         // An empty allocation is not allowed; a column of no rows is never read anyway.
         let slice = if bytes.is_empty() {
-            self.stream.alloc_zeros::<u8>(8).map_err(|e| memory(e, key, 8))?
+            self.stream
+                .alloc_zeros::<u8>(8)
+                .map_err(|e| memory(e, key, 8))?
         } else {
-            self.stream.clone_htod(bytes.as_ref()).map_err(|e| memory(e, key, bytes.len()))?
+            self.stream
+                .clone_htod(bytes.as_ref())
+                .map_err(|e| memory(e, key, bytes.len()))?
         };
         let address = self.address(&slice);
         self.columns.insert(key.to_string(), slice);
@@ -114,7 +124,10 @@ impl Backend for GpuBackend {
 
     fn buffer(&mut self, spec: &BufferSpec) -> Result<u64, RuntimeError> {
         let bytes = spec.bytes().max(8) as usize;
-        let slice = self.stream.alloc_zeros::<u8>(bytes).map_err(|e| memory(e, &spec.name, bytes))?;
+        let slice = self
+            .stream
+            .alloc_zeros::<u8>(bytes)
+            .map_err(|e| memory(e, &spec.name, bytes))?;
         let address = self.address(&slice);
         if let Fill::Pattern(pattern) = spec.fill {
             let stream = self.stream.cu_stream();
@@ -130,7 +143,15 @@ impl Backend for GpuBackend {
                         sys::cuMemsetD2D32Async(address, 8, pattern as u32, 1, count, stream)
                             .result()
                             .and_then(|()| {
-                                sys::cuMemsetD2D32Async(address + 4, 8, (pattern >> 32) as u32, 1, count, stream).result()
+                                sys::cuMemsetD2D32Async(
+                                    address + 4,
+                                    8,
+                                    (pattern >> 32) as u32,
+                                    1,
+                                    count,
+                                    stream,
+                                )
+                                .result()
                             })
                     }
                 }
@@ -141,20 +162,31 @@ impl Backend for GpuBackend {
         Ok(address)
     }
 
-    fn launch(&mut self, kernel: &KernelLaunch, rows: u64, args: &[u64]) -> Result<f64, RuntimeError> {
+    fn launch(
+        &mut self,
+        kernel: &KernelLaunch,
+        rows: u64,
+        args: &[u64],
+    ) -> Result<f64, RuntimeError> {
         let function = self.function(&kernel.name)?;
         let tiles = rows.div_ceil(u64::from(kernel.tile.items()));
         if tiles == 0 {
             return Ok(0.0);
         }
-        let grid = u32::try_from(tiles)
-            .map_err(|_| RuntimeError::Unsupported(format!("{rows} rows need more thread blocks than a launch allows")))?;
+        let grid = u32::try_from(tiles).map_err(|_| {
+            RuntimeError::Unsupported(format!(
+                "{rows} rows need more thread blocks than a launch allows"
+            ))
+        })?;
         let config = LaunchConfig {
             grid_dim: (grid, 1, 1),
             block_dim: (kernel.tile.threads, 1, 1),
             shared_mem_bytes: 0,
         };
-        let start = self.stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda)?;
+        let start = self
+            .stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(cuda)?;
         let mut launch = self.stream.launch_builder(&function);
         for arg in args {
             launch.arg(arg);
@@ -162,8 +194,13 @@ impl Backend for GpuBackend {
         // SAFETY: the arguments match the kernel's parameters (the compiler emitted both from
         // the same list), and every address points to live device memory of the right size.
         unsafe { launch.launch(config) }.map_err(cuda)?;
-        let end = self.stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda)?;
-        let ms = start.elapsed_ms(&end).map_err(|e| RuntimeError::Cuda(format!("kernel {} failed: {e}", kernel.name)))?;
+        let end = self
+            .stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(cuda)?;
+        let ms = start
+            .elapsed_ms(&end)
+            .map_err(|e| RuntimeError::Cuda(format!("kernel {} failed: {e}", kernel.name)))?;
         Ok(f64::from(ms))
     }
 
@@ -189,7 +226,9 @@ fn cuda(error: DriverError) -> RuntimeError {
 
 fn memory(error: DriverError, what: &str, bytes: usize) -> RuntimeError {
     if error.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY {
-        RuntimeError::OutOfMemory(format!("{what} needs {bytes} bytes more than the device has free"))
+        RuntimeError::OutOfMemory(format!(
+            "{what} needs {bytes} bytes more than the device has free"
+        ))
     } else {
         cuda(error)
     }

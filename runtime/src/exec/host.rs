@@ -32,7 +32,8 @@ pub struct HostBackend {
 impl HostBackend {
     /// Loads a hex-encoded host object file.
     pub fn new(object_hex: &str) -> Result<HostBackend, RuntimeError> {
-        let object = unhex(object_hex).ok_or_else(|| RuntimeError::Malformed("the host object is not hex".into()))?;
+        let object = unhex(object_hex)
+            .ok_or_else(|| RuntimeError::Malformed("the host object is not hex".into()))?;
         Ok(HostBackend {
             code: LoadedObject::load(&object)?,
             kernels: HashMap::new(),
@@ -82,19 +83,31 @@ impl Backend for HostBackend {
         let mut words = vec![0u64; bytes.len().div_ceil(8).max(1)];
         // SAFETY: `words` has at least `bytes.len()` bytes.
         unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), words.as_mut_ptr().cast::<u8>(), bytes.len());
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                words.as_mut_ptr().cast::<u8>(),
+                bytes.len(),
+            );
         }
         let address = words.as_ptr() as u64;
         self.buffers.push(words);
         Ok(address)
     }
 
-    fn launch(&mut self, kernel: &KernelLaunch, rows: u64, args: &[u64]) -> Result<f64, RuntimeError> {
+    fn launch(
+        &mut self,
+        kernel: &KernelLaunch,
+        rows: u64,
+        args: &[u64],
+    ) -> Result<f64, RuntimeError> {
         let function = self.kernel(&kernel.name)?;
         let tiles = rows.div_ceil(u64::from(kernel.tile.items()));
         let next = AtomicU64::new(0);
         let started = Instant::now();
-        let workers = self.threads.min(tiles.div_ceil(TILES_PER_GRAB) as usize).max(1);
+        let workers = self
+            .threads
+            .min(tiles.div_ceil(TILES_PER_GRAB) as usize)
+            .max(1);
         std::thread::scope(|scope| {
             for _ in 0..workers {
                 scope.spawn(|| loop {
@@ -132,7 +145,7 @@ impl Backend for HostBackend {
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
     let digits = text.as_bytes();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return None;
     }
     let value = |c: u8| (c as char).to_digit(16).map(|d| d as u8);

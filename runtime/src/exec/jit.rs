@@ -6,10 +6,12 @@ use std::ffi::{CStr, CString};
 use inkwell::llvm_sys::core::LLVMCreateMemoryBufferWithMemoryRangeCopy;
 use inkwell::llvm_sys::error::{LLVMDisposeErrorMessage, LLVMErrorRef, LLVMGetErrorMessage};
 use inkwell::llvm_sys::orc2::lljit::{
-    LLVMOrcCreateLLJIT, LLVMOrcDisposeLLJIT, LLVMOrcLLJITAddObjectFile, LLVMOrcLLJITGetGlobalPrefix,
-    LLVMOrcLLJITGetMainJITDylib, LLVMOrcLLJITLookup, LLVMOrcLLJITRef,
+    LLVMOrcCreateLLJIT, LLVMOrcDisposeLLJIT, LLVMOrcLLJITAddObjectFile,
+    LLVMOrcLLJITGetGlobalPrefix, LLVMOrcLLJITGetMainJITDylib, LLVMOrcLLJITLookup, LLVMOrcLLJITRef,
 };
-use inkwell::llvm_sys::orc2::{LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess, LLVMOrcJITDylibAddGenerator};
+use inkwell::llvm_sys::orc2::{
+    LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess, LLVMOrcJITDylibAddGenerator,
+};
 use inkwell::targets::{InitializationConfig, Target};
 
 use super::RuntimeError;
@@ -45,14 +47,19 @@ impl LoadedObject {
             ))?;
             LLVMOrcJITDylibAddGenerator(dylib, generator);
             let name = CString::new("tessera").unwrap_or_default();
-            let buffer = LLVMCreateMemoryBufferWithMemoryRangeCopy(object.as_ptr().cast(), object.len(), name.as_ptr());
+            let buffer = LLVMCreateMemoryBufferWithMemoryRangeCopy(
+                object.as_ptr().cast(),
+                object.len(),
+                name.as_ptr(),
+            );
             check(LLVMOrcLLJITAddObjectFile(jit, dylib, buffer))?;
             Ok(loaded)
         }
     }
 
     pub fn kernel(&self, name: &str) -> Result<HostKernel, RuntimeError> {
-        let symbol = CString::new(name).map_err(|_| RuntimeError::Malformed(format!("bad kernel name {name:?}")))?;
+        let symbol = CString::new(name)
+            .map_err(|_| RuntimeError::Malformed(format!("bad kernel name {name:?}")))?;
         let mut address = 0u64;
         // SAFETY: `self.jit` is live; the address is only turned into a function if non-zero,
         // and kernels are emitted with exactly the `HostKernel` signature.

@@ -52,7 +52,9 @@ impl ColumnBytes {
             ColumnBytes::Values(column) => Cow::Borrowed(column.data.as_bytes()),
             ColumnBytes::Validity(column) => match &column.validity {
                 // SAFETY: `bool` is one byte holding 0 or 1.
-                Some(valid) => Cow::Borrowed(unsafe { std::slice::from_raw_parts(valid.as_ptr().cast::<u8>(), valid.len()) }),
+                Some(valid) => Cow::Borrowed(unsafe {
+                    std::slice::from_raw_parts(valid.as_ptr().cast::<u8>(), valid.len())
+                }),
                 None => Cow::Owned(vec![1; column.len()]),
             },
             ColumnBytes::AllValid(rows) => Cow::Owned(vec![1; *rows]),
@@ -68,7 +70,12 @@ pub trait Backend {
     /// A fresh buffer filled as `spec` says; returns its address.
     fn buffer(&mut self, spec: &BufferSpec) -> Result<u64, RuntimeError>;
     /// Runs `kernel` over `rows` rows with these parameter values; returns milliseconds taken.
-    fn launch(&mut self, kernel: &KernelLaunch, rows: u64, args: &[u64]) -> Result<f64, RuntimeError>;
+    fn launch(
+        &mut self,
+        kernel: &KernelLaunch,
+        rows: u64,
+        args: &[u64],
+    ) -> Result<f64, RuntimeError>;
     /// The bytes of the buffer at `address`.
     fn read(&mut self, address: u64, bytes: u64) -> Result<Vec<u8>, RuntimeError>;
     /// Frees the buffers of the last query.
@@ -111,7 +118,11 @@ pub struct QueryOutcome {
 }
 
 /// Runs one query of a program on `backend`.
-pub fn run_query(backend: &mut dyn Backend, query: &QueryProgram, catalog: &Catalog) -> Result<QueryOutcome, RuntimeError> {
+pub fn run_query(
+    backend: &mut dyn Backend,
+    query: &QueryProgram,
+    catalog: &Catalog,
+) -> Result<QueryOutcome, RuntimeError> {
     let setup = Instant::now();
     check_assumptions(&query.assumptions, catalog)?;
     let mut buffers = Vec::with_capacity(query.buffers.len());
@@ -188,9 +199,12 @@ fn bind(
                 };
                 backend.column(&format!("{table}.{column}.valid"), source)?
             }
-            Param::Buffer(index) => *buffers
-                .get(*index)
-                .ok_or_else(|| RuntimeError::Malformed(format!("kernel {} uses missing buffer {index}", kernel.name)))?,
+            Param::Buffer(index) => *buffers.get(*index).ok_or_else(|| {
+                RuntimeError::Malformed(format!(
+                    "kernel {} uses missing buffer {index}",
+                    kernel.name
+                ))
+            })?,
             Param::StrCode {
                 table,
                 column,
@@ -198,10 +212,9 @@ fn bind(
                 bound,
             } => {
                 let loaded = catalog.column(table, column)?;
-                let dictionary = loaded
-                    .data
-                    .dictionary()
-                    .ok_or_else(|| RuntimeError::Stale(format!("`{table}.{column}` is no longer a string column")))?;
+                let dictionary = loaded.data.dictionary().ok_or_else(|| {
+                    RuntimeError::Stale(format!("`{table}.{column}` is no longer a string column"))
+                })?;
                 let code = match bound {
                     StrBound::Exact => dictionary.code_of(text).unwrap_or(-1),
                     StrBound::Lower => dictionary.lower_bound(text),
@@ -247,10 +260,14 @@ fn check_status(bytes: &[u8]) -> Result<(), RuntimeError> {
         ));
     }
     if word(status::KEY_OUT_OF_RANGE) != 0 || word(status::GROUP_OUT_OF_RANGE) != 0 {
-        return Err(RuntimeError::Stale("a key fell outside the range it was compiled for".into()));
+        return Err(RuntimeError::Stale(
+            "a key fell outside the range it was compiled for".into(),
+        ));
     }
     if word(status::GROUP_TABLE_FULL) != 0 {
-        return Err(RuntimeError::Unsupported("a grouping hash table ran out of room".into()));
+        return Err(RuntimeError::Unsupported(
+            "a grouping hash table ran out of room".into(),
+        ));
     }
     Ok(())
 }

@@ -75,10 +75,15 @@ impl HashTableLayout {
             offset += width;
         }
         fields.extend(placed.into_iter().flatten());
-        let align = fields.iter().map(|f| f.ty.width() as u32).max().unwrap_or(4).max(match kind {
-            HashKind::Perfect { .. } => 4,
-            HashKind::Open { .. } => key.width() as u32,
-        });
+        let align = fields
+            .iter()
+            .map(|f| f.ty.width() as u32)
+            .max()
+            .unwrap_or(4)
+            .max(match kind {
+                HashKind::Perfect { .. } => 4,
+                HashKind::Open { .. } => key.width() as u32,
+            });
         HashTableLayout {
             kind,
             key,
@@ -144,8 +149,10 @@ pub fn insert<'ctx>(
                 p.b.build_conditional_branch(found, claim, done)?;
                 p.b.position_at_end(claim);
                 let previous = swap_word(p, slot, p.const_i32(0), p.const_i32(1))?;
-                let fresh = p.b.build_int_compare(IntPredicate::EQ, previous, p.const_i32(0), "")?;
-                let claimed = p.b.build_select(fresh, slot, p.global_ptr().const_null(), "")?;
+                let fresh =
+                    p.b.build_int_compare(IntPredicate::EQ, previous, p.const_i32(0), "")?;
+                let claimed =
+                    p.b.build_select(fresh, slot, p.global_ptr().const_null(), "")?;
                 report_unless(p, fresh, status, status::DUPLICATE_KEY)?;
                 let claim_end = p.current_block()?;
                 p.b.build_unconditional_branch(done)?;
@@ -154,7 +161,9 @@ pub fn insert<'ctx>(
                 phi.add_incoming(&[(&p.global_ptr().const_null(), here), (&claimed, claim_end)]);
                 phi.as_basic_value()
             }
-            HashKind::Open { .. } => open_insert(p, &owned, table, param, slots, key, status)?.into(),
+            HashKind::Open { .. } => {
+                open_insert(p, &owned, table, param, slots, key, status)?.into()
+            }
         };
         p.b.build_return(Some(&result))?;
         Ok(())
@@ -162,7 +171,13 @@ pub fn insert<'ctx>(
     let (param, slots) = run_time_shape(em, layout);
     let call = em.b.build_call(
         f,
-        &[table.into(), param.into(), slots.into(), key.into(), status.into()],
+        &[
+            table.into(),
+            param.into(),
+            slots.into(),
+            key.into(),
+            status.into(),
+        ],
         "slot",
     )?;
     Ok(basic(call.try_as_basic_value().basic())?.into_pointer_value())
@@ -177,7 +192,12 @@ pub fn find<'ctx>(
 ) -> CodegenResult<PointerValue<'ctx>> {
     let key_ty = em.int_type(key.get_type().get_bit_width());
     let ty = em.global_ptr().fn_type(
-        &[em.global_ptr().into(), em.i64().into(), em.i64().into(), key_ty.into()],
+        &[
+            em.global_ptr().into(),
+            em.i64().into(),
+            em.i64().into(),
+            key_ty.into(),
+        ],
         false,
     );
     let name = primitive_name(layout, "find", key_ty.get_bit_width());
@@ -198,7 +218,8 @@ pub fn find<'ctx>(
                 p.b.position_at_end(check);
                 let present = p.b.build_load(p.i32(), slot, "present")?.into_int_value();
                 let present = p.truth(present)?;
-                let hit = p.b.build_select(present, slot, p.global_ptr().const_null(), "")?;
+                let hit =
+                    p.b.build_select(present, slot, p.global_ptr().const_null(), "")?;
                 let check_end = p.current_block()?;
                 p.b.build_unconditional_branch(done)?;
                 p.b.position_at_end(done);
@@ -212,9 +233,11 @@ pub fn find<'ctx>(
         Ok(())
     })?;
     let (param, slots) = run_time_shape(em, layout);
-    let call = em
-        .b
-        .build_call(f, &[table.into(), param.into(), slots.into(), key.into()], "slot")?;
+    let call = em.b.build_call(
+        f,
+        &[table.into(), param.into(), slots.into(), key.into()],
+        "slot",
+    )?;
     Ok(basic(call.try_as_basic_value().basic())?.into_pointer_value())
 }
 
@@ -243,10 +266,16 @@ fn primitive_name(layout: &HashTableLayout, op: &str, key_bits: u32) -> String {
 
 /// A table's shape as the primitives take it, so that one primitive serves every table of a
 /// layout kind: the minimum key and slot count (perfect), or the slot mask and capacity (open).
-fn run_time_shape<'ctx>(em: &Emitter<'ctx, '_>, layout: &HashTableLayout) -> (IntValue<'ctx>, IntValue<'ctx>) {
+fn run_time_shape<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+) -> (IntValue<'ctx>, IntValue<'ctx>) {
     match layout.kind {
         HashKind::Perfect { min, slots } => (em.const_i64(min), em.const_i64(slots as i64)),
-        HashKind::Open { capacity } => (em.const_i64(capacity as i64 - 1), em.const_i64(capacity as i64)),
+        HashKind::Open { capacity } => (
+            em.const_i64(capacity as i64 - 1),
+            em.const_i64(capacity as i64),
+        ),
     }
 }
 
@@ -264,16 +293,20 @@ fn perfect_slot<'ctx>(
     let wide = p.b.build_int_s_extend_or_bit_cast(key, p.i64(), "")?;
     let index = p.b.build_int_sub(wide, min, "index")?;
     // Unsigned comparison: a key below `min` wraps to a huge index.
-    let inside = p.b.build_int_compare(IntPredicate::ULT, index, slots, "inside")?;
+    let inside =
+        p.b.build_int_compare(IntPredicate::ULT, index, slots, "inside")?;
     if let Some(status) = status {
         report_unless(p, inside, status, status::KEY_OUT_OF_RANGE)?;
     }
-    let safe = p.b.build_select(inside, index, p.const_i64(0), "")?.into_int_value();
-    let offset = p
-        .b
-        .build_int_mul(safe, p.const_i64(i64::from(layout.stride)), "")?;
+    let safe =
+        p.b.build_select(inside, index, p.const_i64(0), "")?
+            .into_int_value();
+    let offset =
+        p.b.build_int_mul(safe, p.const_i64(i64::from(layout.stride)), "")?;
     let slot = p.offset_ptr(p.i8().into(), table, offset)?;
-    Ok(p.b.build_select(inside, slot, p.global_ptr().const_null(), "")?.into_pointer_value())
+    Ok(p.b
+        .build_select(inside, slot, p.global_ptr().const_null(), "")?
+        .into_pointer_value())
 }
 
 fn open_insert<'ctx>(
@@ -291,7 +324,8 @@ fn open_insert<'ctx>(
     let zero = key_ty.const_zero();
     let result = p.alloca(p.global_ptr().into(), "result")?;
 
-    let special = p.b.build_int_compare(IntPredicate::EQ, stored, zero, "min_key")?;
+    let special =
+        p.b.build_int_compare(IntPredicate::EQ, stored, zero, "min_key")?;
     let extra = p.ctx.append_basic_block(p.function, "extra_slot");
     let probe = p.ctx.append_basic_block(p.function, "probe");
     let done = p.ctx.append_basic_block(p.function, "done");
@@ -301,9 +335,11 @@ fn open_insert<'ctx>(
     p.b.position_at_end(extra);
     let slot = slot_at(p, layout, table, capacity)?;
     let previous = swap_word(p, slot, zero, key_ty.const_int(1, false))?;
-    let fresh = p.b.build_int_compare(IntPredicate::EQ, previous, zero, "")?;
+    let fresh =
+        p.b.build_int_compare(IntPredicate::EQ, previous, zero, "")?;
     report_unless(p, fresh, status, status::DUPLICATE_KEY)?;
-    let claimed = p.b.build_select(fresh, slot, p.global_ptr().const_null(), "")?;
+    let claimed =
+        p.b.build_select(fresh, slot, p.global_ptr().const_null(), "")?;
     p.b.build_store(result, claimed)?;
     p.b.build_unconditional_branch(done)?;
 
@@ -319,15 +355,18 @@ fn open_insert<'ctx>(
     let index_value = index.as_basic_value().into_int_value();
     let slot = slot_at(p, layout, table, index_value)?;
     let previous = swap_word(p, slot, zero, stored)?;
-    let claimed = p.b.build_int_compare(IntPredicate::EQ, previous, zero, "claimed")?;
-    let duplicate = p.b.build_int_compare(IntPredicate::EQ, previous, stored, "duplicate")?;
+    let claimed =
+        p.b.build_int_compare(IntPredicate::EQ, previous, zero, "claimed")?;
+    let duplicate =
+        p.b.build_int_compare(IntPredicate::EQ, previous, stored, "duplicate")?;
     let finished = p.b.build_or(claimed, duplicate, "")?;
     let finish = p.ctx.append_basic_block(p.function, "finish");
     p.b.build_conditional_branch(finished, finish, next)?;
 
     p.b.position_at_end(finish);
     report_unless(p, claimed, status, status::DUPLICATE_KEY)?;
-    let chosen = p.b.build_select(claimed, slot, p.global_ptr().const_null(), "")?;
+    let chosen =
+        p.b.build_select(claimed, slot, p.global_ptr().const_null(), "")?;
     p.b.build_store(result, chosen)?;
     p.b.build_unconditional_branch(done)?;
 
@@ -338,7 +377,9 @@ fn open_insert<'ctx>(
     p.b.build_unconditional_branch(header)?;
 
     p.b.position_at_end(done);
-    Ok(p.b.build_load(p.global_ptr(), result, "")?.into_pointer_value())
+    Ok(p.b
+        .build_load(p.global_ptr(), result, "")?
+        .into_pointer_value())
 }
 
 fn open_find<'ctx>(
@@ -355,7 +396,8 @@ fn open_find<'ctx>(
     let zero = key_ty.const_zero();
     let result = p.alloca(p.global_ptr().into(), "result")?;
 
-    let special = p.b.build_int_compare(IntPredicate::EQ, stored, zero, "min_key")?;
+    let special =
+        p.b.build_int_compare(IntPredicate::EQ, stored, zero, "min_key")?;
     let extra = p.ctx.append_basic_block(p.function, "extra_slot");
     let probe = p.ctx.append_basic_block(p.function, "probe");
     let done = p.ctx.append_basic_block(p.function, "done");
@@ -365,7 +407,8 @@ fn open_find<'ctx>(
     let slot = slot_at(p, layout, table, capacity)?;
     let word = p.b.build_load(key_ty, slot, "")?.into_int_value();
     let present = p.b.build_int_compare(IntPredicate::NE, word, zero, "")?;
-    let hit = p.b.build_select(present, slot, p.global_ptr().const_null(), "")?;
+    let hit =
+        p.b.build_select(present, slot, p.global_ptr().const_null(), "")?;
     p.b.build_store(result, hit)?;
     p.b.build_unconditional_branch(done)?;
 
@@ -381,14 +424,17 @@ fn open_find<'ctx>(
     let index_value = index.as_basic_value().into_int_value();
     let slot = slot_at(p, layout, table, index_value)?;
     let word = p.b.build_load(key_ty, slot, "")?.into_int_value();
-    let hit = p.b.build_int_compare(IntPredicate::EQ, word, stored, "hit")?;
-    let empty = p.b.build_int_compare(IntPredicate::EQ, word, zero, "empty")?;
+    let hit =
+        p.b.build_int_compare(IntPredicate::EQ, word, stored, "hit")?;
+    let empty =
+        p.b.build_int_compare(IntPredicate::EQ, word, zero, "empty")?;
     let finished = p.b.build_or(hit, empty, "")?;
     let finish = p.ctx.append_basic_block(p.function, "finish");
     p.b.build_conditional_branch(finished, finish, next)?;
 
     p.b.position_at_end(finish);
-    let chosen = p.b.build_select(hit, slot, p.global_ptr().const_null(), "")?;
+    let chosen =
+        p.b.build_select(hit, slot, p.global_ptr().const_null(), "")?;
     p.b.build_store(result, chosen)?;
     p.b.build_unconditional_branch(done)?;
 
@@ -399,25 +445,32 @@ fn open_find<'ctx>(
     p.b.build_unconditional_branch(header)?;
 
     p.b.position_at_end(done);
-    Ok(p.b.build_load(p.global_ptr(), result, "")?.into_pointer_value())
+    Ok(p.b
+        .build_load(p.global_ptr(), result, "")?
+        .into_pointer_value())
 }
 
 /// The key as stored: sign bit flipped, so that zero means an empty slot.
 fn stored_key<'ctx>(p: &Emitter<'ctx, '_>, key: IntValue<'ctx>) -> CodegenResult<IntValue<'ctx>> {
     let ty = key.get_type();
     let sign = ty.const_int(1, false);
-    let sign = p
-        .b
-        .build_left_shift(sign, ty.const_int(u64::from(ty.get_bit_width() - 1), false), "")?;
+    let sign = p.b.build_left_shift(
+        sign,
+        ty.const_int(u64::from(ty.get_bit_width() - 1), false),
+        "",
+    )?;
     Ok(p.b.build_xor(key, sign, "stored")?)
 }
 
 /// Fibonacci hashing: the high half of `key × 2^64/φ`, masked to the table.
-fn hash<'ctx>(p: &Emitter<'ctx, '_>, key: IntValue<'ctx>, mask: IntValue<'ctx>) -> CodegenResult<IntValue<'ctx>> {
+fn hash<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    key: IntValue<'ctx>,
+    mask: IntValue<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
     let wide = p.b.build_int_s_extend_or_bit_cast(key, p.i64(), "")?;
-    let mixed = p
-        .b
-        .build_int_mul(wide, p.i64().const_int(0x9E37_79B9_7F4A_7C15, false), "")?;
+    let mixed =
+        p.b.build_int_mul(wide, p.i64().const_int(0x9E37_79B9_7F4A_7C15, false), "")?;
     let high = p.b.build_right_shift(mixed, p.const_i64(32), false, "")?;
     Ok(p.b.build_and(high, mask, "hash")?)
 }
@@ -428,7 +481,8 @@ fn slot_at<'ctx>(
     table: PointerValue<'ctx>,
     index: IntValue<'ctx>,
 ) -> CodegenResult<PointerValue<'ctx>> {
-    let offset = p.b.build_int_mul(index, p.const_i64(i64::from(layout.stride)), "")?;
+    let offset =
+        p.b.build_int_mul(index, p.const_i64(i64::from(layout.stride)), "")?;
     p.offset_ptr(p.i8().into(), table, offset)
 }
 
@@ -439,10 +493,16 @@ fn swap_word<'ctx>(
     expected: IntValue<'ctx>,
     new: IntValue<'ctx>,
 ) -> CodegenResult<IntValue<'ctx>> {
-    let pair = p
-        .b
-        .build_cmpxchg(ptr, expected, new, AtomicOrdering::Monotonic, AtomicOrdering::Monotonic)?;
-    Ok(p.b.build_extract_value(pair, 0, "previous")?.into_int_value())
+    let pair = p.b.build_cmpxchg(
+        ptr,
+        expected,
+        new,
+        AtomicOrdering::Monotonic,
+        AtomicOrdering::Monotonic,
+    )?;
+    Ok(p.b
+        .build_extract_value(pair, 0, "previous")?
+        .into_int_value())
 }
 
 /// Sets status word `word` unless `ok` holds.
@@ -477,7 +537,11 @@ mod tests {
         assert_eq!(layout.payload[2].offset, 20);
         assert_eq!(layout.stride, 24);
         assert_eq!(layout.slots(), 17);
-        let perfect = HashTableLayout::new(HashKind::Perfect { min: 1, slots: 100 }, DataType::I32, &[DataType::I32]);
+        let perfect = HashTableLayout::new(
+            HashKind::Perfect { min: 1, slots: 100 },
+            DataType::I32,
+            &[DataType::I32],
+        );
         assert_eq!(perfect.stride, 8);
     }
 }

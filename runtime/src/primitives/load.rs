@@ -21,7 +21,12 @@ pub fn load<'ctx>(
 ) -> CodegenResult<()> {
     let elem = out.elem;
     let ty = em.ctx.void_type().fn_type(
-        &[em.global_ptr().into(), em.i64().into(), em.i32().into(), em.local_ptr().into()],
+        &[
+            em.global_ptr().into(),
+            em.i64().into(),
+            em.i32().into(),
+            em.local_ptr().into(),
+        ],
         false,
     );
     let f = primitive(em, &format!("tessera.load.{}", type_name(elem)), ty, |p| {
@@ -47,7 +52,8 @@ pub fn load<'ctx>(
         p.b.position_at_end(full_block);
         p.for_each_item(|item| {
             let offset = p.item_offset(item)?;
-            let value = p.b.build_load(elem, p.offset_ptr(elem, base, offset)?, "")?;
+            let value =
+                p.b.build_load(elem, p.offset_ptr(elem, base, offset)?, "")?;
             p.set(out, item, value)
         })?;
         p.b.build_unconditional_branch(done)?;
@@ -55,10 +61,12 @@ pub fn load<'ctx>(
         p.b.position_at_end(partial_block);
         p.for_each_item(|item| {
             let offset = p.item_offset(item)?;
-            let inside = p.b.build_int_compare(IntPredicate::SLT, offset, count, "")?;
+            let inside =
+                p.b.build_int_compare(IntPredicate::SLT, offset, count, "")?;
             p.set(out, item, elem.const_zero())?;
             p.if_then(inside, || {
-                let value = p.b.build_load(elem, p.offset_ptr(elem, base, offset)?, "")?;
+                let value =
+                    p.b.build_load(elem, p.offset_ptr(elem, base, offset)?, "")?;
                 p.set(out, item, value)
             })
         })?;
@@ -69,7 +77,12 @@ pub fn load<'ctx>(
     })?;
     em.b.build_call(
         f,
-        &[column.into(), tile_start.into(), num_items.into(), out.ptr.into()],
+        &[
+            column.into(),
+            tile_start.into(),
+            num_items.into(),
+            out.ptr.into(),
+        ],
         "",
     )?;
     Ok(())
@@ -86,40 +99,64 @@ pub fn load_sel<'ctx>(
 ) -> CodegenResult<()> {
     let elem = out.elem;
     let ty = em.ctx.void_type().fn_type(
-        &[em.global_ptr().into(), em.i64().into(), em.local_ptr().into(), em.local_ptr().into()],
+        &[
+            em.global_ptr().into(),
+            em.i64().into(),
+            em.local_ptr().into(),
+            em.local_ptr().into(),
+        ],
         false,
     );
-    let f = primitive(em, &format!("tessera.load_sel.{}", type_name(elem)), ty, |p| {
-        let column = param_ptr(p, 0)?;
-        let start = param_int(p, 1)?;
-        let flags = TileArray {
-            ptr: param_ptr(p, 2)?,
-            ..flags
-        };
-        let out = TileArray {
-            ptr: param_ptr(p, 3)?,
-            ..out
-        };
-        let base = p.offset_ptr(elem, column, start)?;
-        p.for_each_item(|item| {
-            let selected = p.truth(p.get(flags, item)?.into_int_value())?;
-            // Rejected items hold zero, so later arithmetic on them is defined (and ignored).
-            p.set(out, item, elem.const_zero())?;
-            p.if_then(selected, || {
-                let offset = p.item_offset(item)?;
-                let value = p.b.build_load(elem, p.offset_ptr(elem, base, offset)?, "")?;
-                p.set(out, item, value)
-            })
-        })?;
-        p.b.build_return(None)?;
-        Ok(())
-    })?;
-    em.b.build_call(f, &[column.into(), tile_start.into(), flags.ptr.into(), out.ptr.into()], "")?;
+    let f = primitive(
+        em,
+        &format!("tessera.load_sel.{}", type_name(elem)),
+        ty,
+        |p| {
+            let column = param_ptr(p, 0)?;
+            let start = param_int(p, 1)?;
+            let flags = TileArray {
+                ptr: param_ptr(p, 2)?,
+                ..flags
+            };
+            let out = TileArray {
+                ptr: param_ptr(p, 3)?,
+                ..out
+            };
+            let base = p.offset_ptr(elem, column, start)?;
+            p.for_each_item(|item| {
+                let selected = p.truth(p.get(flags, item)?.into_int_value())?;
+                // Rejected items hold zero, so later arithmetic on them is defined (and ignored).
+                p.set(out, item, elem.const_zero())?;
+                p.if_then(selected, || {
+                    let offset = p.item_offset(item)?;
+                    let value =
+                        p.b.build_load(elem, p.offset_ptr(elem, base, offset)?, "")?;
+                    p.set(out, item, value)
+                })
+            })?;
+            p.b.build_return(None)?;
+            Ok(())
+        },
+    )?;
+    em.b.build_call(
+        f,
+        &[
+            column.into(),
+            tile_start.into(),
+            flags.ptr.into(),
+            out.ptr.into(),
+        ],
+        "",
+    )?;
     Ok(())
 }
 
 /// Sets the flag of every item that is a row of the table (all of them in a full tile).
-pub fn init_flags<'ctx>(em: &Emitter<'ctx, '_>, num_items: IntValue<'ctx>, flags: TileArray<'ctx>) -> CodegenResult<()> {
+pub fn init_flags<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    num_items: IntValue<'ctx>,
+    flags: TileArray<'ctx>,
+) -> CodegenResult<()> {
     let ty = em
         .ctx
         .void_type()
@@ -132,7 +169,8 @@ pub fn init_flags<'ctx>(em: &Emitter<'ctx, '_>, num_items: IntValue<'ctx>, flags
         };
         p.for_each_item(|item| {
             let offset = p.item_offset(item)?;
-            let inside = p.b.build_int_compare(IntPredicate::SLT, offset, count, "")?;
+            let inside =
+                p.b.build_int_compare(IntPredicate::SLT, offset, count, "")?;
             p.set(flags, item, p.flag(inside)?)
         })?;
         p.b.build_return(None)?;

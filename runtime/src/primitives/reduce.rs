@@ -73,7 +73,8 @@ fn reduce_block_gpu<'ctx>(
     let tid = p.tid()?;
     let lane = p.b.build_and(tid, p.const_i32(31), "lane")?;
     let warp = p.b.build_right_shift(tid, p.const_i32(5), false, "warp")?;
-    let leader = p.b.build_int_compare(IntPredicate::EQ, lane, p.const_i32(0), "")?;
+    let leader =
+        p.b.build_int_compare(IntPredicate::EQ, lane, p.const_i32(0), "")?;
     p.if_then(leader, || {
         let slot = slot_ptr(p, scratch, warp)?;
         p.b.build_store(slot, reduced)?;
@@ -82,9 +83,8 @@ fn reduce_block_gpu<'ctx>(
     p.barrier()?;
     let partial = p.alloca(ty, "partial")?;
     p.b.build_store(partial, identity(op, ty)?)?;
-    let has_partial = p
-        .b
-        .build_int_compare(IntPredicate::ULT, tid, p.const_i32(i64::from(warps)), "")?;
+    let has_partial =
+        p.b.build_int_compare(IntPredicate::ULT, tid, p.const_i32(i64::from(warps)), "")?;
     p.if_then(has_partial, || {
         let slot = slot_ptr(p, scratch, tid)?;
         let value = p.b.build_load(ty, slot, "")?;
@@ -129,13 +129,15 @@ fn shuffle_down<'ctx>(
         p.shfl_down_i32(as_int, offset)?
     } else {
         let low = p.b.build_int_truncate(as_int, p.i32(), "lo")?;
-        let high = p.b.build_right_shift(as_int, p.i64().const_int(32, false), false, "")?;
+        let high =
+            p.b.build_right_shift(as_int, p.i64().const_int(32, false), false, "")?;
         let high = p.b.build_int_truncate(high, p.i32(), "hi")?;
         let low = p.shfl_down_i32(low, offset)?;
         let high = p.shfl_down_i32(high, offset)?;
         let low = p.b.build_int_z_extend(low, p.i64(), "")?;
         let high = p.b.build_int_z_extend(high, p.i64(), "")?;
-        let high = p.b.build_left_shift(high, p.i64().const_int(32, false), "")?;
+        let high =
+            p.b.build_left_shift(high, p.i64().const_int(32, false), "")?;
         p.b.build_or(high, low, "")?
     };
     Ok(p.b.build_bit_cast(shuffled, ty, "")?)
@@ -173,12 +175,19 @@ pub fn combine<'ctx>(
                 p.b.build_select(pick_a, a, b, "")?
             }
         },
-        _ => return Err(CodegenError::Invalid("cannot combine values of different kinds".into())),
+        _ => {
+            return Err(CodegenError::Invalid(
+                "cannot combine values of different kinds".into(),
+            ))
+        }
     })
 }
 
 /// The value that leaves any other unchanged under `op`.
-pub fn identity<'ctx>(op: ReduceOp, ty: BasicTypeEnum<'ctx>) -> CodegenResult<BasicValueEnum<'ctx>> {
+pub fn identity<'ctx>(
+    op: ReduceOp,
+    ty: BasicTypeEnum<'ctx>,
+) -> CodegenResult<BasicValueEnum<'ctx>> {
     Ok(match ty {
         BasicTypeEnum::IntType(t) => {
             let bits = t.get_bit_width();
@@ -204,8 +213,14 @@ pub fn identity<'ctx>(op: ReduceOp, ty: BasicTypeEnum<'ctx>) -> CodegenResult<Ba
 fn bit_width(ty: BasicTypeEnum<'_>) -> CodegenResult<u32> {
     match ty {
         BasicTypeEnum::IntType(t) if matches!(t.get_bit_width(), 32 | 64) => Ok(t.get_bit_width()),
-        BasicTypeEnum::FloatType(t) => Ok(if t == t.get_context().f32_type() { 32 } else { 64 }),
-        _ => Err(CodegenError::Invalid("reductions take 32- or 64-bit values".into())),
+        BasicTypeEnum::FloatType(t) => Ok(if t == t.get_context().f32_type() {
+            32
+        } else {
+            64
+        }),
+        _ => Err(CodegenError::Invalid(
+            "reductions take 32- or 64-bit values".into(),
+        )),
     }
 }
 
@@ -216,7 +231,9 @@ fn scratch<'ctx>(p: &Emitter<'ctx, '_>) -> CodegenResult<PointerValue<'ctx>> {
         return Ok(global.as_pointer_value());
     }
     let ty = p.i64().array_type(SCRATCH_BYTES / 8);
-    let global = p.module.add_global(ty, Some(AddressSpace::from(SHARED)), name);
+    let global = p
+        .module
+        .add_global(ty, Some(AddressSpace::from(SHARED)), name);
     global.set_linkage(Linkage::Internal);
     global.set_initializer(&ty.get_undef());
     global.set_alignment(16);
@@ -224,6 +241,10 @@ fn scratch<'ctx>(p: &Emitter<'ctx, '_>) -> CodegenResult<PointerValue<'ctx>> {
 }
 
 /// Partial `index` of the scratch: slots are 8 bytes apart whatever the value's width.
-fn slot_ptr<'ctx>(p: &Emitter<'ctx, '_>, scratch: PointerValue<'ctx>, index: IntValue<'ctx>) -> CodegenResult<PointerValue<'ctx>> {
+fn slot_ptr<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    scratch: PointerValue<'ctx>,
+    index: IntValue<'ctx>,
+) -> CodegenResult<PointerValue<'ctx>> {
     p.offset_ptr(p.i64().into(), scratch, index)
 }

@@ -1,0 +1,130 @@
+//! Every stage of the compiler as text: the `--emit` forms, shared by the command line and
+//! the snapshot tests.
+
+use inkwell::context::Context;
+use tessera_grammar::{
+    ast_to_string, source_to_ast, source_to_tokens, tokens_to_string, Diagnostic,
+};
+use tessera_runtime::Target;
+use tessera_storage::Catalog;
+
+use crate::codegen::{llvm_to_ptx, optimize_llvm, pipelines_to_llvm};
+use crate::logical::logical_to_string;
+use crate::physical::physical_to_string;
+use crate::script::Compilation;
+use crate::typed::typed_to_string;
+
+/// A stage that can be printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stage {
+    Tokens,
+    Ast,
+    Typed,
+    Logical,
+    /// With `verbose`, the plan after each pass.
+    Optimized,
+    Physical,
+    /// The module before optimization: kernels as calls to block-wide primitives.
+    Llvm,
+    Ptx,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 8] = [
+        Stage::Tokens,
+        Stage::Ast,
+        Stage::Typed,
+        Stage::Logical,
+        Stage::Optimized,
+        Stage::Physical,
+        Stage::Llvm,
+        Stage::Ptx,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Tokens => "tokens",
+            Stage::Ast => "ast",
+            Stage::Typed => "typed",
+            Stage::Logical => "logical",
+            Stage::Optimized => "optimized",
+            Stage::Physical => "physical",
+            Stage::Llvm => "llvm",
+            Stage::Ptx => "ptx",
+        }
+    }
+
+    /// Whether printing the stage needs the catalog (everything after parsing does).
+    pub fn needs_data(self) -> bool {
+        !matches!(self, Stage::Tokens | Stage::Ast)
+    }
+}
+
+#[derive(Debug)]
+pub enum EmitError {
+    /// Errors in the script.
+    Script(Vec<Diagnostic>),
+    /// A stage after parsing was asked for without a catalog.
+    NeedsData,
+    /// PTX was asked for a host target.
+    NotGpu,
+}
+
+impl From<Vec<Diagnostic>> for EmitError {
+    fn from(diagnostics: Vec<Diagnostic>) -> EmitError {
+        EmitError::Script(diagnostics)
+    }
+}
+
+impl From<Diagnostic> for EmitError {
+    fn from(diagnostic: Diagnostic) -> EmitError {
+        EmitError::Script(vec![diagnostic])
+    }
+}
+
+/// The text of `stage` for a script.
+pub fn emit(
+    source: &str,
+    stage: Stage,
+    catalog: Option<&Catalog>,
+    target: Target,
+    verbose: bool,
+) -> Result<String, EmitError> {
+    if stage == Stage::Tokens {
+        return Ok(tokens_to_string(&source_to_tokens(source)?, source));
+    }
+    let ast = source_to_ast(source)?;
+    if stage == Stage::Ast {
+        return Ok(ast_to_string(&ast));
+    }
+    let catalog = catalog.ok_or(EmitError::NeedsData)?;
+    let compilation = Compilation::run(ast, catalog)?;
+    Ok(match stage {
+        Stage::Typed => typed_to_string(&compilation.typed),
+        Stage::Logical => logical_to_string(&compilation.logical),
+        Stage::Optimized if verbose => compilation
+            .trace
+            .iter()
+            .map(|step| format!("--- after {} ---\n{}", step.pass, step.plan))
+            .collect(),
+        Stage::Optimized => logical_to_string(&compilation.optimized),
+        Stage::Physical => physical_to_string(&compilation.physical),
+        Stage::Llvm | Stage::Ptx | Stage::Tokens | Stage::Ast => {
+            let context = Context::create();
+            let (module, _) = pipelines_to_llvm(&context, &compilation.physical, catalog, target)?;
+            if stage == Stage::Llvm {
+                return Ok(module.print_to_string().to_string());
+            }
+            let Target::Nvptx { sm } = target else {
+                return Err(EmitError::NotGpu);
+            };
+            let span = compilation
+                .physical
+                .first()
+                .map(|q| q.span)
+                .unwrap_or_default();
+            optimize_llvm(&module, target).map_err(|e| Diagnostic::internal(span, e))?;
+            llvm_to_ptx(&module, sm).map_err(|e| Diagnostic::internal(span, e))?
+        }
+    })
+}

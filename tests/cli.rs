@@ -1,0 +1,225 @@
+//! The command line as a user meets it: results printed, one-line causes and a non-zero exit on
+//! failure, reports that point at the script, never a panic.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn tessera(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .current_dir(common::repo())
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("tessera runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn data() -> &'static str {
+    common::ssb_data().to_str().expect("utf-8 path")
+}
+
+#[test]
+fn a_misspelled_column_is_reported_with_the_right_name() {
+    let script = std::env::temp_dir().join(format!("tessera-typo-{}.tq", std::process::id()));
+    std::fs::write(
+        &script,
+        "from lineorder\n| where lo_revnue > 10\n| aggregate { n = count() }\n",
+    )
+    .unwrap();
+    let output = tessera(&[
+        "compile",
+        script.to_str().unwrap(),
+        "--data",
+        data(),
+        "--emit",
+        "physical",
+    ]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr.contains("unknown column `lo_revnue`"), "{stderr}");
+    assert!(stderr.contains("did you mean `lo_revenue`?"), "{stderr}");
+    assert!(
+        stderr.contains("2:9"),
+        "the report points at line 2, column 9: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn run_prints_a_table_and_csv() {
+    let table = tessera(&[
+        "run",
+        "examples/ssb/q11.tq",
+        "--data",
+        data(),
+        "--device",
+        "cpu",
+    ]);
+    assert!(table.status.success(), "{}", text(&table.stderr));
+    assert!(text(&table.stdout).contains("revenue"));
+    assert!(text(&table.stdout).contains("(1 row)"));
+    let csv = tessera(&[
+        "run",
+        "examples/ssb/q21.tq",
+        "--data",
+        data(),
+        "--device",
+        "cpu",
+        "--format",
+        "csv",
+    ]);
+    let out = text(&csv.stdout);
+    assert_eq!(out.lines().next(), Some("d_year,p_brand1,revenue"));
+    assert!(out.lines().count() > 10);
+}
+
+#[test]
+fn a_compiled_program_runs_without_the_script() {
+    let artifact = std::env::temp_dir().join(format!("tessera-q21-{}.tqx", std::process::id()));
+    let artifact = artifact.to_str().unwrap();
+    let compile = tessera(&[
+        "compile",
+        "examples/ssb/q21.tq",
+        "--data",
+        data(),
+        "--target",
+        "host",
+        "-o",
+        artifact,
+    ]);
+    assert!(compile.status.success(), "{}", text(&compile.stderr));
+    let from_artifact = tessera(&["run", artifact, "--data", data(), "--format", "csv"]);
+    let from_script = tessera(&[
+        "run",
+        "examples/ssb/q21.tq",
+        "--data",
+        data(),
+        "--device",
+        "cpu",
+        "--format",
+        "csv",
+    ]);
+    assert!(
+        from_artifact.status.success(),
+        "{}",
+        text(&from_artifact.stderr)
+    );
+    assert_eq!(text(&from_artifact.stdout), text(&from_script.stdout));
+}
+
+#[test]
+fn a_gpu_artifact_is_refused_on_the_cpu() {
+    let artifact = std::env::temp_dir().join(format!("tessera-q11-{}.tqx", std::process::id()));
+    let artifact = artifact.to_str().unwrap();
+    let compile = tessera(&[
+        "compile",
+        "examples/ssb/q11.tq",
+        "--data",
+        data(),
+        "--target",
+        "sm_90",
+        "-o",
+        artifact,
+    ]);
+    assert!(compile.status.success(), "{}", text(&compile.stderr));
+    let run = tessera(&["run", artifact, "--data", data(), "--device", "cpu"]);
+    assert_eq!(run.status.code(), Some(1));
+    assert!(
+        text(&run.stderr).contains("--target host"),
+        "{}",
+        text(&run.stderr)
+    );
+}
+
+#[test]
+fn without_a_gpu_auto_falls_back_and_gpu_fails_in_one_line() {
+    if tessera_runtime::exec::gpu::probe().is_ok() {
+        eprintln!("skipped: a CUDA device is present");
+        return;
+    }
+    let auto = tessera(&["run", "examples/ssb/q11.tq", "--data", data()]);
+    assert!(auto.status.success(), "{}", text(&auto.stderr));
+    assert!(text(&auto.stderr).contains("running on the CPU"));
+    let gpu = tessera(&[
+        "run",
+        "examples/ssb/q11.tq",
+        "--data",
+        data(),
+        "--device",
+        "gpu",
+    ]);
+    let stderr = text(&gpu.stderr);
+    assert_eq!(gpu.status.code(), Some(1));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error: no GPU"), "{stderr}");
+    assert!(!stderr.contains("panicked"));
+}
+
+#[test]
+fn bad_inputs_fail_in_one_line() {
+    for (args, expected) in [
+        (
+            vec![
+                "run",
+                "examples/ssb/q11.tq",
+                "--data",
+                "/no/such/dir",
+                "--device",
+                "cpu",
+            ],
+            "does not exist",
+        ),
+        (
+            vec![
+                "run",
+                "/no/such/script.tq",
+                "--data",
+                "/tmp",
+                "--device",
+                "cpu",
+            ],
+            "cannot read",
+        ),
+        (
+            vec!["gen", "ssb", "--sf", "0", "--out", "/tmp/never"],
+            "positive",
+        ),
+        (
+            vec!["compile", "examples/ssb/q11.tq", "--emit", "physical"],
+            "--data",
+        ),
+    ] {
+        let output = tessera(&args);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_corrupt_parquet_file_is_a_clear_error() {
+    let dir = std::env::temp_dir().join(format!("tessera-corrupt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("t.parquet"), b"PAR1 this is not parquet").unwrap();
+    let script = dir.join("q.tq");
+    std::fs::write(&script, "from t | aggregate { n = count() }").unwrap();
+    let output = tessera(&[
+        "run",
+        script.to_str().unwrap(),
+        "--data",
+        dir.to_str().unwrap(),
+        "--device",
+        "cpu",
+    ]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr.contains("t.parquet"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let _ = Path::new(&dir);
+}
