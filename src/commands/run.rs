@@ -26,7 +26,13 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     let is_artifact = args.script.extension().is_some_and(|e| e == "tqx");
     let (program, catalog, compile_ms) = if is_artifact {
         let program = read_artifact(&args.script)?;
-        let catalog = tessera_storage::Catalog::open(&args.data, &[])?;
+        // A compiled program carries no declarations; `.tbl` files use the standard schemas.
+        let empty = tessera_grammar::ast::Script { items: Vec::new() };
+        let catalog = tessera_compiler::open_catalog(&empty, &args.data).map_err(|e| match e {
+            tessera_compiler::script::OpenError::Storage(e) => Failure::Message(e.to_string()),
+            tessera_compiler::script::OpenError::Declarations(_) => Failure::Message("bad standard schemas".into()),
+        })?;
+        let catalog = std::sync::Arc::new(catalog);
         (program, catalog, None)
     } else {
         let script = Script::read(&args.script)?;

@@ -2,6 +2,7 @@
 //! `run`, `test` and `bench` share.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use tessera_compiler::codegen::pipelines_to_program;
@@ -45,14 +46,35 @@ pub fn choose_target(choice: DeviceChoice) -> Result<(Target, Option<GpuInfo>), 
 /// A script compiled against a data directory.
 pub struct Compiled {
     pub program: Program,
-    pub catalog: Catalog,
+    pub catalog: Arc<Catalog>,
     /// Parse to executable code, in milliseconds.
     pub compile_ms: f64,
 }
 
 pub fn compile_script(script: &Script, data: &Path, target: Target) -> Result<Compiled, Failure> {
+    compile_with_catalog(script, data, target, &mut |_| None)
+}
+
+/// Like `compile_script`, but takes the catalog from `cached` when it has one for a script
+/// that declares no tables of its own (declarations change how the data is read).
+pub fn compile_with_catalog(
+    script: &Script,
+    data: &Path,
+    target: Target,
+    cached: &mut dyn FnMut(Option<Arc<Catalog>>) -> Option<Arc<Catalog>>,
+) -> Result<Compiled, Failure> {
     let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
-    let catalog = open(script, &ast, data)?;
+    let declares = ast.items.iter().any(|item| matches!(item, tessera_grammar::ast::Item::Table(_)));
+    let catalog = match (declares, cached(None)) {
+        (false, Some(catalog)) => catalog,
+        _ => {
+            let catalog = Arc::new(open(script, &ast, data)?);
+            if !declares {
+                cached(Some(Arc::clone(&catalog)));
+            }
+            catalog
+        }
+    };
     let started = Instant::now();
     let compilation = Compilation::run(ast, &catalog).map_err(|d| script.fail(d))?;
     let program = pipelines_to_program(&compilation.physical, &catalog, target)

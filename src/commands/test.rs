@@ -4,14 +4,16 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use tessera_storage::gen::ssb::generate_ssb;
 use tessera_storage::progress::NoProgress;
+use tessera_storage::Catalog;
 
 use super::compile::Script;
 use super::run::execute;
-use super::session::{choose_target, compile_script};
+use super::session::{choose_target, compile_with_catalog};
 use crate::conformance::{compare, parse_csv, Case, Script as CaseScript};
 use crate::failure::Failure;
 use crate::TestArgs;
@@ -30,6 +32,8 @@ pub fn run(args: &TestArgs) -> Result<(), Failure> {
     };
     println!("running {} conformance files on {device}", files.len());
     let mut datasets: HashMap<String, PathBuf> = HashMap::new();
+    // One catalog per data folder, so columns are read once for all the files that use them.
+    let mut catalogs: HashMap<PathBuf, Arc<Catalog>> = HashMap::new();
     let mut failures = 0;
     let started = Instant::now();
     for path in &files {
@@ -53,7 +57,14 @@ pub fn run(args: &TestArgs) -> Result<(), Failure> {
                     source: text.clone(),
                 },
             };
-            let compiled = compile_script(&script, &data, target).map_err(describe)?;
+            let mut cache = |new: Option<Arc<Catalog>>| match new {
+                Some(catalog) => {
+                    catalogs.insert(data.clone(), Arc::clone(&catalog));
+                    Some(catalog)
+                }
+                None => catalogs.get(&data).cloned(),
+            };
+            let compiled = compile_with_catalog(&script, &data, target, &mut cache).map_err(describe)?;
             let outcomes = execute(&compiled.program, &compiled.catalog).map_err(describe)?;
             let last = outcomes.last().ok_or("the script has no query")?;
             let actual = parse_csv(&last.table.to_csv());
