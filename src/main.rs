@@ -31,6 +31,11 @@ enum Command {
     Run(RunArgs),
     /// Runs conformance files (script + expected result) and compares the results.
     Test(TestArgs),
+    /// Benchmarks compiled queries: median times, bandwidth floor, and reference figures.
+    Bench {
+        #[command(subcommand)]
+        suite: BenchSuite,
+    },
     /// Generates benchmark data as Parquet.
     Gen {
         #[command(subcommand)]
@@ -117,6 +122,34 @@ pub enum Emit {
 }
 
 #[derive(Subcommand)]
+enum BenchSuite {
+    /// The 13 Star Schema Benchmark queries.
+    Ssb(BenchArgs),
+}
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// Scale factor of the data (generated into data/ssb-SF unless --data is given).
+    #[arg(long)]
+    sf: f64,
+    /// Use this data directory (it must hold SSB at that scale factor).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Where to run.
+    #[arg(long, value_enum, default_value = "auto")]
+    device: commands::session::DeviceChoice,
+    /// Timed runs per query.
+    #[arg(long, default_value_t = 10)]
+    runs: usize,
+    /// Untimed runs before them.
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
 enum GenDataset {
     /// The Star Schema Benchmark: lineorder, part, supplier, customer, date.
     Ssb {
@@ -147,16 +180,42 @@ impl Emit {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
+    // Panics are bugs in Tessera, never the user's fault. Some are caught where they happen
+    // (inside the Parquet decoder, which panics on some corrupt files, and which the data layer
+    // turns into a clean error); none should print Rust's panic banner. One that reaches here is
+    // reported in one line.
+    std::panic::set_hook(Box::new(|info| {
+        let message = info.to_string();
+        LAST_PANIC.with(|last| *last.borrow_mut() = Some(message));
+    }));
+    let outcome = std::panic::catch_unwind(|| run(cli));
+    match outcome {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(failure)) => failure.report(),
+        Err(_) => {
+            let message = LAST_PANIC
+                .with(|last| last.borrow_mut().take())
+                .unwrap_or_else(|| "a worker thread failed".into());
+            eprintln!("error: internal error (this is a bug in Tessera): {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+thread_local! {
+    static LAST_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+fn run(cli: Cli) -> Result<(), failure::Failure> {
+    match cli.command {
         Command::Compile(args) => commands::compile::run(&args),
         Command::Run(args) => commands::run::run(&args),
         Command::Test(args) => commands::test::run(&args),
+        Command::Bench {
+            suite: BenchSuite::Ssb(args),
+        } => commands::bench::run(&args),
         Command::Gen {
             dataset: GenDataset::Ssb { sf, out },
         } => commands::gen::ssb(sf, &out),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(failure) => failure.report(),
     }
 }

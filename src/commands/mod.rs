@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod bench;
 pub mod compile;
 pub mod gen;
 pub mod run;

@@ -30,7 +30,9 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         let empty = tessera_grammar::ast::Script { items: Vec::new() };
         let catalog = tessera_compiler::open_catalog(&empty, &args.data).map_err(|e| match e {
             tessera_compiler::script::OpenError::Storage(e) => Failure::Message(e.to_string()),
-            tessera_compiler::script::OpenError::Declarations(_) => Failure::Message("bad standard schemas".into()),
+            tessera_compiler::script::OpenError::Declarations(_) => {
+                Failure::Message("bad standard schemas".into())
+            }
         })?;
         let catalog = std::sync::Arc::new(catalog);
         (program, catalog, None)

@@ -64,7 +64,10 @@ pub fn compile_with_catalog(
     cached: &mut dyn FnMut(Option<Arc<Catalog>>) -> Option<Arc<Catalog>>,
 ) -> Result<Compiled, Failure> {
     let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
-    let declares = ast.items.iter().any(|item| matches!(item, tessera_grammar::ast::Item::Table(_)));
+    let declares = ast
+        .items
+        .iter()
+        .any(|item| matches!(item, tessera_grammar::ast::Item::Table(_)));
     let catalog = match (declares, cached(None)) {
         (false, Some(catalog)) => catalog,
         _ => {

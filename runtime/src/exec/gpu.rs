@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::{self, CUevent_flags};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DriverError,
-    LaunchConfig, PushKernelArg,
+    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr,
+    DriverError, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 
@@ -51,6 +51,8 @@ pub struct GpuBackend {
     functions: HashMap<String, CudaFunction>,
     columns: HashMap<String, CudaSlice<u8>>,
     buffers: Vec<CudaSlice<u8>>,
+    /// Kernels queued since the last `wait`, with events around each.
+    pending: Vec<(String, CudaEvent, CudaEvent)>,
 }
 
 impl GpuBackend {
@@ -72,6 +74,7 @@ impl GpuBackend {
             functions: HashMap::new(),
             columns: HashMap::new(),
             buffers: Vec::new(),
+            pending: Vec::new(),
         })
     }
 
@@ -90,6 +93,12 @@ impl GpuBackend {
     fn address(&self, slice: &CudaSlice<u8>) -> u64 {
         let (pointer, _sync) = slice.device_ptr(&self.stream);
         pointer
+    }
+
+    fn event(&self) -> Result<CudaEvent, RuntimeError> {
+        self.stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(cuda)
     }
 
     /// Bytes of device memory free now.
@@ -167,41 +176,74 @@ impl Backend for GpuBackend {
         kernel: &KernelLaunch,
         rows: u64,
         args: &[u64],
-    ) -> Result<f64, RuntimeError> {
+    ) -> Result<(), RuntimeError> {
         let function = self.function(&kernel.name)?;
         let tiles = rows.div_ceil(u64::from(kernel.tile.items()));
-        if tiles == 0 {
-            return Ok(0.0);
-        }
         let grid = u32::try_from(tiles).map_err(|_| {
             RuntimeError::Unsupported(format!(
                 "{rows} rows need more thread blocks than a launch allows"
             ))
         })?;
-        let config = LaunchConfig {
-            grid_dim: (grid, 1, 1),
-            block_dim: (kernel.tile.threads, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let start = self
-            .stream
-            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(cuda)?;
-        let mut launch = self.stream.launch_builder(&function);
-        for arg in args {
-            launch.arg(arg);
+        let start = self.event()?;
+        if grid > 0 {
+            let config = LaunchConfig {
+                grid_dim: (grid, 1, 1),
+                block_dim: (kernel.tile.threads, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut launch = self.stream.launch_builder(&function);
+            for arg in args {
+                launch.arg(arg);
+            }
+            // SAFETY: the arguments match the kernel's parameters (the compiler emitted both
+            // from the same list), and every address points to live device memory of the
+            // right size.
+            unsafe { launch.launch(config) }
+                .map_err(|e| RuntimeError::Cuda(format!("launching {}: {e}", kernel.name)))?;
         }
-        // SAFETY: the arguments match the kernel's parameters (the compiler emitted both from
-        // the same list), and every address points to live device memory of the right size.
-        unsafe { launch.launch(config) }.map_err(cuda)?;
-        let end = self
+        let end = self.event()?;
+        self.pending.push((kernel.name.clone(), start, end));
+        Ok(())
+    }
+
+    fn wait(&mut self) -> Result<(Vec<f64>, f64), RuntimeError> {
+        let pending = std::mem::take(&mut self.pending);
+        let mut each = Vec::with_capacity(pending.len());
+        for (name, start, end) in &pending {
+            let ms = start
+                .elapsed_ms(end)
+                .map_err(|e| RuntimeError::Cuda(format!("kernel {name} failed: {e}")))?;
+            each.push(f64::from(ms));
+        }
+        let total = match (pending.first(), pending.last()) {
+            (Some((_, first, _)), Some((_, _, last))) => {
+                f64::from(first.elapsed_ms(last).map_err(cuda)?)
+            }
+            _ => 0.0,
+        };
+        Ok((each, total))
+    }
+
+    fn copy_bandwidth(&mut self) -> Result<f64, RuntimeError> {
+        let bytes = 1usize << 30;
+        let source = self
             .stream
-            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(cuda)?;
-        let ms = start
-            .elapsed_ms(&end)
-            .map_err(|e| RuntimeError::Cuda(format!("kernel {} failed: {e}", kernel.name)))?;
-        Ok(f64::from(ms))
+            .alloc_zeros::<u8>(bytes)
+            .map_err(|e| memory(e, "a bandwidth test", bytes))?;
+        let mut target = self
+            .stream
+            .alloc_zeros::<u8>(bytes)
+            .map_err(|e| memory(e, "a bandwidth test", bytes))?;
+        let mut best = f64::MAX;
+        for _ in 0..5 {
+            let start = self.event()?;
+            self.stream
+                .memcpy_dtod(&source, &mut target)
+                .map_err(cuda)?;
+            let end = self.event()?;
+            best = best.min(f64::from(start.elapsed_ms(&end).map_err(cuda)?));
+        }
+        Ok(2.0 * bytes as f64 / (best * 1e-3))
     }
 
     fn read(&mut self, address: u64, bytes: u64) -> Result<Vec<u8>, RuntimeError> {

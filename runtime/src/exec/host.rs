@@ -27,6 +27,10 @@ pub struct HostBackend {
     /// The columns kernels read, kept alive here.
     columns: HashMap<String, HostColumn>,
     threads: usize,
+    /// Times of the kernels run since the last `wait`.
+    times: Vec<f64>,
+    first_start: Option<Instant>,
+    last_end: Option<Instant>,
 }
 
 impl HostBackend {
@@ -40,6 +44,9 @@ impl HostBackend {
             buffers: Vec::new(),
             columns: HashMap::new(),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            times: Vec::new(),
+            first_start: None,
+            last_end: None,
         })
     }
 
@@ -99,7 +106,7 @@ impl Backend for HostBackend {
         kernel: &KernelLaunch,
         rows: u64,
         args: &[u64],
-    ) -> Result<f64, RuntimeError> {
+    ) -> Result<(), RuntimeError> {
         let function = self.kernel(&kernel.name)?;
         let tiles = rows.div_ceil(u64::from(kernel.tile.items()));
         let next = AtomicU64::new(0);
@@ -123,7 +130,35 @@ impl Backend for HostBackend {
                 });
             }
         });
-        Ok(started.elapsed().as_secs_f64() * 1e3)
+        let finished = Instant::now();
+        self.first_start.get_or_insert(started);
+        self.last_end = Some(finished);
+        self.times.push((finished - started).as_secs_f64() * 1e3);
+        Ok(())
+    }
+
+    fn wait(&mut self) -> Result<(Vec<f64>, f64), RuntimeError> {
+        let total = match (self.first_start.take(), self.last_end.take()) {
+            (Some(start), Some(end)) => (end - start).as_secs_f64() * 1e3,
+            _ => 0.0,
+        };
+        Ok((std::mem::take(&mut self.times), total))
+    }
+
+    fn copy_bandwidth(&mut self) -> Result<f64, RuntimeError> {
+        // 256 MiB per thread's share, copied by every core at once, as kernels read.
+        let bytes = 256usize << 20;
+        let source = vec![1u8; bytes];
+        let mut target = vec![0u8; bytes];
+        let chunk = bytes.div_ceil(self.threads);
+        let started = Instant::now();
+        std::thread::scope(|scope| {
+            for (from, to) in source.chunks(chunk).zip(target.chunks_mut(chunk)) {
+                scope.spawn(move || to.copy_from_slice(from));
+            }
+        });
+        let seconds = started.elapsed().as_secs_f64().max(1e-9);
+        Ok(2.0 * bytes as f64 / seconds)
     }
 
     fn read(&mut self, address: u64, bytes: u64) -> Result<Vec<u8>, RuntimeError> {

@@ -69,13 +69,18 @@ pub trait Backend {
     fn column(&mut self, key: &str, source: ColumnBytes) -> Result<u64, RuntimeError>;
     /// A fresh buffer filled as `spec` says; returns its address.
     fn buffer(&mut self, spec: &BufferSpec) -> Result<u64, RuntimeError>;
-    /// Runs `kernel` over `rows` rows with these parameter values; returns milliseconds taken.
+    /// Queues `kernel` over `rows` rows with these parameter values, after those queued before.
     fn launch(
         &mut self,
         kernel: &KernelLaunch,
         rows: u64,
         args: &[u64],
-    ) -> Result<f64, RuntimeError>;
+    ) -> Result<(), RuntimeError>;
+    /// Waits for every queued kernel; returns each one's milliseconds, and the milliseconds from
+    /// the first one's start to the last one's end.
+    fn wait(&mut self) -> Result<(Vec<f64>, f64), RuntimeError>;
+    /// Device memory bandwidth: bytes read plus bytes written per second by a large copy.
+    fn copy_bandwidth(&mut self) -> Result<f64, RuntimeError>;
     /// The bytes of the buffer at `address`.
     fn read(&mut self, address: u64, bytes: u64) -> Result<Vec<u8>, RuntimeError>;
     /// Frees the buffers of the last query.
@@ -86,6 +91,8 @@ pub trait Backend {
 #[derive(Clone, Debug, Default)]
 pub struct Timing {
     pub kernels: Vec<KernelTiming>,
+    /// From the first kernel's start to the last one's end (milliseconds).
+    pub query_ms: f64,
     /// Binding, allocation and filling before the first kernel (milliseconds).
     pub setup_ms: f64,
     /// Reading the result back and decoding it (milliseconds).
@@ -103,8 +110,9 @@ pub struct KernelTiming {
 }
 
 impl Timing {
+    /// The query's time on the device, launch gaps between its kernels included.
     pub fn kernel_ms(&self) -> f64 {
-        self.kernels.iter().map(|k| k.ms).sum()
+        self.query_ms
     }
 
     pub fn bytes(&self) -> u64 {
@@ -136,7 +144,11 @@ pub fn run_query(
     }
     timing.setup_ms = setup.elapsed().as_secs_f64() * 1e3;
     for (kernel, (rows, args)) in query.kernels.iter().zip(&bound) {
-        let ms = backend.launch(kernel, *rows, args)?;
+        backend.launch(kernel, *rows, args)?;
+    }
+    let (each, total) = backend.wait()?;
+    timing.query_ms = total;
+    for ((kernel, (rows, _)), ms) in query.kernels.iter().zip(&bound).zip(each) {
         timing.kernels.push(KernelTiming {
             name: kernel.name.clone(),
             table: kernel.table.clone(),

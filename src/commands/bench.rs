@@ -1,0 +1,220 @@
+//! `tessera bench ssb`: the Star Schema Benchmark's 13 queries, each compiled once, run with
+//! warm-up and then timed several times on data already resident on the device. For each query
+//! it prints the median, the floor (the bytes of the columns it reads, once, over the measured
+//! copy bandwidth) and their ratio, with Crystal's hand-written kernels beside the GPU figures.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use tessera_runtime::exec::run_query;
+
+use super::compile::Script;
+use super::run::backend_for;
+use super::session::{choose_target, compile_with_catalog};
+use crate::failure::Failure;
+use crate::progress::Bar;
+use crate::BenchArgs;
+
+/// The 13 SSB queries, built in so the benchmark runs anywhere.
+pub const SSB_QUERIES: [(&str, &str); 13] = [
+    ("q11", include_str!("../../examples/ssb/q11.tq")),
+    ("q12", include_str!("../../examples/ssb/q12.tq")),
+    ("q13", include_str!("../../examples/ssb/q13.tq")),
+    ("q21", include_str!("../../examples/ssb/q21.tq")),
+    ("q22", include_str!("../../examples/ssb/q22.tq")),
+    ("q23", include_str!("../../examples/ssb/q23.tq")),
+    ("q31", include_str!("../../examples/ssb/q31.tq")),
+    ("q32", include_str!("../../examples/ssb/q32.tq")),
+    ("q33", include_str!("../../examples/ssb/q33.tq")),
+    ("q34", include_str!("../../examples/ssb/q34.tq")),
+    ("q41", include_str!("../../examples/ssb/q41.tq")),
+    ("q42", include_str!("../../examples/ssb/q42.tq")),
+    ("q43", include_str!("../../examples/ssb/q43.tq")),
+];
+
+/// Crystal's hand-written kernels on an H100 at SF 20, in milliseconds (DESIGN §8).
+const CRYSTAL_H100_SF20: [f64; 13] = [
+    0.61, 0.61, 0.62, 1.00, 0.90, 0.94, 2.19, 1.30, 1.32, 1.33, 13.6, 1.66, 1.58,
+];
+
+#[derive(serde::Serialize)]
+struct QueryResult {
+    query: String,
+    median_ms: f64,
+    min_ms: f64,
+    runs: usize,
+    bytes: u64,
+    floor_ms: f64,
+    time_over_floor: f64,
+    compile_ms: f64,
+    load_ms: f64,
+    rows: usize,
+    crystal_ms: Option<f64>,
+}
+
+#[derive(serde::Serialize)]
+struct Report {
+    device: String,
+    scale_factor: f64,
+    copy_bandwidth_gb_s: f64,
+    queries: Vec<QueryResult>,
+    geomean_ms: f64,
+    geomean_time_over_floor: f64,
+    geomean_crystal_ms: Option<f64>,
+}
+
+pub fn run(args: &BenchArgs) -> Result<(), Failure> {
+    if !(args.sf.is_finite() && args.sf > 0.0) {
+        return Err(Failure::Message(format!(
+            "--sf must be a positive number, not {}",
+            args.sf
+        )));
+    }
+    if args.runs == 0 {
+        return Err(Failure::Message("--runs must be at least 1".into()));
+    }
+    let data = args
+        .data
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("data/ssb-{}", args.sf)));
+    if !data.join("date.parquet").is_file() {
+        eprintln!(
+            "generating SSB at scale factor {} into {}",
+            args.sf,
+            data.display()
+        );
+        tessera_storage::gen::ssb::generate_ssb(args.sf, &data, &Bar::new())?;
+    }
+    let (target, gpu) = choose_target(args.device)?;
+    let device = gpu
+        .as_ref()
+        .map_or("CPU".to_string(), |g| format!("{} ({target})", g.name));
+    let mut catalog = None;
+    let mut results = Vec::with_capacity(SSB_QUERIES.len());
+    let mut bandwidth = None;
+    for (i, (name, source)) in SSB_QUERIES.iter().enumerate() {
+        let script = Script {
+            name: format!("examples/ssb/{name}.tq"),
+            source: source.to_string(),
+        };
+        let mut cache = |new: Option<std::sync::Arc<tessera_storage::Catalog>>| match new {
+            Some(c) => {
+                catalog = Some(std::sync::Arc::clone(&c));
+                Some(c)
+            }
+            None => catalog.clone(),
+        };
+        let compiled = compile_with_catalog(&script, &data, target, &mut cache)?;
+        let loading = Instant::now();
+        let mut backend = backend_for(&compiled.program)?;
+        let load_ms = loading.elapsed().as_secs_f64() * 1e3;
+        let bytes_per_second = match bandwidth {
+            Some(b) => b,
+            None => {
+                let b = backend.copy_bandwidth()?;
+                bandwidth = Some(b);
+                b
+            }
+        };
+        let query = compiled
+            .program
+            .queries
+            .first()
+            .ok_or_else(|| Failure::Message(format!("{name} has no query")))?;
+        let mut times = Vec::with_capacity(args.runs);
+        let mut bytes = 0;
+        let mut rows = 0;
+        for run in 0..args.warmup + args.runs {
+            let outcome = run_query(backend.as_mut(), query, &compiled.catalog)?;
+            if run >= args.warmup {
+                times.push(outcome.timing.kernel_ms());
+            }
+            bytes = outcome.timing.bytes();
+            rows = outcome.table.rows.len();
+        }
+        times.sort_by(f64::total_cmp);
+        let median = if times.len() % 2 == 1 {
+            times[times.len() / 2]
+        } else {
+            (times[times.len() / 2 - 1] + times[times.len() / 2]) / 2.0
+        };
+        let floor_ms = bytes as f64 / bytes_per_second * 1e3;
+        results.push(QueryResult {
+            query: name.to_string(),
+            median_ms: median,
+            min_ms: times[0],
+            runs: times.len(),
+            bytes,
+            floor_ms,
+            time_over_floor: median / floor_ms.max(1e-9),
+            compile_ms: compiled.compile_ms,
+            load_ms,
+            rows,
+            crystal_ms: gpu
+                .is_some()
+                .then_some(CRYSTAL_H100_SF20[i] * args.sf / 20.0),
+        });
+    }
+    let geomean = |values: &mut dyn Iterator<Item = f64>| {
+        let (sum, n) = values.fold((0.0, 0), |(s, n), v| (s + v.max(1e-12).ln(), n + 1));
+        (sum / f64::from(n.max(1))).exp()
+    };
+    let report = Report {
+        device,
+        scale_factor: args.sf,
+        copy_bandwidth_gb_s: bandwidth.unwrap_or(0.0) / 1e9,
+        geomean_ms: geomean(&mut results.iter().map(|r| r.median_ms)),
+        geomean_time_over_floor: geomean(&mut results.iter().map(|r| r.time_over_floor)),
+        geomean_crystal_ms: gpu
+            .is_some()
+            .then(|| geomean(&mut results.iter().filter_map(|r| r.crystal_ms))),
+        queries: results,
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(|e| Failure::Message(e.to_string()))?
+        );
+    } else {
+        print!("{}", table(&report));
+    }
+    Ok(())
+}
+
+fn table(report: &Report) -> String {
+    let mut out = format!(
+        "SSB at SF {} on {}; copy bandwidth {:.0} GB/s (read + write); {} timed runs after warm-up\n",
+        report.scale_factor,
+        report.device,
+        report.copy_bandwidth_gb_s,
+        report.queries.first().map_or(0, |q| q.runs)
+    );
+    let crystal = report.geomean_crystal_ms.is_some();
+    out.push_str("query  median ms   min ms  floor ms  time/floor");
+    if crystal {
+        out.push_str("  Crystal ms  vs Crystal");
+    }
+    out.push_str("  compile ms  load ms   rows\n");
+    for q in &report.queries {
+        out.push_str(&format!(
+            "{:<5} {:>10.3} {:>8.3} {:>9.3} {:>11.2}",
+            q.query, q.median_ms, q.min_ms, q.floor_ms, q.time_over_floor
+        ));
+        if let Some(c) = q.crystal_ms {
+            out.push_str(&format!(" {:>11.2} {:>11.2}", c, q.median_ms / c));
+        }
+        out.push_str(&format!(
+            " {:>11.1} {:>8.1} {:>6}\n",
+            q.compile_ms, q.load_ms, q.rows
+        ));
+    }
+    out.push_str(&format!(
+        "geomean {:>8.3} {:>8} {:>9} {:>11.2}",
+        report.geomean_ms, "", "", report.geomean_time_over_floor
+    ));
+    if let Some(c) = report.geomean_crystal_ms {
+        out.push_str(&format!(" {:>11.2} {:>11.2}", c, report.geomean_ms / c));
+    }
+    out.push('\n');
+    out
+}
