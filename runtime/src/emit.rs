@@ -165,6 +165,11 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         self.sreg("llvm.nvvm.read.ptx.sreg.ctaid.x")
     }
 
+    /// The number of blocks in the grid (GPU only).
+    pub fn grid_size(&self) -> CodegenResult<IntValue<'ctx>> {
+        self.sreg("llvm.nvvm.read.ptx.sreg.nctaid.x")
+    }
+
     fn sreg(&self, name: &str) -> CodegenResult<IntValue<'ctx>> {
         let f = self.intrinsic(name, self.i32().fn_type(&[], false));
         let v = self.b.build_call(f, &[], "")?;
@@ -302,6 +307,60 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         self.b.build_conditional_branch(more, header, after)?;
         self.b.position_at_end(after);
         Ok(())
+    }
+
+    /// Runs `body` for every index below `count` (an `i64`), the block's threads taking every
+    /// `threads`-th one: how a block walks an array in shared memory together.
+    pub fn for_each_strided(
+        &self,
+        count: IntValue<'ctx>,
+        mut body: impl FnMut(IntValue<'ctx>) -> CodegenResult<()>,
+    ) -> CodegenResult<()> {
+        let first = self.b.build_int_z_extend(self.tid()?, self.i64(), "")?;
+        let step = self.const_i64(i64::from(self.tile.threads));
+        let before = self.current_block()?;
+        let header = self.ctx.append_basic_block(self.function, "strided");
+        let work = self.ctx.append_basic_block(self.function, "strided_body");
+        let done = self.ctx.append_basic_block(self.function, "strided_done");
+        self.b.build_unconditional_branch(header)?;
+        self.b.position_at_end(header);
+        let index = self.b.build_phi(self.i64(), "s")?;
+        index.add_incoming(&[(&first, before)]);
+        let index_value = index.as_basic_value().into_int_value();
+        let more = self
+            .b
+            .build_int_compare(IntPredicate::SLT, index_value, count, "")?;
+        self.b.build_conditional_branch(more, work, done)?;
+        self.b.position_at_end(work);
+        body(index_value)?;
+        let next = self.b.build_int_add(index_value, step, "")?;
+        index.add_incoming(&[(&next, self.current_block()?)]);
+        self.b.build_unconditional_branch(header)?;
+        self.b.position_at_end(done);
+        Ok(())
+    }
+
+    /// An array of `len` values of `elem` shared by the block: shared memory on the GPU, a local
+    /// array on the host (where a block is one thread). `name` must be unique in the module.
+    pub fn block_array(
+        &self,
+        elem: BasicTypeEnum<'ctx>,
+        len: u32,
+        name: &str,
+    ) -> CodegenResult<PointerValue<'ctx>> {
+        let ty = elem.array_type(len);
+        match self.target {
+            Target::Nvptx { .. } => {
+                let global = self
+                    .module
+                    .add_global(ty, Some(AddressSpace::from(SHARED)), name);
+                global.set_linkage(Linkage::Internal);
+                global.set_initializer(&ty.get_undef());
+                global.set_alignment(16);
+                Ok(global.as_pointer_value())
+            }
+            Target::Host => self.alloca(ty.into(), name),
+        }
     }
 
     /// The position of `item` within the tile, `item * threads + tid` (striped).

@@ -20,7 +20,7 @@ use crate::expr::{Expr, ExprKind};
 use crate::physical::{PhysicalQuery, Pipeline, Step};
 
 use super::query::QueryContext;
-use super::sinks::{plan_sink, SinkPlan};
+use super::sinks::{plan_sink, SinkPlan, SinkState};
 
 /// Below this estimated fraction of rows still selected, columns are loaded with `load_sel`:
 /// with 8 rows per 32-byte sector, a sector is skipped only when all its rows are rejected.
@@ -45,14 +45,18 @@ pub(super) struct Kernel<'k, 'ctx, 'm> {
     pub tiles: HashMap<ColumnId, ColumnTile<'ctx>>,
     /// The estimated fraction of the tile's rows still selected.
     pub selected: f64,
-    /// The host's loop over tiles, closed by `finish`.
+    /// The loop over tiles while its body is generated.
     tile_loop: Option<TileLoop<'ctx>>,
 }
 
+/// A block's loop over its tiles: on the GPU the grid strides over all tiles (a persistent
+/// grid, so per-block set-up and flushes are paid once per block, not once per tile); on the
+/// host a thread runs the range of tiles it is handed.
 struct TileLoop<'ctx> {
     header: inkwell::basic_block::BasicBlock<'ctx>,
     exit: inkwell::basic_block::BasicBlock<'ctx>,
     tile: inkwell::values::PhiValue<'ctx>,
+    stride: IntValue<'ctx>,
 }
 
 pub(super) fn pipeline_to_kernel<'ctx>(
@@ -68,7 +72,11 @@ pub(super) fn pipeline_to_kernel<'ctx>(
     let tile = qc.target.default_tile();
     let name = format!("tessera_q{}_p{}", qc.index, pipeline.id);
     let mut kernel = Kernel::new(context, module, qc, pipeline, params, &name).map_err(internal)?;
-    kernel.body(qc, &sink)?;
+    let state = kernel.sink_prologue(qc, &sink, &name)?;
+    kernel.open_tiles().map_err(internal)?;
+    kernel.body(qc, &sink, &state)?;
+    kernel.close_tiles().map_err(internal)?;
+    kernel.sink_epilogue(qc, &sink, &state)?;
     let params = kernel.finish().map_err(internal)?;
     let bytes_per_row = params
         .iter()
@@ -243,29 +251,6 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                 }
             }
         }
-        let rows = values[0].into_int_value();
-        let (tile_index, tile_loop) = match target {
-            Target::Nvptx { .. } => {
-                let block = em.block_index()?;
-                (em.b.build_int_z_extend(block, i64t, "tile")?, None)
-            }
-            Target::Host => {
-                let tile_loop = open_tile_loop(&em)?;
-                (
-                    tile_loop.tile.as_basic_value().into_int_value(),
-                    Some(tile_loop),
-                )
-            }
-        };
-        let tile_items = em.const_i64(i64::from(tile.items()));
-        let tile_start = em.b.build_int_mul(tile_index, tile_items, "tile_start")?;
-        let remaining = em.b.build_int_sub(rows, tile_start, "")?;
-        let fewer =
-            em.b.build_int_compare(IntPredicate::SLT, remaining, tile_items, "")?;
-        let count =
-            em.b.build_select(fewer, remaining, tile_items, "")?
-                .into_int_value();
-        let num_items = em.b.build_int_truncate(count, em.i32(), "num_items")?;
         let flags = em.tile_array(em.i8().into(), "flags")?;
         Ok(Kernel {
             em,
@@ -273,35 +258,106 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             pipeline,
             params,
             values,
-            tile_start,
-            num_items,
+            tile_start: i64t.const_zero(),
+            num_items: context.i32_type().const_zero(),
             flags,
             tiles: HashMap::new(),
             selected: 1.0,
-            tile_loop,
+            tile_loop: None,
         })
     }
 
-    fn body(&mut self, qc: &mut QueryContext<'_>, sink: &SinkPlan) -> Result<(), Diagnostic> {
+    /// Starts the loop over this block's (or host thread's) tiles; inside it, `tile_start` and
+    /// `num_items` describe the current tile.
+    fn open_tiles(&mut self) -> CodegenResult<()> {
+        let em = &self.em;
+        let rows = self.values[0].into_int_value();
+        let items = em.const_i64(i64::from(em.tile.items()));
+        let (first, end, stride) = match em.target {
+            Target::Nvptx { .. } => {
+                let last =
+                    em.b.build_int_add(rows, em.const_i64(i64::from(em.tile.items()) - 1), "")?;
+                let tiles = em.b.build_int_signed_div(last, items, "tiles")?;
+                let first = em.b.build_int_z_extend(em.block_index()?, em.i64(), "")?;
+                let stride = em.b.build_int_z_extend(em.grid_size()?, em.i64(), "grid")?;
+                (first, tiles, stride)
+            }
+            Target::Host => {
+                let param = |i: u32| {
+                    em.function
+                        .get_nth_param(i)
+                        .map(|v| v.into_int_value())
+                        .ok_or_else(|| {
+                            CodegenError::Invalid("host kernels take a tile range".into())
+                        })
+                };
+                (param(1)?, param(2)?, em.const_i64(1))
+            }
+        };
+        let before = em.current_block()?;
+        let header = em.ctx.append_basic_block(em.function, "tile_loop");
+        let body = em.ctx.append_basic_block(em.function, "tile");
+        let exit = em.ctx.append_basic_block(em.function, "tiles_done");
+        em.b.build_unconditional_branch(header)?;
+        em.b.position_at_end(header);
+        let tile = em.b.build_phi(em.i64(), "tile")?;
+        tile.add_incoming(&[(&first, before)]);
+        let index = tile.as_basic_value().into_int_value();
+        let more = em.b.build_int_compare(IntPredicate::SLT, index, end, "")?;
+        em.b.build_conditional_branch(more, body, exit)?;
+        em.b.position_at_end(body);
+        let tile_start = em.b.build_int_mul(index, items, "tile_start")?;
+        let remaining = em.b.build_int_sub(rows, tile_start, "")?;
+        let fewer =
+            em.b.build_int_compare(IntPredicate::SLT, remaining, items, "")?;
+        let count =
+            em.b.build_select(fewer, remaining, items, "")?
+                .into_int_value();
+        self.num_items = em.b.build_int_truncate(count, em.i32(), "num_items")?;
+        self.tile_start = tile_start;
+        self.tile_loop = Some(TileLoop {
+            header,
+            exit,
+            tile,
+            stride,
+        });
+        Ok(())
+    }
+
+    /// Ends the loop over tiles; the builder continues after it.
+    fn close_tiles(&mut self) -> CodegenResult<()> {
+        let tile_loop = self
+            .tile_loop
+            .take()
+            .ok_or_else(|| CodegenError::Invalid("no tile loop to close".into()))?;
+        let em = &self.em;
+        let tile = tile_loop.tile.as_basic_value().into_int_value();
+        let next = em.b.build_int_add(tile, tile_loop.stride, "next_tile")?;
+        tile_loop.tile.add_incoming(&[(&next, em.current_block()?)]);
+        em.b.build_unconditional_branch(tile_loop.header)?;
+        em.b.position_at_end(tile_loop.exit);
+        Ok(())
+    }
+
+    fn body(
+        &mut self,
+        qc: &mut QueryContext<'_>,
+        sink: &SinkPlan,
+        state: &SinkState<'ctx>,
+    ) -> Result<(), Diagnostic> {
         let span = self.query.span;
         let internal = |e: CodegenError| Diagnostic::internal(span, e.to_string());
         load::init_flags(&self.em, self.num_items, self.flags).map_err(internal)?;
+        // Estimates of how many rows survive are per tile: start each tile afresh.
+        self.selected = 1.0;
         for step in &self.pipeline.steps {
             self.step(qc, step)?;
         }
-        self.sink(qc, sink)
+        self.sink(qc, sink, state)
     }
 
-    /// Closes the tile loop (host) and the function; returns the kernel's parameters.
+    /// Ends the function; returns the kernel's parameters.
     fn finish(self) -> CodegenResult<Vec<Param>> {
-        if let Some(tile_loop) = &self.tile_loop {
-            let em = &self.em;
-            let tile = tile_loop.tile.as_basic_value().into_int_value();
-            let next = em.b.build_int_add(tile, em.const_i64(1), "next_tile")?;
-            tile_loop.tile.add_incoming(&[(&next, em.current_block()?)]);
-            em.b.build_unconditional_branch(tile_loop.header)?;
-            em.b.position_at_end(tile_loop.exit);
-        }
         self.em.b.build_return(None)?;
         Ok(self.params)
     }
@@ -383,32 +439,4 @@ fn annotate_kernel(em: &Emitter<'_, '_>, threads: u32) {
         // Adding metadata only fails for a name clash with a non-metadata global.
         let _ = em.module.add_global_metadata("nvvm.annotations", &node);
     }
-}
-
-/// Host kernels take `(params, first_tile, end_tile)` and loop over their tiles.
-fn open_tile_loop<'ctx>(em: &Emitter<'ctx, '_>) -> CodegenResult<TileLoop<'ctx>> {
-    let param = |i: u32| {
-        em.function
-            .get_nth_param(i)
-            .map(|v| v.into_int_value())
-            .ok_or_else(|| CodegenError::Invalid("host kernels take a tile range".into()))
-    };
-    let (first, end) = (param(1)?, param(2)?);
-    let before = em.current_block()?;
-    let header = em.ctx.append_basic_block(em.function, "tile_loop");
-    let body = em.ctx.append_basic_block(em.function, "tile");
-    let exit = em.ctx.append_basic_block(em.function, "tiles_done");
-    em.b.build_unconditional_branch(header)?;
-    em.b.position_at_end(header);
-    let tile = em.b.build_phi(em.i64(), "tile")?;
-    tile.add_incoming(&[(&first, before)]);
-    let more = em.b.build_int_compare(
-        IntPredicate::SLT,
-        tile.as_basic_value().into_int_value(),
-        end,
-        "",
-    )?;
-    em.b.build_conditional_branch(more, body, exit)?;
-    em.b.position_at_end(body);
-    Ok(TileLoop { header, exit, tile })
 }

@@ -2,7 +2,8 @@
 //! one row's worth (reduced across the block, then one atomic per block) or one slot per group
 //! of a dense array indexed by the group keys (an atomic per row and aggregate).
 
-use inkwell::values::{BasicValueEnum, IntValue};
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::{AtomicRMWBinOp, IntPredicate};
 use tessera_grammar::Diagnostic;
 use tessera_runtime::emit::Item;
@@ -226,28 +227,105 @@ fn identity_fill(kind: AggregateKind, ty: DataType) -> Fill {
     Fill::Pattern(pattern)
 }
 
+/// What a sink keeps across the tiles of a block.
+pub(super) enum SinkState<'ctx> {
+    Nothing,
+    /// Per-thread accumulators (and counts) of scalar aggregates, reduced once per block.
+    Scalar(Vec<Accumulator<'ctx>>),
+    /// Dense groups: a block-local copy of the group arrays when they fit in shared memory.
+    Dense(Option<SharedGroups<'ctx>>),
+}
+
+pub(super) struct Accumulator<'ctx> {
+    value: PointerValue<'ctx>,
+    ty: BasicTypeEnum<'ctx>,
+    count: Option<PointerValue<'ctx>>,
+}
+
+/// A block's copy of the group arrays: updated with shared-memory atomics, so rows of a hot
+/// group contend inside one block rather than across the whole GPU, and flushed to the global
+/// arrays once per block with one atomic per present group.
+pub(super) struct SharedGroups<'ctx> {
+    values: Vec<PointerValue<'ctx>>,
+    counts: Vec<Option<PointerValue<'ctx>>>,
+    presence: PointerValue<'ctx>,
+    slots: u64,
+}
+
+/// Shared memory a block may spend on its copy of the group arrays (static shared memory is
+/// limited to 48 KB per block; the reduction scratch needs a little of it).
+const SHARED_GROUP_BYTES: u64 = 40 << 10;
+
 impl<'ctx> Kernel<'_, 'ctx, '_> {
+    /// Code before the loop over tiles: initializes what the sink keeps across tiles.
+    pub(super) fn sink_prologue(
+        &mut self,
+        qc: &QueryContext<'_>,
+        sink: &SinkPlan,
+        kernel: &str,
+    ) -> Result<SinkState<'ctx>, Diagnostic> {
+        let span = self.query.span;
+        let result = match sink {
+            SinkPlan::Build { .. } => Ok(SinkState::Nothing),
+            SinkPlan::Aggregate {
+                keys, aggregates, ..
+            } if keys.is_empty() => self.scalar_prologue(aggregates).map(SinkState::Scalar),
+            SinkPlan::Aggregate {
+                keys, aggregates, ..
+            } => self
+                .shared_groups_prologue(qc, keys, aggregates, kernel)
+                .map(SinkState::Dense),
+        };
+        result.map_err(|e| Diagnostic::internal(span, e.to_string()))
+    }
+
+    /// The sink's work on one tile.
     pub(super) fn sink(
         &mut self,
         qc: &mut QueryContext<'_>,
         sink: &SinkPlan,
+        state: &SinkState<'ctx>,
     ) -> Result<(), Diagnostic> {
         let span = self.query.span;
-        let result = match sink {
-            SinkPlan::Build { table, key } => self.build(qc, *table, key),
-            SinkPlan::Aggregate {
-                keys,
-                aggregates,
-                presence: None,
-            } if keys.is_empty() => self.scalar_aggregates(aggregates),
-            SinkPlan::Aggregate {
-                keys,
-                aggregates,
-                presence: Some(presence),
-            } => self.dense_aggregates(qc, keys, aggregates, *presence),
-            SinkPlan::Aggregate { .. } => Err(CodegenError::Invalid(
-                "grouped aggregates without a layout".into(),
-            )),
+        let result = match (sink, state) {
+            (SinkPlan::Build { table, key }, _) => self.build(qc, *table, key),
+            (SinkPlan::Aggregate { aggregates, .. }, SinkState::Scalar(accumulators)) => {
+                self.scalar_tile(aggregates, accumulators)
+            }
+            (
+                SinkPlan::Aggregate {
+                    keys,
+                    aggregates,
+                    presence: Some(presence),
+                },
+                SinkState::Dense(shared),
+            ) => self.dense_tile(qc, keys, aggregates, *presence, shared.as_ref()),
+            _ => Err(CodegenError::Invalid("a sink without its state".into())),
+        };
+        result.map_err(|e| Diagnostic::internal(span, e.to_string()))
+    }
+
+    /// Code after the loop over tiles: combines what the block kept into the global result.
+    pub(super) fn sink_epilogue(
+        &mut self,
+        _qc: &QueryContext<'_>,
+        sink: &SinkPlan,
+        state: &SinkState<'ctx>,
+    ) -> Result<(), Diagnostic> {
+        let span = self.query.span;
+        let result = match (sink, state) {
+            (SinkPlan::Aggregate { aggregates, .. }, SinkState::Scalar(accumulators)) => {
+                self.scalar_epilogue(aggregates, accumulators)
+            }
+            (
+                SinkPlan::Aggregate {
+                    aggregates,
+                    presence: Some(presence),
+                    ..
+                },
+                SinkState::Dense(Some(shared)),
+            ) => self.shared_groups_epilogue(aggregates, *presence, shared),
+            _ => Ok(()),
         };
         result.map_err(|e| Diagnostic::internal(span, e.to_string()))
     }
@@ -316,20 +394,16 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         }
     }
 
-    fn scalar_aggregates(&mut self, aggregates: &[AggregatePlan]) -> CodegenResult<()> {
-        let mut needed = Vec::new();
-        for a in aggregates {
-            if let Some(arg) = &a.arg {
-                needed.extend(arg.columns_used());
-            }
-        }
-        self.load_columns(&needed)?;
+    fn scalar_prologue(
+        &mut self,
+        aggregates: &[AggregatePlan],
+    ) -> CodegenResult<Vec<Accumulator<'ctx>>> {
         let em = &self.em;
         let mut accumulators = Vec::with_capacity(aggregates.len());
         for plan in aggregates {
             let ty = em.value_type(plan.accumulator);
-            let acc = em.alloca(ty, "acc")?;
-            em.b.build_store(acc, reduce::identity(plan.kind.reduce_op(), ty)?)?;
+            let value = em.alloca(ty, "acc")?;
+            em.b.build_store(value, reduce::identity(plan.kind.reduce_op(), ty)?)?;
             let count = match plan.count {
                 Some(_) => {
                     let count = em.alloca(em.i64().into(), "count")?;
@@ -338,36 +412,61 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 }
                 None => None,
             };
-            accumulators.push((acc, ty, count));
+            accumulators.push(Accumulator { value, ty, count });
         }
+        Ok(accumulators)
+    }
+
+    fn scalar_tile(
+        &mut self,
+        aggregates: &[AggregatePlan],
+        accumulators: &[Accumulator<'ctx>],
+    ) -> CodegenResult<()> {
+        let mut needed = Vec::new();
+        for a in aggregates {
+            if let Some(arg) = &a.arg {
+                needed.extend(arg.columns_used());
+            }
+        }
+        self.load_columns(&needed)?;
+        let em = &self.em;
         em.for_each_item(|item| {
             let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
-            for (plan, (acc, ty, count)) in aggregates.iter().zip(&accumulators) {
+            for (plan, acc) in aggregates.iter().zip(accumulators) {
                 let (value, take) = self.contribution(plan, item, flag)?;
-                let current = em.b.build_load(*ty, *acc, "")?;
+                let current = em.b.build_load(acc.ty, acc.value, "")?;
                 let combined = reduce::combine(em, plan.kind.reduce_op(), current, value)?;
                 let next = em.b.build_select(take, combined, current, "")?;
-                em.b.build_store(*acc, next)?;
-                if let Some(count) = count {
-                    let n = em.b.build_load(em.i64(), *count, "")?.into_int_value();
+                em.b.build_store(acc.value, next)?;
+                if let Some(count) = acc.count {
+                    let n = em.b.build_load(em.i64(), count, "")?.into_int_value();
                     let n =
                         em.b.build_int_add(n, em.b.build_int_z_extend(take, em.i64(), "")?, "")?;
-                    em.b.build_store(*count, n)?;
+                    em.b.build_store(count, n)?;
                 }
             }
             Ok(())
-        })?;
+        })
+    }
+
+    /// Reduces each accumulator over the block; thread 0 folds it into the result.
+    fn scalar_epilogue(
+        &mut self,
+        aggregates: &[AggregatePlan],
+        accumulators: &[Accumulator<'ctx>],
+    ) -> CodegenResult<()> {
+        let em = &self.em;
         let first_thread =
             em.b.build_int_compare(IntPredicate::EQ, em.tid()?, em.const_i32(0), "")?;
-        for (plan, (acc, ty, count)) in aggregates.iter().zip(&accumulators) {
-            let value = em.b.build_load(*ty, *acc, "")?;
+        for (plan, acc) in aggregates.iter().zip(accumulators) {
+            let value = em.b.build_load(acc.ty, acc.value, "")?;
             let total = reduce::block_reduce(em, plan.kind.reduce_op(), value)?;
             let buffer = self.buffer(plan.buffer)?;
             em.if_then(first_thread, || {
                 atomic(em, plan.kind.reduce_op(), buffer, total)
             })?;
-            if let (Some(count), Some(count_buffer)) = (count, plan.count) {
-                let n = em.b.build_load(em.i64(), *count, "")?;
+            if let (Some(count), Some(count_buffer)) = (acc.count, plan.count) {
+                let n = em.b.build_load(em.i64(), count, "")?;
                 let total = reduce::block_reduce(em, ReduceOp::Add, n)?;
                 let buffer = self.buffer(count_buffer)?;
                 em.if_then(first_thread, || atomic(em, ReduceOp::Add, buffer, total))?;
@@ -376,12 +475,75 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         Ok(())
     }
 
-    fn dense_aggregates(
+    /// Allocates and clears the block's copy of the group arrays, when it is worth having one.
+    fn shared_groups_prologue(
+        &mut self,
+        qc: &QueryContext<'_>,
+        keys: &[(ColumnId, Expr, KeyDomain)],
+        aggregates: &[AggregatePlan],
+        kernel: &str,
+    ) -> CodegenResult<Option<SharedGroups<'ctx>>> {
+        let slots: u64 = keys.iter().map(|(_, _, d)| d.size).product();
+        let per_slot: u64 = 1 + aggregates
+            .iter()
+            .map(|a| a.accumulator.width() as u64 + if a.count.is_some() { 8 } else { 0 })
+            .sum::<u64>();
+        if !qc.target.is_gpu() || slots.saturating_mul(per_slot) > SHARED_GROUP_BYTES {
+            return Ok(None);
+        }
+        let em = &self.em;
+        let len = slots as u32;
+        let mut values = Vec::with_capacity(aggregates.len());
+        let mut counts = Vec::with_capacity(aggregates.len());
+        for (i, plan) in aggregates.iter().enumerate() {
+            let ty = em.value_type(plan.accumulator);
+            values.push(em.block_array(ty, len, &format!("{kernel}.group{i}"))?);
+            counts.push(match plan.count {
+                Some(_) => Some(em.block_array(
+                    em.i64().into(),
+                    len,
+                    &format!("{kernel}.group{i}_count"),
+                )?),
+                None => None,
+            });
+        }
+        let presence = em.block_array(em.i8().into(), len, &format!("{kernel}.groups"))?;
+        em.for_each_strided(em.const_i64(slots as i64), |slot| {
+            for (plan, (value, count)) in aggregates.iter().zip(values.iter().zip(&counts)) {
+                let ty = em.value_type(plan.accumulator);
+                em.b.build_store(
+                    em.offset_ptr(ty, *value, slot)?,
+                    reduce::identity(plan.kind.reduce_op(), ty)?,
+                )?;
+                if let Some(count) = count {
+                    em.b.build_store(
+                        em.offset_ptr(em.i64().into(), *count, slot)?,
+                        em.const_i64(0),
+                    )?;
+                }
+            }
+            em.b.build_store(
+                em.offset_ptr(em.i8().into(), presence, slot)?,
+                em.i8().const_zero(),
+            )?;
+            Ok(())
+        })?;
+        em.barrier()?;
+        Ok(Some(SharedGroups {
+            values,
+            counts,
+            presence,
+            slots,
+        }))
+    }
+
+    fn dense_tile(
         &mut self,
         qc: &QueryContext<'_>,
         keys: &[(ColumnId, Expr, KeyDomain)],
         aggregates: &[AggregatePlan],
         presence: usize,
+        shared: Option<&SharedGroups<'ctx>>,
     ) -> CodegenResult<()> {
         let mut needed = Vec::new();
         for (_, key, _) in keys {
@@ -394,16 +556,28 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         }
         self.load_columns(&needed)?;
         let status = self.buffer(qc.status)?;
-        let presence = self.buffer(presence)?;
-        let buffers = aggregates
-            .iter()
-            .map(|a| {
-                Ok((
-                    self.buffer(a.buffer)?,
-                    a.count.map(|c| self.buffer(c)).transpose()?,
-                ))
-            })
-            .collect::<CodegenResult<Vec<_>>>()?;
+        // Where each row's update goes: the block's copy, or straight to the global arrays.
+        let targets: Vec<(PointerValue<'ctx>, Option<PointerValue<'ctx>>)> = match shared {
+            Some(groups) => groups
+                .values
+                .iter()
+                .copied()
+                .zip(groups.counts.iter().copied())
+                .collect(),
+            None => aggregates
+                .iter()
+                .map(|a| {
+                    Ok((
+                        self.buffer(a.buffer)?,
+                        a.count.map(|c| self.buffer(c)).transpose()?,
+                    ))
+                })
+                .collect::<CodegenResult<Vec<_>>>()?,
+        };
+        let marks = match shared {
+            Some(groups) => groups.presence,
+            None => self.buffer(presence)?,
+        };
         let em = &self.em;
         em.for_each_item(|item| {
             let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
@@ -431,15 +605,19 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 }
                 hash::report_unless(em, inside, status, status::GROUP_OUT_OF_RANGE)?;
                 em.if_then(inside, || {
-                    let mark = em.offset_ptr(em.i8().into(), presence, index)?;
+                    let mark = em.offset_ptr(em.i8().into(), marks, index)?;
                     em.b.build_store(mark, em.i8().const_int(1, false))?;
-                    for (plan, (buffer, count)) in aggregates.iter().zip(&buffers) {
+                    for (plan, (values, count)) in aggregates.iter().zip(&targets) {
                         let (value, take) =
                             self.contribution(plan, item, em.i1().const_all_ones())?;
                         em.if_then(take, || {
                             let ty = em.value_type(plan.accumulator);
-                            let slot = em.offset_ptr(ty, *buffer, index)?;
-                            atomic(em, plan.kind.reduce_op(), slot, value)?;
+                            atomic(
+                                em,
+                                plan.kind.reduce_op(),
+                                em.offset_ptr(ty, *values, index)?,
+                                value,
+                            )?;
                             if let Some(count) = count {
                                 let slot = em.offset_ptr(em.i64().into(), *count, index)?;
                                 atomic(em, ReduceOp::Add, slot, em.const_i64(1).into())?;
@@ -449,6 +627,68 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                     }
                     Ok(())
                 })
+            })
+        })
+    }
+
+    /// Folds the block's copy of the group arrays into the global ones.
+    fn shared_groups_epilogue(
+        &mut self,
+        aggregates: &[AggregatePlan],
+        presence: usize,
+        shared: &SharedGroups<'ctx>,
+    ) -> CodegenResult<()> {
+        let global_presence = self.buffer(presence)?;
+        let globals = aggregates
+            .iter()
+            .map(|a| {
+                Ok((
+                    self.buffer(a.buffer)?,
+                    a.count.map(|c| self.buffer(c)).transpose()?,
+                ))
+            })
+            .collect::<CodegenResult<Vec<_>>>()?;
+        let em = &self.em;
+        em.barrier()?;
+        em.for_each_strided(em.const_i64(shared.slots as i64), |slot| {
+            let mark = em.b.build_load(
+                em.i8(),
+                em.offset_ptr(em.i8().into(), shared.presence, slot)?,
+                "",
+            )?;
+            let present = em.truth(mark.into_int_value())?;
+            em.if_then(present, || {
+                em.b.build_store(
+                    em.offset_ptr(em.i8().into(), global_presence, slot)?,
+                    em.i8().const_int(1, false),
+                )?;
+                for (plan, ((value, count), (global, global_count))) in aggregates
+                    .iter()
+                    .zip(shared.values.iter().zip(&shared.counts).zip(&globals))
+                {
+                    let ty = em.value_type(plan.accumulator);
+                    let partial = em.b.build_load(ty, em.offset_ptr(ty, *value, slot)?, "")?;
+                    atomic(
+                        em,
+                        plan.kind.reduce_op(),
+                        em.offset_ptr(ty, *global, slot)?,
+                        partial,
+                    )?;
+                    if let (Some(count), Some(global_count)) = (count, global_count) {
+                        let n = em.b.build_load(
+                            em.i64(),
+                            em.offset_ptr(em.i64().into(), *count, slot)?,
+                            "",
+                        )?;
+                        atomic(
+                            em,
+                            ReduceOp::Add,
+                            em.offset_ptr(em.i64().into(), *global_count, slot)?,
+                            n,
+                        )?;
+                    }
+                }
+                Ok(())
             })
         })
     }

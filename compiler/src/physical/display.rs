@@ -100,8 +100,9 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                 };
                 writeln!(
                     out,
-                    "    build ht{table} key {}{payload}  [{layout}; ~{} of {} rows]",
+                    "    build ht{table} key {}{payload}  [{layout}, {}; ~{} of {} rows]",
                     key.display(columns),
+                    size(ht.bytes(columns)),
                     ht.estimated_rows.round(),
                     ht.max_rows
                 )
@@ -188,6 +189,15 @@ fn names_of(ids: &[crate::columns::ColumnId], columns: &Columns) -> String {
         .map(|id| columns.get(*id).name.clone())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Bytes as B, KB or MB (powers of 1024), whole numbers.
+fn size(bytes: u64) -> String {
+    match bytes {
+        b if b < 1 << 10 => format!("{b} B"),
+        b if b < 1 << 20 => format!("{} KB", b.div_ceil(1 << 10)),
+        b => format!("{} MB", b.div_ceil(1 << 20)),
+    }
 }
 
 /// Selectivities to three significant digits, so snapshots stay stable and readable.

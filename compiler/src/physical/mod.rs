@@ -86,6 +86,23 @@ pub struct HashTable {
     pub estimated_rows: f64,
 }
 
+impl HashTable {
+    /// Bytes of device memory the table takes: a 4-byte key or presence word and the payload
+    /// per slot (how the runtime lays it out, to within padding).
+    pub fn bytes(&self, columns: &Columns) -> u64 {
+        let payload: u64 = self
+            .payload
+            .iter()
+            .map(|c| columns.get(*c).ty.width() as u64)
+            .sum();
+        let slots = match self.layout {
+            HashLayout::Perfect { min, max } => (max - min) as u64 + 1,
+            HashLayout::Open { capacity } => capacity + 1,
+        };
+        slots * (4 + payload).next_multiple_of(4)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum HashLayout {
     /// Direct index by `key - min`: the key range is dense enough.

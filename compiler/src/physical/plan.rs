@@ -287,12 +287,17 @@ impl Planner<'_> {
         let id = self.pipelines.len();
         let mut needed = sink_columns(&sink, &self.hash_tables);
         let steps = drop_unused_computes(open.steps, &mut needed);
+        let probe_costs: Vec<f64> = self
+            .hash_tables
+            .iter()
+            .map(|t| probe_cost(t.bytes(self.estimator.columns)))
+            .collect();
         self.pipelines.push(Pipeline {
             id,
             table: open.table,
             rows: open.rows,
             scanned: open.scanned,
-            steps: order_steps(steps, &self.hash_tables),
+            steps: order_steps(steps, &self.hash_tables, &probe_costs),
             sink,
         });
     }
@@ -401,10 +406,28 @@ fn pass_fraction(steps: &[Step]) -> f64 {
         .product()
 }
 
+/// The relative cost of one probe into a table of `bytes`, by where the table lives while the
+/// probing kernel runs: a table that stays in the L1 cache costs little, one in L2 a sector read
+/// from L2, one larger than L2 a sector read from device memory.
+fn probe_cost(bytes: u64) -> f64 {
+    const L1: u64 = 256 << 10;
+    const HALF_L2: u64 = 24 << 20;
+    if bytes <= L1 {
+        1.0
+    } else if bytes <= HALF_L2 {
+        4.0
+    } else {
+        16.0
+    }
+}
+
 /// Orders a pipeline's steps: among the steps whose inputs are available, filters first, then
-/// probes, each most selective first; a computed column only when something needs it next.
-/// Cheap filters on scanned columns thus drop rows before any probe touches memory.
-fn order_steps(steps: Vec<Step>, tables: &[HashTable]) -> Vec<Step> {
+/// probes, then computed columns only when something needs them next. Filters go most selective
+/// first; probes by cost per rejected row, `cost / (1 - selectivity)`, so that a cheap probe of
+/// a small table that rejects most rows runs before an expensive one into a large table (Q2.1
+/// probes the supplier table, in L1, before the part table, in L2). Cheap filters on scanned
+/// columns thus drop rows before any probe touches memory.
+fn order_steps(steps: Vec<Step>, tables: &[HashTable], probe_costs: &[f64]) -> Vec<Step> {
     let defines = |step: &Step| -> Vec<ColumnId> {
         match step {
             Step::Filter { .. } => vec![],
@@ -425,7 +448,12 @@ fn order_steps(steps: Vec<Step>, tables: &[HashTable]) -> Vec<Step> {
     let rank = |step: &Step| -> (u8, f64) {
         match step {
             Step::Filter { selectivity, .. } => (0, *selectivity),
-            Step::Probe { selectivity, .. } => (1, *selectivity),
+            Step::Probe {
+                table, selectivity, ..
+            } => {
+                let rejected = (1.0 - selectivity).max(1e-9);
+                (1, probe_costs[*table] / rejected)
+            }
             Step::Compute { .. } => (2, 1.0),
         }
     };

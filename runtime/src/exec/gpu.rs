@@ -48,7 +48,9 @@ pub struct GpuBackend {
     context: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     module: Arc<CudaModule>,
-    functions: HashMap<String, CudaFunction>,
+    /// Kernels loaded so far, with the number of their blocks that fit on the GPU at once.
+    functions: HashMap<String, (CudaFunction, u32)>,
+    multiprocessors: u32,
     columns: HashMap<String, CudaSlice<u8>>,
     buffers: Vec<CudaSlice<u8>>,
     /// Kernels queued since the last `wait`, with events around each.
@@ -67,7 +69,12 @@ impl GpuBackend {
         let module = context
             .load_module(Ptx::from_src(ptx))
             .map_err(|e| RuntimeError::Load(format!("the CUDA driver rejected the PTX: {e}")))?;
+        let multiprocessors = context
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(cuda)?
+            .max(1) as u32;
         Ok(GpuBackend {
+            multiprocessors,
             context,
             stream,
             module,
@@ -78,7 +85,8 @@ impl GpuBackend {
         })
     }
 
-    fn function(&mut self, name: &str) -> Result<CudaFunction, RuntimeError> {
+    /// A kernel and how many blocks of `threads` can be resident on the whole GPU at once.
+    fn function(&mut self, name: &str, threads: u32) -> Result<(CudaFunction, u32), RuntimeError> {
         if let Some(f) = self.functions.get(name) {
             return Ok(f.clone());
         }
@@ -86,8 +94,14 @@ impl GpuBackend {
             .module
             .load_function(name)
             .map_err(|e| RuntimeError::Load(format!("kernel {name}: {e}")))?;
-        self.functions.insert(name.to_string(), f.clone());
-        Ok(f)
+        let per_multiprocessor = f
+            .occupancy_max_active_blocks_per_multiprocessor(threads, 0, None)
+            .map_err(cuda)?
+            .max(1);
+        let resident = per_multiprocessor * self.multiprocessors;
+        self.functions
+            .insert(name.to_string(), (f.clone(), resident));
+        Ok((f, resident))
     }
 
     fn address(&self, slice: &CudaSlice<u8>) -> u64 {
@@ -177,13 +191,10 @@ impl Backend for GpuBackend {
         rows: u64,
         args: &[u64],
     ) -> Result<(), RuntimeError> {
-        let function = self.function(&kernel.name)?;
+        let (function, resident) = self.function(&kernel.name, kernel.tile.threads)?;
         let tiles = rows.div_ceil(u64::from(kernel.tile.items()));
-        let grid = u32::try_from(tiles).map_err(|_| {
-            RuntimeError::Unsupported(format!(
-                "{rows} rows need more thread blocks than a launch allows"
-            ))
-        })?;
+        // A persistent grid: as many blocks as fit at once, each looping over tiles.
+        let grid = tiles.min(u64::from(resident)) as u32;
         let start = self.event()?;
         if grid > 0 {
             let config = LaunchConfig {
