@@ -31,6 +31,8 @@ pub(super) enum SinkPlan {
         aggregates: Vec<AggregatePlan>,
         /// One byte per group slot (dense only).
         presence: Option<usize>,
+        /// Aggregate into a block-local copy of the slots first (where the target has one).
+        block_local: bool,
     },
 }
 
@@ -155,12 +157,13 @@ pub(super) fn plan_sink(
                     count,
                 });
             }
-            let GroupLayout::Dense { domains } = layout else {
+            let GroupLayout::Dense { domains, block_local } = layout else {
                 return Ok((
                     SinkPlan::Aggregate {
                         keys: Vec::new(),
                         aggregates: plans,
                         presence: None,
+                        block_local: false,
                     },
                     Some(ResultShape::Scalar { aggregates: slots_out }),
                 ));
@@ -200,6 +203,7 @@ pub(super) fn plan_sink(
                     keys: plan_keys,
                     aggregates: plans,
                     presence: Some(presence),
+                    block_local: *block_local,
                 },
                 Some(ResultShape::Dense {
                     keys: dense_keys,
@@ -271,9 +275,12 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 keys, aggregates, ..
             } if keys.is_empty() => self.scalar_prologue(aggregates).map(SinkState::Scalar),
             SinkPlan::Aggregate {
-                keys, aggregates, ..
+                keys,
+                aggregates,
+                block_local,
+                ..
             } => self
-                .shared_groups_prologue(qc, keys, aggregates, kernel)
+                .shared_groups_prologue(qc, keys, aggregates, *block_local, kernel)
                 .map(SinkState::Dense),
         };
         result.map_err(|e| Diagnostic::internal(span, e.to_string()))
@@ -297,6 +304,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                     keys,
                     aggregates,
                     presence: Some(presence),
+                    ..
                 },
                 SinkState::Dense(shared),
             ) => self.dense_tile(qc, keys, aggregates, *presence, shared.as_ref()),
@@ -481,6 +489,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         qc: &QueryContext<'_>,
         keys: &[(ColumnId, Expr, KeyDomain)],
         aggregates: &[AggregatePlan],
+        block_local: bool,
         kernel: &str,
     ) -> CodegenResult<Option<SharedGroups<'ctx>>> {
         let slots: u64 = keys.iter().map(|(_, _, d)| d.size).product();
@@ -488,7 +497,12 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             .iter()
             .map(|a| a.accumulator.width() as u64 + if a.count.is_some() { 8 } else { 0 })
             .sum::<u64>();
-        if !qc.target.is_gpu() || slots.saturating_mul(per_slot) > SHARED_GROUP_BYTES {
+        // The planner chose; the host's threads gain nothing from a copy (a block is one
+        // thread), and the copy must still fit the static shared-memory limit.
+        if !block_local
+            || !qc.target.is_gpu()
+            || slots.saturating_mul(per_slot) > SHARED_GROUP_BYTES
+        {
             return Ok(None);
         }
         let em = &self.em;

@@ -118,10 +118,22 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                     .collect();
                 let layout = match layout {
                     GroupLayout::Scalar => String::new(),
-                    GroupLayout::Dense { domains } => {
+                    GroupLayout::Dense {
+                        domains,
+                        block_local,
+                    } => {
                         let sizes: Vec<String> =
                             domains.iter().map(|d| d.size.to_string()).collect();
-                        format!("  [dense {} = {} slots]", sizes.join(" x "), layout.slots())
+                        let local = if *block_local {
+                            ", block-local first"
+                        } else {
+                            ""
+                        };
+                        format!(
+                            "  [dense {} = {} slots{local}]",
+                            sizes.join(" x "),
+                            layout.slots()
+                        )
                     }
                     GroupLayout::Hash { capacity } => format!("  [hash, {capacity} slots]"),
                 };

@@ -115,8 +115,13 @@ pub enum HashLayout {
 pub enum GroupLayout {
     /// No keys: one accumulator per aggregate.
     Scalar,
-    /// One slot per combination of key values, indexed arithmetically.
-    Dense { domains: Vec<KeyDomain> },
+    /// One slot per combination of key values, indexed arithmetically. With `block_local`,
+    /// each thread block first aggregates into its own copy of the slots (in shared memory on
+    /// the GPU) and merges it once at the end.
+    Dense {
+        domains: Vec<KeyDomain>,
+        block_local: bool,
+    },
     /// Open addressing over `capacity` slots.
     Hash { capacity: u64 },
 }
@@ -132,7 +137,7 @@ impl GroupLayout {
     pub fn slots(&self) -> u64 {
         match self {
             GroupLayout::Scalar => 1,
-            GroupLayout::Dense { domains } => domains.iter().map(|d| d.size).product(),
+            GroupLayout::Dense { domains, .. } => domains.iter().map(|d| d.size).product(),
             GroupLayout::Hash { capacity } => *capacity,
         }
     }

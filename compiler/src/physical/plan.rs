@@ -8,7 +8,7 @@ use tessera_grammar::{Diagnostic, Span};
 use tessera_storage::{Catalog, DataType};
 
 use crate::columns::ColumnId;
-use crate::expr::Expr;
+use crate::expr::{AggregateExpr, Expr};
 use crate::logical::{LogicalPlan, LogicalQuery};
 
 use super::estimate::Estimator;
@@ -161,7 +161,8 @@ impl Planner<'_> {
                         "grouping an already grouped or sorted result is not supported yet",
                     ));
                 };
-                let layout = self.group_layout(&aggregate.keys);
+                let rows = open.rows as f64 * pass_fraction(&open.steps);
+                let layout = self.group_layout(&aggregate.keys, &aggregate.aggregates, rows);
                 self.finish(
                     open,
                     Sink::Aggregate {
@@ -319,7 +320,12 @@ impl Planner<'_> {
         }
     }
 
-    fn group_layout(&self, keys: &[(ColumnId, Expr)]) -> GroupLayout {
+    fn group_layout(
+        &self,
+        keys: &[(ColumnId, Expr)],
+        aggregates: &[(ColumnId, AggregateExpr)],
+        rows: f64,
+    ) -> GroupLayout {
         if keys.is_empty() {
             return GroupLayout::Scalar;
         }
@@ -337,8 +343,12 @@ impl Planner<'_> {
             let slots = domains
                 .iter()
                 .try_fold(1u64, |acc, d| acc.checked_mul(d.size));
-            if slots.is_some_and(|s| s <= MAX_DENSE_GROUPS) {
-                return GroupLayout::Dense { domains };
+            if let Some(slots) = slots.filter(|s| *s <= MAX_DENSE_GROUPS) {
+                let block_local = block_local_pays(slots, aggregates, rows);
+                return GroupLayout::Dense {
+                    domains,
+                    block_local,
+                };
             }
         }
         GroupLayout::Hash { capacity: 1 << 16 }
@@ -347,6 +357,35 @@ impl Planner<'_> {
     fn not_yet(&self, what: &str) -> Diagnostic {
         Diagnostic::unsupported(self.span, format!("{what} cannot run on the device yet"))
     }
+}
+
+/// Bytes of shared memory a block may spend on its copy of the group slots.
+const BLOCK_LOCAL_BYTES: u64 = 40 << 10;
+/// About how many thread blocks share a large GPU's work at once (an H100 runs ~1,000).
+const RESIDENT_BLOCKS: f64 = 1024.0;
+
+/// Whether each block should aggregate into its own copy of the group slots: the copy must fit
+/// in shared memory, and each block must bring enough rows to be worth clearing and merging
+/// every slot once. Each row saved from a global atomic pays for about two slots of that work.
+fn block_local_pays(slots: u64, aggregates: &[(ColumnId, AggregateExpr)], rows: f64) -> bool {
+    let per_slot: u64 = 1 + aggregates
+        .iter()
+        .map(|(_, a)| {
+            let accumulator = if a.function == tessera_stdlib::Aggregate::Avg {
+                16
+            } else {
+                8
+            };
+            accumulator
+                + if a.arg.as_ref().is_some_and(|e| e.nullable) {
+                    8
+                } else {
+                    0
+                }
+        })
+        .sum::<u64>();
+    slots.saturating_mul(per_slot) <= BLOCK_LOCAL_BYTES
+        && rows / RESIDENT_BLOCKS >= slots as f64 / 2.0
 }
 
 /// The columns a sink reads.
@@ -480,4 +519,34 @@ fn order_steps(steps: Vec<Step>, tables: &[HashTable], probe_costs: &[f64]) -> V
         ordered.push(pending.remove(next));
     }
     ordered
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_grammar::Span;
+    use tessera_stdlib::Aggregate;
+    use tessera_storage::DataType;
+
+    fn sum() -> Vec<(ColumnId, AggregateExpr)> {
+        vec![(
+            ColumnId(0),
+            AggregateExpr {
+                function: Aggregate::Sum,
+                arg: None,
+                ty: DataType::I64,
+                span: Span::default(),
+            },
+        )]
+    }
+
+    #[test]
+    fn block_local_groups_need_few_slots_and_many_rows() {
+        // SSB Q4.1 at SF 20: 35 groups, about two million rows reach the sink.
+        assert!(block_local_pays(35, &sum(), 1.9e6));
+        // Q4.2: 4,375 slots but only half a million rows: clearing and merging would dominate.
+        assert!(!block_local_pays(4375, &sum(), 5.5e5));
+        // Q2.1's 7,000 slots of 9 bytes do not fit in the shared-memory budget at any volume.
+        assert!(!block_local_pays(7000, &sum(), 1e9));
+    }
 }
