@@ -1,10 +1,12 @@
 //! The steps of a pipeline on one tile: filters clear flags, probes look keys up in hash tables
 //! (bringing the payload into registers), computed columns are evaluated into tile arrays.
 
+use inkwell::values::PointerValue;
 use tessera_grammar::ast::JoinKind;
 use tessera_grammar::Diagnostic;
 use tessera_runtime::emit::Item;
-use tessera_runtime::primitives::hash;
+use tessera_runtime::emit::TileArray;
+use tessera_runtime::primitives::hash::{self, HashKind, HashTableLayout};
 use tessera_runtime::CodegenResult;
 
 use crate::physical::Step;
@@ -12,7 +14,7 @@ use crate::physical::Step;
 use super::kernel::{ColumnTile, Kernel};
 use super::query::QueryContext;
 
-impl Kernel<'_, '_, '_> {
+impl<'ctx> Kernel<'_, 'ctx, '_> {
     pub(super) fn step(
         &mut self,
         qc: &mut QueryContext<'_>,
@@ -76,9 +78,60 @@ impl Kernel<'_, '_, '_> {
             outputs.push((index, *id, values));
         }
         let em = &self.em;
+        if let HashKind::Perfect { .. } = layout.kind {
+            // Branch-free: every item's presence and payload loads go out together.
+            em.for_each_item(|item: Item| {
+                let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
+                let k = self.eval(key, item)?;
+                let (slot, inside) =
+                    hash::probe_perfect(em, layout, pointer, k.value.into_int_value())?;
+                let present = em.b.build_load(em.i32(), slot, "present")?.into_int_value();
+                let present = em.truth(present)?;
+                let mut hit =
+                    em.b.build_and(flag, em.b.build_and(inside, present, "")?, "hit")?;
+                if let Some(valid) = k.valid {
+                    hit = em.b.build_and(hit, valid, "")?;
+                }
+                for (index, _, values) in &outputs {
+                    let (field, ty) = hash::payload_ptr(em, layout, slot, *index)?;
+                    let value = em.b.build_load(ty, field, "")?;
+                    let value = em.b.build_select(hit, value, ty.const_zero(), "")?;
+                    em.set(*values, item, value)?;
+                }
+                let keep = match kind {
+                    JoinKind::Anti => em.b.build_and(flag, em.b.build_not(hit, "")?, "")?,
+                    _ => hit,
+                };
+                em.set(self.flags, item, em.flag(keep)?)
+            })?;
+        } else {
+            self.probe_open(layout, pointer, key, kind, &outputs)?;
+        }
+        for (_, id, values) in outputs {
+            self.tiles.insert(
+                id,
+                ColumnTile {
+                    values,
+                    valid: None,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Probes an open-addressing table: the probe sequence is a loop, so each item branches.
+    fn probe_open(
+        &self,
+        layout: &HashTableLayout,
+        pointer: PointerValue<'ctx>,
+        key: &crate::expr::Expr,
+        kind: JoinKind,
+        outputs: &[(usize, crate::columns::ColumnId, TileArray<'ctx>)],
+    ) -> CodegenResult<()> {
+        let em = &self.em;
         em.for_each_item(|item: Item| {
             let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
-            for (_, _, values) in &outputs {
+            for (_, _, values) in outputs {
                 em.set(*values, item, values.elem.const_zero())?;
             }
             let k = self.eval(key, item)?;
@@ -94,7 +147,7 @@ impl Kernel<'_, '_, '_> {
                 let hit = em.b.build_is_not_null(slot, "hit")?;
                 em.b.build_store(found, hit)?;
                 em.if_then(hit, || {
-                    for (index, _, values) in &outputs {
+                    for (index, _, values) in outputs {
                         let (field, ty) = hash::payload_ptr(em, layout, slot, *index)?;
                         let value = em.b.build_load(ty, field, "")?;
                         em.set(*values, item, value)?;
@@ -111,17 +164,7 @@ impl Kernel<'_, '_, '_> {
                 _ => hit,
             };
             em.set(self.flags, item, em.flag(keep)?)
-        })?;
-        for (_, id, values) in outputs {
-            self.tiles.insert(
-                id,
-                ColumnTile {
-                    values,
-                    valid: None,
-                },
-            );
-        }
-        Ok(())
+        })
     }
 
     fn compute(

@@ -241,6 +241,78 @@ pub fn find<'ctx>(
     Ok(basic(call.try_as_basic_value().basic())?.into_pointer_value())
 }
 
+/// Looks `key` up in a perfect table without branching: returns a slot that is always inside
+/// the table (slot 0 when the key is out of range) and whether the key was in range. The caller
+/// reads the presence word and the payload from the slot unconditionally, so a thread's probes
+/// of all its items are in flight at once; rejected items' probes all read slot 0, which stays
+/// in cache.
+pub fn probe_perfect<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    table: PointerValue<'ctx>,
+    key: IntValue<'ctx>,
+) -> CodegenResult<(PointerValue<'ctx>, IntValue<'ctx>)> {
+    let HashKind::Perfect { min, slots } = layout.kind else {
+        return Err(CodegenError::Invalid(
+            "probe_perfect needs a perfect table".into(),
+        ));
+    };
+    let key_ty = key.get_type();
+    let result_ty = em
+        .ctx
+        .struct_type(&[em.global_ptr().into(), em.i1().into()], false);
+    let ty = result_ty.fn_type(
+        &[
+            em.global_ptr().into(),
+            em.i64().into(),
+            em.i64().into(),
+            key_ty.into(),
+        ],
+        false,
+    );
+    let name = primitive_name(layout, "probe", key_ty.get_bit_width());
+    let stride = layout.stride;
+    let f = primitive(em, &name, ty, |p| {
+        let table = param_ptr(p, 0)?;
+        let min = param_int(p, 1)?;
+        let slots = param_int(p, 2)?;
+        let key = param_int(p, 3)?;
+        let wide = p.b.build_int_s_extend_or_bit_cast(key, p.i64(), "")?;
+        let index = p.b.build_int_sub(wide, min, "index")?;
+        let inside =
+            p.b.build_int_compare(IntPredicate::ULT, index, slots, "inside")?;
+        let safe =
+            p.b.build_select(inside, index, p.const_i64(0), "")?
+                .into_int_value();
+        let offset =
+            p.b.build_int_mul(safe, p.const_i64(i64::from(stride)), "")?;
+        let slot = p.offset_ptr(p.i8().into(), table, offset)?;
+        let result = result_ty.get_undef();
+        let result = p.b.build_insert_value(result, slot, 0, "")?;
+        let result = p.b.build_insert_value(result, inside, 1, "")?;
+        p.b.build_return(Some(&result))?;
+        Ok(())
+    })?;
+    let call = em.b.build_call(
+        f,
+        &[
+            table.into(),
+            em.const_i64(min).into(),
+            em.const_i64(slots as i64).into(),
+            key.into(),
+        ],
+        "probe",
+    )?;
+    let pair = basic(call.try_as_basic_value().basic())?.into_struct_value();
+    let slot =
+        em.b.build_extract_value(pair, 0, "slot")?
+            .into_pointer_value();
+    let inside =
+        em.b.build_extract_value(pair, 1, "inside")?
+            .into_int_value();
+    Ok((slot, inside))
+}
+
 /// A pointer to the payload field `index` of `slot`.
 pub fn payload_ptr<'ctx>(
     em: &Emitter<'ctx, '_>,
