@@ -62,6 +62,29 @@ pub struct CompileArgs {
     /// The code to generate: `sm_90` (or another `sm_XX`) for NVIDIA GPUs, or `host`.
     #[arg(long, default_value = "sm_90", value_parser = parse_target)]
     target: tessera_runtime::Target,
+    /// Tile shape of the kernels, threads x items per thread (e.g. 128x8); the target's default
+    /// when omitted.
+    #[arg(long, value_parser = parse_tile)]
+    tile: Option<tessera_runtime::TileShape>,
+}
+
+fn parse_tile(text: &str) -> Result<tessera_runtime::TileShape, String> {
+    let parsed = text
+        .split_once('x')
+        .and_then(|(t, i)| Some((t.parse::<u32>().ok()?, i.parse::<u32>().ok()?)));
+    match parsed {
+        Some((threads, items_per_thread))
+            if threads > 0 && items_per_thread > 0 && items_per_thread <= 64 =>
+        {
+            Ok(tessera_runtime::TileShape {
+                threads,
+                items_per_thread,
+            })
+        }
+        _ => Err(format!(
+            "`{text}` is not a tile shape; write THREADSxITEMS, e.g. 128x8 (at most 64 items)"
+        )),
+    }
 }
 
 fn parse_target(text: &str) -> Result<tessera_runtime::Target, String> {
@@ -91,6 +114,10 @@ pub struct RunArgs {
     /// Print compile time, each kernel's time and the bytes it read (on stderr).
     #[arg(long)]
     timing: bool,
+    /// Tile shape of the kernels, threads x items per thread (e.g. 128x8); the target's default
+    /// when omitted.
+    #[arg(long, value_parser = parse_tile)]
+    tile: Option<tessera_runtime::TileShape>,
 }
 
 #[derive(clap::Args)]
@@ -147,6 +174,10 @@ pub struct BenchArgs {
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
+    /// Tile shape of the kernels, threads x items per thread (e.g. 128x8); the target's default
+    /// when omitted.
+    #[arg(long, value_parser = parse_tile)]
+    tile: Option<tessera_runtime::TileShape>,
 }
 
 #[derive(Subcommand)]

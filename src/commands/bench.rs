@@ -104,7 +104,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
             }
             None => catalog.clone(),
         };
-        let compiled = compile_with_catalog(&script, &data, target, &mut cache)?;
+        let compiled = compile_with_catalog(&script, &data, target, args.tile, &mut cache)?;
         let loading = Instant::now();
         let mut backend = backend_for(&compiled.program)?;
         let load_ms = loading.elapsed().as_secs_f64() * 1e3;

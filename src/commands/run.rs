@@ -39,7 +39,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     } else {
         let script = Script::read(&args.script)?;
         let (target, _) = choose_target(args.device)?;
-        let compiled = compile_script(&script, &args.data, target)?;
+        let compiled = compile_script(&script, &args.data, target, args.tile)?;
         (
             compiled.program,
             compiled.catalog,

@@ -5,12 +5,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tessera_compiler::codegen::pipelines_to_program;
+use tessera_compiler::codegen::pipelines_to_program_tiled;
 use tessera_compiler::Compilation;
 use tessera_grammar::source_to_ast;
 use tessera_runtime::exec::gpu::{probe, GpuInfo};
 use tessera_runtime::program::Program;
-use tessera_runtime::Target;
+use tessera_runtime::{Target, TileShape};
 use tessera_storage::Catalog;
 
 use super::compile::{open, Script};
@@ -51,8 +51,13 @@ pub struct Compiled {
     pub compile_ms: f64,
 }
 
-pub fn compile_script(script: &Script, data: &Path, target: Target) -> Result<Compiled, Failure> {
-    compile_with_catalog(script, data, target, &mut |_| None)
+pub fn compile_script(
+    script: &Script,
+    data: &Path,
+    target: Target,
+    tile: Option<TileShape>,
+) -> Result<Compiled, Failure> {
+    compile_with_catalog(script, data, target, tile, &mut |_| None)
 }
 
 /// Like `compile_script`, but takes the catalog from `cached` when it has one for a script
@@ -61,6 +66,7 @@ pub fn compile_with_catalog(
     script: &Script,
     data: &Path,
     target: Target,
+    tile: Option<TileShape>,
     cached: &mut dyn FnMut(Option<Arc<Catalog>>) -> Option<Arc<Catalog>>,
 ) -> Result<Compiled, Failure> {
     let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
@@ -80,7 +86,8 @@ pub fn compile_with_catalog(
     };
     let started = Instant::now();
     let compilation = Compilation::run(ast, &catalog).map_err(|d| script.fail(d))?;
-    let program = pipelines_to_program(&compilation.physical, &catalog, target)
+    let tile = tile.unwrap_or_else(|| target.default_tile());
+    let program = pipelines_to_program_tiled(&compilation.physical, &catalog, target, tile)
         .map_err(|d| script.fail(vec![d]))?;
     Ok(Compiled {
         program,

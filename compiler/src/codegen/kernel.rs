@@ -69,7 +69,7 @@ pub(super) fn pipeline_to_kernel<'ctx>(
     let internal = |e: CodegenError| Diagnostic::internal(span, e.to_string());
     let (sink, shape) = plan_sink(qc, pipeline)?;
     let params = collect_params(qc, pipeline, &sink);
-    let tile = qc.target.default_tile();
+    let tile = qc.tile;
     let name = format!("tessera_q{}_p{}", qc.index, pipeline.id);
     let mut kernel = Kernel::new(context, module, qc, pipeline, params, &name).map_err(internal)?;
     let state = kernel.sink_prologue(qc, &sink, &name)?;
@@ -181,7 +181,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
         name: &str,
     ) -> CodegenResult<Kernel<'k, 'ctx, 'm>> {
         let target = qc.target;
-        let tile = target.default_tile();
+        let tile = qc.tile;
         let i64t = context.i64_type();
         let global = match target {
             Target::Nvptx { .. } => {

@@ -15,27 +15,38 @@ use inkwell::context::Context;
 use inkwell::module::Module;
 use tessera_grammar::Diagnostic;
 use tessera_runtime::program::{Code, Program, QueryProgram, FORMAT_VERSION};
-use tessera_runtime::Target;
+use tessera_runtime::{Target, TileShape};
 use tessera_storage::Catalog;
 
 use crate::physical::PhysicalQuery;
 
 pub use targets::{llvm_to_object, llvm_to_ptx, optimize_llvm};
 
-/// Builds one module holding every pipeline of `queries` as a kernel for `target`, and the
-/// launch plan of each query.
+/// Builds one module holding every pipeline of `queries` as a kernel for `target` with the
+/// target's default tile shape, and the launch plan of each query.
 pub fn pipelines_to_llvm<'ctx>(
     context: &'ctx Context,
     queries: &[PhysicalQuery],
     catalog: &Catalog,
     target: Target,
 ) -> Result<(Module<'ctx>, Vec<QueryProgram>), Diagnostic> {
+    pipelines_to_llvm_tiled(context, queries, catalog, target, target.default_tile())
+}
+
+/// Like `pipelines_to_llvm`, with kernels over tiles of `tile`.
+pub fn pipelines_to_llvm_tiled<'ctx>(
+    context: &'ctx Context,
+    queries: &[PhysicalQuery],
+    catalog: &Catalog,
+    target: Target,
+    tile: TileShape,
+) -> Result<(Module<'ctx>, Vec<QueryProgram>), Diagnostic> {
     let module = context.create_module("tessera");
     targets::prepare_module(&module, target)?;
     let mut programs = Vec::with_capacity(queries.len());
     for (index, query) in queries.iter().enumerate() {
         programs.push(query::query_to_llvm(
-            context, &module, index, query, catalog, target,
+            context, &module, index, query, catalog, target, tile,
         )?);
     }
     if let Err(message) = module.verify() {
@@ -54,8 +65,27 @@ pub fn pipelines_to_program(
     catalog: &Catalog,
     target: Target,
 ) -> Result<Program, Diagnostic> {
+    pipelines_to_program_tiled(queries, catalog, target, target.default_tile())
+}
+
+/// Like `pipelines_to_program`, with kernels over tiles of `tile`.
+pub fn pipelines_to_program_tiled(
+    queries: &[PhysicalQuery],
+    catalog: &Catalog,
+    target: Target,
+    tile: TileShape,
+) -> Result<Program, Diagnostic> {
+    let span = queries.first().map(|q| q.span).unwrap_or_default();
+    let warp_multiple = tile.threads > 0 && tile.threads.is_multiple_of(32) && tile.threads <= 1024;
+    if (target.is_gpu() && !warp_multiple) || tile.items_per_thread == 0 {
+        return Err(Diagnostic::unsupported(
+            span,
+            format!("tile shape {tile} does not fit {target}: GPU tiles need a multiple of 32 threads, at most 1024"),
+        ));
+    }
     let context = Context::create();
-    let (module, queries_programs) = pipelines_to_llvm(&context, queries, catalog, target)?;
+    let (module, queries_programs) =
+        pipelines_to_llvm_tiled(&context, queries, catalog, target, tile)?;
     let span = queries.first().map(|q| q.span).unwrap_or_default();
     optimize_llvm(&module, target).map_err(|e| Diagnostic::internal(span, e))?;
     let code = match target {

@@ -8,7 +8,7 @@ use tessera_runtime::primitives::hash::{status, HashKind, HashTableLayout};
 use tessera_runtime::program::{
     hash_table_buffer, Assumption, BufferSpec, Fill, HostOp, QueryProgram, ResultSpec,
 };
-use tessera_runtime::Target;
+use tessera_runtime::{Target, TileShape};
 use tessera_storage::{Catalog, DataType};
 
 use crate::physical::{HashLayout, HostStep, PhysicalQuery, Sink};
@@ -21,6 +21,8 @@ pub(super) struct QueryContext<'q> {
     pub catalog: &'q Catalog,
     pub index: usize,
     pub target: Target,
+    /// The tile shape of every kernel of the query.
+    pub tile: TileShape,
     pub buffers: Vec<BufferSpec>,
     pub status: usize,
     /// Per hash table: its layout and buffer.
@@ -65,12 +67,14 @@ pub(super) fn query_to_llvm<'ctx>(
     query: &PhysicalQuery,
     catalog: &Catalog,
     target: Target,
+    tile: TileShape,
 ) -> Result<QueryProgram, Diagnostic> {
     let mut qc = QueryContext {
         query,
         catalog,
         index,
         target,
+        tile,
         buffers: Vec::new(),
         status: 0,
         tables: Vec::new(),

@@ -78,13 +78,19 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             outputs.push((index, *id, values));
         }
         let em = &self.em;
-        if let HashKind::Perfect { .. } = layout.kind {
+        if let HashKind::Perfect { min, .. } = layout.kind {
             // Branch-free: every item's presence and payload loads go out together.
             em.for_each_item(|item: Item| {
                 let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
                 let k = self.eval(key, item)?;
-                let (slot, inside) =
-                    hash::probe_perfect(em, layout, pointer, k.value.into_int_value())?;
+                // Rejected items probe the table's first slot, so they all read one cached
+                // line rather than a random slot each.
+                let key_value = k.value.into_int_value();
+                let first = key_value.get_type().const_int(min as u64, true);
+                let steered =
+                    em.b.build_select(flag, key_value, first, "")?
+                        .into_int_value();
+                let (slot, inside) = hash::probe_perfect(em, layout, pointer, steered)?;
                 let present = em.b.build_load(em.i32(), slot, "present")?.into_int_value();
                 let present = em.truth(present)?;
                 let mut hit =
