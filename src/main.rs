@@ -82,7 +82,7 @@ fn parse_tile(text: &str) -> Result<tessera_runtime::TileShape, String> {
             })
         }
         _ => Err(format!(
-            "`{text}` is not a tile shape; write THREADSxITEMS, e.g. 128x8 (at most 64 items)"
+            "`{text}` is not a tile shape; write THREADSxITEMS, e.g. 128x8"
         )),
     }
 }

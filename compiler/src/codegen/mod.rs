@@ -77,10 +77,18 @@ pub fn pipelines_to_program_tiled(
 ) -> Result<Program, Diagnostic> {
     let span = queries.first().map(|q| q.span).unwrap_or_default();
     let warp_multiple = tile.threads > 0 && tile.threads.is_multiple_of(32) && tile.threads <= 1024;
-    if (target.is_gpu() && !warp_multiple) || tile.items_per_thread == 0 {
+    // GPU items are unrolled into registers, so their number stays small.
+    let fits = if target.is_gpu() {
+        warp_multiple && (1..=64).contains(&tile.items_per_thread)
+    } else {
+        tile.threads == 1 && tile.items_per_thread > 0
+    };
+    if !fits {
         return Err(Diagnostic::unsupported(
             span,
-            format!("tile shape {tile} does not fit {target}: GPU tiles need a multiple of 32 threads, at most 1024"),
+            format!(
+                "tile shape {tile} does not fit {target}: GPU tiles need a multiple of 32 threads up to 1024 and at most 64 items each; host tiles have 1 thread"
+            ),
         ));
     }
     let context = Context::create();
