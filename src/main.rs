@@ -74,7 +74,7 @@ fn parse_tile(text: &str) -> Result<tessera_runtime::TileShape, String> {
         .and_then(|(t, i)| Some((t.parse::<u32>().ok()?, i.parse::<u32>().ok()?)));
     match parsed {
         Some((threads, items_per_thread))
-            if threads > 0 && items_per_thread > 0 && items_per_thread <= 64 =>
+            if threads > 0 && items_per_thread > 0 && items_per_thread <= 8192 =>
         {
             Ok(tessera_runtime::TileShape {
                 threads,
