@@ -14,6 +14,11 @@ use crate::physical::Step;
 use super::kernel::{ColumnTile, Kernel};
 use super::query::QueryContext;
 
+/// Probes run without branches while at least this fraction of rows is estimated to survive:
+/// measured on SSB at SF 20 on an H100, branch-free probing sped up Q3.1's late date probe
+/// (86% of rows survive) and slowed probes that most rows skip.
+const BRANCH_FREE_PROBE_ABOVE: f64 = 0.5;
+
 impl<'ctx> Kernel<'_, 'ctx, '_> {
     pub(super) fn step(
         &mut self,
@@ -78,8 +83,10 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             outputs.push((index, *id, values));
         }
         let em = &self.em;
-        if let HashKind::Perfect { min, .. } = layout.kind {
-            // Branch-free: every item's presence and payload loads go out together.
+        // Branch-free probing puts every item's loads in flight together, which pays while most
+        // rows are still selected; when most are rejected, branching lets them skip the loads.
+        let branch_free = self.selected >= BRANCH_FREE_PROBE_ABOVE;
+        if let (true, HashKind::Perfect { min, .. }) = (branch_free, layout.kind) {
             em.for_each_item(|item: Item| {
                 let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
                 let k = self.eval(key, item)?;
@@ -111,7 +118,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 em.set(self.flags, item, em.flag(keep)?)
             })?;
         } else {
-            self.probe_open(layout, pointer, key, kind, &outputs)?;
+            self.probe_branching(layout, pointer, key, kind, &outputs)?;
         }
         for (_, id, values) in outputs {
             self.tiles.insert(
@@ -125,8 +132,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         Ok(())
     }
 
-    /// Probes an open-addressing table: the probe sequence is a loop, so each item branches.
-    fn probe_open(
+    /// Probes with a branch per item: only selected items touch the table (and open tables'
+    /// probe sequences are loops, which branch anyway).
+    fn probe_branching(
         &self,
         layout: &HashTableLayout,
         pointer: PointerValue<'ctx>,

@@ -125,18 +125,17 @@ pub fn load_sel<'ctx>(
             let base = p.offset_ptr(elem, column, start)?;
             p.for_each_item(|item| {
                 let selected = p.truth(p.get(flags, item)?.into_int_value())?;
-                // No branch: a rejected row reads the tile's first value instead, which all
-                // rejected rows of the tile share (one cached sector), so every item's load is
-                // in flight at once and sectors holding only rejected rows are never fetched.
-                // Rejected items then hold zero, so later arithmetic on them is defined.
-                let offset = p.item_offset(item)?;
-                let wanted = p.offset_ptr(elem, base, offset)?;
-                let address =
-                    p.b.build_select(selected, wanted, base, "")?
-                        .into_pointer_value();
-                let value = p.b.build_load(elem, address, "")?;
-                let value = p.b.build_select(selected, value, elem.const_zero(), "")?;
-                p.set(out, item, value)
+                // Rejected items hold zero, so later arithmetic on them is defined (and ignored).
+                // The load stays under a branch: `load_sel` runs when few rows survive, where
+                // loading for every item (even from one shared address) costs more than the
+                // parallelism it buys.
+                p.set(out, item, elem.const_zero())?;
+                p.if_then(selected, || {
+                    let offset = p.item_offset(item)?;
+                    let value =
+                        p.b.build_load(elem, p.offset_ptr(elem, base, offset)?, "")?;
+                    p.set(out, item, value)
+                })
             })?;
             p.b.build_return(None)?;
             Ok(())
