@@ -98,17 +98,16 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                     em.b.build_select(flag, key_value, first, "")?
                         .into_int_value();
                 let (slot, inside) = hash::probe_perfect(em, layout, pointer, steered)?;
-                let present = em.b.build_load(em.i32(), slot, "present")?.into_int_value();
-                let present = em.truth(present)?;
+                let (present, fields) = hash::read_slot(em, layout, slot)?;
                 let mut hit =
                     em.b.build_and(flag, em.b.build_and(inside, present, "")?, "hit")?;
                 if let Some(valid) = k.valid {
                     hit = em.b.build_and(hit, valid, "")?;
                 }
                 for (index, _, values) in &outputs {
-                    let (field, ty) = hash::payload_ptr(em, layout, slot, *index)?;
-                    let value = em.b.build_load(ty, field, "")?;
-                    let value = em.b.build_select(hit, value, ty.const_zero(), "")?;
+                    let value = fields[*index];
+                    let value =
+                        em.b.build_select(hit, value, value.get_type().const_zero(), "")?;
                     em.set(*values, item, value)?;
                 }
                 let keep = match kind {

@@ -99,7 +99,13 @@ impl HashTable {
             HashLayout::Perfect { min, max } => (max - min) as u64 + 1,
             HashLayout::Open { capacity } => capacity + 1,
         };
-        slots * (4 + payload).next_multiple_of(4)
+        let stride = (4 + payload).next_multiple_of(4);
+        // Small perfect-table slots are padded to a power of two (one vector load per probe).
+        let stride = match self.layout {
+            HashLayout::Perfect { .. } if stride <= 16 => stride.next_power_of_two(),
+            _ => stride,
+        };
+        slots * stride
     }
 }
 

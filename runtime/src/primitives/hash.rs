@@ -6,7 +6,7 @@
 //! in an extra slot after the others.
 
 use inkwell::types::BasicTypeEnum;
-use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
+use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue};
 use inkwell::{AtomicOrdering, IntPredicate};
 use tessera_storage::DataType;
 
@@ -84,12 +84,23 @@ impl HashTableLayout {
                 HashKind::Perfect { .. } => 4,
                 HashKind::Open { .. } => key.width() as u32,
             });
+        let mut stride = offset.next_multiple_of(align);
+        // A perfect table's slot of at most 16 bytes is padded to a power of two, so a probe
+        // reads the presence word and the payload with one vector load.
+        if matches!(kind, HashKind::Perfect { .. }) && stride <= 16 {
+            stride = stride.next_power_of_two();
+        }
         HashTableLayout {
             kind,
             key,
             payload: fields,
-            stride: offset.next_multiple_of(align),
+            stride,
         }
+    }
+
+    /// Whether a slot is read whole with one vector load of 32-bit words.
+    pub fn loads_whole_slot(&self) -> bool {
+        matches!(self.kind, HashKind::Perfect { .. }) && matches!(self.stride, 8 | 16)
     }
 
     pub fn slots(&self) -> u64 {
@@ -311,6 +322,55 @@ pub fn probe_perfect<'ctx>(
         em.b.build_extract_value(pair, 1, "inside")?
             .into_int_value();
     Ok((slot, inside))
+}
+
+/// Reads a perfect table's slot: whether it is occupied, and each payload field. A slot of 8 or
+/// 16 bytes is read with one vector load, so an empty slot costs one memory request like a
+/// full one.
+pub fn read_slot<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    slot: PointerValue<'ctx>,
+) -> CodegenResult<(IntValue<'ctx>, Vec<BasicValueEnum<'ctx>>)> {
+    if !layout.loads_whole_slot() {
+        let present = em.b.build_load(em.i32(), slot, "present")?.into_int_value();
+        let mut fields = Vec::with_capacity(layout.payload.len());
+        for index in 0..layout.payload.len() {
+            let (field, ty) = payload_ptr(em, layout, slot, index)?;
+            fields.push(em.b.build_load(ty, field, "")?);
+        }
+        return Ok((em.truth(present)?, fields));
+    }
+    let words = layout.stride / 4;
+    let vector = em.i32().vec_type(words);
+    let whole = em.b.build_load(vector, slot, "slot_words")?;
+    if let Some(load) = whole.as_instruction_value() {
+        load.set_alignment(layout.stride)
+            .map_err(|e| CodegenError::Invalid(format!("slot alignment: {e}")))?;
+    }
+    let whole = whole.into_vector_value();
+    let word = |i: u32| {
+        em.b.build_extract_element(whole, em.const_i32(i64::from(i)), "")
+    };
+    let present = word(0)?.into_int_value();
+    let mut fields = Vec::with_capacity(layout.payload.len());
+    for field in &layout.payload {
+        let first = field.offset / 4;
+        let ty = em.value_type(field.ty);
+        let value: BasicValueEnum = if field.ty.width() == 8 {
+            let low =
+                em.b.build_int_z_extend(word(first)?.into_int_value(), em.i64(), "")?;
+            let high =
+                em.b.build_int_z_extend(word(first + 1)?.into_int_value(), em.i64(), "")?;
+            let high = em.b.build_left_shift(high, em.const_i64(32), "")?;
+            let bits = em.b.build_or(high, low, "")?;
+            em.b.build_bit_cast(bits, ty, "")?
+        } else {
+            em.b.build_bit_cast(word(first)?, ty, "")?
+        };
+        fields.push(value);
+    }
+    Ok((em.truth(present)?, fields))
 }
 
 /// A pointer to the payload field `index` of `slot`.
