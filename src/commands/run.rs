@@ -24,7 +24,7 @@ pub enum Format {
 
 pub fn run(args: &RunArgs) -> Result<(), Failure> {
     let is_artifact = args.script.extension().is_some_and(|e| e == "tqx");
-    let (program, catalog, compile_ms) = if is_artifact {
+    let (program, catalog, compile) = if is_artifact {
         let program = read_artifact(&args.script)?;
         // A compiled program carries no declarations; `.tbl` files use the standard schemas.
         let empty = tessera_grammar::ast::Script { items: Vec::new() };
@@ -43,7 +43,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         (
             compiled.program,
             compiled.catalog,
-            Some(compiled.compile_ms),
+            Some((compiled.compile_ms, compiled.plan_ms, compiled.codegen)),
         )
     };
     if is_artifact && args.device == DeviceChoice::Cpu && matches!(program.code, Code::Ptx(_)) {
@@ -63,7 +63,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     }
     print!("{out}");
     if args.timing {
-        eprint!("{}", timing_report(&program, &outcomes, compile_ms));
+        eprint!("{}", timing_report(&program, &outcomes, compile));
     }
     Ok(())
 }
@@ -109,10 +109,17 @@ fn read_artifact(path: &Path) -> Result<Program, Failure> {
     Ok(program)
 }
 
-fn timing_report(program: &Program, outcomes: &[QueryOutcome], compile_ms: Option<f64>) -> String {
+fn timing_report(
+    program: &Program,
+    outcomes: &[QueryOutcome],
+    compile: Option<(f64, f64, tessera_compiler::codegen::CodegenTimes)>,
+) -> String {
     let mut text = String::new();
-    if let Some(ms) = compile_ms {
-        text.push_str(&format!("compile: {ms:.1} ms for {}\n", program.target));
+    if let Some((ms, plan, codegen)) = compile {
+        text.push_str(&format!(
+            "compile: {ms:.1} ms for {} (plan {plan:.1}, LLVM IR {:.1}, optimize {:.1}, emit {:.1})\n",
+            program.target, codegen.build_ms, codegen.optimize_ms, codegen.emit_ms
+        ));
     }
     for (i, outcome) in outcomes.iter().enumerate() {
         let t = &outcome.timing;

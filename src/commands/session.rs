@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tessera_compiler::codegen::pipelines_to_program_tiled;
+use tessera_compiler::codegen::{pipelines_to_program_timed, CodegenTimes};
 use tessera_compiler::Compilation;
 use tessera_grammar::source_to_ast;
 use tessera_runtime::exec::gpu::{probe, GpuInfo};
@@ -49,6 +49,9 @@ pub struct Compiled {
     pub catalog: Arc<Catalog>,
     /// Parse to executable code, in milliseconds.
     pub compile_ms: f64,
+    /// Analysis and planning (reading the statistics and dictionaries it needs), milliseconds.
+    pub plan_ms: f64,
+    pub codegen: CodegenTimes,
 }
 
 pub fn compile_script(
@@ -86,12 +89,17 @@ pub fn compile_with_catalog(
     };
     let started = Instant::now();
     let compilation = Compilation::run(ast, &catalog).map_err(|d| script.fail(d))?;
+    let plan_ms = started.elapsed().as_secs_f64() * 1e3;
     let tile = tile.unwrap_or_else(|| target.default_tile());
-    let program = pipelines_to_program_tiled(&compilation.physical, &catalog, target, tile)
-        .map_err(|d| script.fail(vec![d]))?;
+    let mut codegen = CodegenTimes::default();
+    let program =
+        pipelines_to_program_timed(&compilation.physical, &catalog, target, tile, &mut codegen)
+            .map_err(|d| script.fail(vec![d]))?;
     Ok(Compiled {
         program,
         catalog,
         compile_ms: started.elapsed().as_secs_f64() * 1e3,
+        plan_ms,
+        codegen,
     })
 }

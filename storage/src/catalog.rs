@@ -13,12 +13,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rayon::prelude::*;
 
-use crate::column::Column;
+use crate::column::{Column, ColumnStats};
 use crate::error::StorageError;
 use crate::parquet_read::{read_parquet_columns, read_parquet_schema, ParquetFileSchema};
 use crate::progress::{NoProgress, Progress};
 use crate::tbl::{count_tbl_rows, read_tbl};
-use crate::types::{Field, Schema};
+use crate::types::{Field, Schema, Value};
 
 #[derive(Clone, Debug)]
 pub enum TableFormat {
@@ -38,6 +38,8 @@ pub struct TableInfo {
     pub format: TableFormat,
     /// Columns present in the files that Tessera cannot read, with the reason.
     pub unsupported: Vec<(String, String)>,
+    /// Statistics known without reading the column (from Parquet footers), by column name.
+    pub statistics: BTreeMap<String, ColumnStats>,
 }
 
 pub struct Catalog {
@@ -136,6 +138,7 @@ impl Catalog {
                 rows: rows as u64,
                 format: TableFormat::Memory,
                 unsupported: Vec::new(),
+                statistics: BTreeMap::new(),
             };
             if infos.insert(name.clone(), info).is_some() {
                 return Err(StorageError::Invalid(format!(
@@ -160,6 +163,24 @@ impl Catalog {
 
     pub fn table(&self, name: &str) -> Option<&TableInfo> {
         self.tables.get(name)
+    }
+
+    /// A column's statistics: from the loaded column, else from the files' footers, else by
+    /// loading the column. Planning asks for these; only strings (whose dictionary is the
+    /// statistic) and footer-less files need the data read.
+    pub fn stats(&self, table: &str, column: &str) -> Result<ColumnStats, StorageError> {
+        let key = (table.to_string(), column.to_string());
+        if let Some(loaded) = lock(&self.cache).get(&key) {
+            return Ok(loaded.stats.clone());
+        }
+        if let Some(stats) = self
+            .tables
+            .get(table)
+            .and_then(|t| t.statistics.get(column))
+        {
+            return Ok(stats.clone());
+        }
+        Ok(self.column(table, column)?.stats.clone())
     }
 
     /// One column, loaded on first use and cached.
@@ -387,6 +408,7 @@ fn open_table(
                 schema: schema.clone(),
                 format: TableFormat::Tbl { path },
                 unsupported: Vec::new(),
+                statistics: BTreeMap::new(),
                 name,
             })
         }
@@ -422,6 +444,7 @@ fn open_parquet(
         }
     }
     let rows = schemas.iter().map(|s| s.rows).sum();
+    let statistics = combine_footer_stats(&first.schema, &schemas, rows);
     let mut schema = first.schema.clone();
     let unsupported = first.unsupported.clone();
     if let Some(declared) = declared {
@@ -441,6 +464,65 @@ fn open_parquet(
         rows,
         format: TableFormat::Parquet { files },
         unsupported,
+        statistics,
+    })
+}
+
+/// Whole-table statistics of the columns whose footers carry them in every file.
+fn combine_footer_stats(
+    schema: &Schema,
+    files: &[ParquetFileSchema],
+    rows: u64,
+) -> BTreeMap<String, ColumnStats> {
+    let mut combined = BTreeMap::new();
+    'columns: for (index, field) in schema.fields.iter().enumerate() {
+        let mut min = Value::Null;
+        let mut max = Value::Null;
+        let mut nulls = 0;
+        for file in files {
+            let Some(Some(stats)) = file.statistics.get(index) else {
+                continue 'columns;
+            };
+            nulls += stats.nulls;
+            let (Some(lo), Some(hi)) = (
+                extreme(&min, &stats.min, std::cmp::Ordering::Less),
+                extreme(&max, &stats.max, std::cmp::Ordering::Greater),
+            ) else {
+                continue 'columns;
+            };
+            min = lo;
+            max = hi;
+        }
+        combined.insert(
+            field.name.clone(),
+            ColumnStats {
+                rows,
+                nulls,
+                min,
+                max,
+                dictionary_size: None,
+            },
+        );
+    }
+    combined
+}
+
+/// Whichever of `a` and `b` compares as `wanted` (`Null` yields); `None` when they do not
+/// compare.
+fn extreme(a: &Value, b: &Value, wanted: std::cmp::Ordering) -> Option<Value> {
+    let ordering = match (a, b) {
+        (Value::Null, _) => return Some(b.clone()),
+        (_, Value::Null) => return Some(a.clone()),
+        (Value::Int(x), Value::Int(y)) => x.cmp(y),
+        (Value::Date(x), Value::Date(y)) => x.cmp(y),
+        (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
+        (Value::Float(x), Value::Float(y)) => x.partial_cmp(y)?,
+        _ => return None,
+    };
+    Some(if ordering == wanted {
+        a.clone()
+    } else {
+        b.clone()
     })
 }
 

@@ -14,6 +14,7 @@ use parquet::data_type::{BoolType, ByteArrayType, DataType as ParquetType, Doubl
 use parquet::data_type::{Int32Type, Int64Type};
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::serialized_reader::SerializedPageReader;
+use parquet::file::statistics::Statistics;
 use parquet::schema::types::Type as SchemaType;
 use rayon::prelude::*;
 
@@ -21,7 +22,7 @@ use crate::column::{Column, ColumnData};
 use crate::error::StorageError;
 use crate::progress::Progress;
 use crate::string_chunks::{self, ChunkStrings};
-use crate::types::{DataType, Field, Schema};
+use crate::types::{DataType, Field, Schema, Value};
 
 /// Rows decoded per call into the `parquet` reader: large enough to amortize the call, small
 /// enough that the scratch buffers stay in cache.
@@ -35,6 +36,19 @@ pub struct ParquetFileSchema {
     pub rows: u64,
     /// The other top-level columns, each with the reason it cannot be read.
     pub unsupported: Vec<(String, String)>,
+    /// Per column of `schema`, the minimum, maximum and null count its row groups' statistics
+    /// give, when every row group has them (never for strings, whose statistics Tessera keeps
+    /// in its dictionary).
+    pub statistics: Vec<Option<FooterStats>>,
+}
+
+/// What a column's footer statistics say about all of its row groups together.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FooterStats {
+    /// `Value::Null` when no row holds a value.
+    pub min: Value,
+    pub max: Value,
+    pub nulls: u64,
 }
 
 /// Reads the schema and row count of one Parquet file from its footer (no data pages).
@@ -220,6 +234,7 @@ fn read_metadata(path: &Path) -> Result<ParquetMetaData, StorageError> {
 
 fn file_schema(path: &Path, metadata: &ParquetMetaData) -> Result<ParquetFileSchema, StorageError> {
     let mut fields: Vec<Field> = Vec::new();
+    let mut decodings: Vec<Decoding> = Vec::new();
     let mut unsupported: Vec<(String, String)> = Vec::new();
     let root = metadata.file_metadata().schema_descr().root_schema();
     for column in root.get_fields() {
@@ -232,15 +247,107 @@ fn file_schema(path: &Path, metadata: &ParquetMetaData) -> Result<ParquetFileSch
         }
         match classify(column) {
             Ok(decoding) => {
+                decodings.push(decoding);
                 fields.push(Field::new(name, decoding.data_type()).nullable(column.is_optional()))
             }
             Err(reason) => unsupported.push((name, reason)),
         }
     }
+    let statistics = fields
+        .iter()
+        .zip(&decodings)
+        .map(|(field, decoding)| footer_stats(metadata, &field.name, *decoding))
+        .collect();
     Ok(ParquetFileSchema {
         schema: Schema::new(fields),
         rows: total_rows(path, metadata)?,
         unsupported,
+        statistics,
+    })
+}
+
+/// Combines a column's statistics over every row group, or `None` when a row group lacks them.
+fn footer_stats(metadata: &ParquetMetaData, name: &str, decoding: Decoding) -> Option<FooterStats> {
+    let leaf = metadata
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .position(|c| c.path().parts() == [name.to_string()])?;
+    let mut combined = FooterStats {
+        min: Value::Null,
+        max: Value::Null,
+        nulls: 0,
+    };
+    for group in metadata.row_groups() {
+        let stats = group.column(leaf).statistics()?;
+        combined.nulls += stats.null_count_opt()?;
+        let range = match (stats, decoding) {
+            (Statistics::Boolean(s), Decoding::Bool) => {
+                pair(s.min_opt(), s.max_opt(), |v| Value::Bool(*v))
+            }
+            (Statistics::Int32(s), Decoding::I32) => {
+                pair(s.min_opt(), s.max_opt(), |v| Value::Int(i64::from(*v)))
+            }
+            (Statistics::Int32(s), Decoding::Date) => {
+                pair(s.min_opt(), s.max_opt(), |v| Value::Date(*v))
+            }
+            (Statistics::Int64(s), Decoding::I64) => {
+                pair(s.min_opt(), s.max_opt(), |v| Value::Int(*v))
+            }
+            (Statistics::Float(s), Decoding::F32) => {
+                pair(s.min_opt(), s.max_opt(), |v| Value::Float(f64::from(*v)))
+            }
+            (Statistics::Double(s), Decoding::F64) => {
+                pair(s.min_opt(), s.max_opt(), |v| Value::Float(*v))
+            }
+            // Unsigned 32-bit values and strings: their order is not the stored one, or they
+            // are not needed from the footer.
+            _ => return None,
+        };
+        let group_rows = u64::try_from(group.num_rows()).ok()?;
+        match range {
+            Some((lo, hi)) => {
+                combined.min = lesser(combined.min, lo)?;
+                combined.max = greater(combined.max, hi)?;
+            }
+            // No minimum is fine only for a row group without values.
+            None if stats.null_count_opt()? == group_rows => {}
+            None => return None,
+        }
+    }
+    Some(combined)
+}
+
+fn pair<T>(min: Option<&T>, max: Option<&T>, wrap: impl Fn(&T) -> Value) -> Option<(Value, Value)> {
+    Some((wrap(min?), wrap(max?)))
+}
+
+fn lesser(a: Value, b: Value) -> Option<Value> {
+    order(a, b, std::cmp::Ordering::Less)
+}
+
+fn greater(a: Value, b: Value) -> Option<Value> {
+    order(a, b, std::cmp::Ordering::Greater)
+}
+
+/// The one of `a` and `b` that compares as `wanted` (`Null` yields to any value); `None` for
+/// values that do not compare (NaN), which makes the footer's statistics unusable.
+fn order(a: Value, b: Value, wanted: std::cmp::Ordering) -> Option<Value> {
+    use std::cmp::Ordering;
+    let ordering = match (&a, &b) {
+        (Value::Null, _) => return Some(b),
+        (_, Value::Null) => return Some(a),
+        (Value::Int(x), Value::Int(y)) => x.cmp(y),
+        (Value::Date(x), Value::Date(y)) => x.cmp(y),
+        (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
+        (Value::Float(x), Value::Float(y)) => x.partial_cmp(y)?,
+        _ => return None,
+    };
+    Some(if ordering == wanted || ordering == Ordering::Equal {
+        a
+    } else {
+        b
     })
 }
 

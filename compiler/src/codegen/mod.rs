@@ -68,6 +68,17 @@ pub fn pipelines_to_program(
     pipelines_to_program_tiled(queries, catalog, target, target.default_tile())
 }
 
+/// How long each step of code generation took, in milliseconds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CodegenTimes {
+    /// Building the LLVM module.
+    pub build_ms: f64,
+    /// LLVM's optimizer.
+    pub optimize_ms: f64,
+    /// PTX or object emission.
+    pub emit_ms: f64,
+}
+
 /// Like `pipelines_to_program`, with kernels over tiles of `tile`.
 pub fn pipelines_to_program_tiled(
     queries: &[PhysicalQuery],
@@ -75,6 +86,18 @@ pub fn pipelines_to_program_tiled(
     target: Target,
     tile: TileShape,
 ) -> Result<Program, Diagnostic> {
+    pipelines_to_program_timed(queries, catalog, target, tile, &mut CodegenTimes::default())
+}
+
+/// Like `pipelines_to_program_tiled`, recording how long each step took.
+pub fn pipelines_to_program_timed(
+    queries: &[PhysicalQuery],
+    catalog: &Catalog,
+    target: Target,
+    tile: TileShape,
+    times: &mut CodegenTimes,
+) -> Result<Program, Diagnostic> {
+    let since = |start: std::time::Instant| start.elapsed().as_secs_f64() * 1e3;
     let span = queries.first().map(|q| q.span).unwrap_or_default();
     let warp_multiple = tile.threads > 0 && tile.threads.is_multiple_of(32) && tile.threads <= 1024;
     // GPU items are unrolled into registers, so their number stays small.
@@ -91,11 +114,15 @@ pub fn pipelines_to_program_tiled(
             ),
         ));
     }
+    let started = std::time::Instant::now();
     let context = Context::create();
     let (module, queries_programs) =
         pipelines_to_llvm_tiled(&context, queries, catalog, target, tile)?;
-    let span = queries.first().map(|q| q.span).unwrap_or_default();
+    times.build_ms = since(started);
+    let started = std::time::Instant::now();
     optimize_llvm(&module, target).map_err(|e| Diagnostic::internal(span, e))?;
+    times.optimize_ms = since(started);
+    let started = std::time::Instant::now();
     let code = match target {
         Target::Nvptx { sm } => {
             Code::Ptx(llvm_to_ptx(&module, sm).map_err(|e| Diagnostic::internal(span, e))?)
@@ -104,6 +131,7 @@ pub fn pipelines_to_program_tiled(
             &llvm_to_object(&module).map_err(|e| Diagnostic::internal(span, e))?
         )),
     };
+    times.emit_ms = since(started);
     Ok(Program {
         format: FORMAT_VERSION,
         target,

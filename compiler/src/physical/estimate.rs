@@ -17,11 +17,11 @@ pub(super) struct Estimator<'a> {
 }
 
 impl Estimator<'_> {
-    /// Statistics of the stored column behind `id`, if it has one and it can be read.
+    /// Statistics of the stored column behind `id`, if it has one and they can be had (from
+    /// the files' footers where possible, so planning reads no data for numeric columns).
     pub fn stats(&self, id: ColumnId) -> Option<ColumnStats> {
         let origin = self.columns.get(id).origin.as_ref()?;
-        let column = self.catalog.column(&origin.table, &origin.column).ok()?;
-        Some(column.stats.clone())
+        self.catalog.stats(&origin.table, &origin.column).ok()
     }
 
     /// The integer range `[min, max]` of a column (codes for strings).

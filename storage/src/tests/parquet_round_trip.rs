@@ -138,6 +138,41 @@ fn every_type_round_trips_with_nulls() {
 }
 
 #[test]
+fn footer_statistics_match_the_loaded_columns() {
+    let dir = TempDir::new("footer-stats");
+    let (schema, columns, validity) = every_type();
+    let written: Vec<WriteColumn<'_>> = columns
+        .iter()
+        .zip(&validity)
+        .map(|(data, valid)| WriteColumn {
+            values: data.into(),
+            validity: valid.as_deref(),
+        })
+        .collect();
+    // Several row groups, so the footer's statistics are combined.
+    write_parquet_columns(&dir.path().join("t.parquet"), &schema, &written, 3).unwrap();
+    let catalog = Catalog::open(dir.path(), &[]).unwrap();
+    let table = catalog.table("t").unwrap();
+    let mut from_footer = 0;
+    for field in &schema.fields {
+        // Asked before loading: served from the footer where it has statistics.
+        let early = catalog.stats("t", &field.name).unwrap();
+        let loaded = catalog.column("t", &field.name).unwrap();
+        if table.statistics.contains_key(&field.name) {
+            from_footer += 1;
+            assert_eq!(early, loaded.stats, "{}", field.name);
+        }
+    }
+    // Every fixed-width column has footer statistics; strings come from their dictionary.
+    let fixed = schema
+        .fields
+        .iter()
+        .filter(|f| f.ty != DataType::Str)
+        .count();
+    assert_eq!(from_footer, fixed);
+}
+
+#[test]
 fn strings_of_several_files_share_one_sorted_dictionary() {
     let dir = TempDir::new("folder");
     let folder = dir.path().join("words");
