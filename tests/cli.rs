@@ -11,6 +11,8 @@ fn tessera(args: &[&str]) -> Output {
         .args(args)
         .current_dir(common::repo())
         .env("NO_COLOR", "1")
+        // No kernel cache: every run compiles (and the tests write nothing under $HOME).
+        .env("TESSERA_CACHE_DIR", "")
         .output()
         .expect("tessera runs")
 }
@@ -222,4 +224,71 @@ fn a_corrupt_parquet_file_is_a_clear_error() {
     assert!(stderr.contains("t.parquet"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     let _ = Path::new(&dir);
+}
+
+fn tessera_cached(args: &[&str], cache: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .current_dir(common::repo())
+        .env("NO_COLOR", "1")
+        .env("TESSERA_CACHE_DIR", cache)
+        .output()
+        .expect("tessera runs")
+}
+
+#[test]
+fn a_repeated_query_comes_from_the_kernel_cache() {
+    let cache = std::env::temp_dir().join(format!("tessera-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let args = [
+        "run",
+        "examples/ssb/q21.tq",
+        "--data",
+        data(),
+        "--device",
+        "cpu",
+        "--format",
+        "csv",
+        "--timing",
+    ];
+    let first = tessera_cached(&args, &cache);
+    let second = tessera_cached(&args, &cache);
+    assert!(
+        first.status.success() && second.status.success(),
+        "{}",
+        text(&second.stderr)
+    );
+    assert!(
+        !text(&first.stderr).contains("kernel cache"),
+        "{}",
+        text(&first.stderr)
+    );
+    assert!(
+        text(&second.stderr).contains("from the kernel cache"),
+        "{}",
+        text(&second.stderr)
+    );
+    assert_eq!(text(&first.stdout), text(&second.stdout));
+
+    // An entry whose statistics no longer hold is noticed at run time and compiled again.
+    let entry = std::fs::read_dir(&cache)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "tqx"))
+        .expect("one entry");
+    let mut program: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&entry).unwrap()).unwrap();
+    let assumptions = program["queries"][0]["assumptions"]
+        .as_array_mut()
+        .expect("assumptions");
+    assert!(!assumptions.is_empty(), "q21 relies on key ranges");
+    for assumption in assumptions.iter_mut() {
+        assumption["max"] = assumption["min"].clone();
+    }
+    std::fs::write(&entry, serde_json::to_string(&program).unwrap()).unwrap();
+    let third = tessera_cached(&args, &cache);
+    assert!(third.status.success(), "{}", text(&third.stderr));
+    assert_eq!(text(&third.stdout), text(&first.stdout));
+    let _ = std::fs::remove_dir_all(&cache);
 }

@@ -33,7 +33,7 @@ pub fn run(args: &CompileArgs) -> Result<(), Failure> {
     }
     if let Some(output) = &args.output {
         let data = needs_data(args.data.as_deref(), "-o")?;
-        let compiled = compile_script(&script, data, args.target, args.tile)?;
+        let compiled = compile_script(&script, data, args.target, args.tile, false)?;
         let json = serde_json::to_string(&compiled.program)
             .map_err(|e| Failure::Message(e.to_string()))?;
         std::fs::write(output, json)

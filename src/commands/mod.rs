@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod cache;
 pub mod compile;
 pub mod gen;
 pub mod run;

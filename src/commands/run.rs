@@ -5,11 +5,12 @@ use std::path::Path;
 
 use tessera_runtime::exec::gpu::GpuBackend;
 use tessera_runtime::exec::host::HostBackend;
-use tessera_runtime::exec::{run_query, Backend, QueryOutcome};
+use tessera_runtime::exec::{run_query, Backend, QueryOutcome, RuntimeError};
 use tessera_runtime::program::{Code, Program, FORMAT_VERSION};
 use tessera_runtime::result::ResultTable;
 use tessera_storage::Catalog;
 
+use super::cache;
 use super::compile::Script;
 use super::session::{choose_target, compile_script, DeviceChoice};
 use crate::failure::Failure;
@@ -24,8 +25,15 @@ pub enum Format {
 
 pub fn run(args: &RunArgs) -> Result<(), Failure> {
     let is_artifact = args.script.extension().is_some_and(|e| e == "tqx");
-    let (program, catalog, compile) = if is_artifact {
+    let (program, outcomes, compile) = if is_artifact {
         let program = read_artifact(&args.script)?;
+        if args.device == DeviceChoice::Cpu && matches!(program.code, Code::Ptx(_)) {
+            return Err(Failure::Message(format!(
+                "{} was compiled for {}; compile it with --target host to run on the CPU",
+                args.script.display(),
+                program.target
+            )));
+        }
         // A compiled program carries no declarations; `.tbl` files use the standard schemas.
         let empty = tessera_grammar::ast::Script { items: Vec::new() };
         let catalog = tessera_compiler::open_catalog(&empty, &args.data).map_err(|e| match e {
@@ -34,26 +42,31 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
                 Failure::Message("bad standard schemas".into())
             }
         })?;
-        let catalog = std::sync::Arc::new(catalog);
-        (program, catalog, None)
+        let outcomes = execute(&program, &catalog)?;
+        (program, outcomes, None)
     } else {
         let script = Script::read(&args.script)?;
         let (target, _) = choose_target(args.device)?;
-        let compiled = compile_script(&script, &args.data, target, args.tile)?;
-        (
-            compiled.program,
-            compiled.catalog,
-            Some((compiled.compile_ms, compiled.plan_ms, compiled.codegen)),
-        )
+        let mut compiled = compile_script(&script, &args.data, target, args.tile, true)?;
+        let outcomes = match execute_program(&compiled.program, &compiled.catalog) {
+            // A cached program whose assumptions no longer hold: compile afresh.
+            Err(RuntimeError::Stale(_)) if compiled.from_cache => {
+                if let Some(key) = &compiled.cache_key {
+                    cache::forget(key);
+                }
+                compiled = compile_script(&script, &args.data, target, args.tile, true)?;
+                execute(&compiled.program, &compiled.catalog)?
+            }
+            other => other?,
+        };
+        let times = (
+            compiled.compile_ms,
+            compiled.plan_ms,
+            compiled.codegen,
+            compiled.from_cache,
+        );
+        (compiled.program, outcomes, Some(times))
     };
-    if is_artifact && args.device == DeviceChoice::Cpu && matches!(program.code, Code::Ptx(_)) {
-        return Err(Failure::Message(format!(
-            "{} was compiled for {}; compile it with --target host to run on the CPU",
-            args.script.display(),
-            program.target
-        )));
-    }
-    let outcomes = execute(&program, &catalog)?;
     let mut out = String::new();
     for (i, outcome) in outcomes.iter().enumerate() {
         if i > 0 {
@@ -78,11 +91,21 @@ pub fn format_table(table: &ResultTable, format: Format) -> String {
 
 /// Runs every query of `program` on the device its code is for.
 pub fn execute(program: &Program, catalog: &Catalog) -> Result<Vec<QueryOutcome>, Failure> {
-    let mut backend = backend_for(program)?;
+    execute_program(program, catalog).map_err(Failure::from)
+}
+
+fn execute_program(
+    program: &Program,
+    catalog: &Catalog,
+) -> Result<Vec<QueryOutcome>, RuntimeError> {
+    let mut backend: Box<dyn Backend> = match &program.code {
+        Code::Ptx(ptx) => Box::new(GpuBackend::new(ptx)?),
+        Code::HostObject(object) => Box::new(HostBackend::new(object)?),
+    };
     program
         .queries
         .iter()
-        .map(|query| run_query(backend.as_mut(), query, catalog).map_err(Failure::from))
+        .map(|query| run_query(backend.as_mut(), query, catalog))
         .collect()
 }
 
@@ -112,10 +135,15 @@ fn read_artifact(path: &Path) -> Result<Program, Failure> {
 fn timing_report(
     program: &Program,
     outcomes: &[QueryOutcome],
-    compile: Option<(f64, f64, tessera_compiler::codegen::CodegenTimes)>,
+    compile: Option<(f64, f64, tessera_compiler::codegen::CodegenTimes, bool)>,
 ) -> String {
     let mut text = String::new();
-    if let Some((ms, plan, codegen)) = compile {
+    if let Some((ms, _, _, true)) = compile {
+        text.push_str(&format!(
+            "compile: {ms:.1} ms for {} (from the kernel cache)\n",
+            program.target
+        ));
+    } else if let Some((ms, plan, codegen, false)) = compile {
         text.push_str(&format!(
             "compile: {ms:.1} ms for {} (plan {plan:.1}, LLVM IR {:.1}, optimize {:.1}, emit {:.1})\n",
             program.target, codegen.build_ms, codegen.optimize_ms, codegen.emit_ms

@@ -13,6 +13,7 @@ use tessera_runtime::program::Program;
 use tessera_runtime::{Target, TileShape};
 use tessera_storage::Catalog;
 
+use super::cache;
 use super::compile::{open, Script};
 use crate::failure::Failure;
 
@@ -52,15 +53,21 @@ pub struct Compiled {
     /// Analysis and planning (reading the statistics and dictionaries it needs), milliseconds.
     pub plan_ms: f64,
     pub codegen: CodegenTimes,
+    /// The kernel cache's key for this compilation, when the cache was consulted.
+    pub cache_key: Option<String>,
+    /// Whether the program came from the kernel cache (no compiler work was done).
+    pub from_cache: bool,
 }
 
+/// Compiles `script` against the data in `data`; with `use_cache`, through the kernel cache.
 pub fn compile_script(
     script: &Script,
     data: &Path,
     target: Target,
     tile: Option<TileShape>,
+    use_cache: bool,
 ) -> Result<Compiled, Failure> {
-    compile_with_catalog(script, data, target, tile, &mut |_| None)
+    compile_with_catalog(script, data, target, tile, use_cache, &mut |_| None)
 }
 
 /// Like `compile_script`, but takes the catalog from `cached` when it has one for a script
@@ -70,6 +77,7 @@ pub fn compile_with_catalog(
     data: &Path,
     target: Target,
     tile: Option<TileShape>,
+    use_cache: bool,
     cached: &mut dyn FnMut(Option<Arc<Catalog>>) -> Option<Arc<Catalog>>,
 ) -> Result<Compiled, Failure> {
     let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
@@ -88,18 +96,36 @@ pub fn compile_with_catalog(
         }
     };
     let started = Instant::now();
+    let tile = tile.unwrap_or_else(|| target.default_tile());
+    let key = use_cache.then(|| cache::key(&script.source, &ast, &catalog, target, tile));
+    if let Some(program) = key.as_deref().and_then(cache::load) {
+        return Ok(Compiled {
+            program,
+            catalog,
+            compile_ms: started.elapsed().as_secs_f64() * 1e3,
+            plan_ms: 0.0,
+            codegen: CodegenTimes::default(),
+            cache_key: key,
+            from_cache: true,
+        });
+    }
     let compilation = Compilation::run(ast, &catalog).map_err(|d| script.fail(d))?;
     let plan_ms = started.elapsed().as_secs_f64() * 1e3;
-    let tile = tile.unwrap_or_else(|| target.default_tile());
     let mut codegen = CodegenTimes::default();
     let program =
         pipelines_to_program_timed(&compilation.physical, &catalog, target, tile, &mut codegen)
             .map_err(|d| script.fail(vec![d]))?;
+    let compile_ms = started.elapsed().as_secs_f64() * 1e3;
+    if let Some(key) = &key {
+        cache::store(key, &program);
+    }
     Ok(Compiled {
         program,
         catalog,
-        compile_ms: started.elapsed().as_secs_f64() * 1e3,
+        compile_ms,
         plan_ms,
         codegen,
+        cache_key: key,
+        from_cache: false,
     })
 }

@@ -64,8 +64,8 @@ pub fn run(args: &TestArgs) -> Result<(), Failure> {
                 }
                 None => catalogs.get(&data).cloned(),
             };
-            let compiled =
-                compile_with_catalog(&script, &data, target, None, &mut cache).map_err(describe)?;
+            let compiled = compile_with_catalog(&script, &data, target, None, false, &mut cache)
+                .map_err(describe)?;
             let outcomes = execute(&compiled.program, &compiled.catalog).map_err(describe)?;
             let last = outcomes.last().ok_or("the script has no query")?;
             let actual = parse_csv(&last.table.to_csv());
