@@ -212,9 +212,10 @@ fn table(report: &Report) -> String {
         if let Some(c) = q.crystal_ms {
             out.push_str(&format!(" {:>11.2} {:>11.2}", c, q.median_ms / c));
         }
+        let cached = q.cached_ms.map_or("-".to_string(), |ms| format!("{ms:.1}"));
         out.push_str(&format!(
-            " {:>11.1} {:>8.1} {:>6}\n",
-            q.compile_ms, q.load_ms, q.rows
+            " {:>11.1} {:>10} {:>8.1} {:>6}\n",
+            q.compile_ms, cached, q.load_ms, q.rows
         ));
     }
     out.push_str(&format!(

@@ -146,19 +146,23 @@ impl Backend for HostBackend {
     }
 
     fn copy_bandwidth(&mut self) -> Result<f64, RuntimeError> {
-        // 256 MiB per thread's share, copied by every core at once, as kernels read.
+        // 256 MiB copied by every core at once, as kernels read; both buffers are written
+        // first, so page faults stay out of the timing, and the best of three counts.
         let bytes = 256usize << 20;
         let source = vec![1u8; bytes];
-        let mut target = vec![0u8; bytes];
+        let mut target = vec![2u8; bytes];
         let chunk = bytes.div_ceil(self.threads);
-        let started = Instant::now();
-        std::thread::scope(|scope| {
-            for (from, to) in source.chunks(chunk).zip(target.chunks_mut(chunk)) {
-                scope.spawn(move || to.copy_from_slice(from));
-            }
-        });
-        let seconds = started.elapsed().as_secs_f64().max(1e-9);
-        Ok(2.0 * bytes as f64 / seconds)
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let started = Instant::now();
+            std::thread::scope(|scope| {
+                for (from, to) in source.chunks(chunk).zip(target.chunks_mut(chunk)) {
+                    scope.spawn(move || to.copy_from_slice(from));
+                }
+            });
+            best = best.min(started.elapsed().as_secs_f64());
+        }
+        Ok(2.0 * bytes as f64 / best.max(1e-9))
     }
 
     fn read(&mut self, address: u64, bytes: u64) -> Result<Vec<u8>, RuntimeError> {
