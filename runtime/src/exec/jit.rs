@@ -57,6 +57,19 @@ impl LoadedObject {
         }
     }
 
+    /// The address of a function in the loaded object.
+    pub fn symbol(&self, name: &str) -> Result<u64, RuntimeError> {
+        let symbol = CString::new(name)
+            .map_err(|_| RuntimeError::Malformed(format!("bad symbol name {name:?}")))?;
+        let mut address = 0u64;
+        // SAFETY: `self.jit` is live; the lookup only reads the symbol table.
+        unsafe { check(LLVMOrcLLJITLookup(self.jit, &mut address, symbol.as_ptr()))? };
+        if address == 0 {
+            return Err(RuntimeError::Load(format!("{name} not found")));
+        }
+        Ok(address)
+    }
+
     pub fn kernel(&self, name: &str) -> Result<HostKernel, RuntimeError> {
         let symbol = CString::new(name)
             .map_err(|_| RuntimeError::Malformed(format!("bad kernel name {name:?}")))?;

@@ -5,7 +5,7 @@
 
 pub mod gpu;
 pub mod host;
-mod jit;
+pub mod jit;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -39,3 +39,5 @@ pub fn primitive<'ctx, 'm>(
     define(&emitter)?;
     Ok(emitter.function)
 }
+#[cfg(test)]
+mod tests;
