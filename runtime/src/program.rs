@@ -35,6 +35,9 @@ pub struct QueryProgram {
     pub result: ResultSpec,
     /// Statistics the code was specialized for; checked against the data before running.
     pub assumptions: Vec<Assumption>,
+    /// The first slot count to try for a grouping hash table, when the query has one; a
+    /// table that fills up is replaced by one four times larger and the query runs again.
+    pub group_capacity: Option<u64>,
 }
 
 /// One kernel launch: a pass over `table` in tiles of `tile`.
@@ -64,6 +67,8 @@ pub enum Param {
         column: String,
     },
     Buffer(usize),
+    /// The slot count of the query's grouping hash table (a power of two), chosen at run time.
+    GroupCapacity,
     /// A string literal's code in a column's dictionary, looked up when the query runs.
     StrCode {
         table: String,
@@ -91,11 +96,20 @@ pub struct BufferSpec {
     pub elements: u64,
     pub element_bytes: u32,
     pub fill: Fill,
+    /// One element per slot of the grouping hash table (plus one), however large it grows:
+    /// `elements` is ignored.
+    pub per_group_slot: bool,
 }
 
 impl BufferSpec {
-    pub fn bytes(&self) -> u64 {
-        self.elements * u64::from(self.element_bytes)
+    /// Bytes for a grouping table of `capacity` slots (only `per_group_slot` buffers depend on it).
+    pub fn bytes_for(&self, capacity: u64) -> u64 {
+        let elements = if self.per_group_slot {
+            capacity + 1
+        } else {
+            self.elements
+        };
+        elements * u64::from(self.element_bytes)
     }
 }
 
@@ -138,6 +152,25 @@ pub enum ResultShape {
         /// One byte per slot, non-zero where the group exists.
         presence: usize,
     },
+    /// One row per occupied slot of a hash table keyed by the group keys packed in 64 bits.
+    Hash {
+        keys: Vec<HashKey>,
+        aggregates: Vec<AggregateSlot>,
+        /// The table's key words (`per_group_slot`): the packed key with its top bit flipped,
+        /// 0 when the slot is empty; the extra last slot holds the packed key `1 << 63` and is
+        /// non-zero when that group exists.
+        key_buffer: usize,
+    },
+}
+
+/// A group key of a hash-grouped result: bits `shift .. shift + bits` of the packed key.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HashKey {
+    pub id: u32,
+    pub ty: DataType,
+    pub shift: u32,
+    pub bits: u32,
+    pub dictionary: Option<(String, String)>,
 }
 
 /// A group key of a dense result: slot index digit `(key - min)` in a domain of `size` values.
@@ -240,5 +273,6 @@ pub fn hash_table_buffer(name: &str, layout: &HashTableLayout) -> BufferSpec {
         elements: layout.bytes(),
         element_bytes: 1,
         fill: Fill::Zero,
+        per_group_slot: false,
     }
 }

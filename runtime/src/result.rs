@@ -32,10 +32,12 @@ impl Rows {
     }
 }
 
+/// The result of a query from its buffers (`capacity`: the slots of its grouping hash table).
 pub(crate) fn decode_result(
     spec: &ResultSpec,
     read: &mut dyn FnMut(usize) -> Result<Vec<u8>, RuntimeError>,
     catalog: &Catalog,
+    capacity: u64,
 ) -> Result<ResultTable, RuntimeError> {
     let mut rows = match &spec.shape {
         ResultShape::Scalar { aggregates } => {
@@ -117,6 +119,72 @@ pub(crate) fn decode_result(
                 rows,
             }
         }
+        ResultShape::Hash {
+            keys,
+            aggregates,
+            key_buffer,
+        } => {
+            let words = read(*key_buffer)?;
+            let mut buffers = Vec::with_capacity(aggregates.len());
+            for slot in aggregates {
+                let counts = slot.count.map(&mut *read).transpose()?;
+                buffers.push((read(slot.buffer)?, counts));
+            }
+            let dictionaries = keys
+                .iter()
+                .map(|k| dictionary(catalog, k.dictionary.as_ref()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut rows = Vec::new();
+            for slot in 0..=capacity as usize {
+                let Value::Int(word) = element(&words, DataType::I64, slot)? else {
+                    continue;
+                };
+                if word == 0 {
+                    continue;
+                }
+                // The last slot holds the one key whose stored form is zero.
+                let packed = if slot == capacity as usize {
+                    1u64 << 63
+                } else {
+                    (word as u64) ^ (1 << 63)
+                };
+                let mut row = Vec::with_capacity(keys.len() + aggregates.len());
+                for (key, dictionary) in keys.iter().zip(&dictionaries) {
+                    let raw = unpack(packed, key.shift, key.bits);
+                    row.push(match (key.ty, dictionary) {
+                        (DataType::Str, Some(d)) => {
+                            Value::Str(d.value(raw as i32).unwrap_or_default().to_string())
+                        }
+                        (DataType::Date, _) => Value::Date(raw as i32),
+                        (DataType::Bool, _) => Value::Bool(raw != 0),
+                        _ => Value::Int(raw),
+                    });
+                }
+                for (agg, (values, counts)) in aggregates.iter().zip(&buffers) {
+                    row.push(aggregate_value(
+                        agg,
+                        values,
+                        counts.as_deref(),
+                        slot,
+                        catalog,
+                    )?);
+                }
+                rows.push(row);
+            }
+            Rows {
+                ids: keys
+                    .iter()
+                    .map(|k| k.id)
+                    .chain(aggregates.iter().map(|a| a.id))
+                    .collect(),
+                types: keys
+                    .iter()
+                    .map(|k| k.ty)
+                    .chain(aggregates.iter().map(|a| a.ty))
+                    .collect(),
+                rows,
+            }
+        }
     };
     for op in &spec.steps {
         apply(op, &mut rows)?;
@@ -138,6 +206,17 @@ pub(crate) fn decode_result(
             .map(|row| positions.iter().map(|&p| row[p].clone()).collect())
             .collect(),
     })
+}
+
+/// Key bits `shift .. shift + bits` of a packed key, sign-extended: 32-bit keys are stored as
+/// their two's-complement bits.
+fn unpack(packed: u64, shift: u32, bits: u32) -> i64 {
+    if bits >= 64 {
+        return packed as i64;
+    }
+    let field = (packed >> shift) & ((1u64 << bits) - 1);
+    let unused = 64 - bits;
+    ((field << unused) as i64) >> unused
 }
 
 fn dictionary(

@@ -1,5 +1,6 @@
 //! Typing of scalar expressions. Integer arithmetic is done in 64 bits (so sums and products of
-//! 32-bit columns cannot overflow), `/` divides as floating point, comparisons convert both
+//! 32-bit columns cannot overflow; `%` of 32-bit values stays 32-bit, as a remainder is smaller
+//! than its divisor), `/` divides as floating point, comparisons convert both
 //! sides to a common type, and an integer literal compared with a 32-bit column stays 32-bit
 //! when it fits, so the comparison costs nothing extra on the device.
 
@@ -286,10 +287,28 @@ impl Analyzer<'_> {
         }
         let ty = match op {
             BinaryOp::Div => float_type(left.ty, right.ty),
+            // A remainder is smaller than its divisor, so 32-bit operands need no widening.
+            BinaryOp::Rem if left.ty.is_integer() && right.ty.is_integer() => {
+                let narrow = |e: &Expr| {
+                    e.ty == DataType::I32
+                        || is_int_literal(e).is_some_and(|i| i32::try_from(i).is_ok())
+                };
+                if narrow(&left) && narrow(&right) {
+                    DataType::I32
+                } else {
+                    DataType::I64
+                }
+            }
             _ if left.ty.is_integer() && right.ty.is_integer() => DataType::I64,
             _ => float_type(left.ty, right.ty),
         };
-        Ok(Expr::binary(op, left.cast(ty), right.cast(ty), ty, span))
+        Ok(Expr::binary(
+            op,
+            adapt(left, ty),
+            adapt(right, ty),
+            ty,
+            span,
+        ))
     }
 
     fn comparison(

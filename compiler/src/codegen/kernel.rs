@@ -159,6 +159,9 @@ fn collect_params(qc: &QueryContext<'_>, pipeline: &Pipeline, sink: &SinkPlan) -
             }
         });
     }
+    if matches!(sink, SinkPlan::HashGroups { .. }) {
+        push(Param::GroupCapacity);
+    }
     push(Param::Buffer(qc.status));
     for step in &pipeline.steps {
         if let Step::Probe { table, .. } = step {

@@ -28,6 +28,8 @@ pub(super) struct QueryContext<'q> {
     /// Per hash table: its layout and buffer.
     pub tables: Vec<(HashTableLayout, usize)>,
     pub assumptions: Vec<Assumption>,
+    /// The first slot count of the query's grouping hash table, if it has one.
+    pub group_capacity: Option<u64>,
 }
 
 impl QueryContext<'_> {
@@ -37,8 +39,16 @@ impl QueryContext<'_> {
             elements,
             element_bytes: ty_bytes,
             fill,
+            per_group_slot: false,
         });
         self.buffers.len() - 1
+    }
+
+    /// A buffer with one element per slot of the grouping hash table, however large it grows.
+    pub fn group_buffer(&mut self, name: String, ty_bytes: u32, fill: Fill) -> usize {
+        let index = self.buffer(name, 0, ty_bytes, fill);
+        self.buffers[index].per_group_slot = true;
+        index
     }
 
     /// Records that the stored column behind `id` must lie in `min ..= max`.
@@ -79,6 +89,7 @@ pub(super) fn query_to_llvm<'ctx>(
         status: 0,
         tables: Vec::new(),
         assumptions: Vec::new(),
+        group_capacity: None,
     };
     qc.status = qc.buffer("status".into(), u64::from(status::WORDS), 4, Fill::Zero);
     for table in &query.hash_tables {
@@ -185,5 +196,6 @@ pub(super) fn query_to_llvm<'ctx>(
             status_buffer: qc.status,
         },
         assumptions: qc.assumptions,
+        group_capacity: qc.group_capacity,
     })
 }

@@ -7,9 +7,12 @@ use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::{AtomicRMWBinOp, IntPredicate};
 use tessera_grammar::Diagnostic;
 use tessera_runtime::emit::Item;
+use tessera_runtime::primitives::group;
 use tessera_runtime::primitives::hash::{self, status};
 use tessera_runtime::primitives::reduce::{self, ReduceOp};
-use tessera_runtime::program::{AggregateKind, AggregateSlot, DenseKey, Fill, ResultShape};
+use tessera_runtime::program::{
+    AggregateKind, AggregateSlot, DenseKey, Fill, HashKey, Param, ResultShape,
+};
 use tessera_runtime::{CodegenError, CodegenResult};
 use tessera_stdlib::Aggregate;
 use tessera_storage::DataType;
@@ -22,6 +25,13 @@ use super::kernel::Kernel;
 use super::query::QueryContext;
 
 pub(super) enum SinkPlan {
+    /// Groups found in a hash table by their keys packed in 64 bits.
+    HashGroups {
+        /// Each key with where its bits go in the packed key (`shift`, `bits`).
+        keys: Vec<(Expr, u32, u32)>,
+        aggregates: Vec<AggregatePlan>,
+        key_buffer: usize,
+    },
     Build {
         table: usize,
         key: Expr,
@@ -47,6 +57,13 @@ pub(super) struct AggregatePlan {
 impl SinkPlan {
     pub fn expressions(&self) -> Vec<&Expr> {
         match self {
+            SinkPlan::HashGroups {
+                keys, aggregates, ..
+            } => keys
+                .iter()
+                .map(|(e, _, _)| e)
+                .chain(aggregates.iter().filter_map(|a| a.arg.as_ref()))
+                .collect(),
             SinkPlan::Build { key, .. } => vec![key],
             SinkPlan::Aggregate {
                 keys, aggregates, ..
@@ -60,6 +77,17 @@ impl SinkPlan {
 
     pub fn buffers(&self, qc: &QueryContext<'_>) -> Vec<usize> {
         match self {
+            SinkPlan::HashGroups {
+                aggregates,
+                key_buffer,
+                ..
+            } => std::iter::once(*key_buffer)
+                .chain(
+                    aggregates
+                        .iter()
+                        .flat_map(|a| std::iter::once(a.buffer).chain(a.count)),
+                )
+                .collect(),
             SinkPlan::Build { table, .. } => vec![qc.tables[*table].1],
             SinkPlan::Aggregate {
                 aggregates,
@@ -101,13 +129,12 @@ pub(super) fn plan_sink(
             let (slots, grouped) = match layout {
                 GroupLayout::Scalar => (1, false),
                 GroupLayout::Dense { .. } => (layout.slots(), true),
-                GroupLayout::Hash { .. } => {
-                    return Err(Diagnostic::unsupported(
-                        span,
-                        "this grouping has too many possible groups for a dense array, and hash grouping is not supported yet",
-                    ))
+                GroupLayout::Hash { capacity } => {
+                    qc.group_capacity = Some(*capacity);
+                    (0, true)
                 }
             };
+            let hashed = matches!(layout, GroupLayout::Hash { .. });
             let mut plans = Vec::with_capacity(aggregates.len());
             let mut slots_out = Vec::with_capacity(aggregates.len());
             for (id, aggregate) in aggregates {
@@ -131,8 +158,15 @@ pub(super) fn plan_sink(
                     _ => !grouped || arg_nullable,
                 };
                 let name = query.columns.get(*id).name.clone();
-                let buffer = qc.buffer(name.clone(), slots, accumulator.width() as u32, identity_fill(kind, accumulator));
-                let count = needs_count.then(|| qc.buffer(format!("{name}_count"), slots, 8, Fill::Zero));
+                let fill = identity_fill(kind, accumulator);
+                let width = accumulator.width() as u32;
+                let (buffer, count) = if hashed {
+                    let buffer = qc.group_buffer(name.clone(), width, fill);
+                    (buffer, needs_count.then(|| qc.group_buffer(format!("{name}_count"), 8, Fill::Zero)))
+                } else {
+                    let buffer = qc.buffer(name.clone(), slots, width, fill);
+                    (buffer, needs_count.then(|| qc.buffer(format!("{name}_count"), slots, 8, Fill::Zero)))
+                };
                 let dictionary = match (&aggregate.arg, kind) {
                     (Some(arg), AggregateKind::Min | AggregateKind::Max) if arg.ty == DataType::Str => arg
                         .as_column()
@@ -156,6 +190,9 @@ pub(super) fn plan_sink(
                     buffer,
                     count,
                 });
+            }
+            if hashed {
+                return hash_groups(qc, keys, plans, slots_out);
             }
             let GroupLayout::Dense { domains, block_local } = layout else {
                 return Ok((
@@ -215,6 +252,76 @@ pub(super) fn plan_sink(
     }
 }
 
+/// The sink of a hash grouping: keys of up to 32 bits each are packed two to a 64-bit word
+/// (a 64-bit key alone), which the table compares whole.
+fn hash_groups(
+    qc: &mut QueryContext<'_>,
+    keys: &[(ColumnId, Expr)],
+    aggregates: Vec<AggregatePlan>,
+    slots: Vec<AggregateSlot>,
+) -> Result<(SinkPlan, Option<ResultShape>), Diagnostic> {
+    let query = qc.query;
+    let widths: Vec<u32> = keys
+        .iter()
+        .map(|(_, e)| match e.ty {
+            DataType::I64 => 64,
+            DataType::F32 | DataType::F64 => 0,
+            _ => 32,
+        })
+        .collect();
+    let fits = widths.iter().all(|w| *w > 0) && widths.iter().sum::<u32>() <= 64;
+    if !fits {
+        let span = keys.first().map_or(query.span, |(_, e)| e.span);
+        return Err(Diagnostic::unsupported(
+            span,
+            "grouping by these keys needs a hash table, which takes at most two keys of 32 bits, or one of 64, and no floating-point keys",
+        ));
+    }
+    let mut shift = 64;
+    let mut packed = Vec::with_capacity(keys.len());
+    let mut described = Vec::with_capacity(keys.len());
+    for ((id, expr), bits) in keys.iter().zip(widths) {
+        if expr.nullable {
+            return Err(Diagnostic::unsupported(
+                expr.span,
+                format!(
+                    "grouping by `{}`, which may hold nulls, is not supported yet",
+                    query.columns.get(*id).name
+                ),
+            ));
+        }
+        shift -= bits;
+        let dictionary = match expr.ty {
+            DataType::Str => expr
+                .as_column()
+                .and_then(|c| query.columns.get(c).origin.clone())
+                .map(|o| (o.table, o.column)),
+            _ => None,
+        };
+        described.push(HashKey {
+            id: id.0,
+            ty: expr.ty,
+            shift,
+            bits,
+            dictionary,
+        });
+        packed.push((expr.clone(), shift, bits));
+    }
+    let key_buffer = qc.group_buffer("group keys".into(), 8, Fill::Zero);
+    Ok((
+        SinkPlan::HashGroups {
+            keys: packed,
+            aggregates,
+            key_buffer,
+        },
+        Some(ResultShape::Hash {
+            keys: described,
+            aggregates: slots,
+            key_buffer,
+        }),
+    ))
+}
+
 /// Accumulators start at the identity of their operation.
 fn identity_fill(kind: AggregateKind, ty: DataType) -> Fill {
     let pattern = match (kind, ty) {
@@ -270,7 +377,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     ) -> Result<SinkState<'ctx>, Diagnostic> {
         let span = self.query.span;
         let result = match sink {
-            SinkPlan::Build { .. } => Ok(SinkState::Nothing),
+            SinkPlan::Build { .. } | SinkPlan::HashGroups { .. } => Ok(SinkState::Nothing),
             SinkPlan::Aggregate {
                 keys, aggregates, ..
             } if keys.is_empty() => self.scalar_prologue(aggregates).map(SinkState::Scalar),
@@ -296,6 +403,14 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let span = self.query.span;
         let result = match (sink, state) {
             (SinkPlan::Build { table, key }, _) => self.build(qc, *table, key),
+            (
+                SinkPlan::HashGroups {
+                    keys,
+                    aggregates,
+                    key_buffer,
+                },
+                _,
+            ) => self.hash_tile(qc, keys, aggregates, *key_buffer),
             (SinkPlan::Aggregate { aggregates, .. }, SinkState::Scalar(accumulators)) => {
                 self.scalar_tile(aggregates, accumulators)
             }
@@ -635,6 +750,86 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                             if let Some(count) = count {
                                 let slot = em.offset_ptr(em.i64().into(), *count, index)?;
                                 atomic(em, ReduceOp::Add, slot, em.const_i64(1).into())?;
+                            }
+                            Ok(())
+                        })?;
+                    }
+                    Ok(())
+                })
+            })
+        })
+    }
+
+    /// Each selected row finds (or claims) its group's slot and updates the aggregates there.
+    fn hash_tile(
+        &mut self,
+        qc: &QueryContext<'_>,
+        keys: &[(Expr, u32, u32)],
+        aggregates: &[AggregatePlan],
+        key_buffer: usize,
+    ) -> CodegenResult<()> {
+        let mut needed = Vec::new();
+        for (key, _, _) in keys {
+            needed.extend(key.columns_used());
+        }
+        for a in aggregates {
+            if let Some(arg) = &a.arg {
+                needed.extend(arg.columns_used());
+            }
+        }
+        self.load_columns(&needed)?;
+        let status = self.buffer(qc.status)?;
+        let table = self.buffer(key_buffer)?;
+        let capacity = self.param(&Param::GroupCapacity)?.into_int_value();
+        let targets = aggregates
+            .iter()
+            .map(|a| {
+                Ok((
+                    self.buffer(a.buffer)?,
+                    a.count.map(|c| self.buffer(c)).transpose()?,
+                ))
+            })
+            .collect::<CodegenResult<Vec<_>>>()?;
+        let em = &self.em;
+        em.for_each_item(|item| {
+            let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
+            em.if_then(flag, || {
+                let mut packed = em.const_i64(0);
+                for (key, shift, bits) in keys {
+                    let value = self.eval(key, item)?.value.into_int_value();
+                    let value = if value.get_type().get_bit_width() == 1 {
+                        em.b.build_int_z_extend(value, em.i32(), "")?
+                    } else {
+                        value
+                    };
+                    // A key's two's-complement bits, zero-extended into its field.
+                    let field = if *bits == 64 {
+                        value
+                    } else {
+                        em.b.build_int_z_extend(value, em.i64(), "")?
+                    };
+                    let field =
+                        em.b.build_left_shift(field, em.const_i64(i64::from(*shift)), "")?;
+                    packed = em.b.build_or(packed, field, "packed")?;
+                }
+                let slot = group::group_slot(em, table, capacity, packed, status)?;
+                let placed =
+                    em.b.build_int_compare(IntPredicate::SGE, slot, em.const_i64(0), "")?;
+                em.if_then(placed, || {
+                    for (plan, (values, count)) in aggregates.iter().zip(&targets) {
+                        let (value, take) =
+                            self.contribution(plan, item, em.i1().const_all_ones())?;
+                        em.if_then(take, || {
+                            let ty = em.value_type(plan.accumulator);
+                            atomic(
+                                em,
+                                plan.kind.reduce_op(),
+                                em.offset_ptr(ty, *values, slot)?,
+                                value,
+                            )?;
+                            if let Some(count) = count {
+                                let at = em.offset_ptr(em.i64().into(), *count, slot)?;
+                                atomic(em, ReduceOp::Add, at, em.const_i64(1).into())?;
                             }
                             Ok(())
                         })?;

@@ -128,7 +128,8 @@ pub enum GroupLayout {
         domains: Vec<KeyDomain>,
         block_local: bool,
     },
-    /// Open addressing over `capacity` slots.
+    /// Open addressing over `capacity` slots at first (a power of two; the table grows at run
+    /// time when more groups turn up).
     Hash { capacity: u64 },
 }
 

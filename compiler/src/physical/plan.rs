@@ -351,13 +351,31 @@ impl Planner<'_> {
                 };
             }
         }
-        GroupLayout::Hash { capacity: 1 << 16 }
+        // Room for twice the groups expected: at most the combinations of key values where
+        // those are known, at most the rows reaching the sink. The table grows at run time if
+        // the estimate is short.
+        let combinations = keys
+            .iter()
+            .map(|(_, e)| {
+                e.as_column()
+                    .and_then(|c| self.estimator.int_range(c))
+                    .map(|(min, max)| (max - min + 1) as f64)
+            })
+            .try_fold(1.0, |acc: f64, size| size.map(|s| acc * s))
+            .unwrap_or(f64::INFINITY);
+        let groups = combinations.min(rows.max(1.0));
+        let capacity = ((2.0 * groups).clamp(1024.0, INITIAL_GROUP_CAPACITY as f64) as u64)
+            .next_power_of_two();
+        GroupLayout::Hash { capacity }
     }
 
     fn not_yet(&self, what: &str) -> Diagnostic {
         Diagnostic::unsupported(self.span, format!("{what} cannot run on the device yet"))
     }
 }
+
+/// The largest first guess at a grouping hash table (it grows when it fills up).
+const INITIAL_GROUP_CAPACITY: u64 = 1 << 24;
 
 /// Bytes of shared memory a block may spend on its copy of the group slots.
 const BLOCK_LOCAL_BYTES: u64 = 40 << 10;

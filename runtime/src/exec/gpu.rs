@@ -145,8 +145,9 @@ impl Backend for GpuBackend {
         Ok(address)
     }
 
-    fn buffer(&mut self, spec: &BufferSpec) -> Result<u64, RuntimeError> {
-        let bytes = spec.bytes().max(8) as usize;
+    fn buffer(&mut self, spec: &BufferSpec, bytes: u64) -> Result<u64, RuntimeError> {
+        let elements = bytes / u64::from(spec.element_bytes.max(1));
+        let bytes = bytes.max(8) as usize;
         let slice = self
             .stream
             .alloc_zeros::<u8>(bytes)
@@ -154,7 +155,7 @@ impl Backend for GpuBackend {
         let address = self.address(&slice);
         if let Fill::Pattern(pattern) = spec.fill {
             let stream = self.stream.cu_stream();
-            let count = spec.elements as usize;
+            let count = elements as usize;
             // SAFETY: the pattern is written within the buffer just allocated, on its stream.
             unsafe {
                 match spec.element_bytes {

@@ -85,8 +85,8 @@ impl Backend for HostBackend {
         Ok(address)
     }
 
-    fn buffer(&mut self, spec: &BufferSpec) -> Result<u64, RuntimeError> {
-        let bytes = filled(spec);
+    fn buffer(&mut self, spec: &BufferSpec, bytes: u64) -> Result<u64, RuntimeError> {
+        let bytes = filled(spec, bytes);
         let mut words = vec![0u64; bytes.len().div_ceil(8).max(1)];
         // SAFETY: `words` has at least `bytes.len()` bytes.
         unsafe {

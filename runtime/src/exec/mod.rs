@@ -67,8 +67,8 @@ pub trait Backend {
     /// The address of a column's bytes on the device, uploading them the first time `key` is
     /// seen.
     fn column(&mut self, key: &str, source: ColumnBytes) -> Result<u64, RuntimeError>;
-    /// A fresh buffer filled as `spec` says; returns its address.
-    fn buffer(&mut self, spec: &BufferSpec) -> Result<u64, RuntimeError>;
+    /// A fresh buffer of `bytes`, filled as `spec` says; returns its address.
+    fn buffer(&mut self, spec: &BufferSpec, bytes: u64) -> Result<u64, RuntimeError>;
     /// Queues `kernel` over `rows` rows with these parameter values, after those queued before.
     fn launch(
         &mut self,
@@ -131,16 +131,45 @@ pub fn run_query(
     query: &QueryProgram,
     catalog: &Catalog,
 ) -> Result<QueryOutcome, RuntimeError> {
-    let setup = Instant::now();
     check_assumptions(&query.assumptions, catalog)?;
+    let mut capacity = query.group_capacity.unwrap_or(0);
+    loop {
+        match run_with_capacity(backend, query, catalog, capacity)? {
+            Attempt::Done(outcome) => return Ok(outcome),
+            // The grouping table filled up: every kernel runs again over a larger one.
+            Attempt::TableFull if capacity < MAX_GROUP_CAPACITY => capacity *= 4,
+            Attempt::TableFull => {
+                return Err(RuntimeError::Unsupported(format!(
+                    "the grouping needs more than {MAX_GROUP_CAPACITY} slots"
+                )))
+            }
+        }
+    }
+}
+
+/// The largest grouping hash table tried before giving up.
+const MAX_GROUP_CAPACITY: u64 = 1 << 31;
+
+enum Attempt {
+    Done(QueryOutcome),
+    TableFull,
+}
+
+fn run_with_capacity(
+    backend: &mut dyn Backend,
+    query: &QueryProgram,
+    catalog: &Catalog,
+    capacity: u64,
+) -> Result<Attempt, RuntimeError> {
+    let setup = Instant::now();
     let mut buffers = Vec::with_capacity(query.buffers.len());
     for spec in &query.buffers {
-        buffers.push(backend.buffer(spec)?);
+        buffers.push(backend.buffer(spec, spec.bytes_for(capacity))?);
     }
     let mut timing = Timing::default();
     let mut bound = Vec::with_capacity(query.kernels.len());
     for kernel in &query.kernels {
-        bound.push(bind(backend, kernel, &buffers, catalog)?);
+        bound.push(bind(backend, kernel, &buffers, catalog, capacity)?);
     }
     timing.setup_ms = setup.elapsed().as_secs_f64() * 1e3;
     for (kernel, (rows, args)) in query.kernels.iter().zip(&bound) {
@@ -158,23 +187,23 @@ pub fn run_query(
         });
     }
     let finish = Instant::now();
-    let status_spec = query
-        .buffers
-        .get(query.result.status_buffer)
-        .ok_or_else(|| RuntimeError::Malformed("no status buffer".into()))?;
-    let words = backend.read(buffers[query.result.status_buffer], status_spec.bytes())?;
-    check_status(&words)?;
     let mut read = |index: usize| -> Result<Vec<u8>, RuntimeError> {
         let spec = query
             .buffers
             .get(index)
             .ok_or_else(|| RuntimeError::Malformed(format!("no buffer {index}")))?;
-        backend.read(buffers[index], spec.bytes())
+        backend.read(buffers[index], spec.bytes_for(capacity))
     };
-    let table = decode_result(&query.result, &mut read, catalog)?;
+    let words = read(query.result.status_buffer)?;
+    if status_word(&words, status::GROUP_TABLE_FULL) != 0 {
+        backend.release_buffers();
+        return Ok(Attempt::TableFull);
+    }
+    check_status(&words)?;
+    let table = decode_result(&query.result, &mut read, catalog, capacity)?;
     backend.release_buffers();
     timing.finish_ms = finish.elapsed().as_secs_f64() * 1e3;
-    Ok(QueryOutcome { table, timing })
+    Ok(Attempt::Done(QueryOutcome { table, timing }))
 }
 
 /// The row count and parameter values of one kernel launch.
@@ -183,6 +212,7 @@ fn bind(
     kernel: &KernelLaunch,
     buffers: &[u64],
     catalog: &Catalog,
+    group_capacity: u64,
 ) -> Result<(u64, Vec<u64>), RuntimeError> {
     let rows = catalog
         .table(&kernel.table)
@@ -211,6 +241,7 @@ fn bind(
                 };
                 backend.column(&format!("{table}.{column}.valid"), source)?
             }
+            Param::GroupCapacity => group_capacity,
             Param::Buffer(index) => *buffers.get(*index).ok_or_else(|| {
                 RuntimeError::Malformed(format!(
                     "kernel {} uses missing buffer {index}",
@@ -258,13 +289,15 @@ fn check_assumptions(assumptions: &[Assumption], catalog: &Catalog) -> Result<()
     Ok(())
 }
 
+fn status_word(bytes: &[u8], index: u32) -> u32 {
+    let at = index as usize * 4;
+    bytes
+        .get(at..at + 4)
+        .map_or(0, |w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+}
+
 fn check_status(bytes: &[u8]) -> Result<(), RuntimeError> {
-    let word = |i: u32| {
-        let at = i as usize * 4;
-        bytes
-            .get(at..at + 4)
-            .map_or(0, |w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-    };
+    let word = |i: u32| status_word(bytes, i);
     if word(status::DUPLICATE_KEY) != 0 {
         return Err(RuntimeError::Unsupported(
             "a joined relation has the same key on several rows; joins that match a row more than once are not supported yet"
@@ -276,17 +309,12 @@ fn check_status(bytes: &[u8]) -> Result<(), RuntimeError> {
             "a key fell outside the range it was compiled for".into(),
         ));
     }
-    if word(status::GROUP_TABLE_FULL) != 0 {
-        return Err(RuntimeError::Unsupported(
-            "a grouping hash table ran out of room".into(),
-        ));
-    }
     Ok(())
 }
 
 /// The bytes of a buffer as its fill says, for backends that fill on the host.
-pub(crate) fn filled(spec: &BufferSpec) -> Vec<u8> {
-    let bytes = spec.bytes() as usize;
+pub(crate) fn filled(spec: &BufferSpec, bytes: u64) -> Vec<u8> {
+    let bytes = bytes as usize;
     match spec.fill {
         Fill::Zero => vec![0; bytes],
         Fill::Pattern(pattern) => {

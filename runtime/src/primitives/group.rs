@@ -1,0 +1,151 @@
+//! Grouping by hash: the slot of a group in an open-addressing table of 64-bit packed keys, found
+//! or claimed with compare-and-swap, so that every thread adding a row of the same group lands
+//! on the same slot. Keys are stored with their top bit flipped, so zeroed memory is an empty
+//! table; the one key whose stored form is zero lives in an extra slot after the others.
+
+use inkwell::values::{IntValue, PointerValue};
+use inkwell::{AtomicOrdering, IntPredicate};
+
+use crate::emit::{basic, CodegenResult, Emitter};
+
+use super::hash::{report_unless, status};
+use super::load::{param_int, param_ptr};
+use super::primitive;
+
+/// The slot of the group whose packed key is `packed` (an `i64`) in a table of `capacity` slots
+/// (a power of two) at `keys`, claiming an empty one for a new group; -1 when the table is
+/// full, which is recorded in `status` so the query can run again with a larger table.
+pub fn group_slot<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    keys: PointerValue<'ctx>,
+    capacity: IntValue<'ctx>,
+    packed: IntValue<'ctx>,
+    status_words: PointerValue<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
+    let i64t = em.i64();
+    let ty = i64t.fn_type(
+        &[
+            em.global_ptr().into(),
+            i64t.into(),
+            i64t.into(),
+            em.global_ptr().into(),
+        ],
+        false,
+    );
+    let f = primitive(em, "tessera.group_slot", ty, |p| {
+        let keys = param_ptr(p, 0)?;
+        let capacity = param_int(p, 1)?;
+        let packed = param_int(p, 2)?;
+        let status_words = param_ptr(p, 3)?;
+        let top = p.i64().const_int(1 << 63, false);
+        let stored = p.b.build_xor(packed, top, "stored")?;
+        let zero = p.const_i64(0);
+        let result = p.alloca(p.i64().into(), "result")?;
+
+        let special = p.b.build_int_compare(IntPredicate::EQ, stored, zero, "")?;
+        let extra = p.ctx.append_basic_block(p.function, "extra_slot");
+        let search = p.ctx.append_basic_block(p.function, "search");
+        let done = p.ctx.append_basic_block(p.function, "done");
+        p.b.build_conditional_branch(special, extra, search)?;
+
+        p.b.position_at_end(extra);
+        p.b.build_store(
+            p.offset_ptr(p.i64().into(), keys, capacity)?,
+            p.const_i64(1),
+        )?;
+        p.b.build_store(result, capacity)?;
+        p.b.build_unconditional_branch(done)?;
+
+        p.b.position_at_end(search);
+        let mask = p.b.build_int_sub(capacity, p.const_i64(1), "mask")?;
+        let mixed =
+            p.b.build_int_mul(stored, p.i64().const_int(0x9E37_79B9_7F4A_7C15, false), "")?;
+        let high = p.b.build_right_shift(mixed, p.const_i64(29), false, "")?;
+        let start = p.b.build_and(high, mask, "")?;
+        let entry = p.current_block()?;
+        let header = p.ctx.append_basic_block(p.function, "probe");
+        let try_claim = p.ctx.append_basic_block(p.function, "claim");
+        let next = p.ctx.append_basic_block(p.function, "next");
+        let full = p.ctx.append_basic_block(p.function, "full");
+        let found = p.ctx.append_basic_block(p.function, "found");
+        p.b.build_unconditional_branch(header)?;
+
+        p.b.position_at_end(header);
+        let index = p.b.build_phi(p.i64(), "index")?;
+        let tries = p.b.build_phi(p.i64(), "tries")?;
+        index.add_incoming(&[(&start, entry)]);
+        tries.add_incoming(&[(&zero, entry)]);
+        let index_value = index.as_basic_value().into_int_value();
+        let tries_value = tries.as_basic_value().into_int_value();
+        let slot = p.offset_ptr(p.i64().into(), keys, index_value)?;
+        let current = p.b.build_load(p.i64(), slot, "current")?.into_int_value();
+        let mine =
+            p.b.build_int_compare(IntPredicate::EQ, current, stored, "")?;
+        let empty = p.b.build_int_compare(IntPredicate::EQ, current, zero, "")?;
+        let to_claim_or_next = p.ctx.append_basic_block(p.function, "empty_or_taken");
+        p.b.build_conditional_branch(mine, found, to_claim_or_next)?;
+        p.b.position_at_end(to_claim_or_next);
+        p.b.build_conditional_branch(empty, try_claim, next)?;
+
+        p.b.position_at_end(try_claim);
+        let pair = p.b.build_cmpxchg(
+            slot,
+            zero,
+            stored,
+            AtomicOrdering::Monotonic,
+            AtomicOrdering::Monotonic,
+        )?;
+        let previous =
+            p.b.build_extract_value(pair, 0, "previous")?
+                .into_int_value();
+        let claimed =
+            p.b.build_int_compare(IntPredicate::EQ, previous, zero, "")?;
+        let same =
+            p.b.build_int_compare(IntPredicate::EQ, previous, stored, "")?;
+        let ours = p.b.build_or(claimed, same, "")?;
+        p.b.build_conditional_branch(ours, found, next)?;
+
+        p.b.position_at_end(next);
+        let advanced = p.b.build_and(
+            p.b.build_int_add(index_value, p.const_i64(1), "")?,
+            mask,
+            "",
+        )?;
+        let counted = p.b.build_int_add(tries_value, p.const_i64(1), "")?;
+        index.add_incoming(&[(&advanced, next)]);
+        tries.add_incoming(&[(&counted, next)]);
+        let exhausted =
+            p.b.build_int_compare(IntPredicate::UGE, counted, capacity, "")?;
+        p.b.build_conditional_branch(exhausted, full, header)?;
+
+        p.b.position_at_end(full);
+        report_unless(
+            p,
+            p.i1().const_zero(),
+            status_words,
+            status::GROUP_TABLE_FULL,
+        )?;
+        p.b.build_store(result, p.const_i64(-1))?;
+        p.b.build_unconditional_branch(done)?;
+
+        p.b.position_at_end(found);
+        p.b.build_store(result, index_value)?;
+        p.b.build_unconditional_branch(done)?;
+
+        p.b.position_at_end(done);
+        let value = p.b.build_load(p.i64(), result, "")?;
+        p.b.build_return(Some(&value))?;
+        Ok(())
+    })?;
+    let call = em.b.build_call(
+        f,
+        &[
+            keys.into(),
+            capacity.into(),
+            packed.into(),
+            status_words.into(),
+        ],
+        "group_slot",
+    )?;
+    Ok(basic(call.try_as_basic_value().basic())?.into_int_value())
+}
