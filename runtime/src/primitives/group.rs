@@ -12,6 +12,11 @@ use super::hash::{report_unless, status};
 use super::load::{param_int, param_ptr};
 use super::primitive;
 
+/// Slots a row may probe before the table counts as full. At the load the table is sized for
+/// (half full) a probe sequence averages under two slots; runs this long only happen when the
+/// estimate of the groups was far too low.
+const MAX_PROBES: i64 = 256;
+
 /// The slot of the group whose packed key is `packed` (an `i64`) in a table of `capacity` slots
 /// (a power of two) at `keys`, claiming an empty one for a new group; -1 when the table is
 /// full, which is recorded in `status` so the query can run again with a larger table.
@@ -114,8 +119,14 @@ pub fn group_slot<'ctx>(
         let counted = p.b.build_int_add(tries_value, p.const_i64(1), "")?;
         index.add_incoming(&[(&advanced, next)]);
         tries.add_incoming(&[(&counted, next)]);
+        // A long probe sequence means the table is overloaded: report it full (the query then
+        // runs again over a larger table) rather than let every later row scan it whole.
+        let short =
+            p.b.build_int_compare(IntPredicate::ULT, capacity, p.const_i64(MAX_PROBES), "")?;
+        let limit =
+            p.b.build_select(short, capacity, p.const_i64(MAX_PROBES), "limit")?;
         let exhausted =
-            p.b.build_int_compare(IntPredicate::UGE, counted, capacity, "")?;
+            p.b.build_int_compare(IntPredicate::UGE, counted, limit.into_int_value(), "")?;
         p.b.build_conditional_branch(exhausted, full, header)?;
 
         p.b.position_at_end(full);
