@@ -674,34 +674,17 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         presence: usize,
         shared: Option<&SharedGroups<'ctx>>,
     ) -> CodegenResult<()> {
-        let mut needed = Vec::new();
-        for (_, key, _) in keys {
-            needed.extend(key.columns_used());
-        }
-        for a in aggregates {
-            if let Some(arg) = &a.arg {
-                needed.extend(arg.columns_used());
-            }
-        }
-        self.load_columns(&needed)?;
+        self.load_group_columns(keys.iter().map(|(_, key, _)| key), aggregates)?;
         let status = self.buffer(qc.status)?;
         // Where each row's update goes: the block's copy, or straight to the global arrays.
-        let targets: Vec<(PointerValue<'ctx>, Option<PointerValue<'ctx>>)> = match shared {
+        let targets = match shared {
             Some(groups) => groups
                 .values
                 .iter()
                 .copied()
                 .zip(groups.counts.iter().copied())
                 .collect(),
-            None => aggregates
-                .iter()
-                .map(|a| {
-                    Ok((
-                        self.buffer(a.buffer)?,
-                        a.count.map(|c| self.buffer(c)).transpose()?,
-                    ))
-                })
-                .collect::<CodegenResult<Vec<_>>>()?,
+            None => self.global_targets(aggregates)?,
         };
         let marks = match shared {
             Some(groups) => groups.presence,
@@ -736,28 +719,70 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 em.if_then(inside, || {
                     let mark = em.offset_ptr(em.i8().into(), marks, index)?;
                     em.b.build_store(mark, em.i8().const_int(1, false))?;
-                    for (plan, (values, count)) in aggregates.iter().zip(&targets) {
-                        let (value, take) =
-                            self.contribution(plan, item, em.i1().const_all_ones())?;
-                        em.if_then(take, || {
-                            let ty = em.value_type(plan.accumulator);
-                            atomic(
-                                em,
-                                plan.kind.reduce_op(),
-                                em.offset_ptr(ty, *values, index)?,
-                                value,
-                            )?;
-                            if let Some(count) = count {
-                                let slot = em.offset_ptr(em.i64().into(), *count, index)?;
-                                atomic(em, ReduceOp::Add, slot, em.const_i64(1).into())?;
-                            }
-                            Ok(())
-                        })?;
-                    }
-                    Ok(())
+                    self.update_group(aggregates, &targets, item, index)
                 })
             })
         })
+    }
+
+    /// Loads what a grouping sink reads: its keys' and its aggregates' columns.
+    fn load_group_columns<'e>(
+        &mut self,
+        keys: impl Iterator<Item = &'e Expr>,
+        aggregates: &[AggregatePlan],
+    ) -> CodegenResult<()> {
+        let mut needed: Vec<ColumnId> = keys.flat_map(Expr::columns_used).collect();
+        for a in aggregates {
+            if let Some(arg) = &a.arg {
+                needed.extend(arg.columns_used());
+            }
+        }
+        self.load_columns(&needed)
+    }
+
+    /// The global accumulator (and count) buffers of each aggregate.
+    fn global_targets(
+        &self,
+        aggregates: &[AggregatePlan],
+    ) -> CodegenResult<Vec<(PointerValue<'ctx>, Option<PointerValue<'ctx>>)>> {
+        aggregates
+            .iter()
+            .map(|a| {
+                Ok((
+                    self.buffer(a.buffer)?,
+                    a.count.map(|c| self.buffer(c)).transpose()?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Folds one item into each aggregate's slot `slot` of `targets` (with its count), atomically.
+    fn update_group(
+        &self,
+        aggregates: &[AggregatePlan],
+        targets: &[(PointerValue<'ctx>, Option<PointerValue<'ctx>>)],
+        item: Item<'ctx>,
+        slot: IntValue<'ctx>,
+    ) -> CodegenResult<()> {
+        let em = &self.em;
+        for (plan, (values, count)) in aggregates.iter().zip(targets) {
+            let (value, take) = self.contribution(plan, item, em.i1().const_all_ones())?;
+            em.if_then(take, || {
+                let ty = em.value_type(plan.accumulator);
+                atomic(
+                    em,
+                    plan.kind.reduce_op(),
+                    em.offset_ptr(ty, *values, slot)?,
+                    value,
+                )?;
+                if let Some(count) = count {
+                    let at = em.offset_ptr(em.i64().into(), *count, slot)?;
+                    atomic(em, ReduceOp::Add, at, em.const_i64(1).into())?;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
     }
 
     /// Each selected row finds (or claims) its group's slot and updates the aggregates there.
@@ -768,28 +793,11 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         aggregates: &[AggregatePlan],
         key_buffer: usize,
     ) -> CodegenResult<()> {
-        let mut needed = Vec::new();
-        for (key, _, _) in keys {
-            needed.extend(key.columns_used());
-        }
-        for a in aggregates {
-            if let Some(arg) = &a.arg {
-                needed.extend(arg.columns_used());
-            }
-        }
-        self.load_columns(&needed)?;
+        self.load_group_columns(keys.iter().map(|(key, _, _)| key), aggregates)?;
         let status = self.buffer(qc.status)?;
         let table = self.buffer(key_buffer)?;
         let capacity = self.param(&Param::GroupCapacity)?.into_int_value();
-        let targets = aggregates
-            .iter()
-            .map(|a| {
-                Ok((
-                    self.buffer(a.buffer)?,
-                    a.count.map(|c| self.buffer(c)).transpose()?,
-                ))
-            })
-            .collect::<CodegenResult<Vec<_>>>()?;
+        let targets = self.global_targets(aggregates)?;
         let em = &self.em;
         em.for_each_item(|item| {
             let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
@@ -816,25 +824,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 let placed =
                     em.b.build_int_compare(IntPredicate::SGE, slot, em.const_i64(0), "")?;
                 em.if_then(placed, || {
-                    for (plan, (values, count)) in aggregates.iter().zip(&targets) {
-                        let (value, take) =
-                            self.contribution(plan, item, em.i1().const_all_ones())?;
-                        em.if_then(take, || {
-                            let ty = em.value_type(plan.accumulator);
-                            atomic(
-                                em,
-                                plan.kind.reduce_op(),
-                                em.offset_ptr(ty, *values, slot)?,
-                                value,
-                            )?;
-                            if let Some(count) = count {
-                                let at = em.offset_ptr(em.i64().into(), *count, slot)?;
-                                atomic(em, ReduceOp::Add, at, em.const_i64(1).into())?;
-                            }
-                            Ok(())
-                        })?;
-                    }
-                    Ok(())
+                    self.update_group(aggregates, &targets, item, slot)
                 })
             })
         })
@@ -848,15 +838,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         shared: &SharedGroups<'ctx>,
     ) -> CodegenResult<()> {
         let global_presence = self.buffer(presence)?;
-        let globals = aggregates
-            .iter()
-            .map(|a| {
-                Ok((
-                    self.buffer(a.buffer)?,
-                    a.count.map(|c| self.buffer(c)).transpose()?,
-                ))
-            })
-            .collect::<CodegenResult<Vec<_>>>()?;
+        let globals = self.global_targets(aggregates)?;
         let em = &self.em;
         em.barrier()?;
         em.for_each_strided(em.const_i64(shared.slots as i64), |slot| {
