@@ -1,14 +1,13 @@
 //! Every stage of the compiler as text: the `--emit` forms, shared by the command line and
 //! the snapshot tests.
 
-use inkwell::context::Context;
 use tessera_grammar::{
     ast_to_string, source_to_ast, source_to_tokens, tokens_to_string, Diagnostic,
 };
 use tessera_runtime::Target;
 use tessera_storage::Catalog;
 
-use crate::codegen::{llvm_to_ptx, optimize_llvm, pipelines_to_llvm};
+use crate::codegen::{modules_to_code, pipelines_to_modules, KernelModule};
 use crate::logical::logical_to_string;
 use crate::physical::physical_to_string;
 use crate::script::Compilation;
@@ -110,21 +109,36 @@ pub fn emit(
         Stage::Optimized => logical_to_string(&compilation.optimized),
         Stage::Physical => physical_to_string(&compilation.physical),
         Stage::Llvm | Stage::Ptx | Stage::Tokens | Stage::Ast => {
-            let context = Context::create();
-            let (module, _) = pipelines_to_llvm(&context, &compilation.physical, catalog, target)?;
-            if stage == Stage::Llvm {
-                return Ok(module.print_to_string().to_string());
-            }
-            let Target::Nvptx { sm } = target else {
-                return Err(EmitError::NotGpu);
-            };
             let span = compilation
                 .physical
                 .first()
                 .map(|q| q.span)
                 .unwrap_or_default();
-            optimize_llvm(&module, target).map_err(|e| Diagnostic::internal(span, e))?;
-            llvm_to_ptx(&module, sm).map_err(|e| Diagnostic::internal(span, e))?
+            let internal = |e: String| Diagnostic::internal(span, e);
+            let (modules, _) = pipelines_to_modules(
+                &compilation.physical,
+                catalog,
+                target,
+                target.default_tile(),
+            )?;
+            if stage == Stage::Llvm {
+                return Ok(modules
+                    .iter()
+                    .map(KernelModule::to_llvm_text)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(internal)?
+                    .join("\n"));
+            }
+            if !target.is_gpu() {
+                return Err(EmitError::NotGpu);
+            }
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            modules_to_code(&modules, target, threads)
+                .map_err(internal)?
+                .into_iter()
+                .map(|unit| unit.text)
+                .collect::<Vec<_>>()
+                .join("\n")
         }
     })
 }

@@ -1,4 +1,4 @@
-//! The executable form of a compiled script: kernels (PTX text or a host object file), and for
+//! The executable form of a compiled script: kernels (PTX text or host object files), and for
 //! each query the kernels to launch in order with their parameters, the device buffers to
 //! allocate, and how to turn those buffers into the result. It is plain data: `tessera compile
 //! -o Q.tqx` writes it as JSON, and `tessera run Q.tqx` executes it without compiling anything.
@@ -10,7 +10,7 @@ use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
 
 /// Bumped whenever the format changes, so an old artifact is refused with a clear message.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {
@@ -22,10 +22,17 @@ pub struct Program {
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Code {
-    /// PTX for the CUDA driver to load.
-    Ptx(String),
-    /// An object file for the host, hex-encoded, linked in-process at load time.
-    HostObject(String),
+    /// PTX for the CUDA driver to load, a module per kernel.
+    Ptx(Vec<KernelCode>),
+    /// Object files for the host, hex-encoded, linked in-process at load time.
+    HostObject(Vec<KernelCode>),
+}
+
+/// The compiled unit holding one kernel: kernels are compiled, and loaded, in parallel.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct KernelCode {
+    pub kernel: String,
+    pub text: String,
 }
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]

@@ -38,16 +38,13 @@ pub fn run(args: &CompileArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::Message(e.to_string()))?;
         std::fs::write(output, json)
             .map_err(|e| Failure::Message(format!("cannot write {}: {e}", output.display())))?;
-        let c = compiled.codegen;
         eprintln!(
-            "compiled {} for {} in {:.1} ms (plan {:.1}, LLVM IR {:.1}, optimize {:.1}, emit {:.1}): {}",
+            "compiled {} for {} in {:.1} ms (plan {:.1}, {}): {}",
             args.script.display(),
             args.target,
             compiled.compile_ms,
             compiled.plan_ms,
-            c.build_ms,
-            c.optimize_ms,
-            c.emit_ms,
+            compiled.codegen,
             output.display()
         );
     }

@@ -145,8 +145,8 @@ fn timing_report(
         ));
     } else if let Some((ms, plan, codegen, false)) = compile {
         text.push_str(&format!(
-            "compile: {ms:.1} ms for {} (plan {plan:.1}, LLVM IR {:.1}, optimize {:.1}, emit {:.1})\n",
-            program.target, codegen.build_ms, codegen.optimize_ms, codegen.emit_ms
+            "compile: {ms:.1} ms for {} (plan {plan:.1}, {codegen})\n",
+            program.target
         ));
     }
     for (i, outcome) in outcomes.iter().enumerate() {

@@ -13,12 +13,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rayon::prelude::*;
 
-use crate::column::{Column, ColumnStats};
+use crate::column::{Column, ColumnStats, Dictionary};
 use crate::error::StorageError;
-use crate::parquet_read::{read_parquet_columns, read_parquet_schema, ParquetFileSchema};
+use crate::parquet_read::{
+    read_parquet_columns, read_parquet_dictionary, read_parquet_schema, ParquetFileSchema,
+};
 use crate::progress::{NoProgress, Progress};
 use crate::tbl::{count_tbl_rows, read_tbl};
-use crate::types::{Field, Schema, Value};
+use crate::types::{DataType, Field, Schema, Value};
 
 #[derive(Clone, Debug)]
 pub enum TableFormat {
@@ -42,9 +44,14 @@ pub struct TableInfo {
     pub statistics: BTreeMap<String, ColumnStats>,
 }
 
+/// A string column's dictionary as its Parquet dictionary pages give it, with its null count;
+/// `None` when the pages cannot tell (the column must be read).
+type PageDictionary = Option<(Arc<Dictionary>, u64)>;
+
 pub struct Catalog {
     tables: BTreeMap<String, TableInfo>,
     cache: Mutex<HashMap<(String, String), Arc<Column>>>,
+    page_dictionaries: Mutex<HashMap<(String, String), PageDictionary>>,
     /// One lock per table, held while that table's columns load, so that threads asking for
     /// the same columns at once read the files once; other tables load meanwhile.
     loading: HashMap<String, Mutex<()>>,
@@ -83,6 +90,7 @@ impl Catalog {
         Ok(Catalog {
             tables,
             cache: Mutex::new(HashMap::new()),
+            page_dictionaries: Mutex::new(HashMap::new()),
             loading,
         })
     }
@@ -153,6 +161,7 @@ impl Catalog {
         Ok(Catalog {
             tables: infos,
             cache: Mutex::new(cache),
+            page_dictionaries: Mutex::new(HashMap::new()),
             loading,
         })
     }
@@ -165,22 +174,84 @@ impl Catalog {
         self.tables.get(name)
     }
 
-    /// A column's statistics: from the loaded column, else from the files' footers, else by
-    /// loading the column. Planning asks for these; only strings (whose dictionary is the
-    /// statistic) and footer-less files need the data read.
+    /// A column's statistics: from the loaded column, else from the files' footers (for
+    /// strings, their dictionary pages), else by loading the column. Planning asks for these;
+    /// only footer-less files and strings not wholly dictionary-encoded need the data read.
     pub fn stats(&self, table: &str, column: &str) -> Result<ColumnStats, StorageError> {
         let key = (table.to_string(), column.to_string());
         if let Some(loaded) = lock(&self.cache).get(&key) {
             return Ok(loaded.stats.clone());
         }
-        if let Some(stats) = self
-            .tables
-            .get(table)
-            .and_then(|t| t.statistics.get(column))
-        {
+        let info = self.tables.get(table);
+        if let Some(stats) = info.and_then(|t| t.statistics.get(column)) {
             return Ok(stats.clone());
         }
+        if let (Some(info), Some((dictionary, nulls))) =
+            (info, self.page_dictionary(table, column)?)
+        {
+            let codes = dictionary.len() as i64;
+            let (min, max) = if codes == 0 || nulls >= info.rows {
+                (Value::Null, Value::Null)
+            } else {
+                (Value::Int(0), Value::Int(codes - 1))
+            };
+            return Ok(ColumnStats {
+                rows: info.rows,
+                nulls,
+                min,
+                max,
+                dictionary_size: Some(codes as u64),
+            });
+        }
         Ok(self.column(table, column)?.stats.clone())
+    }
+
+    /// A string column's sorted dictionary, for binding string literals to codes and sizing
+    /// code ranges: the loaded column's; else, for Parquet tables whose string pages are all
+    /// dictionary-encoded, the union of their dictionary pages, read without the rows (it may
+    /// hold strings no row uses, so codes from it are not the loaded column's); else the
+    /// loaded column's after all. `None` for a column that is not a string.
+    pub fn dictionary(
+        &self,
+        table: &str,
+        column: &str,
+    ) -> Result<Option<Arc<Dictionary>>, StorageError> {
+        let key = (table.to_string(), column.to_string());
+        if let Some(loaded) = lock(&self.cache).get(&key) {
+            return Ok(loaded.data.dictionary().cloned());
+        }
+        if let Some((dictionary, _)) = self.page_dictionary(table, column)? {
+            return Ok(Some(dictionary));
+        }
+        Ok(self.column(table, column)?.data.dictionary().cloned())
+    }
+
+    /// Whether the column has been read (and is cached).
+    pub fn is_loaded(&self, table: &str, column: &str) -> bool {
+        lock(&self.cache).contains_key(&(table.to_string(), column.to_string()))
+    }
+
+    fn page_dictionary(&self, table: &str, column: &str) -> Result<PageDictionary, StorageError> {
+        let key = (table.to_string(), column.to_string());
+        if let Some(known) = lock(&self.page_dictionaries).get(&key) {
+            return Ok(known.clone());
+        }
+        let found = match self.tables.get(table) {
+            Some(TableInfo {
+                format: TableFormat::Parquet { files },
+                schema,
+                ..
+            }) => match schema.field(column) {
+                Some(field) if field.ty == DataType::Str => {
+                    read_parquet_dictionary(table, files, field)?
+                        .map(|(dictionary, nulls)| (Arc::new(dictionary), nulls))
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        lock(&self.page_dictionaries).insert(key, found.clone());
+        Ok(found)
     }
 
     /// One column, loaded on first use and cached.

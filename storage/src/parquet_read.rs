@@ -8,7 +8,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parquet::basic::{ConvertedType, LogicalType, Repetition, Type as PhysicalType};
+use parquet::basic::{ConvertedType, Encoding, LogicalType, Repetition, Type as PhysicalType};
+use parquet::column::page::{Page, PageReader};
 use parquet::column::reader::ColumnReaderImpl;
 use parquet::data_type::{BoolType, ByteArrayType, DataType as ParquetType, DoubleType, FloatType};
 use parquet::data_type::{Int32Type, Int64Type};
@@ -18,7 +19,7 @@ use parquet::file::statistics::Statistics;
 use parquet::schema::types::Type as SchemaType;
 use rayon::prelude::*;
 
-use crate::column::{Column, ColumnData};
+use crate::column::{Column, ColumnData, Dictionary};
 use crate::error::StorageError;
 use crate::progress::Progress;
 use crate::string_chunks::{self, ChunkStrings};
@@ -647,6 +648,90 @@ impl ReadTask<'_> {
         let data = string_chunks::merge(chunks.into_iter().map(|(strings, _)| strings).collect());
         Ok((data, validity))
     }
+}
+
+/// A string column's dictionary and null count read from the dictionary pages alone, or `None`
+/// when some row group has a data page that is not dictionary-encoded (or no page encoding
+/// statistics to tell), in which case only reading the column gives its strings. A writer may
+/// keep strings in a dictionary page that no row uses, so the result can hold more strings
+/// than the column: callers use it where a superset is safe (binding literals, sizing code
+/// ranges), never to decode rows.
+pub(crate) fn read_parquet_dictionary(
+    table: &str,
+    files: &[PathBuf],
+    field: &Field,
+) -> Result<Option<(Dictionary, u64)>, StorageError> {
+    let mut strings: Vec<String> = Vec::new();
+    let mut nulls = 0u64;
+    for path in files {
+        let metadata = read_metadata(path)?;
+        let leaf = find_leaf(table, path, &metadata, field)?;
+        if leaf.decoding != Decoding::Str {
+            return Ok(None);
+        }
+        for (index, group) in metadata.row_groups().iter().enumerate() {
+            let chunk = group.column(leaf.index);
+            if chunk.num_values() == 0 {
+                continue;
+            }
+            let all_dictionary = chunk.dictionary_page_offset().is_some()
+                && chunk.page_encoding_stats_mask().is_some_and(|mask| {
+                    mask.is_only(Encoding::PLAIN_DICTIONARY)
+                        || mask.is_only(Encoding::RLE_DICTIONARY)
+                });
+            let group_nulls = if leaf.nullable {
+                chunk.statistics().and_then(|s| s.null_count_opt())
+            } else {
+                Some(0)
+            };
+            let (true, Some(group_nulls)) = (all_dictionary, group_nulls) else {
+                return Ok(None);
+            };
+            nulls += group_nulls;
+            let rows = usize::try_from(group.num_rows())
+                .map_err(|_| parquet_error(path, "a row group has an impossible row count"))?;
+            let page = guarded(path, || {
+                let file = Arc::new(open(path)?);
+                let chunk = metadata.row_group(index).column(leaf.index);
+                let mut pages = SerializedPageReader::new(file, chunk, rows, None)
+                    .map_err(|e| parquet_error(path, e))?;
+                pages.get_next_page().map_err(|e| parquet_error(path, e))
+            })?;
+            let Some(Page::DictionaryPage {
+                buf, num_values, ..
+            }) = page
+            else {
+                return Ok(None);
+            };
+            plain_strings(&buf, num_values as usize, &mut strings).map_err(|e| match e {
+                StringReadError::Parquet(message) => parquet_error(path, message),
+                StringReadError::NotUtf8 => StorageError::UnsupportedColumn {
+                    table: table.into(),
+                    column: field.name.clone(),
+                    reason: format!("{} holds bytes that are not UTF-8 text", path.display()),
+                },
+            })?;
+        }
+    }
+    Ok(Some((Dictionary::from_unsorted(strings), nulls)))
+}
+
+/// Decodes `count` PLAIN byte arrays (each a 4-byte little-endian length, then the bytes).
+fn plain_strings(
+    mut bytes: &[u8],
+    count: usize,
+    out: &mut Vec<String>,
+) -> Result<(), StringReadError> {
+    let truncated = || StringReadError::Parquet("a dictionary page is truncated".into());
+    for _ in 0..count {
+        let (length, rest) = bytes.split_first_chunk::<4>().ok_or_else(truncated)?;
+        let length = u32::from_le_bytes(*length) as usize;
+        let value = rest.get(..length).ok_or_else(truncated)?;
+        let text = std::str::from_utf8(value).map_err(|_| StringReadError::NotUtf8)?;
+        out.push(text.to_string());
+        bytes = &rest[length..];
+    }
+    Ok(())
 }
 
 /// A vector of `len` copies of `value`, or an error (not an abort) when a corrupt footer claims

@@ -29,9 +29,11 @@ impl Analyzer<'_> {
                     "only a string column of a table can be compared with a string literal",
                 )
             })?;
-        let loaded = self
+        // The codes bound here serve estimates and the plan's display; the runtime binds the
+        // literal again against the loaded column's dictionary.
+        let dictionary = self
             .catalog
-            .column(&origin.table, &origin.column)
+            .dictionary(&origin.table, &origin.column)
             .map_err(|e| {
                 Diagnostic::new(
                     tessera_grammar::DiagnosticKind::Data,
@@ -39,7 +41,7 @@ impl Analyzer<'_> {
                     format!("cannot read `{origin}`: {e}"),
                 )
             })?;
-        let Some(dictionary) = loaded.data.dictionary() else {
+        let Some(dictionary) = dictionary else {
             return Err(Diagnostic::internal(
                 column.span,
                 format!("`{origin}` has no dictionary"),

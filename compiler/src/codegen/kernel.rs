@@ -64,15 +64,15 @@ pub(super) fn pipeline_to_kernel<'ctx>(
     module: &Module<'ctx>,
     qc: &mut QueryContext<'_>,
     pipeline: &Pipeline,
+    name: &str,
 ) -> Result<(KernelLaunch, Option<ResultShape>), Diagnostic> {
     let span = qc.query.span;
     let internal = |e: CodegenError| Diagnostic::internal(span, e.to_string());
     let (sink, shape) = plan_sink(qc, pipeline)?;
     let params = collect_params(qc, pipeline, &sink);
     let tile = qc.tile;
-    let name = format!("tessera_q{}_p{}", qc.index, pipeline.id);
-    let mut kernel = Kernel::new(context, module, qc, pipeline, params, &name).map_err(internal)?;
-    let state = kernel.sink_prologue(qc, &sink, &name)?;
+    let mut kernel = Kernel::new(context, module, qc, pipeline, params, name).map_err(internal)?;
+    let state = kernel.sink_prologue(qc, &sink, name)?;
     kernel.open_tiles().map_err(internal)?;
     kernel.body(qc, &sink, &state)?;
     kernel.close_tiles().map_err(internal)?;
@@ -92,7 +92,7 @@ pub(super) fn pipeline_to_kernel<'ctx>(
         .sum();
     Ok((
         KernelLaunch {
-            name,
+            name: name.to_string(),
             table: pipeline.table.clone(),
             tile,
             params,

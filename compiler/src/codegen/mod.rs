@@ -1,8 +1,8 @@
 //! Code generation: each pipeline becomes one kernel, a flat sequence of calls to the runtime's
 //! block-wide primitives with the pipeline's expressions computed in between; each query becomes
-//! a `QueryProgram` saying how to launch its kernels and read its result. `pipelines_to_llvm`
-//! builds the module, `optimize_llvm` runs LLVM's optimizer over it, and `llvm_to_ptx` /
-//! `llvm_to_object` produce the code the runtime loads.
+//! a `QueryProgram` saying how to launch its kernels and read its result. `pipelines_to_modules`
+//! builds a module per kernel, and `modules_to_code` optimizes and emits them in parallel: PTX,
+//! or host object code, one unit per kernel.
 
 mod expr;
 mod kernel;
@@ -11,10 +11,15 @@ mod sinks;
 mod steps;
 mod targets;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
 use inkwell::context::Context;
+use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::Module;
-use tessera_grammar::Diagnostic;
-use tessera_runtime::program::{Code, Program, QueryProgram, FORMAT_VERSION};
+use tessera_grammar::{Diagnostic, Span};
+use tessera_runtime::program::{Code, KernelCode, Program, QueryProgram, FORMAT_VERSION};
 use tessera_runtime::{Target, TileShape};
 use tessera_storage::Catalog;
 
@@ -22,83 +27,57 @@ use crate::physical::PhysicalQuery;
 
 pub use targets::{llvm_to_object, llvm_to_ptx, optimize_llvm};
 
-/// Builds one module holding every pipeline of `queries` as a kernel for `target` with the
-/// target's default tile shape, and the launch plan of each query.
-pub fn pipelines_to_llvm<'ctx>(
-    context: &'ctx Context,
-    queries: &[PhysicalQuery],
-    catalog: &Catalog,
-    target: Target,
-) -> Result<(Module<'ctx>, Vec<QueryProgram>), Diagnostic> {
-    pipelines_to_llvm_tiled(context, queries, catalog, target, target.default_tile())
+/// One kernel's LLVM module, held as bitcode: kernels are built one after another (they share
+/// the query's buffers and hash tables), then optimized and emitted in parallel, each in a
+/// context of its own on a worker thread.
+pub struct KernelModule {
+    pub kernel: String,
+    bitcode: Vec<u8>,
 }
 
-/// Like `pipelines_to_llvm`, with kernels over tiles of `tile`.
-pub fn pipelines_to_llvm_tiled<'ctx>(
-    context: &'ctx Context,
+impl KernelModule {
+    /// Reads the module back into `context`.
+    pub fn parse<'ctx>(&self, context: &'ctx Context) -> Result<Module<'ctx>, String> {
+        let buffer = MemoryBuffer::create_from_memory_range_copy(&self.bitcode, &self.kernel);
+        Module::parse_bitcode_from_buffer(&buffer, context)
+            .map_err(|e| format!("cannot read back the module of {}: {e}", self.kernel))
+    }
+
+    /// The module as LLVM assembly text.
+    pub fn to_llvm_text(&self) -> Result<String, String> {
+        let context = Context::create();
+        let module = self.parse(&context)?;
+        let text = module.print_to_string().to_string();
+        Ok(text)
+    }
+}
+
+/// Builds every pipeline of `queries` as a kernel for `target` over tiles of `tile`, one module
+/// per kernel, and the launch plan of each query.
+pub fn pipelines_to_modules(
     queries: &[PhysicalQuery],
     catalog: &Catalog,
     target: Target,
     tile: TileShape,
-) -> Result<(Module<'ctx>, Vec<QueryProgram>), Diagnostic> {
-    let module = context.create_module("tessera");
-    targets::prepare_module(&module, target)?;
+) -> Result<(Vec<KernelModule>, Vec<QueryProgram>), Diagnostic> {
+    let span = queries.first().map(|q| q.span).unwrap_or_default();
+    check_tile(span, target, tile)?;
+    let mut modules = Vec::new();
     let mut programs = Vec::with_capacity(queries.len());
     for (index, query) in queries.iter().enumerate() {
         programs.push(query::query_to_llvm(
-            context, &module, index, query, catalog, target, tile,
+            index,
+            query,
+            catalog,
+            target,
+            tile,
+            &mut modules,
         )?);
     }
-    if let Err(message) = module.verify() {
-        let span = queries.first().map(|q| q.span).unwrap_or_default();
-        return Err(Diagnostic::internal(
-            span,
-            format!("generated LLVM IR is invalid: {message}"),
-        ));
-    }
-    Ok((module, programs))
+    Ok((modules, programs))
 }
 
-/// Compiles pipelines all the way to a program the runtime can execute.
-pub fn pipelines_to_program(
-    queries: &[PhysicalQuery],
-    catalog: &Catalog,
-    target: Target,
-) -> Result<Program, Diagnostic> {
-    pipelines_to_program_tiled(queries, catalog, target, target.default_tile())
-}
-
-/// How long each step of code generation took, in milliseconds.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct CodegenTimes {
-    /// Building the LLVM module.
-    pub build_ms: f64,
-    /// LLVM's optimizer.
-    pub optimize_ms: f64,
-    /// PTX or object emission.
-    pub emit_ms: f64,
-}
-
-/// Like `pipelines_to_program`, with kernels over tiles of `tile`.
-pub fn pipelines_to_program_tiled(
-    queries: &[PhysicalQuery],
-    catalog: &Catalog,
-    target: Target,
-    tile: TileShape,
-) -> Result<Program, Diagnostic> {
-    pipelines_to_program_timed(queries, catalog, target, tile, &mut CodegenTimes::default())
-}
-
-/// Like `pipelines_to_program_tiled`, recording how long each step took.
-pub fn pipelines_to_program_timed(
-    queries: &[PhysicalQuery],
-    catalog: &Catalog,
-    target: Target,
-    tile: TileShape,
-    times: &mut CodegenTimes,
-) -> Result<Program, Diagnostic> {
-    let since = |start: std::time::Instant| start.elapsed().as_secs_f64() * 1e3;
-    let span = queries.first().map(|q| q.span).unwrap_or_default();
+fn check_tile(span: Span, target: Target, tile: TileShape) -> Result<(), Diagnostic> {
     let warp_multiple = tile.threads > 0 && tile.threads.is_multiple_of(32) && tile.threads <= 1024;
     // GPU items are unrolled into registers, so their number stays small.
     let fits = if target.is_gpu() {
@@ -106,38 +85,144 @@ pub fn pipelines_to_program_timed(
     } else {
         tile.threads == 1 && tile.items_per_thread > 0
     };
-    if !fits {
-        return Err(Diagnostic::unsupported(
-            span,
-            format!(
-                "tile shape {tile} does not fit {target}: GPU tiles need a multiple of 32 threads up to 1024 and at most 64 items each; host tiles have 1 thread"
-            ),
-        ));
+    if fits {
+        return Ok(());
     }
-    let started = std::time::Instant::now();
-    let context = Context::create();
-    let (module, queries_programs) =
-        pipelines_to_llvm_tiled(&context, queries, catalog, target, tile)?;
-    times.build_ms = since(started);
-    let started = std::time::Instant::now();
-    optimize_llvm(&module, target).map_err(|e| Diagnostic::internal(span, e))?;
-    times.optimize_ms = since(started);
-    let started = std::time::Instant::now();
+    Err(Diagnostic::unsupported(
+        span,
+        format!(
+            "tile shape {tile} does not fit {target}: GPU tiles need a multiple of 32 threads up to 1024 and at most 64 items each; host tiles have 1 thread"
+        ),
+    ))
+}
+
+/// Compiles pipelines all the way to a program the runtime can execute, with the target's
+/// default tile shape.
+pub fn pipelines_to_program(
+    queries: &[PhysicalQuery],
+    catalog: &Catalog,
+    target: Target,
+) -> Result<Program, Diagnostic> {
+    pipelines_to_program_timed(
+        queries,
+        catalog,
+        target,
+        target.default_tile(),
+        &mut CodegenTimes::default(),
+    )
+}
+
+/// How long each step of code generation took, in milliseconds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CodegenTimes {
+    /// Building the kernels' LLVM modules.
+    pub build_ms: f64,
+    /// Optimizing and emitting every kernel, wall-clock time.
+    pub llvm_ms: f64,
+    /// The worker threads that optimized and emitted the kernels.
+    pub threads: usize,
+    /// Kernels compiled.
+    pub kernels: usize,
+}
+
+impl std::fmt::Display for CodegenTimes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "LLVM IR {:.1}, optimize and emit {:.1} ({} kernels on {} threads)",
+            self.build_ms, self.llvm_ms, self.kernels, self.threads
+        )
+    }
+}
+
+/// Like `pipelines_to_program`, with kernels over tiles of `tile`, recording how long each step
+/// took.
+pub fn pipelines_to_program_timed(
+    queries: &[PhysicalQuery],
+    catalog: &Catalog,
+    target: Target,
+    tile: TileShape,
+    times: &mut CodegenTimes,
+) -> Result<Program, Diagnostic> {
+    let span = queries.first().map(|q| q.span).unwrap_or_default();
+    let started = Instant::now();
+    let (modules, queries_programs) = pipelines_to_modules(queries, catalog, target, tile)?;
+    times.build_ms = started.elapsed().as_secs_f64() * 1e3;
+    let started = Instant::now();
+    let threads = worker_threads(modules.len());
+    let kernels =
+        modules_to_code(&modules, target, threads).map_err(|e| Diagnostic::internal(span, e))?;
+    times.llvm_ms = started.elapsed().as_secs_f64() * 1e3;
+    times.threads = threads;
+    times.kernels = modules.len();
     let code = match target {
-        Target::Nvptx { sm } => {
-            Code::Ptx(llvm_to_ptx(&module, sm).map_err(|e| Diagnostic::internal(span, e))?)
-        }
-        Target::Host => Code::HostObject(hex(
-            &llvm_to_object(&module).map_err(|e| Diagnostic::internal(span, e))?
-        )),
+        Target::Nvptx { .. } => Code::Ptx(kernels),
+        Target::Host => Code::HostObject(kernels),
     };
-    times.emit_ms = since(started);
     Ok(Program {
         format: FORMAT_VERSION,
         target,
         code,
         queries: queries_programs,
     })
+}
+
+fn worker_threads(kernels: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores.min(kernels).max(1)
+}
+
+/// Optimizes and emits every module on `threads` worker threads: PTX text for the GPU, a
+/// hex-encoded object file for the host. The result keeps the modules' order.
+pub fn modules_to_code(
+    modules: &[KernelModule],
+    target: Target,
+    threads: usize,
+) -> Result<Vec<KernelCode>, String> {
+    let next = AtomicUsize::new(0);
+    let done: Mutex<Vec<Option<Result<String, String>>>> =
+        Mutex::new(modules.iter().map(|_| None).collect());
+    let work = || loop {
+        let index = next.fetch_add(1, Ordering::Relaxed);
+        let Some(module) = modules.get(index) else {
+            break;
+        };
+        let code = module_to_code(module, target);
+        if let Ok(mut done) = done.lock() {
+            done[index] = Some(code);
+        }
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..threads {
+            scope.spawn(work);
+        }
+        work();
+    });
+    let done = done
+        .into_inner()
+        .map_err(|_| "a code generation thread failed".to_string())?;
+    modules
+        .iter()
+        .zip(done)
+        .map(|(module, code)| {
+            let text =
+                code.unwrap_or_else(|| Err(format!("{} was not compiled", module.kernel)))?;
+            Ok(KernelCode {
+                kernel: module.kernel.clone(),
+                text,
+            })
+        })
+        .collect()
+}
+
+fn module_to_code(module: &KernelModule, target: Target) -> Result<String, String> {
+    let context = Context::create();
+    let llvm = module.parse(&context)?;
+    optimize_llvm(&llvm, target)?;
+    match target {
+        Target::Nvptx { sm } => llvm_to_ptx(&llvm, sm),
+        Target::Host => Ok(hex(&llvm_to_object(&llvm)?)),
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -2,7 +2,6 @@
 //! for reading the result back.
 
 use inkwell::context::Context;
-use inkwell::module::Module;
 use tessera_grammar::Diagnostic;
 use tessera_runtime::primitives::hash::{status, HashKind, HashTableLayout};
 use tessera_runtime::program::{
@@ -14,12 +13,12 @@ use tessera_storage::{Catalog, DataType};
 use crate::physical::{HashLayout, HostStep, PhysicalQuery, Sink};
 
 use super::kernel::pipeline_to_kernel;
+use super::KernelModule;
 
 /// What the kernels of one query share.
 pub(super) struct QueryContext<'q> {
     pub query: &'q PhysicalQuery,
     pub catalog: &'q Catalog,
-    pub index: usize,
     pub target: Target,
     /// The tile shape of every kernel of the query.
     pub tile: TileShape,
@@ -70,19 +69,19 @@ impl QueryContext<'_> {
     }
 }
 
-pub(super) fn query_to_llvm<'ctx>(
-    context: &'ctx Context,
-    module: &Module<'ctx>,
+/// Builds each pipeline of `query` as a kernel in a module of its own, appended to `modules`,
+/// and returns the query's launch plan.
+pub(super) fn query_to_llvm(
     index: usize,
     query: &PhysicalQuery,
     catalog: &Catalog,
     target: Target,
     tile: TileShape,
+    modules: &mut Vec<KernelModule>,
 ) -> Result<QueryProgram, Diagnostic> {
     let mut qc = QueryContext {
         query,
         catalog,
-        index,
         target,
         tile,
         buffers: Vec::new(),
@@ -136,7 +135,21 @@ pub(super) fn query_to_llvm<'ctx>(
     let mut kernels = Vec::with_capacity(query.pipelines.len());
     let mut shape = None;
     for pipeline in &query.pipelines {
-        let (launch, result) = pipeline_to_kernel(context, module, &mut qc, pipeline)?;
+        let context = Context::create();
+        let name = format!("tessera_q{index}_p{}", pipeline.id);
+        let module = context.create_module(&name);
+        super::targets::prepare_module(&module, target)?;
+        let (launch, result) = pipeline_to_kernel(&context, &module, &mut qc, pipeline, &name)?;
+        if let Err(message) = module.verify() {
+            return Err(Diagnostic::internal(
+                query.span,
+                format!("generated LLVM IR is invalid: {message}"),
+            ));
+        }
+        modules.push(KernelModule {
+            kernel: name,
+            bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),
+        });
         kernels.push(launch);
         if result.is_some() {
             shape = result;

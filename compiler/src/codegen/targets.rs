@@ -1,6 +1,8 @@
 //! LLVM targets: the data layout and triple of each, the optimization pipeline, and emitting
 //! PTX text or a host object file.
 
+use std::sync::OnceLock;
+
 use inkwell::module::Module;
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{
@@ -15,10 +17,21 @@ const NVPTX_TRIPLE: &str = "nvptx64-nvidia-cuda";
 /// PTX ISA 8.0: loaded by every driver that supports sm_90.
 const PTX_FEATURES: &str = "+ptx80";
 
+/// Registers LLVM's targets once per process, before any thread asks for a target machine.
+fn initialize() -> Result<(), String> {
+    static NATIVE: OnceLock<Result<(), String>> = OnceLock::new();
+    NATIVE
+        .get_or_init(|| {
+            LlvmTarget::initialize_nvptx(&InitializationConfig::default());
+            LlvmTarget::initialize_native(&InitializationConfig::default())
+        })
+        .clone()
+}
+
 fn machine(target: Target) -> Result<TargetMachine, String> {
+    initialize()?;
     match target {
         Target::Nvptx { sm } => {
-            LlvmTarget::initialize_nvptx(&InitializationConfig::default());
             let triple = TargetTriple::create(NVPTX_TRIPLE);
             let llvm_target = LlvmTarget::from_triple(&triple).map_err(|e| e.to_string())?;
             llvm_target
@@ -26,14 +39,16 @@ fn machine(target: Target) -> Result<TargetMachine, String> {
                     &triple,
                     &format!("sm_{sm}"),
                     PTX_FEATURES,
-                    OptimizationLevel::Aggressive,
+                    // `-O2` code generation: on the SSB kernels it differs from `-O3` only in
+                    // the block layout of the Q1.x kernels (which ptxas schedules again anyway)
+                    // and takes a quarter less time (docs/PERFORMANCE.md).
+                    OptimizationLevel::Default,
                     RelocMode::Default,
                     CodeModel::Default,
                 )
                 .ok_or_else(|| format!("LLVM cannot target sm_{sm}"))
         }
         Target::Host => {
-            LlvmTarget::initialize_native(&InitializationConfig::default())?;
             let triple = TargetMachine::get_default_triple();
             let llvm_target = LlvmTarget::from_triple(&triple).map_err(|e| e.to_string())?;
             let cpu = TargetMachine::get_host_cpu_name();
@@ -60,12 +75,19 @@ pub(super) fn prepare_module(module: &Module<'_>, target: Target) -> Result<(), 
     Ok(())
 }
 
-/// Runs LLVM's `-O3` pipeline: inlines the primitives, promotes tile arrays to registers,
-/// unrolls and vectorizes.
+/// Runs LLVM's optimizer: inlines the primitives, promotes tile arrays to registers, unrolls
+/// the item loops. GPU kernels take the `-O1` pipeline: their item loops are fully unrolled and
+/// their tile arrays promoted at that level already, and on every SSB query `-O3` produced the
+/// same PTX in a third more time (docs/PERFORMANCE.md). Host kernels take `-O3`, whose loop
+/// vectorizer their long single-thread tiles need.
 pub fn optimize_llvm(module: &Module<'_>, target: Target) -> Result<(), String> {
     let machine = machine(target)?;
+    let pipeline = match target {
+        Target::Nvptx { .. } => "default<O1>",
+        Target::Host => "default<O3>",
+    };
     module
-        .run_passes("default<O3>", &machine, PassBuilderOptions::create())
+        .run_passes(pipeline, &machine, PassBuilderOptions::create())
         .map_err(|e| format!("LLVM optimization failed: {e}"))
 }
 

@@ -1,4 +1,5 @@
-//! The GPU backend, through the CUDA driver API (cudarc): PTX loaded once per program, columns
+//! The GPU backend, through the CUDA driver API (cudarc): PTX loaded once per program (a module
+//! per kernel, loaded in parallel since the driver compiles each to machine code), columns
 //! uploaded once per process and kept on the device, buffers allocated and filled per query,
 //! kernels timed with CUDA events. The driver library is probed for before cudarc touches it,
 //! since its loader panics when `libcuda.so` is absent.
@@ -14,7 +15,7 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 
 use super::{Backend, ColumnBytes, RuntimeError};
-use crate::program::{BufferSpec, Fill, KernelLaunch};
+use crate::program::{BufferSpec, Fill, KernelCode, KernelLaunch};
 
 /// What the GPU is.
 #[derive(Clone, Debug)]
@@ -44,10 +45,57 @@ pub fn probe() -> Result<GpuInfo, RuntimeError> {
     })
 }
 
+/// Loads every kernel's PTX, on as many threads as there are cores and kernels.
+fn load_modules(
+    context: &Arc<CudaContext>,
+    ptx: &[KernelCode],
+) -> Result<HashMap<String, Arc<CudaModule>>, RuntimeError> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(ptx.len())
+        .max(1);
+    let chunk = ptx.len().div_ceil(threads).max(1);
+    let load = |units: &[KernelCode]| -> Result<Vec<(String, Arc<CudaModule>)>, RuntimeError> {
+        units
+            .iter()
+            .map(|unit| {
+                let module = context
+                    .load_module(Ptx::from_src(unit.text.as_str()))
+                    .map_err(|e| {
+                        RuntimeError::Load(format!(
+                            "the CUDA driver rejected the PTX of {}: {e}",
+                            unit.kernel
+                        ))
+                    })?;
+                Ok((unit.kernel.clone(), module))
+            })
+            .collect()
+    };
+    let loaded: Vec<_> = std::thread::scope(|scope| {
+        let workers: Vec<_> = ptx
+            .chunks(chunk)
+            .map(|units| scope.spawn(move || load(units)))
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err(RuntimeError::Load("a loading thread failed".into())))
+            })
+            .collect()
+    });
+    let mut modules = HashMap::new();
+    for units in loaded {
+        modules.extend(units?);
+    }
+    Ok(modules)
+}
+
 pub struct GpuBackend {
     context: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    module: Arc<CudaModule>,
+    /// The module holding each kernel.
+    modules: HashMap<String, Arc<CudaModule>>,
     /// Kernels loaded so far, with the number of their blocks that fit on the GPU at once.
     functions: HashMap<String, (CudaFunction, u32)>,
     multiprocessors: u32,
@@ -58,7 +106,7 @@ pub struct GpuBackend {
 }
 
 impl GpuBackend {
-    pub fn new(ptx: &str) -> Result<GpuBackend, RuntimeError> {
+    pub fn new(ptx: &[KernelCode]) -> Result<GpuBackend, RuntimeError> {
         probe()?;
         let context = CudaContext::new(0).map_err(cuda)?;
         // Every launch and copy goes through one stream, in order; per-buffer events would
@@ -66,9 +114,7 @@ impl GpuBackend {
         // SAFETY: no buffer is shared between streams.
         unsafe { context.disable_event_tracking() };
         let stream = context.default_stream();
-        let module = context
-            .load_module(Ptx::from_src(ptx))
-            .map_err(|e| RuntimeError::Load(format!("the CUDA driver rejected the PTX: {e}")))?;
+        let modules = load_modules(&context, ptx)?;
         let multiprocessors = context
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(cuda)?
@@ -77,7 +123,7 @@ impl GpuBackend {
             multiprocessors,
             context,
             stream,
-            module,
+            modules,
             functions: HashMap::new(),
             columns: HashMap::new(),
             buffers: Vec::new(),
@@ -90,8 +136,11 @@ impl GpuBackend {
         if let Some(f) = self.functions.get(name) {
             return Ok(f.clone());
         }
-        let f = self
-            .module
+        let module = self
+            .modules
+            .get(name)
+            .ok_or_else(|| RuntimeError::Load(format!("kernel {name} is not in the program")))?;
+        let f = module
             .load_function(name)
             .map_err(|e| RuntimeError::Load(format!("kernel {name}: {e}")))?;
         let per_multiprocessor = f

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::jit::{HostKernel, LoadedObject};
 use super::{filled, Backend, ColumnBytes, RuntimeError};
-use crate::program::{BufferSpec, KernelLaunch};
+use crate::program::{BufferSpec, KernelCode, KernelLaunch};
 
 /// Tiles a thread takes at a time.
 const TILES_PER_GRAB: u64 = 8;
@@ -34,12 +34,21 @@ pub struct HostBackend {
 }
 
 impl HostBackend {
-    /// Loads a hex-encoded host object file.
-    pub fn new(object_hex: &str) -> Result<HostBackend, RuntimeError> {
-        let object = unhex(object_hex)
-            .ok_or_else(|| RuntimeError::Malformed("the host object is not hex".into()))?;
+    /// Links hex-encoded host object files, one per kernel, into this process.
+    pub fn new(objects: &[KernelCode]) -> Result<HostBackend, RuntimeError> {
+        let objects = objects
+            .iter()
+            .map(|unit| {
+                unhex(&unit.text).ok_or_else(|| {
+                    RuntimeError::Malformed(format!(
+                        "the host object of {} is not hex",
+                        unit.kernel
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(HostBackend {
-            code: LoadedObject::load(&object)?,
+            code: LoadedObject::load(&objects)?,
             kernels: HashMap::new(),
             buffers: Vec::new(),
             columns: HashMap::new(),

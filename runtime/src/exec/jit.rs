@@ -28,7 +28,8 @@ unsafe impl Send for LoadedObject {}
 unsafe impl Sync for LoadedObject {}
 
 impl LoadedObject {
-    pub fn load(object: &[u8]) -> Result<LoadedObject, RuntimeError> {
+    /// Links `objects` into one JIT library; their only shared names are internal ones.
+    pub fn load(objects: &[Vec<u8>]) -> Result<LoadedObject, RuntimeError> {
         Target::initialize_native(&InitializationConfig::default()).map_err(RuntimeError::Load)?;
         let mut jit: LLVMOrcLLJITRef = std::ptr::null_mut();
         // SAFETY: the C API is used as documented; every error is checked, and the JIT is
@@ -47,12 +48,14 @@ impl LoadedObject {
             ))?;
             LLVMOrcJITDylibAddGenerator(dylib, generator);
             let name = CString::new("tessera").unwrap_or_default();
-            let buffer = LLVMCreateMemoryBufferWithMemoryRangeCopy(
-                object.as_ptr().cast(),
-                object.len(),
-                name.as_ptr(),
-            );
-            check(LLVMOrcLLJITAddObjectFile(jit, dylib, buffer))?;
+            for object in objects {
+                let buffer = LLVMCreateMemoryBufferWithMemoryRangeCopy(
+                    object.as_ptr().cast(),
+                    object.len(),
+                    name.as_ptr(),
+                );
+                check(LLVMOrcLLJITAddObjectFile(jit, dylib, buffer))?;
+            }
             Ok(loaded)
         }
     }

@@ -44,7 +44,7 @@ fn link(module: &Module<'_>) -> LoadedObject {
     let object = machine
         .write_to_memory_buffer(module, FileType::Object)
         .expect("object file");
-    LoadedObject::load(object.as_slice()).expect("links")
+    LoadedObject::load(&[object.as_slice().to_vec()]).expect("links")
 }
 
 /// A function `name(ptr a, ptr b, ptr c, i64 n)` whose body `body` builds.

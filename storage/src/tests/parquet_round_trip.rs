@@ -228,6 +228,62 @@ fn strings_of_several_files_share_one_sorted_dictionary() {
 }
 
 #[test]
+fn string_dictionaries_and_statistics_come_from_dictionary_pages() {
+    let dir = TempDir::new("dictionary-pages");
+    let folder = dir.path().join("t");
+    std::fs::create_dir(&folder).unwrap();
+    let schema = Schema::new(vec![
+        Field::new("region", DataType::Str),
+        Field::new("nation", DataType::Str).nullable(true),
+        Field::new("name", DataType::Str),
+    ]);
+    let regions = ["ASIA", "EUROPE", "AFRICA", "AMERICA", "MIDDLE EAST"];
+    // Two files of several row groups; the first file never holds "MIDDLE EAST".
+    for (file, rows) in [(0usize, 0..3000usize), (1, 3000..5000)] {
+        let region: Vec<String> = rows
+            .clone()
+            .map(|i| regions[i % if file == 0 { 4 } else { 5 }].to_string())
+            .collect();
+        let nation: Vec<String> = rows.clone().map(|i| format!("N{}", i % 25)).collect();
+        let valid: Vec<bool> = rows.clone().map(|i| i % 7 != 0).collect();
+        // Every name distinct: not worth a dictionary, so the writer stores it plainly.
+        let name: Vec<String> = rows.clone().map(|i| format!("Customer#{i:09}")).collect();
+        let columns = [
+            WriteColumn::new(WriteValues::Text(&region)),
+            WriteColumn {
+                values: WriteValues::Text(&nation),
+                validity: Some(&valid),
+            },
+            WriteColumn::new(WriteValues::Text(&name)),
+        ];
+        write_parquet_columns(
+            &folder.join(format!("part-{file}.parquet")),
+            &schema,
+            &columns,
+            700,
+        )
+        .unwrap();
+    }
+    let catalog = Catalog::open(dir.path(), &[]).unwrap();
+    for column in ["region", "nation"] {
+        let early_stats = catalog.stats("t", column).unwrap();
+        let early = catalog.dictionary("t", column).unwrap().unwrap();
+        assert!(
+            !catalog.is_loaded("t", column),
+            "{column} was read to find its dictionary"
+        );
+        let loaded = catalog.column("t", column).unwrap();
+        assert_eq!(Some(&early), loaded.data.dictionary(), "{column}");
+        assert_eq!(early_stats, loaded.stats, "{column}");
+    }
+    assert_eq!(catalog.stats("t", "nation").unwrap().nulls, 715);
+    // Plain pages do not list their strings: the column is read.
+    let names = catalog.dictionary("t", "name").unwrap().unwrap();
+    assert!(catalog.is_loaded("t", "name"));
+    assert_eq!(names.len(), 5000);
+}
+
+#[test]
 fn write_parquet_takes_whole_columns() {
     let dir = TempDir::new("write-whole");
     let schema = Schema::new(vec![Field::new("x", DataType::I32).nullable(true)]);
