@@ -136,7 +136,7 @@ pub fn emit(
             modules_to_code(&modules, target, threads)
                 .map_err(internal)?
                 .into_iter()
-                .map(|unit| unit.text)
+                .map(|(unit, _)| unit.text)
                 .collect::<Vec<_>>()
                 .join("\n")
         }

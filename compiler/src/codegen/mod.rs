@@ -25,7 +25,7 @@ use tessera_storage::Catalog;
 
 use crate::physical::PhysicalQuery;
 
-pub use targets::{llvm_to_object, llvm_to_ptx, optimize_llvm};
+pub use targets::{llvm_to_object, llvm_to_ptx, optimize_llvm, optimize_llvm_with, GpuPasses};
 
 /// One kernel's LLVM module, held as bitcode: kernels are built one after another (they share
 /// the query's buffers and hash tables), then optimized and emitted in parallel, each in a
@@ -123,14 +123,17 @@ pub struct CodegenTimes {
     pub threads: usize,
     /// Kernels compiled.
     pub kernels: usize,
+    /// The longest any one kernel took to optimize and emit: the floor of `llvm_ms` however
+    /// many threads there are.
+    pub slowest_kernel_ms: f64,
 }
 
 impl std::fmt::Display for CodegenTimes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "LLVM IR {:.1}, optimize and emit {:.1} ({} kernels on {} threads)",
-            self.build_ms, self.llvm_ms, self.kernels, self.threads
+            "LLVM IR {:.1}, optimize and emit {:.1}: {} kernels on {} threads, the slowest {:.1}",
+            self.build_ms, self.llvm_ms, self.kernels, self.threads, self.slowest_kernel_ms
         )
     }
 }
@@ -153,6 +156,8 @@ pub fn pipelines_to_program_timed(
     let kernels =
         modules_to_code(&modules, target, threads).map_err(|e| Diagnostic::internal(span, e))?;
     times.llvm_ms = started.elapsed().as_secs_f64() * 1e3;
+    times.slowest_kernel_ms = kernels.iter().map(|k| k.1).fold(0.0, f64::max);
+    let kernels = kernels.into_iter().map(|k| k.0).collect();
     times.threads = threads;
     times.kernels = modules.len();
     let code = match target {
@@ -173,23 +178,27 @@ fn worker_threads(kernels: usize) -> usize {
 }
 
 /// Optimizes and emits every module on `threads` worker threads: PTX text for the GPU, a
-/// hex-encoded object file for the host. The result keeps the modules' order.
+/// hex-encoded object file for the host. The result keeps the modules' order; each kernel
+/// comes with the milliseconds it took.
 pub fn modules_to_code(
     modules: &[KernelModule],
     target: Target,
     threads: usize,
-) -> Result<Vec<KernelCode>, String> {
+) -> Result<Vec<(KernelCode, f64)>, String> {
     let next = AtomicUsize::new(0);
-    let done: Mutex<Vec<Option<Result<String, String>>>> =
-        Mutex::new(modules.iter().map(|_| None).collect());
+    /// A kernel's code and the milliseconds it took, or why it failed.
+    type Compiled = Result<(String, f64), String>;
+    let done: Mutex<Vec<Option<Compiled>>> = Mutex::new(modules.iter().map(|_| None).collect());
     let work = || loop {
         let index = next.fetch_add(1, Ordering::Relaxed);
         let Some(module) = modules.get(index) else {
             break;
         };
-        let code = module_to_code(module, target);
+        let started = Instant::now();
+        let code = kernel_to_code(module, target, GpuPasses::Reduced);
+        let ms = started.elapsed().as_secs_f64() * 1e3;
         if let Ok(mut done) = done.lock() {
-            done[index] = Some(code);
+            done[index] = Some(code.map(|text| (text, ms)));
         }
     };
     std::thread::scope(|scope| {
@@ -205,20 +214,26 @@ pub fn modules_to_code(
         .iter()
         .zip(done)
         .map(|(module, code)| {
-            let text =
+            let (text, ms) =
                 code.unwrap_or_else(|| Err(format!("{} was not compiled", module.kernel)))?;
-            Ok(KernelCode {
+            let code = KernelCode {
                 kernel: module.kernel.clone(),
                 text,
-            })
+            };
+            Ok((code, ms))
         })
         .collect()
 }
 
-fn module_to_code(module: &KernelModule, target: Target) -> Result<String, String> {
+/// Optimizes and emits one kernel: PTX text, or a hex-encoded host object file.
+pub fn kernel_to_code(
+    module: &KernelModule,
+    target: Target,
+    gpu_passes: GpuPasses,
+) -> Result<String, String> {
     let context = Context::create();
     let llvm = module.parse(&context)?;
-    optimize_llvm(&llvm, target)?;
+    optimize_llvm_with(&llvm, target, gpu_passes)?;
     match target {
         Target::Nvptx { sm } => llvm_to_ptx(&llvm, sm),
         Target::Host => Ok(hex(&llvm_to_object(&llvm)?)),

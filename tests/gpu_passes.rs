@@ -1,0 +1,118 @@
+//! Tessera's reduced GPU optimization pipeline must compile every example and conformance
+//! script to the same PTX as LLVM's `default<O1>`: that is what justified each pass it leaves
+//! out, and a change in the code generator could make one of them matter again.
+
+mod common;
+
+use std::path::Path;
+
+use tessera_compiler::codegen::{kernel_to_code, pipelines_to_modules, GpuPasses};
+use tessera_compiler::Compilation;
+use tessera_grammar::source_to_ast;
+use tessera_runtime::Target;
+
+/// Every script: the examples, and the `script:` section of each conformance file.
+fn scripts() -> Vec<(String, String)> {
+    let mut scripts = Vec::new();
+    let mut stack = vec![
+        common::repo().join("examples"),
+        common::repo().join("tests/conformance"),
+    ];
+    while let Some(dir) = stack.pop() {
+        let mut entries: Vec<_> = std::fs::read_dir(&dir)
+            .expect("readable folder")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Some(source) = script_of(&path) {
+                scripts.push((path.display().to_string(), source));
+            }
+        }
+    }
+    scripts
+}
+
+fn script_of(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    match path.extension()?.to_str()? {
+        "tq" => Some(text),
+        "test" => {
+            let after = text.split_once("\nscript:\n")?.1;
+            Some(after.split_once("\nsql:\n")?.0.to_string())
+        }
+        _ => None,
+    }
+}
+
+/// PTX with registers renamed in order of first use and their declarations dropped: two
+/// pipelines may number virtual registers differently for the same instructions.
+fn normalized(ptx: &str) -> String {
+    let mut names = std::collections::HashMap::new();
+    let mut out = String::with_capacity(ptx.len());
+    for line in ptx.lines().filter(|l| !l.trim_start().starts_with(".reg")) {
+        let mut chars = line.char_indices().peekable();
+        while let Some((start, c)) = chars.next() {
+            if c != '%' {
+                out.push(c);
+                continue;
+            }
+            let mut end = start + 1;
+            while let Some(&(i, next)) = chars.peek() {
+                if !next.is_ascii_alphanumeric() {
+                    break;
+                }
+                end = i + next.len_utf8();
+                chars.next();
+            }
+            let token = &line[start..end];
+            let kind: String = token[1..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphabetic())
+                .collect();
+            if token.len() > kind.len() + 1
+                && token[kind.len() + 1..].chars().all(|c| c.is_ascii_digit())
+            {
+                let next = names.len();
+                let id = *names.entry(token.to_string()).or_insert(next);
+                out.push_str(&format!("%{kind}#{id}"));
+            } else {
+                out.push_str(token);
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn gpu_passes_match_llvm_o1() {
+    let target = Target::Nvptx { sm: 90 };
+    let scripts = scripts();
+    assert!(scripts.len() >= 28, "found only {} scripts", scripts.len());
+    for (name, source) in scripts {
+        let catalog = common::ssb_catalog(&source);
+        let ast = source_to_ast(&source).unwrap_or_else(|d| panic!("{name}: {d:?}"));
+        let compilation =
+            Compilation::run(ast, &catalog).unwrap_or_else(|d| panic!("{name}: {d:?}"));
+        let (modules, _) = pipelines_to_modules(
+            &compilation.physical,
+            &catalog,
+            target,
+            target.default_tile(),
+        )
+        .unwrap_or_else(|d| panic!("{name}: {d:?}"));
+        for module in &modules {
+            let reduced = kernel_to_code(module, target, GpuPasses::Reduced).expect("reduced");
+            let reference = kernel_to_code(module, target, GpuPasses::LlvmO1).expect("O1");
+            assert_eq!(
+                normalized(&reduced),
+                normalized(&reference),
+                "{name}, kernel {}: the reduced pipeline's PTX differs from default<O1>'s",
+                module.kernel
+            );
+        }
+    }
+}
