@@ -7,7 +7,7 @@ use tessera_grammar::{
 use tessera_runtime::Target;
 use tessera_storage::Catalog;
 
-use crate::codegen::{modules_to_code, pipelines_to_modules, KernelModule};
+use crate::codegen::{modules_to_code, pipelines_to_modules, worker_threads, KernelModule};
 use crate::logical::logical_to_string;
 use crate::physical::physical_to_string;
 use crate::script::Compilation;
@@ -132,8 +132,7 @@ pub fn emit(
             if !target.is_gpu() {
                 return Err(EmitError::NotGpu);
             }
-            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-            modules_to_code(&modules, target, threads)
+            modules_to_code(&modules, target, worker_threads(modules.len()))
                 .map_err(internal)?
                 .into_iter()
                 .map(|(unit, _)| unit.text)

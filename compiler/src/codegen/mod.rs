@@ -172,7 +172,8 @@ pub fn pipelines_to_program_timed(
     })
 }
 
-fn worker_threads(kernels: usize) -> usize {
+/// Threads worth compiling `kernels` kernels on: one per kernel, at most one per core.
+pub fn worker_threads(kernels: usize) -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     cores.min(kernels).max(1)
 }

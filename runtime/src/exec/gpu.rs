@@ -1,5 +1,5 @@
 //! The GPU backend, through the CUDA driver API (cudarc): PTX loaded once per program (a module
-//! per kernel, loaded in parallel since the driver compiles each to machine code), columns
+//! per kernel, loaded on parallel threads), columns
 //! uploaded once per process and kept on the device, buffers allocated and filled per query,
 //! kernels timed with CUDA events. The driver library is probed for before cudarc touches it,
 //! since its loader panics when `libcuda.so` is absent.
