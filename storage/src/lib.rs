@@ -10,12 +10,14 @@
 //! | `tbl` | dbgen's pipe-separated `.tbl` files, read with a declared schema |
 //! | `string_chunks` | strings read in parallel chunks, merged into one sorted dictionary |
 //! | `gen` | the SSB generator (deterministic, parallel, written as Parquet) |
+//! | `compress` | GPU-FOR and GPU-DFOR bit-packing of integer columns (CPU encoder, reference decoder) |
 //! | `error`, `progress` | one-line errors naming the file or table; progress of long work |
 //!
 //! It knows nothing of the query language or of GPUs.
 
 pub mod catalog;
 pub mod column;
+pub mod compress;
 pub mod date;
 pub mod error;
 pub mod gen;

@@ -1,0 +1,385 @@
+//! Bit-packed integer columns in the GPU-FOR and GPU-DFOR formats of Shanbhag's thesis
+//! ("Interactive analytics on GPUs", chapter 5): the CPU encoder, the choice between the
+//! schemes, and a CPU reference decoder that a GPU decoder must agree with word for word.
+//!
+//! # Layout
+//!
+//! An [`Encoded`] column holds `len` values of type `i32` in `data`, a vector of 32-bit words.
+//! With [`Scheme::None`], `data[i]` is value `i` (its `i32` bits) and `block_starts` is empty.
+//! Otherwise the values are cut into blocks of [`BLOCK_LEN`] = 128 (the last block holds
+//! `len % 128` real values when that is not zero) and block `b` occupies the words
+//! `data[block_starts[b] .. block_starts[b + 1]]`. `block_starts` has `ceil(len / 128) + 1`
+//! entries: it starts at 0, the blocks follow each other without gaps, and its final entry is
+//! `data.len()`. Every block can be decoded without reading any other block.
+//!
+//! A GPU-FOR block of values `v[0..128]`:
+//!
+//! | word | holds |
+//! |---|---|
+//! | 0 | the reference `r = min(v)`, as the bits of an `i32` |
+//! | 1 | the four miniblocks' bit widths `w0..w3`, one byte each, `w0` in the low byte; each in `0..=32` |
+//! | 2 .. 2+w0 | miniblock 0: `v[0..32]` |
+//! | 2+w0 .. 2+w0+w1 | miniblock 1: `v[32..64]` |
+//! | … | miniblocks 2 and 3 likewise; the block is `2 + w0 + w1 + w2 + w3` words |
+//!
+//! Miniblock `m` stores `d[i] = (v[32m + i] as u32).wrapping_sub(r as u32)` for `i` in `0..32`,
+//! with width `w = wm`, the fewest bits that hold the largest `d[i]` (0 when all are 0).
+//! The `w` words form one bit stream, least significant bit first: `d[i]` occupies stream bits
+//! `i*w .. (i+1)*w`, where stream bit `k` is bit `k % 32` of word `k / 32`. A value whose bits
+//! cross a word boundary has its low bits at the top of one word and its high bits at the
+//! bottom of the next. Decoding is `v[i] = (r as u32).wrapping_add(d[i]) as i32`, so any pair of
+//! `i32` values, `i32::MIN` with `i32::MAX` included, fits in a width of 32.
+//!
+//! A GPU-DFOR block is one word, the block's first value `v[0]` (its base), followed by a
+//! GPU-FOR block of the deltas `e[0] = 0`, `e[i] = v[i].wrapping_sub(v[i - 1])`. Decoding is the
+//! GPU-FOR decoding of the deltas followed by an inclusive prefix sum that starts from the base:
+//! `v[i] = base + e[0] + … + e[i]`, all additions wrapping. The thesis stores one base per group
+//! of D blocks decoded by one thread block; one base per block costs a word per 128 values and
+//! leaves the group size to the decoder.
+//!
+//! Positions past `len` in the last block are padding: the encoder gives them the block's
+//! reference (a difference of 0, so they widen no miniblock and a miniblock of padding alone takes
+//! no words), and a decoder may decode them to anything, as long as it does not write them out.
+//! A decoder that, like the thesis's, loads the two words from `k / 32` on for every value reads
+//! past a miniblock's end: one word past, or two for a miniblock of width 0 that ends its block.
+//! Those words belong to the next miniblock or block, except after the last block, so a device
+//! copy of `data` wants two spare words at its end (or the decoder skips loads for width 0 and
+//! the second load when the value does not straddle).
+
+mod pack;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::str::FromStr;
+
+use rayon::prelude::*;
+
+/// Values per block: one GPU thread block of 128 threads decodes one value per thread.
+pub const BLOCK_LEN: usize = 128;
+/// Values per miniblock: one warp, and `32 * width` bits is exactly `width` words.
+pub const MINIBLOCK_LEN: usize = 32;
+/// Miniblocks per block.
+pub const MINIBLOCKS: usize = BLOCK_LEN / MINIBLOCK_LEN;
+
+/// How a column's values are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    /// One word per value.
+    None,
+    /// GPU-FOR: frame of reference and bit-packing per block of 128.
+    For,
+    /// GPU-DFOR: deltas within each block of 128, then GPU-FOR.
+    Dfor,
+}
+
+impl Scheme {
+    /// Reads `none`, `for` or `dfor`, in any case.
+    pub fn parse(text: &str) -> Result<Scheme, CompressError> {
+        let text = text.trim();
+        [Scheme::None, Scheme::For, Scheme::Dfor]
+            .into_iter()
+            .find(|scheme| scheme.name().eq_ignore_ascii_case(text))
+            .ok_or_else(|| CompressError::UnknownScheme(text.to_string()))
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheme::None => "none",
+            Scheme::For => "for",
+            Scheme::Dfor => "dfor",
+        }
+    }
+}
+
+impl fmt::Display for Scheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Scheme {
+    type Err = CompressError;
+
+    fn from_str(text: &str) -> Result<Scheme, CompressError> {
+        Scheme::parse(text)
+    }
+}
+
+/// Why an encoding could not be made or an [`Encoded`] column could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompressError {
+    #[error("unknown compression scheme `{0}` (expected none, for or dfor)")]
+    UnknownScheme(String),
+    #[error("{words} words of {scheme} data do not fit the 32-bit block starts")]
+    TooLarge { scheme: Scheme, words: usize },
+    #[error("{scheme} column of {len} values has {found} block starts, expected {expected}")]
+    BlockCount {
+        scheme: Scheme,
+        len: usize,
+        expected: usize,
+        found: usize,
+    },
+    #[error("{scheme} column has {found} data words, expected {expected}")]
+    DataLength {
+        scheme: Scheme,
+        expected: usize,
+        found: usize,
+    },
+    #[error("words {start}..{end} of the {scheme} data belong to no block")]
+    Unowned {
+        scheme: Scheme,
+        start: usize,
+        end: usize,
+    },
+    #[error("block {block} asked for, the column has {blocks}")]
+    NoSuchBlock { block: usize, blocks: usize },
+    #[error("block {block} spans words {start}..{end} of {data_len}")]
+    BlockRange {
+        block: usize,
+        start: usize,
+        end: usize,
+        data_len: usize,
+    },
+    #[error("block {block}, miniblock {miniblock}: bit width {width} is over 32")]
+    BitWidth {
+        block: usize,
+        miniblock: usize,
+        width: u32,
+    },
+    #[error("block {block} has {found} words, its header says {expected}")]
+    BlockSize {
+        block: usize,
+        expected: usize,
+        found: usize,
+    },
+}
+
+/// A column of `i32` values in one [`Scheme`]; the module documentation gives the layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Encoded {
+    pub scheme: Scheme,
+    /// Number of values, padding excluded.
+    pub len: usize,
+    /// Where each block begins in `data`, in words, then `data.len()`; empty for [`Scheme::None`].
+    pub block_starts: Vec<u32>,
+    pub data: Vec<u32>,
+}
+
+impl Encoded {
+    /// Storage size: the data and the block starts.
+    pub fn bytes(&self) -> usize {
+        (self.data.len() + self.block_starts.len()) * std::mem::size_of::<u32>()
+    }
+
+    /// Storage size per value, in bits; 0 for an empty column.
+    pub fn bits_per_value(&self) -> f64 {
+        if self.len == 0 {
+            0.0
+        } else {
+            (self.bytes() * 8) as f64 / self.len as f64
+        }
+    }
+
+    /// Number of blocks of [`BLOCK_LEN`] values, the last one possibly partial.
+    pub fn blocks(&self) -> usize {
+        self.len.div_ceil(BLOCK_LEN)
+    }
+}
+
+/// Encodes `values` in `scheme`, the blocks in parallel.
+///
+/// # Panics
+///
+/// If the encoding needs more than `u32::MAX` words (more than about four billion values), which
+/// the 32-bit block starts cannot address; [`try_encode`] says so instead.
+pub fn encode(values: &[i32], scheme: Scheme) -> Encoded {
+    match try_encode(values, scheme) {
+        Ok(encoded) => encoded,
+        Err(error) => panic!("{error}"),
+    }
+}
+
+/// Encodes `values` in `scheme`, the blocks in parallel; fails only with
+/// [`CompressError::TooLarge`].
+pub fn try_encode(values: &[i32], scheme: Scheme) -> Result<Encoded, CompressError> {
+    if scheme == Scheme::None {
+        return Ok(Encoded {
+            scheme,
+            len: values.len(),
+            block_starts: Vec::new(),
+            data: values.iter().map(|&v| v as u32).collect(),
+        });
+    }
+    // Block sizes are known only once a block is packed, so each block gets its own vector and
+    // the offsets are a prefix sum over their lengths afterwards.
+    let blocks: Vec<Vec<u32>> = values
+        .par_chunks(BLOCK_LEN)
+        .map(|chunk| match scheme {
+            Scheme::Dfor => pack::encode_dfor_block(chunk),
+            _ => pack::encode_for_block(chunk),
+        })
+        .collect();
+    let words: usize = blocks.iter().map(Vec::len).sum();
+    if u32::try_from(words).is_err() {
+        return Err(CompressError::TooLarge { scheme, words });
+    }
+    let mut block_starts = Vec::with_capacity(blocks.len() + 1);
+    let mut data = Vec::with_capacity(words);
+    for block in &blocks {
+        block_starts.push(data.len() as u32);
+        data.extend_from_slice(block);
+    }
+    block_starts.push(data.len() as u32);
+    Ok(Encoded {
+        scheme,
+        len: values.len(),
+        block_starts,
+        data,
+    })
+}
+
+/// The smallest of the three encodings of `values`; on a tie, `None` before `For` before `Dfor`
+/// (the simpler one decodes faster).
+pub fn choose(values: &[i32]) -> Encoded {
+    let (for_, dfor) = rayon::join(
+        || try_encode(values, Scheme::For),
+        || try_encode(values, Scheme::Dfor),
+    );
+    let mut best: Option<Encoded> = None;
+    let mut best_bytes = values.len() * std::mem::size_of::<u32>();
+    for candidate in [for_, dfor].into_iter().flatten() {
+        if candidate.bytes() < best_bytes {
+            best_bytes = candidate.bytes();
+            best = Some(candidate);
+        }
+    }
+    // The plain copy is made only when it wins, so that choosing costs no third copy.
+    best.unwrap_or_else(|| encode(values, Scheme::None))
+}
+
+/// Decodes a whole column, checking the block starts and every block header against `data`.
+pub fn decode(encoded: &Encoded) -> Result<Vec<i32>, CompressError> {
+    check_shape(encoded)?;
+    if encoded.scheme == Scheme::None {
+        return Ok(encoded.data.iter().map(|&w| w as i32).collect());
+    }
+    if let (Some(&first), Some(&last)) = (encoded.block_starts.first(), encoded.block_starts.last())
+    {
+        let (first, last, data_len) = (first as usize, last as usize, encoded.data.len());
+        // Words outside every block were not written by `encode`, so their column is corrupt even
+        // though each block alone may decode.
+        if first != 0 {
+            return Err(CompressError::Unowned {
+                scheme: encoded.scheme,
+                start: 0,
+                end: first,
+            });
+        }
+        if last < data_len {
+            return Err(CompressError::Unowned {
+                scheme: encoded.scheme,
+                start: last,
+                end: data_len,
+            });
+        }
+        if last > data_len {
+            return Err(CompressError::DataLength {
+                scheme: encoded.scheme,
+                expected: last,
+                found: data_len,
+            });
+        }
+    }
+    let mut values = vec![0; encoded.len];
+    let mut block = [0; BLOCK_LEN];
+    for (b, out) in values.chunks_mut(BLOCK_LEN).enumerate() {
+        decode_checked_block(encoded, b, &mut block)?;
+        out.copy_from_slice(&block[..out.len()]);
+    }
+    Ok(values)
+}
+
+/// Decodes block `block` into `out`; positions past the column's end hold unspecified values.
+pub fn decode_block(
+    encoded: &Encoded,
+    block: usize,
+    out: &mut [i32; BLOCK_LEN],
+) -> Result<(), CompressError> {
+    check_shape(encoded)?;
+    let blocks = encoded.blocks();
+    if block >= blocks {
+        return Err(CompressError::NoSuchBlock { block, blocks });
+    }
+    decode_checked_block(encoded, block, out)
+}
+
+/// The checks that cost nothing per block: the number of block starts, or for `None` the number
+/// of words.
+fn check_shape(encoded: &Encoded) -> Result<(), CompressError> {
+    let (expected, found) = match encoded.scheme {
+        Scheme::None => {
+            if encoded.data.len() != encoded.len {
+                return Err(CompressError::DataLength {
+                    scheme: encoded.scheme,
+                    expected: encoded.len,
+                    found: encoded.data.len(),
+                });
+            }
+            (0, encoded.block_starts.len())
+        }
+        Scheme::For | Scheme::Dfor => (encoded.blocks() + 1, encoded.block_starts.len()),
+    };
+    if expected != found {
+        return Err(CompressError::BlockCount {
+            scheme: encoded.scheme,
+            len: encoded.len,
+            expected,
+            found,
+        });
+    }
+    Ok(())
+}
+
+/// Decodes one block of a column whose shape has been checked, and `block < blocks()`.
+fn decode_checked_block(
+    encoded: &Encoded,
+    block: usize,
+    out: &mut [i32; BLOCK_LEN],
+) -> Result<(), CompressError> {
+    if encoded.scheme == Scheme::None {
+        let start = block * BLOCK_LEN;
+        let end = encoded.len.min(start + BLOCK_LEN);
+        let words = encoded.data.get(start..end).unwrap_or(&[]);
+        out.fill(0);
+        for (v, &w) in out.iter_mut().zip(words) {
+            *v = w as i32;
+        }
+        return Ok(());
+    }
+    let (start, end) = match (
+        encoded.block_starts.get(block),
+        encoded.block_starts.get(block + 1),
+    ) {
+        (Some(&start), Some(&end)) => (start as usize, end as usize),
+        _ => {
+            return Err(CompressError::NoSuchBlock {
+                block,
+                blocks: encoded.blocks(),
+            })
+        }
+    };
+    let words = encoded
+        .data
+        .get(start..end)
+        .ok_or(CompressError::BlockRange {
+            block,
+            start,
+            end,
+            data_len: encoded.data.len(),
+        })?;
+    match encoded.scheme {
+        Scheme::Dfor => pack::decode_dfor_block(words, block, out),
+        _ => pack::decode_for_block(words, block, out),
+    }
+}
