@@ -621,19 +621,8 @@ impl ReadTask<'_> {
             .map(|group| {
                 guarded(group.path, || {
                     let mut reader = self.reader::<ByteArrayType>(group)?;
-                    let chunk = read_string_group(&mut reader, group.rows, nullable).map_err(
-                        |e| match e {
-                            StringReadError::Parquet(message) => parquet_error(group.path, message),
-                            StringReadError::NotUtf8 => StorageError::UnsupportedColumn {
-                                table: table.into(),
-                                column: column.into(),
-                                reason: format!(
-                                    "{} holds bytes that are not UTF-8 text",
-                                    group.path.display()
-                                ),
-                            },
-                        },
-                    )?;
+                    let chunk = read_string_group(&mut reader, group.rows, nullable)
+                        .map_err(|e| e.into_storage(table, column, group.path))?;
                     self.progress.advance(group.rows as u64);
                     Ok(chunk)
                 })
@@ -703,14 +692,8 @@ pub(crate) fn read_parquet_dictionary(
             else {
                 return Ok(None);
             };
-            plain_strings(&buf, num_values as usize, &mut strings).map_err(|e| match e {
-                StringReadError::Parquet(message) => parquet_error(path, message),
-                StringReadError::NotUtf8 => StorageError::UnsupportedColumn {
-                    table: table.into(),
-                    column: field.name.clone(),
-                    reason: format!("{} holds bytes that are not UTF-8 text", path.display()),
-                },
-            })?;
+            plain_strings(&buf, num_values as usize, &mut strings)
+                .map_err(|e| e.into_storage(table, &field.name, path))?;
         }
     }
     Ok(Some((Dictionary::from_unsorted(strings), nulls)))
@@ -812,6 +795,19 @@ where
 enum StringReadError {
     Parquet(String),
     NotUtf8,
+}
+
+impl StringReadError {
+    fn into_storage(self, table: &str, column: &str, path: &Path) -> StorageError {
+        match self {
+            StringReadError::Parquet(message) => parquet_error(path, message),
+            StringReadError::NotUtf8 => StorageError::UnsupportedColumn {
+                table: table.into(),
+                column: column.into(),
+                reason: format!("{} holds bytes that are not UTF-8 text", path.display()),
+            },
+        }
+    }
 }
 
 fn read_string_group(
