@@ -36,6 +36,8 @@ enum Command {
         #[command(subcommand)]
         suite: BenchSuite,
     },
+    /// Shows how each column of a data directory is stored for kernels: encoding, bits per value.
+    Stats(StatsArgs),
     /// Generates benchmark data as Parquet.
     Gen {
         #[command(subcommand)]
@@ -66,6 +68,10 @@ pub struct CompileArgs {
     /// when omitted.
     #[arg(long, value_parser = parse_tile)]
     tile: Option<tessera_runtime::TileShape>,
+    /// How the integer columns kernels read are stored on the device: plain (`none`), bit-packed
+    /// with GPU-FOR (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
+    #[arg(long, default_value = "none", value_parser = parse_compression)]
+    compress: tessera_storage::compress::Compression,
 }
 
 fn parse_tile(text: &str) -> Result<tessera_runtime::TileShape, String> {
@@ -85,6 +91,10 @@ fn parse_tile(text: &str) -> Result<tessera_runtime::TileShape, String> {
             "`{text}` is not a tile shape; write THREADSxITEMS, e.g. 128x8"
         )),
     }
+}
+
+fn parse_compression(text: &str) -> Result<tessera_storage::compress::Compression, String> {
+    tessera_storage::compress::Compression::parse(text).map_err(|e| e.to_string())
 }
 
 fn parse_target(text: &str) -> Result<tessera_runtime::Target, String> {
@@ -118,6 +128,10 @@ pub struct RunArgs {
     /// when omitted.
     #[arg(long, value_parser = parse_tile)]
     tile: Option<tessera_runtime::TileShape>,
+    /// How the integer columns kernels read are stored on the device: plain (`none`), bit-packed
+    /// with GPU-FOR (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
+    #[arg(long, default_value = "none", value_parser = parse_compression)]
+    compress: tessera_storage::compress::Compression,
 }
 
 #[derive(clap::Args)]
@@ -131,6 +145,22 @@ pub struct TestArgs {
     /// Where to run.
     #[arg(long, value_enum, default_value = "auto")]
     device: commands::session::DeviceChoice,
+    /// How the integer columns kernels read are stored on the device: plain (`none`), bit-packed
+    /// with GPU-FOR (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
+    #[arg(long, default_value = "none", value_parser = parse_compression)]
+    compress: tessera_storage::compress::Compression,
+}
+
+#[derive(clap::Args)]
+pub struct StatsArgs {
+    /// The data directory.
+    data: PathBuf,
+    /// Only this table.
+    #[arg(long)]
+    table: Option<String>,
+    /// The encoding setting to report (as `run --compress`).
+    #[arg(long, default_value = "auto", value_parser = parse_compression)]
+    compress: tessera_storage::compress::Compression,
 }
 
 /// The stages `--emit` prints (see `tessera_compiler::emit::Stage`).
@@ -152,6 +182,27 @@ pub enum Emit {
 enum BenchSuite {
     /// The 13 Star Schema Benchmark queries.
     Ssb(BenchArgs),
+    /// Summing a column of values from U(0, 2^16), stored plain, GPU-FOR and GPU-DFOR.
+    Decode(DecodeBenchArgs),
+}
+
+#[derive(clap::Args)]
+pub struct DecodeBenchArgs {
+    /// How many values to sum.
+    #[arg(long, default_value_t = 500_000_000)]
+    values: usize,
+    /// Where to run.
+    #[arg(long, value_enum, default_value = "auto")]
+    device: commands::session::DeviceChoice,
+    /// Timed runs per encoding.
+    #[arg(long, default_value_t = 10)]
+    runs: usize,
+    /// Untimed runs before them.
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -178,6 +229,10 @@ pub struct BenchArgs {
     /// when omitted.
     #[arg(long, value_parser = parse_tile)]
     tile: Option<tessera_runtime::TileShape>,
+    /// How the integer columns kernels read are stored on the device: plain (`none`), bit-packed
+    /// with GPU-FOR (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
+    #[arg(long, default_value = "none", value_parser = parse_compression)]
+    compress: tessera_storage::compress::Compression,
 }
 
 #[derive(Subcommand)]
@@ -242,9 +297,13 @@ fn run(cli: Cli) -> Result<(), failure::Failure> {
         Command::Compile(args) => commands::compile::run(&args),
         Command::Run(args) => commands::run::run(&args),
         Command::Test(args) => commands::test::run(&args),
+        Command::Stats(args) => commands::stats::run(&args),
         Command::Bench {
             suite: BenchSuite::Ssb(args),
         } => commands::bench::run(&args),
+        Command::Bench {
+            suite: BenchSuite::Decode(args),
+        } => commands::bench_decode::run(&args),
         Command::Gen {
             dataset: GenDataset::Ssb { sf, out },
         } => commands::gen::ssb(sf, &out),

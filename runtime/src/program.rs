@@ -3,6 +3,7 @@
 //! allocate, and how to turn those buffers into the result. It is plain data: `tessera compile
 //! -o Q.tqx` writes it as JSON, and `tessera run Q.tqx` executes it without compiling anything.
 
+use tessera_storage::compress::Scheme;
 use tessera_storage::{DataType, Value};
 
 use crate::primitives::hash::HashTableLayout;
@@ -10,7 +11,7 @@ use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
 
 /// Bumped whenever the format changes, so an old artifact is refused with a clear message.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {
@@ -54,8 +55,6 @@ pub struct KernelLaunch {
     pub table: String,
     pub tile: TileShape,
     pub params: Vec<Param>,
-    /// Bytes the kernel reads per row of its table when every row is selected (for `--timing`).
-    pub bytes_per_row: u64,
 }
 
 /// A kernel parameter. Parameter 0 is always the table's row count.
@@ -72,6 +71,18 @@ pub enum Param {
     Validity {
         table: String,
         column: String,
+    },
+    /// A bit-packed column's words (`tessera_storage::compress`), then two spare zero words.
+    PackedWords {
+        table: String,
+        column: String,
+        scheme: Scheme,
+    },
+    /// Where each 128-value block of a bit-packed column begins among its words.
+    BlockStarts {
+        table: String,
+        column: String,
+        scheme: Scheme,
     },
     Buffer(usize),
     /// The slot count of the query's grouping hash table (a power of two), chosen at run time.

@@ -11,7 +11,7 @@ use tessera_runtime::exec::run_query;
 
 use super::compile::Script;
 use super::run::backend_for;
-use super::session::{choose_target, compile_with_catalog};
+use super::session::{choose_target, compile_with_catalog, CompileOptions};
 use crate::failure::Failure;
 use crate::progress::Bar;
 use crate::BenchArgs;
@@ -70,7 +70,7 @@ struct Report {
 const COMPILES: usize = 5;
 
 /// The median of `values` (sorted in place); 0 for none.
-fn median(values: &mut [f64]) -> f64 {
+pub fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     match values.len() {
         0 => 0.0,
@@ -102,6 +102,11 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         tessera_storage::gen::ssb::generate_ssb(args.sf, &data, &Bar::new())?;
     }
     let (target, gpu) = choose_target(args.device)?;
+    let options = CompileOptions {
+        target,
+        tile: args.tile,
+        compress: args.compress,
+    };
     let device = gpu
         .as_ref()
         .map_or("CPU".to_string(), |g| format!("{} ({target})", g.name));
@@ -123,11 +128,10 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         // Compile times vary with what else the host is doing; the median of a few is the
         // figure to report.
         let mut compile_times = Vec::with_capacity(COMPILES);
-        let mut compiled =
-            compile_with_catalog(&script, &data, target, args.tile, false, &mut cache)?;
+        let mut compiled = compile_with_catalog(&script, &data, &options, false, &mut cache)?;
         compile_times.push(compiled.compile_ms);
         for _ in 1..COMPILES {
-            compiled = compile_with_catalog(&script, &data, target, args.tile, false, &mut cache)?;
+            compiled = compile_with_catalog(&script, &data, &options, false, &mut cache)?;
             compile_times.push(compiled.compile_ms);
         }
         // What a repeated query pays instead of compiling: storing and reading the program.

@@ -1,5 +1,6 @@
 //! The kernel cache: compiled programs kept on disk, so that running a script again skips
-//! LLVM. An entry's key is the script's text, the target and tile shape, Tessera's version, and
+//! LLVM. An entry's key is the script's text, the target and tile shape, the compression
+//! setting, Tessera's version, and
 //! a coarse statistics class of every table the script names (its columns and types, and the
 //! order of magnitude of its row count). Anything finer the code depends on (key ranges for
 //! perfect hashing and dense groups) is an assumption the runtime checks before running, so a
@@ -38,6 +39,7 @@ pub fn key(
     hash.add(source.as_bytes());
     hash.add(target.to_string().as_bytes());
     hash.add(tile.to_string().as_bytes());
+    hash.add(catalog.compression().name().as_bytes());
     let mut tables = Vec::new();
     for item in &ast.items {
         match item {

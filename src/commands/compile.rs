@@ -8,9 +8,10 @@ use tessera_compiler::open_catalog;
 use tessera_compiler::script::OpenError;
 use tessera_grammar::source_to_ast;
 use tessera_runtime::Target;
+use tessera_storage::compress::Compression;
 use tessera_storage::Catalog;
 
-use super::session::compile_script;
+use super::session::{compile_script, CompileOptions};
 use crate::failure::Failure;
 use crate::{CompileArgs, Emit};
 
@@ -28,12 +29,18 @@ pub fn run(args: &CompileArgs) -> Result<(), Failure> {
             args.data.as_deref(),
             args.verbose,
             args.target,
+            args.compress,
         )?;
         print!("{text}");
     }
     if let Some(output) = &args.output {
         let data = needs_data(args.data.as_deref(), "-o")?;
-        let compiled = compile_script(&script, data, args.target, args.tile, false)?;
+        let options = CompileOptions {
+            target: args.target,
+            tile: args.tile,
+            compress: args.compress,
+        };
+        let compiled = compile_script(&script, data, &options, false)?;
         let json = serde_json::to_string(&compiled.program)
             .map_err(|e| Failure::Message(e.to_string()))?;
         std::fs::write(output, json)
@@ -91,12 +98,13 @@ pub fn emit(
     data: Option<&Path>,
     verbose: bool,
     target: Target,
+    compress: Compression,
 ) -> Result<String, Failure> {
     let stage = stage.stage();
     let catalog = if stage.needs_data() {
         let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
         let data = needs_data(data, &format!("--emit {}", stage.name()))?;
-        Some(open(script, &ast, data)?)
+        Some(open(script, &ast, data)?.with_compression(compress))
     } else {
         None
     };

@@ -1,9 +1,11 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod bench_decode;
 pub mod cache;
 pub mod compile;
 pub mod gen;
 pub mod run;
 pub mod session;
+pub mod stats;
 pub mod test;

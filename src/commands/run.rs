@@ -12,7 +12,7 @@ use tessera_storage::Catalog;
 
 use super::cache;
 use super::compile::Script;
-use super::session::{choose_target, compile_script, DeviceChoice};
+use super::session::{choose_target, compile_script, CompileOptions, DeviceChoice};
 use crate::failure::Failure;
 use crate::RunArgs;
 
@@ -47,14 +47,19 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     } else {
         let script = Script::read(&args.script)?;
         let (target, _) = choose_target(args.device)?;
-        let mut compiled = compile_script(&script, &args.data, target, args.tile, true)?;
+        let options = CompileOptions {
+            target,
+            tile: args.tile,
+            compress: args.compress,
+        };
+        let mut compiled = compile_script(&script, &args.data, &options, true)?;
         let outcomes = match execute_program(&compiled.program, &compiled.catalog) {
             // A cached program whose assumptions no longer hold: compile afresh.
             Err(RuntimeError::Stale(_)) if compiled.from_cache => {
                 if let Some(key) = &compiled.cache_key {
                     cache::forget(key);
                 }
-                compiled = compile_script(&script, &args.data, target, args.tile, true)?;
+                compiled = compile_script(&script, &args.data, &options, true)?;
                 execute(&compiled.program, &compiled.catalog)?
             }
             other => other?,

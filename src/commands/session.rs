@@ -11,6 +11,7 @@ use tessera_grammar::source_to_ast;
 use tessera_runtime::exec::gpu::{probe, GpuInfo};
 use tessera_runtime::program::Program;
 use tessera_runtime::{Target, TileShape};
+use tessera_storage::compress::Compression;
 use tessera_storage::Catalog;
 
 use super::cache;
@@ -44,6 +45,15 @@ pub fn choose_target(choice: DeviceChoice) -> Result<(Target, Option<GpuInfo>), 
     }
 }
 
+/// What a script is compiled for: the target, its tile shape (the target's default when
+/// `None`), and how the integer columns kernels read are encoded.
+#[derive(Clone, Copy, Debug)]
+pub struct CompileOptions {
+    pub target: Target,
+    pub tile: Option<TileShape>,
+    pub compress: Compression,
+}
+
 /// A script compiled against a data directory.
 pub struct Compiled {
     pub program: Program,
@@ -63,11 +73,10 @@ pub struct Compiled {
 pub fn compile_script(
     script: &Script,
     data: &Path,
-    target: Target,
-    tile: Option<TileShape>,
+    options: &CompileOptions,
     use_cache: bool,
 ) -> Result<Compiled, Failure> {
-    compile_with_catalog(script, data, target, tile, use_cache, &mut |_| None)
+    compile_with_catalog(script, data, options, use_cache, &mut |_| None)
 }
 
 /// Like `compile_script`, but takes the catalog from `cached` when it has one for a script
@@ -75,8 +84,7 @@ pub fn compile_script(
 pub fn compile_with_catalog(
     script: &Script,
     data: &Path,
-    target: Target,
-    tile: Option<TileShape>,
+    options: &CompileOptions,
     use_cache: bool,
     cached: &mut dyn FnMut(Option<Arc<Catalog>>) -> Option<Arc<Catalog>>,
 ) -> Result<Compiled, Failure> {
@@ -88,7 +96,7 @@ pub fn compile_with_catalog(
     let catalog = match (declares, cached(None)) {
         (false, Some(catalog)) => catalog,
         _ => {
-            let catalog = Arc::new(open(script, &ast, data)?);
+            let catalog = Arc::new(open(script, &ast, data)?.with_compression(options.compress));
             if !declares {
                 cached(Some(Arc::clone(&catalog)));
             }
@@ -96,7 +104,8 @@ pub fn compile_with_catalog(
         }
     };
     let started = Instant::now();
-    let tile = tile.unwrap_or_else(|| target.default_tile());
+    let target = options.target;
+    let tile = options.tile.unwrap_or_else(|| target.default_tile());
     let key = use_cache.then(|| cache::key(&script.source, &ast, &catalog, target, tile));
     if let Some(program) = key.as_deref().and_then(cache::load) {
         return Ok(Compiled {

@@ -7,13 +7,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use tessera_storage::compress::Compression;
 use tessera_storage::gen::ssb::generate_ssb;
 use tessera_storage::progress::NoProgress;
 use tessera_storage::Catalog;
 
 use super::compile::Script;
 use super::run::execute;
-use super::session::{choose_target, compile_with_catalog};
+use super::session::{choose_target, compile_with_catalog, CompileOptions};
 use crate::conformance::{compare, parse_csv, Case, Script as CaseScript};
 use crate::failure::Failure;
 use crate::TestArgs;
@@ -30,7 +31,19 @@ pub fn run(args: &TestArgs) -> Result<(), Failure> {
         Some(gpu) => format!("{} ({target})", gpu.name),
         None => "the CPU".to_string(),
     };
-    println!("running {} conformance files on {device}", files.len());
+    let options = CompileOptions {
+        target,
+        tile: None,
+        compress: args.compress,
+    };
+    let compression = match args.compress {
+        Compression::None => String::new(),
+        other => format!(", columns packed: {other}"),
+    };
+    println!(
+        "running {} conformance files on {device}{compression}",
+        files.len()
+    );
     let mut datasets: HashMap<String, PathBuf> = HashMap::new();
     // One catalog per data folder, so columns are read once for all the files that use them.
     let mut catalogs: HashMap<PathBuf, Arc<Catalog>> = HashMap::new();
@@ -64,7 +77,7 @@ pub fn run(args: &TestArgs) -> Result<(), Failure> {
                 }
                 None => catalogs.get(&data).cloned(),
             };
-            let compiled = compile_with_catalog(&script, &data, target, None, false, &mut cache)
+            let compiled = compile_with_catalog(&script, &data, &options, false, &mut cache)
                 .map_err(describe)?;
             let outcomes = execute(&compiled.program, &compiled.catalog).map_err(describe)?;
             let last = outcomes.last().ok_or("the script has no query")?;

@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use rayon::prelude::*;
 
 use crate::column::{Column, ColumnStats, Dictionary};
+use crate::compress::Compression;
 use crate::error::StorageError;
+use crate::packed::PackedColumns;
 use crate::parquet_read::{
     read_parquet_columns, read_parquet_dictionary, read_parquet_schema, ParquetFileSchema,
 };
@@ -55,11 +57,14 @@ pub struct Catalog {
     /// One lock per table, held while that table's columns load, so that threads asking for
     /// the same columns at once read the files once; other tables load meanwhile.
     loading: HashMap<String, Mutex<()>>,
+    /// How integer columns are encoded for kernels, and the encodings made so far.
+    pub(crate) compression: Compression,
+    pub(crate) packed: Mutex<PackedColumns>,
 }
 
 /// A poisoned lock only means another thread panicked while holding it; the map it guards is
 /// still consistent (entries are inserted whole), so carry on.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -92,6 +97,8 @@ impl Catalog {
             cache: Mutex::new(HashMap::new()),
             page_dictionaries: Mutex::new(HashMap::new()),
             loading,
+            compression: Compression::None,
+            packed: Mutex::new(PackedColumns::default()),
         })
     }
 
@@ -163,6 +170,8 @@ impl Catalog {
             cache: Mutex::new(cache),
             page_dictionaries: Mutex::new(HashMap::new()),
             loading,
+            compression: Compression::None,
+            packed: Mutex::new(PackedColumns::default()),
         })
     }
 

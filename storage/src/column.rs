@@ -74,6 +74,15 @@ impl ColumnData {
         }
     }
 
+    /// The values of a 4-byte integer column (dates, and codes for strings).
+    pub fn as_i32(&self) -> Option<&[i32]> {
+        match self {
+            ColumnData::I32(v) | ColumnData::Date(v) => Some(v),
+            ColumnData::Str { codes, .. } => Some(codes),
+            _ => None,
+        }
+    }
+
     pub fn dictionary(&self) -> Option<&Arc<Dictionary>> {
         match self {
             ColumnData::Str { dictionary, .. } => Some(dictionary),

@@ -11,6 +11,7 @@
 //! | `string_chunks` | strings read in parallel chunks, merged into one sorted dictionary |
 //! | `gen` | the SSB generator (deterministic, parallel, written as Parquet) |
 //! | `compress` | GPU-FOR and GPU-DFOR bit-packing of integer columns (CPU encoder, reference decoder) |
+//! | `packed` | the catalog's choice of encoding per column and its cache of packed columns |
 //! | `error`, `progress` | one-line errors naming the file or table; progress of long work |
 //!
 //! It knows nothing of the query language or of GPUs.
@@ -21,6 +22,7 @@ pub mod compress;
 pub mod date;
 pub mod error;
 pub mod gen;
+pub mod packed;
 pub mod parquet_read;
 pub mod parquet_write;
 pub mod progress;

@@ -9,11 +9,12 @@ use inkwell::module::{Linkage, Module};
 use inkwell::types::BasicMetadataTypeEnum;
 use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::IntPredicate;
-use tessera_grammar::Diagnostic;
+use tessera_grammar::{Diagnostic, DiagnosticKind};
 use tessera_runtime::emit::TileArray;
-use tessera_runtime::primitives::load;
+use tessera_runtime::primitives::{load, unpack};
 use tessera_runtime::program::{KernelLaunch, Param, ResultShape};
 use tessera_runtime::{CodegenError, CodegenResult, Emitter, Target};
+use tessera_storage::compress::Scheme;
 
 use crate::columns::ColumnId;
 use crate::expr::{Expr, ExprKind};
@@ -69,7 +70,7 @@ pub(super) fn pipeline_to_kernel<'ctx>(
     let span = qc.query.span;
     let internal = |e: CodegenError| Diagnostic::internal(span, e.to_string());
     let (sink, shape) = plan_sink(qc, pipeline)?;
-    let params = collect_params(qc, pipeline, &sink);
+    let params = collect_params(qc, pipeline, &sink)?;
     let tile = qc.tile;
     let mut kernel = Kernel::new(context, module, qc, pipeline, params, name).map_err(internal)?;
     let state = kernel.sink_prologue(qc, &sink, name)?;
@@ -78,25 +79,12 @@ pub(super) fn pipeline_to_kernel<'ctx>(
     kernel.close_tiles().map_err(internal)?;
     kernel.sink_epilogue(qc, &sink, &state)?;
     let params = kernel.finish().map_err(internal)?;
-    let bytes_per_row = params
-        .iter()
-        .filter_map(|p| match p {
-            Param::Column { table, column } => qc
-                .catalog
-                .table(table)
-                .and_then(|t| t.schema.field(column))
-                .map(|f| f.ty.width() as u64),
-            Param::Validity { .. } => Some(1),
-            _ => None,
-        })
-        .sum();
     Ok((
         KernelLaunch {
             name: name.to_string(),
             table: pipeline.table.clone(),
             tile,
             params,
-            bytes_per_row,
         },
         shape,
     ))
@@ -117,7 +105,11 @@ fn expressions<'a>(pipeline: &'a Pipeline, sink: &'a SinkPlan) -> Vec<&'a Expr> 
     exprs
 }
 
-fn collect_params(qc: &QueryContext<'_>, pipeline: &Pipeline, sink: &SinkPlan) -> Vec<Param> {
+fn collect_params(
+    qc: &QueryContext<'_>,
+    pipeline: &Pipeline,
+    sink: &SinkPlan,
+) -> Result<Vec<Param>, Diagnostic> {
     let columns = &qc.query.columns;
     let mut params = vec![Param::Rows {
         table: pipeline.table.clone(),
@@ -135,10 +127,29 @@ fn collect_params(qc: &QueryContext<'_>, pipeline: &Pipeline, sink: &SinkPlan) -
     for id in used.into_iter().filter(|id| pipeline.scanned.contains(id)) {
         let info = columns.get(id);
         if let Some(origin) = &info.origin {
-            push(Param::Column {
-                table: origin.table.clone(),
-                column: origin.column.clone(),
-            });
+            let (table, column) = (origin.table.clone(), origin.column.clone());
+            // Tiles that cannot read packed columns (not whole 128-value blocks) read them plain.
+            let scheme = if unpack::fits(qc.target, qc.tile) {
+                qc.catalog.scheme(&table, &column).map_err(|e| {
+                    Diagnostic::new(DiagnosticKind::Data, qc.query.span, e.to_string())
+                })?
+            } else {
+                Scheme::None
+            };
+            if scheme == Scheme::None {
+                push(Param::Column { table, column });
+            } else {
+                push(Param::PackedWords {
+                    table: table.clone(),
+                    column: column.clone(),
+                    scheme,
+                });
+                push(Param::BlockStarts {
+                    table,
+                    column,
+                    scheme,
+                });
+            }
             if info.nullable {
                 push(Param::Validity {
                     table: origin.table.clone(),
@@ -171,7 +182,7 @@ fn collect_params(qc: &QueryContext<'_>, pipeline: &Pipeline, sink: &SinkPlan) -
     for buffer in sink.buffers(qc) {
         push(Param::Buffer(buffer));
     }
-    params
+    Ok(params)
 }
 
 impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
@@ -195,7 +206,11 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
         let is_pointer = |p: &Param| {
             matches!(
                 p,
-                Param::Column { .. } | Param::Validity { .. } | Param::Buffer(_)
+                Param::Column { .. }
+                    | Param::Validity { .. }
+                    | Param::PackedWords { .. }
+                    | Param::BlockStarts { .. }
+                    | Param::Buffer(_)
             )
         };
         let fn_type = match target {
@@ -390,13 +405,47 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             })?;
             let elem = self.em.value_type(info.ty);
             let values = self.em.tile_array(elem, &info.name)?;
-            let column = self
-                .param(&Param::Column {
-                    table: origin.table.clone(),
-                    column: origin.column.clone(),
-                })?
-                .into_pointer_value();
-            self.load_into(column, values)?;
+            match self.packed_scheme(&origin.table, &origin.column) {
+                // A packed tile is decoded whole, however few rows are still selected.
+                Some(scheme) => {
+                    let param = |words: bool| {
+                        let (table, column) = (origin.table.clone(), origin.column.clone());
+                        if words {
+                            Param::PackedWords {
+                                table,
+                                column,
+                                scheme,
+                            }
+                        } else {
+                            Param::BlockStarts {
+                                table,
+                                column,
+                                scheme,
+                            }
+                        }
+                    };
+                    let words = self.param(&param(true))?.into_pointer_value();
+                    let starts = self.param(&param(false))?.into_pointer_value();
+                    unpack::unpack(
+                        &self.em,
+                        scheme,
+                        words,
+                        starts,
+                        self.tile_start,
+                        self.num_items,
+                        values,
+                    )?;
+                }
+                None => {
+                    let column = self
+                        .param(&Param::Column {
+                            table: origin.table.clone(),
+                            column: origin.column.clone(),
+                        })?
+                        .into_pointer_value();
+                    self.load_into(column, values)?;
+                }
+            }
             let valid = if info.nullable {
                 let valid = self
                     .em
@@ -415,6 +464,35 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             self.tiles.insert(id, ColumnTile { values, valid });
         }
         Ok(())
+    }
+
+    /// The scheme `table.column` is packed in, if the kernel reads it packed.
+    fn packed_scheme(&self, table: &str, column: &str) -> Option<Scheme> {
+        self.params.iter().find_map(|p| match p {
+            Param::PackedWords {
+                table: t,
+                column: c,
+                scheme,
+            } if t == table && c == column => Some(*scheme),
+            _ => None,
+        })
+    }
+
+    /// Shared memory the kernel's unpacking takes per thread block.
+    pub fn unpack_shared_bytes(&self) -> u32 {
+        let mut schemes: Vec<Scheme> = self
+            .params
+            .iter()
+            .filter_map(|p| match p {
+                Param::PackedWords { scheme, .. } => Some(*scheme),
+                _ => None,
+            })
+            .collect();
+        schemes.dedup();
+        schemes
+            .into_iter()
+            .map(|scheme| unpack::shared_bytes(self.em.tile, scheme))
+            .sum()
     }
 
     fn load_into(

@@ -366,6 +366,9 @@ pub(super) struct SharedGroups<'ctx> {
 /// Shared memory a block may spend on its copy of the group arrays (static shared memory is
 /// limited to 48 KB per block; the reduction scratch needs a little of it).
 const SHARED_GROUP_BYTES: u64 = 40 << 10;
+/// The static shared memory a thread block may have, which unpacking packed columns and the
+/// reduction scratch share with the group arrays.
+const STATIC_SHARED_BYTES: u64 = 48 << 10;
 
 impl<'ctx> Kernel<'_, 'ctx, '_> {
     /// Code before the loop over tiles: initializes what the sink keeps across tiles.
@@ -614,10 +617,12 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             .sum::<u64>();
         // The planner chose; the host's threads gain nothing from a copy (a block is one
         // thread), and the copy must still fit the static shared-memory limit.
-        if !block_local
-            || !qc.target.is_gpu()
-            || slots.saturating_mul(per_slot) > SHARED_GROUP_BYTES
-        {
+        let budget = SHARED_GROUP_BYTES.min(
+            STATIC_SHARED_BYTES
+                - u64::from(reduce::SCRATCH_BYTES)
+                - u64::from(self.unpack_shared_bytes()),
+        );
+        if !block_local || !qc.target.is_gpu() || slots.saturating_mul(per_slot) > budget {
             return Ok(None);
         }
         let em = &self.em;

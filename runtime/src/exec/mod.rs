@@ -10,9 +10,11 @@ pub mod jit;
 use std::sync::Arc;
 use std::time::Instant;
 
+use tessera_storage::compress::Encoded;
 use tessera_storage::{Catalog, Column, StorageError};
 
 use crate::primitives::hash::status;
+use crate::primitives::unpack::DEVICE_SPARE_WORDS;
 use crate::program::{Assumption, BufferSpec, Fill, KernelLaunch, Param, QueryProgram, StrBound};
 use crate::result::{decode_result, ResultTable};
 
@@ -43,6 +45,10 @@ pub enum ColumnBytes {
     Validity(Arc<Column>),
     /// A validity column of all ones (compiled for nulls, but the data has none).
     AllValid(usize),
+    /// A bit-packed column's words, then zero words for the decoder's reads past them.
+    PackedWords(Arc<Encoded>),
+    /// A bit-packed column's block starts.
+    BlockStarts(Arc<Encoded>),
 }
 
 impl ColumnBytes {
@@ -58,6 +64,32 @@ impl ColumnBytes {
                 None => Cow::Owned(vec![1; column.len()]),
             },
             ColumnBytes::AllValid(rows) => Cow::Owned(vec![1; *rows]),
+            ColumnBytes::PackedWords(packed) => {
+                let mut bytes = Vec::with_capacity((packed.data.len() + DEVICE_SPARE_WORDS) * 4);
+                for word in &packed.data {
+                    bytes.extend_from_slice(&word.to_le_bytes());
+                }
+                bytes.resize(bytes.len() + DEVICE_SPARE_WORDS * 4, 0);
+                Cow::Owned(bytes)
+            }
+            ColumnBytes::BlockStarts(packed) => Cow::Owned(
+                packed
+                    .block_starts
+                    .iter()
+                    .flat_map(|start| start.to_le_bytes())
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Bytes a kernel reading every row reads of this column.
+    fn bytes_read(&self) -> u64 {
+        match self {
+            ColumnBytes::Values(column) => column.data.as_bytes().len() as u64,
+            ColumnBytes::Validity(column) => column.len() as u64,
+            ColumnBytes::AllValid(rows) => *rows as u64,
+            ColumnBytes::PackedWords(packed) => packed.data.len() as u64 * 4,
+            ColumnBytes::BlockStarts(packed) => packed.block_starts.len() as u64 * 4,
         }
     }
 }
@@ -172,18 +204,18 @@ fn run_with_capacity(
         bound.push(bind(backend, kernel, &buffers, catalog, capacity)?);
     }
     timing.setup_ms = setup.elapsed().as_secs_f64() * 1e3;
-    for (kernel, (rows, args)) in query.kernels.iter().zip(&bound) {
-        backend.launch(kernel, *rows, args)?;
+    for (kernel, launch) in query.kernels.iter().zip(&bound) {
+        backend.launch(kernel, launch.rows, &launch.args)?;
     }
     let (each, total) = backend.wait()?;
     timing.query_ms = total;
-    for ((kernel, (rows, _)), ms) in query.kernels.iter().zip(&bound).zip(each) {
+    for ((kernel, launch), ms) in query.kernels.iter().zip(&bound).zip(each) {
         timing.kernels.push(KernelTiming {
             name: kernel.name.clone(),
             table: kernel.table.clone(),
-            rows: *rows,
+            rows: launch.rows,
             ms,
-            bytes: rows * kernel.bytes_per_row,
+            bytes: launch.column_bytes,
         });
     }
     let finish = Instant::now();
@@ -206,6 +238,14 @@ fn run_with_capacity(
     Ok(Attempt::Done(QueryOutcome { table, timing }))
 }
 
+/// One kernel launch with its parameters bound.
+struct BoundLaunch {
+    rows: u64,
+    args: Vec<u64>,
+    /// Bytes of the columns the kernel reads, were every row selected.
+    column_bytes: u64,
+}
+
 /// The row count and parameter values of one kernel launch.
 fn bind(
     backend: &mut dyn Backend,
@@ -213,33 +253,62 @@ fn bind(
     buffers: &[u64],
     catalog: &Catalog,
     group_capacity: u64,
-) -> Result<(u64, Vec<u64>), RuntimeError> {
+) -> Result<BoundLaunch, RuntimeError> {
     let rows = catalog
         .table(&kernel.table)
         .ok_or_else(|| RuntimeError::Storage(StorageError::UnknownTable(kernel.table.clone())))?
         .rows;
     let mut args = Vec::with_capacity(kernel.params.len());
+    let mut column_bytes = 0;
+    let mut column = |key: String, source: ColumnBytes| {
+        column_bytes += source.bytes_read();
+        backend.column(&key, source)
+    };
     for param in &kernel.params {
         args.push(match param {
             Param::Rows { .. } => rows,
-            Param::Column { table, column } => {
-                let loaded = catalog.column(table, column)?;
-                if loaded.len() as u64 != rows {
-                    return Err(RuntimeError::Stale(format!(
-                        "`{table}.{column}` has {} rows, the table {rows}",
-                        loaded.len()
-                    )));
-                }
-                backend.column(&format!("{table}.{column}"), ColumnBytes::Values(loaded))?
+            Param::Column {
+                table,
+                column: name,
+            } => {
+                let loaded = catalog.column(table, name)?;
+                check_rows(table, name, loaded.len(), rows)?;
+                column(format!("{table}.{name}"), ColumnBytes::Values(loaded))?
             }
-            Param::Validity { table, column } => {
-                let loaded = catalog.column(table, column)?;
+            Param::Validity {
+                table,
+                column: name,
+            } => {
+                let loaded = catalog.column(table, name)?;
                 let source = if loaded.validity.is_some() {
                     ColumnBytes::Validity(loaded)
                 } else {
                     ColumnBytes::AllValid(loaded.len())
                 };
-                backend.column(&format!("{table}.{column}.valid"), source)?
+                column(format!("{table}.{name}.valid"), source)?
+            }
+            Param::PackedWords {
+                table,
+                column: name,
+                scheme,
+            } => {
+                let packed = catalog.packed(table, name, *scheme)?;
+                check_rows(table, name, packed.len, rows)?;
+                column(
+                    format!("{table}.{name}.{scheme}"),
+                    ColumnBytes::PackedWords(packed),
+                )?
+            }
+            Param::BlockStarts {
+                table,
+                column: name,
+                scheme,
+            } => {
+                let packed = catalog.packed(table, name, *scheme)?;
+                column(
+                    format!("{table}.{name}.{scheme}.starts"),
+                    ColumnBytes::BlockStarts(packed),
+                )?
             }
             Param::GroupCapacity => group_capacity,
             Param::Buffer(index) => *buffers.get(*index).ok_or_else(|| {
@@ -267,7 +336,20 @@ fn bind(
             }
         });
     }
-    Ok((rows, args))
+    Ok(BoundLaunch {
+        rows,
+        args,
+        column_bytes,
+    })
+}
+
+fn check_rows(table: &str, column: &str, found: usize, rows: u64) -> Result<(), RuntimeError> {
+    if found as u64 == rows {
+        return Ok(());
+    }
+    Err(RuntimeError::Stale(format!(
+        "`{table}.{column}` has {found} rows, the table {rows}"
+    )))
 }
 
 fn check_assumptions(assumptions: &[Assumption], catalog: &Catalog) -> Result<(), RuntimeError> {

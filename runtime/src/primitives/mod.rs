@@ -8,6 +8,7 @@ pub mod hash;
 pub mod load;
 pub mod math;
 pub mod reduce;
+pub mod unpack;
 
 use inkwell::module::Linkage;
 use inkwell::types::FunctionType;
@@ -42,3 +43,5 @@ pub fn primitive<'ctx, 'm>(
 }
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod unpack_tests;

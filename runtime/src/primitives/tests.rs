@@ -24,7 +24,7 @@ const TILE: TileShape = TileShape {
 };
 
 /// Compiles `module` for this machine and links it in.
-fn link(module: &Module<'_>) -> LoadedObject {
+pub(super) fn link(module: &Module<'_>) -> LoadedObject {
     LlvmTarget::initialize_native(&InitializationConfig::default()).expect("native target");
     let triple = TargetMachine::get_default_triple();
     let machine = LlvmTarget::from_triple(&triple)
@@ -54,6 +54,17 @@ fn function<'ctx, 'm>(
     name: &str,
     body: impl FnOnce(&Emitter<'ctx, 'm>),
 ) {
+    function_for_tile(context, module, name, TILE, body);
+}
+
+/// [`function`] for tiles of `tile`.
+pub(super) fn function_for_tile<'ctx, 'm>(
+    context: &'ctx Context,
+    module: &'m Module<'ctx>,
+    name: &str,
+    tile: TileShape,
+    body: impl FnOnce(&Emitter<'ctx, 'm>),
+) {
     let ptr = context.ptr_type(inkwell::AddressSpace::default());
     let ty = context.void_type().fn_type(
         &[
@@ -68,7 +79,7 @@ fn function<'ctx, 'm>(
         context,
         module,
         Target::Host,
-        TILE,
+        tile,
         name,
         ty,
         Linkage::External,
@@ -78,21 +89,21 @@ fn function<'ctx, 'm>(
     em.b.build_return(None).expect("return");
 }
 
-fn arg<'ctx>(em: &Emitter<'ctx, '_>, i: u32) -> inkwell::values::BasicValueEnum<'ctx> {
+pub(super) fn arg<'ctx>(em: &Emitter<'ctx, '_>, i: u32) -> inkwell::values::BasicValueEnum<'ctx> {
     em.function.get_nth_param(i).expect("parameter")
 }
 
 type Function4 = unsafe extern "C" fn(*mut u8, *mut u8, *mut u8, i64);
 
-fn call(object: &LoadedObject, name: &str, a: *mut u8, b: *mut u8, c: *mut u8, n: i64) {
+pub(super) fn call(object: &LoadedObject, name: &str, a: *mut u8, b: *mut u8, c: *mut u8, n: i64) {
     let address = object.symbol(name).expect("symbol");
     // SAFETY: every function here is built by `function` with exactly this signature, and the
     // pointers passed are valid for what it reads and writes.
     unsafe { std::mem::transmute::<usize, Function4>(address as usize)(a, b, c, n) }
 }
 
-/// Copies a tile array (`[8 x T]`) out to memory at `out`.
-fn store_tile<'ctx>(
+/// Copies a tile array out to memory at `out`.
+pub(super) fn store_tile<'ctx>(
     em: &Emitter<'ctx, '_>,
     array: TileArray<'ctx>,
     out: inkwell::values::PointerValue<'ctx>,

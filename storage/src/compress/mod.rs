@@ -61,9 +61,11 @@ pub const BLOCK_LEN: usize = 128;
 pub const MINIBLOCK_LEN: usize = 32;
 /// Miniblocks per block.
 pub const MINIBLOCKS: usize = BLOCK_LEN / MINIBLOCK_LEN;
+/// Zero words a decoder that always loads two words per value needs after the data.
+pub const SPARE_WORDS: usize = 2;
 
 /// How a column's values are stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Scheme {
     /// One word per value.
     None,
@@ -106,10 +108,68 @@ impl FromStr for Scheme {
     }
 }
 
+/// Which encoding the catalog gives the integer columns kernels read: one scheme for all, or
+/// per column the smallest (`auto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Compression {
+    /// Plain 4-byte values.
+    #[default]
+    None,
+    /// Per column, the smallest of none, FOR and DFOR.
+    Auto,
+    For,
+    Dfor,
+}
+
+impl Compression {
+    /// Reads `none`, `auto`, `for` or `dfor`, in any case.
+    pub fn parse(text: &str) -> Result<Compression, CompressError> {
+        if text.trim().eq_ignore_ascii_case("auto") {
+            return Ok(Compression::Auto);
+        }
+        Ok(match Scheme::parse(text)? {
+            Scheme::None => Compression::None,
+            Scheme::For => Compression::For,
+            Scheme::Dfor => Compression::Dfor,
+        })
+    }
+
+    /// The scheme every column takes, or `None` for `auto` (decided per column).
+    pub fn fixed(self) -> Option<Scheme> {
+        match self {
+            Compression::None => Some(Scheme::None),
+            Compression::Auto => None,
+            Compression::For => Some(Scheme::For),
+            Compression::Dfor => Some(Scheme::Dfor),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self.fixed() {
+            Some(scheme) => scheme.name(),
+            None => "auto",
+        }
+    }
+}
+
+impl fmt::Display for Compression {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Compression {
+    type Err = CompressError;
+
+    fn from_str(text: &str) -> Result<Compression, CompressError> {
+        Compression::parse(text)
+    }
+}
+
 /// Why an encoding could not be made or an [`Encoded`] column could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CompressError {
-    #[error("unknown compression scheme `{0}` (expected none, for or dfor)")]
+    #[error("unknown compression scheme `{0}` (expected none, auto, for or dfor)")]
     UnknownScheme(String),
     #[error("{words} words of {scheme} data do not fit the 32-bit block starts")]
     TooLarge { scheme: Scheme, words: usize },

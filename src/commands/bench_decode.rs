@@ -1,0 +1,162 @@
+//! `tessera bench decode`: the thesis's decode-and-sum micro-benchmark (§5.6). A column of N
+//! values drawn from U(0, 2^16) is summed by a compiled query, once stored plain and once packed
+//! with GPU-FOR (and GPU-DFOR); each line gives the median kernel time, the bytes read, the
+//! floor (those bytes over the measured copy bandwidth) and the values decoded per second.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use tessera_runtime::exec::run_query;
+use tessera_storage::compress::Compression;
+use tessera_storage::{Catalog, Column, ColumnData};
+
+use super::bench::median;
+use super::compile::Script;
+use super::run::backend_for;
+use super::session::{choose_target, compile_with_catalog, CompileOptions};
+use crate::failure::Failure;
+use crate::DecodeBenchArgs;
+
+const SCRIPT: &str = "from numbers | aggregate { total = sum(x) }\n";
+
+#[derive(serde::Serialize)]
+struct DecodeResult {
+    encoding: String,
+    bits_per_value: f64,
+    bytes: u64,
+    median_ms: f64,
+    min_ms: f64,
+    floor_ms: f64,
+    time_over_floor: f64,
+    values_per_second: f64,
+    sum: String,
+}
+
+pub fn run(args: &DecodeBenchArgs) -> Result<(), Failure> {
+    if args.values == 0 || args.runs == 0 {
+        return Err(Failure::Message(
+            "--values and --runs must be at least 1".into(),
+        ));
+    }
+    let (target, gpu) = choose_target(args.device)?;
+    let device = gpu
+        .as_ref()
+        .map_or("CPU".to_string(), |g| format!("{} ({target})", g.name));
+    eprintln!("drawing {} values from U(0, 2^16)", args.values);
+    let values = uniform_u16(args.values);
+    let mut catalog = Catalog::try_from_columns(vec![(
+        "numbers".into(),
+        vec![("x".into(), Column::new(ColumnData::I32(values), None))],
+    )])?;
+    let script = Script {
+        name: "decode-and-sum".into(),
+        source: SCRIPT.into(),
+    };
+    let mut results = Vec::new();
+    let mut bandwidth = None;
+    for compress in [Compression::None, Compression::For, Compression::Dfor] {
+        let shared = Arc::new(catalog.with_compression(compress));
+        let options = CompileOptions {
+            target,
+            tile: None,
+            compress,
+        };
+        let compiled = compile_with_catalog(&script, Path::new("."), &options, false, &mut |_| {
+            Some(Arc::clone(&shared))
+        })?;
+        let mut backend = backend_for(&compiled.program)?;
+        let bytes_per_second = match bandwidth {
+            Some(b) => b,
+            None => *bandwidth.insert(backend.copy_bandwidth()?),
+        };
+        let query = compiled
+            .program
+            .queries
+            .first()
+            .ok_or_else(|| Failure::Message("the benchmark script has no query".into()))?;
+        let mut times = Vec::with_capacity(args.runs);
+        let (mut bytes, mut sum) = (0, String::new());
+        for run in 0..args.warmup + args.runs {
+            let outcome = run_query(backend.as_mut(), query, &shared)?;
+            if run >= args.warmup {
+                times.push(outcome.timing.kernel_ms());
+            }
+            bytes = outcome.timing.bytes();
+            sum = outcome
+                .table
+                .to_csv()
+                .lines()
+                .nth(1)
+                .unwrap_or("")
+                .to_string();
+        }
+        drop(compiled);
+        let median_ms = median(&mut times);
+        let floor_ms = bytes as f64 / bytes_per_second * 1e3;
+        results.push(DecodeResult {
+            encoding: compress.to_string(),
+            bits_per_value: bytes as f64 * 8.0 / args.values as f64,
+            bytes,
+            median_ms,
+            min_ms: times[0],
+            floor_ms,
+            time_over_floor: median_ms / floor_ms.max(1e-9),
+            values_per_second: args.values as f64 / (median_ms / 1e3),
+            sum,
+        });
+        catalog = Arc::try_unwrap(shared)
+            .map_err(|_| Failure::Message("the benchmark's catalog is still in use".into()))?;
+    }
+    if let Some(differs) = results.iter().find(|r| r.sum != results[0].sum) {
+        return Err(Failure::Message(format!(
+            "the sums differ: {} plain, {} with {}",
+            results[0].sum, differs.sum, differs.encoding
+        )));
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&results).map_err(|e| Failure::Message(e.to_string()))?
+        );
+        return Ok(());
+    }
+    println!(
+        "decode-and-sum of {} values from U(0, 2^16) on {device}; copy bandwidth {:.0} GB/s; median of {} runs",
+        args.values,
+        bandwidth.unwrap_or(0.0) / 1e9,
+        args.runs
+    );
+    println!(
+        "encoding  bits/value        bytes  median ms   min ms  floor ms  time/floor  Gvalues/s"
+    );
+    for r in &results {
+        println!(
+            "{:<9} {:>10.2} {:>12} {:>10.3} {:>8.3} {:>9.3} {:>11.2} {:>10.1}",
+            r.encoding,
+            r.bits_per_value,
+            r.bytes,
+            r.median_ms,
+            r.min_ms,
+            r.floor_ms,
+            r.time_over_floor,
+            r.values_per_second / 1e9
+        );
+    }
+    println!("sum: {} (the same for every encoding)", results[0].sum);
+    Ok(())
+}
+
+/// `count` values drawn uniformly from `0..65536`, the same for every run (a counter hashed
+/// with splitmix64, so values are made in parallel).
+fn uniform_u16(count: usize) -> Vec<i32> {
+    (0..count as u64)
+        .into_par_iter()
+        .map(|i| {
+            let mut z = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            ((z ^ (z >> 31)) & 0xffff) as i32
+        })
+        .collect()
+}

@@ -1,0 +1,134 @@
+//! `tessera stats`: per column of a data directory, how kernels would store it: its encoding
+//! under `--compress`, bits per value, and the size next to the plain one, with the GPU-FOR and
+//! GPU-DFOR sizes beside for the integer columns.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Instant;
+
+use tessera_storage::compress::Scheme;
+use tessera_storage::packed::packable;
+use tessera_storage::Catalog;
+
+use crate::failure::Failure;
+use crate::progress::Bar;
+use crate::StatsArgs;
+
+pub fn run(args: &StatsArgs) -> Result<(), Failure> {
+    let started = Instant::now();
+    let catalog = open(&args.data)?.with_compression(args.compress);
+    let tables: Vec<String> = match &args.table {
+        Some(name) => {
+            if catalog.table(name).is_none() {
+                return Err(Failure::Message(format!(
+                    "no table `{name}` in {}",
+                    args.data.display()
+                )));
+            }
+            vec![name.clone()]
+        }
+        None => catalog.tables().map(|t| t.name.clone()).collect(),
+    };
+    let mut out = format!(
+        "{:<12} {:<18} {:<5} {:>12} {:<8} {:>10} {:>11} {:>8} {:>8} {:>8}\n",
+        "table", "column", "type", "rows", "stored", "bits/value", "MiB", "of plain", "for", "dfor"
+    );
+    let mut total_plain = 0u64;
+    let mut total_stored = 0u64;
+    for table in &tables {
+        let rows = catalog.table(table).map_or(0, |t| t.rows);
+        let (plain, stored) = table_stats(&catalog, table, rows, &mut out)?;
+        total_plain += plain;
+        total_stored += stored;
+    }
+    let _ = writeln!(
+        out,
+        "total: {:.1} MiB stored ({}), {:.1} MiB plain, {:.0}%; read in {:.1} s",
+        mib(total_stored),
+        args.compress,
+        mib(total_plain),
+        percent(total_stored, total_plain),
+        started.elapsed().as_secs_f64()
+    );
+    print!("{out}");
+    Ok(())
+}
+
+/// Appends one line per column of `table`; returns its plain and stored bytes.
+fn table_stats(
+    catalog: &Catalog,
+    table: &str,
+    rows: u64,
+    out: &mut String,
+) -> Result<(u64, u64), Failure> {
+    let fields = catalog
+        .table(table)
+        .map(|t| t.schema.fields.clone())
+        .unwrap_or_default();
+    let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+    catalog.columns_with_progress(table, &names, &Bar::new())?;
+    let (mut plain_total, mut stored_total) = (0, 0);
+    for field in &fields {
+        let plain = rows * field.ty.width() as u64;
+        let bits_of = |scheme: Scheme| -> Result<f64, Failure> {
+            Ok(catalog.packed(table, &field.name, scheme)?.bits_per_value())
+        };
+        let (scheme, stored, for_bits, dfor_bits) = if packable(field.ty) {
+            let scheme = catalog.scheme(table, &field.name)?;
+            let stored = match scheme {
+                Scheme::None => plain,
+                packed => catalog.packed(table, &field.name, packed)?.bytes() as u64,
+            };
+            let for_bits = format!("{:.2}", bits_of(Scheme::For)?);
+            let dfor_bits = format!("{:.2}", bits_of(Scheme::Dfor)?);
+            (scheme, stored, for_bits, dfor_bits)
+        } else {
+            (Scheme::None, plain, "-".into(), "-".into())
+        };
+        let bits = if rows == 0 {
+            0.0
+        } else {
+            stored as f64 * 8.0 / rows as f64
+        };
+        let _ = writeln!(
+            out,
+            "{:<12} {:<18} {:<5} {:>12} {:<8} {:>10.2} {:>11.1} {:>7.0}% {:>8} {:>8}",
+            table,
+            field.name,
+            field.ty.name(),
+            rows,
+            scheme.name(),
+            bits,
+            mib(stored),
+            percent(stored, plain),
+            for_bits,
+            dfor_bits
+        );
+        plain_total += plain;
+        stored_total += stored;
+    }
+    Ok((plain_total, stored_total))
+}
+
+fn open(data: &Path) -> Result<Catalog, Failure> {
+    // No script declares anything here; `.tbl` files use the standard schemas.
+    let empty = tessera_grammar::ast::Script { items: Vec::new() };
+    tessera_compiler::open_catalog(&empty, data).map_err(|e| match e {
+        tessera_compiler::script::OpenError::Storage(e) => Failure::Message(e.to_string()),
+        tessera_compiler::script::OpenError::Declarations(_) => {
+            Failure::Message("bad standard schemas".into())
+        }
+    })
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
+
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        100.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
