@@ -211,9 +211,8 @@ fn unpack_gpu<'ctx>(
     let first_vector = p.b.build_int_z_extend(first_vector, p.i64(), "")?;
     let words = p.b.build_int_sub(end, base, "tile_words")?;
     let words = p.b.build_int_add(words, skew, "")?;
-    let vectors = p
-        .b
-        .build_int_add(words, p.const_i32(i64::from(VECTOR_WORDS - 1)), "")?;
+    let vectors =
+        p.b.build_int_add(words, p.const_i32(i64::from(VECTOR_WORDS - 1)), "")?;
     let vectors = p.b.build_right_shift(vectors, p.const_i32(2), false, "")?;
     let last_vector = p.b.build_int_sub(vectors, p.const_i32(1), "")?;
     // Every load is issued before any store, so the tile's words arrive in one round trip;
@@ -221,18 +220,13 @@ fn unpack_gpu<'ctx>(
     let vector = p.i32().vec_type(VECTOR_WORDS);
     let mut copies = Vec::with_capacity(layout.copies_per_thread as usize);
     for copy in 0..layout.copies_per_thread {
-        let index = p.b.build_int_add(
-            tid,
-            p.const_i32(i64::from(copy * p.tile.threads)),
-            "",
-        )?;
-        let beyond = p
-            .b
-            .build_int_compare(IntPredicate::UGT, index, last_vector, "")?;
-        let source = p
-            .b
-            .build_select(beyond, last_vector, index, "")?
-            .into_int_value();
+        let index =
+            p.b.build_int_add(tid, p.const_i32(i64::from(copy * p.tile.threads)), "")?;
+        let beyond =
+            p.b.build_int_compare(IntPredicate::UGT, index, last_vector, "")?;
+        let source =
+            p.b.build_select(beyond, last_vector, index, "")?
+                .into_int_value();
         let source = p.b.build_int_z_extend(source, p.i64(), "")?;
         let source = p.b.build_int_add(first_vector, source, "")?;
         let value = p.b.build_load(
@@ -242,11 +236,8 @@ fn unpack_gpu<'ctx>(
         )?;
         copies.push((index, value));
     }
-    // Meanwhile one thread per miniblock reads its block's header (the same lines, from cache).
-    let header = miniblock_header(p, column, starts, base, skew, last_block, tid)?;
-    for (index, value) in copies {
-        p.b.build_store(p.offset_ptr(vector.into(), staged, index)?, value)?;
-    }
+    // Meanwhile one thread per miniblock (the first warps only) reads its block's header: the
+    // same lines, from cache.
     let is_header_thread = p.b.build_int_compare(
         IntPredicate::ULT,
         tid,
@@ -259,6 +250,7 @@ fn unpack_gpu<'ctx>(
         None
     };
     p.if_then(is_header_thread, || {
+        let header = miniblock_header(p, column, starts, base, skew, last_block, tid)?;
         p.b.build_store(
             p.offset_ptr(p.i32().vec_type(MINIBLOCK_FIELDS).into(), miniblocks, tid)?,
             header.fields,
@@ -268,46 +260,50 @@ fn unpack_gpu<'ctx>(
         }
         Ok(())
     })?;
+    for (index, value) in copies {
+        p.b.build_store(p.offset_ptr(vector.into(), staged, index)?, value)?;
+    }
     p.barrier()?;
 
     // Item `item`: its position in the tile, and its value's difference from the reference.
     let lane_in_miniblock =
         p.b.build_and(tid, p.const_i32(MINIBLOCK_LEN as i64 - 1), "j")?;
-    let decode = |item: Item<'ctx>| -> CodegenResult<(IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>)> {
-        let position = p.item_offset(item)?;
-        let (block, k) = block_and_index(p, item, position)?;
-        let miniblock = p.b.build_right_shift(k, p.const_i32(5), false, "")?;
-        let entry = p.b.build_left_shift(block, p.const_i32(2), "")?;
-        let entry = p.b.build_int_add(entry, miniblock, "")?;
-        let ty = p.i32().vec_type(MINIBLOCK_FIELDS);
-        let fields =
-            p.b.build_load(ty, p.offset_ptr(ty.into(), miniblocks, entry)?, "miniblock")?
-                .into_vector_value();
-        let field = |i: u64| -> CodegenResult<IntValue<'ctx>> {
-            Ok(p.b
-                .build_extract_element(fields, p.i32().const_int(i, false), "")?
-                .into_int_value())
+    let decode =
+        |item: Item<'ctx>| -> CodegenResult<(IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>)> {
+            let position = p.item_offset(item)?;
+            let (block, k) = block_and_index(p, item, position)?;
+            let miniblock = p.b.build_right_shift(k, p.const_i32(5), false, "")?;
+            let entry = p.b.build_left_shift(block, p.const_i32(2), "")?;
+            let entry = p.b.build_int_add(entry, miniblock, "")?;
+            let ty = p.i32().vec_type(MINIBLOCK_FIELDS);
+            let fields =
+                p.b.build_load(ty, p.offset_ptr(ty.into(), miniblocks, entry)?, "miniblock")?
+                    .into_vector_value();
+            let field = |i: u64| -> CodegenResult<IntValue<'ctx>> {
+                Ok(p.b
+                    .build_extract_element(fields, p.i32().const_int(i, false), "")?
+                    .into_int_value())
+            };
+            let (start, width, reference, mask) = (field(0)?, field(1)?, field(2)?, field(3)?);
+            let j = if p.tile.threads.is_multiple_of(MINIBLOCK_LEN as u32) {
+                lane_in_miniblock
+            } else {
+                p.b.build_and(position, p.const_i32(MINIBLOCK_LEN as i64 - 1), "")?
+            };
+            let bit = p.b.build_int_mul(j, width, "bit")?;
+            let word = p.b.build_right_shift(bit, p.const_i32(5), false, "")?;
+            let word = p.b.build_int_add(start, word, "word")?;
+            let low = load_i32(p, staged, word)?;
+            let next = p.b.build_int_add(word, p.const_i32(1), "")?;
+            let high = load_i32(p, staged, next)?;
+            let bits = funnel_right(p, low, high, bit)?;
+            let difference = p.b.build_and(bits, mask, "")?;
+            Ok((
+                position,
+                block,
+                p.b.build_int_add(reference, difference, "unpacked")?,
+            ))
         };
-        let (start, width, reference, mask) = (field(0)?, field(1)?, field(2)?, field(3)?);
-        let j = if p.tile.threads.is_multiple_of(MINIBLOCK_LEN as u32) {
-            lane_in_miniblock
-        } else {
-            p.b.build_and(position, p.const_i32(MINIBLOCK_LEN as i64 - 1), "")?
-        };
-        let bit = p.b.build_int_mul(j, width, "bit")?;
-        let word = p.b.build_right_shift(bit, p.const_i32(5), false, "")?;
-        let word = p.b.build_int_add(start, word, "word")?;
-        let low = load_i32(p, staged, word)?;
-        let next = p.b.build_int_add(word, p.const_i32(1), "")?;
-        let high = load_i32(p, staged, next)?;
-        let bits = funnel_right(p, low, high, bit)?;
-        let difference = p.b.build_and(bits, mask, "")?;
-        Ok((
-            position,
-            block,
-            p.b.build_int_add(reference, difference, "unpacked")?,
-        ))
-    };
     let Some(bases) = bases else {
         return p.for_each_item(|item| {
             let (position, _, value) = decode(item)?;
@@ -589,9 +585,8 @@ fn block_and_index<'ctx>(
         return Ok((block, in_block(p, position)?));
     }
     let tid = p.tid()?;
-    let row = p
-        .b
-        .build_int_mul(item.index, p.const_i32(i64::from(per_row)), "")?;
+    let row =
+        p.b.build_int_mul(item.index, p.const_i32(i64::from(per_row)), "")?;
     let thread_block = p.b.build_right_shift(
         tid,
         p.const_i32(BLOCK_LEN.trailing_zeros() as i64),
