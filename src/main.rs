@@ -203,6 +203,10 @@ pub struct DecodeBenchArgs {
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
+    /// Tile shape of the kernels, threads x items per thread (e.g. 128x8); the target's default
+    /// when omitted.
+    #[arg(long, value_parser = parse_tile)]
+    tile: Option<tessera_runtime::TileShape>,
 }
 
 #[derive(clap::Args)]

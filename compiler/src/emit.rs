@@ -4,7 +4,7 @@
 use tessera_grammar::{
     ast_to_string, source_to_ast, source_to_tokens, tokens_to_string, Diagnostic,
 };
-use tessera_runtime::Target;
+use tessera_runtime::{Target, TileShape};
 use tessera_storage::Catalog;
 
 use crate::codegen::{modules_to_code, pipelines_to_modules, worker_threads, KernelModule};
@@ -81,12 +81,31 @@ impl From<Diagnostic> for EmitError {
     }
 }
 
-/// The text of `stage` for a script.
+/// The text of `stage` for a script, with the target's default tile shape.
 pub fn emit(
     source: &str,
     stage: Stage,
     catalog: Option<&Catalog>,
     target: Target,
+    verbose: bool,
+) -> Result<String, EmitError> {
+    emit_for_tile(
+        source,
+        stage,
+        catalog,
+        target,
+        target.default_tile(),
+        verbose,
+    )
+}
+
+/// The text of `stage` for a script whose kernels use tiles of `tile`.
+pub fn emit_for_tile(
+    source: &str,
+    stage: Stage,
+    catalog: Option<&Catalog>,
+    target: Target,
+    tile: TileShape,
     verbose: bool,
 ) -> Result<String, EmitError> {
     if stage == Stage::Tokens {
@@ -115,12 +134,7 @@ pub fn emit(
                 .map(|q| q.span)
                 .unwrap_or_default();
             let internal = |e: String| Diagnostic::internal(span, e);
-            let (modules, _) = pipelines_to_modules(
-                &compilation.physical,
-                catalog,
-                target,
-                target.default_tile(),
-            )?;
+            let (modules, _) = pipelines_to_modules(&compilation.physical, catalog, target, tile)?;
             if stage == Stage::Llvm {
                 return Ok(modules
                     .iter()

@@ -37,6 +37,22 @@ impl Target {
     }
 }
 
+impl Target {
+    /// The tile shape of kernels that may read packed columns, unless a pipeline asks for
+    /// another. Measured on an H100 (SSB and decode-and-sum, docs/PERFORMANCE.md): decoding
+    /// pays per tile for staging, block headers and three barriers, which 128x8 spreads over
+    /// twice the items per thread of 256x4 at the same shared memory per block.
+    pub fn default_packed_tile(self) -> TileShape {
+        match self {
+            Target::Nvptx { .. } => TileShape {
+                threads: 128,
+                items_per_thread: 8,
+            },
+            Target::Host => self.default_tile(),
+        }
+    }
+}
+
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

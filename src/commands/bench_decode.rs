@@ -59,7 +59,7 @@ pub fn run(args: &DecodeBenchArgs) -> Result<(), Failure> {
         let shared = Arc::new(catalog.with_compression(compress));
         let options = CompileOptions {
             target,
-            tile: None,
+            tile: args.tile,
             compress,
         };
         let compiled = compile_with_catalog(&script, Path::new("."), &options, false, &mut |_| {

@@ -3,12 +3,10 @@
 
 use std::path::Path;
 
-use tessera_compiler::emit::{emit as compiler_emit, EmitError};
+use tessera_compiler::emit::{emit_for_tile as compiler_emit, EmitError};
 use tessera_compiler::open_catalog;
 use tessera_compiler::script::OpenError;
 use tessera_grammar::source_to_ast;
-use tessera_runtime::Target;
-use tessera_storage::compress::Compression;
 use tessera_storage::Catalog;
 
 use super::session::{compile_script, CompileOptions};
@@ -22,24 +20,17 @@ pub fn run(args: &CompileArgs) -> Result<(), Failure> {
             "say what to produce: --emit STAGE, or -o FILE.tqx".into(),
         ));
     }
+    let options = CompileOptions {
+        target: args.target,
+        tile: args.tile,
+        compress: args.compress,
+    };
     if let Some(stage) = args.emit {
-        let text = emit(
-            &script,
-            stage,
-            args.data.as_deref(),
-            args.verbose,
-            args.target,
-            args.compress,
-        )?;
+        let text = emit(&script, stage, args.data.as_deref(), args.verbose, &options)?;
         print!("{text}");
     }
     if let Some(output) = &args.output {
         let data = needs_data(args.data.as_deref(), "-o")?;
-        let options = CompileOptions {
-            target: args.target,
-            tile: args.tile,
-            compress: args.compress,
-        };
         let compiled = compile_script(&script, data, &options, false)?;
         let json = serde_json::to_string(&compiled.program)
             .map_err(|e| Failure::Message(e.to_string()))?;
@@ -97,18 +88,27 @@ pub fn emit(
     stage: Emit,
     data: Option<&Path>,
     verbose: bool,
-    target: Target,
-    compress: Compression,
+    options: &CompileOptions,
 ) -> Result<String, Failure> {
     let stage = stage.stage();
     let catalog = if stage.needs_data() {
         let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
         let data = needs_data(data, &format!("--emit {}", stage.name()))?;
-        Some(open(script, &ast, data)?.with_compression(compress))
+        Some(open(script, &ast, data)?.with_compression(options.compress))
     } else {
         None
     };
-    compiler_emit(&script.source, stage, catalog.as_ref(), target, verbose).map_err(|e| match e {
+    let target = options.target;
+    let tile = options.tile_shape();
+    let emitted = compiler_emit(
+        &script.source,
+        stage,
+        catalog.as_ref(),
+        target,
+        tile,
+        verbose,
+    );
+    emitted.map_err(|e| match e {
         EmitError::Script(diagnostics) => script.fail(diagnostics),
         EmitError::NeedsData => Failure::Message("this stage needs --data DIR".into()),
         EmitError::NotGpu => {

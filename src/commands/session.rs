@@ -54,6 +54,16 @@ pub struct CompileOptions {
     pub compress: Compression,
 }
 
+impl CompileOptions {
+    /// The tile shape asked for, or the target's default for plain or packed columns.
+    pub fn tile_shape(&self) -> TileShape {
+        self.tile.unwrap_or_else(|| match self.compress {
+            Compression::None => self.target.default_tile(),
+            _ => self.target.default_packed_tile(),
+        })
+    }
+}
+
 /// A script compiled against a data directory.
 pub struct Compiled {
     pub program: Program,
@@ -105,7 +115,7 @@ pub fn compile_with_catalog(
     };
     let started = Instant::now();
     let target = options.target;
-    let tile = options.tile.unwrap_or_else(|| target.default_tile());
+    let tile = options.tile_shape();
     let key = use_cache.then(|| cache::key(&script.source, &ast, &catalog, target, tile));
     if let Some(program) = key.as_deref().and_then(cache::load) {
         return Ok(Compiled {

@@ -11,6 +11,7 @@ use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::IntPredicate;
 use tessera_grammar::{Diagnostic, DiagnosticKind};
 use tessera_runtime::emit::TileArray;
+use tessera_runtime::primitives::unpack::{PackedColumn, StagedColumn, TileWords};
 use tessera_runtime::primitives::{load, unpack};
 use tessera_runtime::program::{KernelLaunch, Param, ResultShape};
 use tessera_runtime::{CodegenError, CodegenResult, Emitter, Target};
@@ -48,6 +49,17 @@ pub(super) struct Kernel<'k, 'ctx, 'm> {
     pub selected: f64,
     /// The loop over tiles while its body is generated.
     tile_loop: Option<TileLoop<'ctx>>,
+    /// The packed columns the kernel reads, and their tiles once staged.
+    packed: Vec<PackedSlot<'ctx>>,
+}
+
+/// A packed column of the kernel: `table.column` as the kernel receives it, and on the GPU the
+/// current tile staged in shared memory.
+struct PackedSlot<'ctx> {
+    table: String,
+    column: String,
+    packed: PackedColumn<'ctx>,
+    staged: Option<StagedColumn<'ctx>>,
 }
 
 /// A block's loop over its tiles: on the GPU the grid strides over all tiles (a persistent
@@ -58,6 +70,9 @@ struct TileLoop<'ctx> {
     exit: inkwell::basic_block::BasicBlock<'ctx>,
     tile: inkwell::values::PhiValue<'ctx>,
     stride: IntValue<'ctx>,
+    /// On the GPU, per packed column: where the current tile lies (phis) and where the block's
+    /// next tile lies, loaded during this one.
+    words_ahead: Vec<([inkwell::values::PhiValue<'ctx>; 3], TileWords<'ctx>)>,
 }
 
 pub(super) fn pipeline_to_kernel<'ctx>(
@@ -270,6 +285,35 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             }
         }
         let flags = em.tile_array(em.i8().into(), "flags")?;
+        let mut packed = Vec::new();
+        for (param, words) in params.iter().zip(&values) {
+            let Param::PackedWords {
+                table,
+                column,
+                scheme,
+            } = param
+            else {
+                continue;
+            };
+            let starts = Param::BlockStarts {
+                table: table.clone(),
+                column: column.clone(),
+                scheme: *scheme,
+            };
+            let starts = params.iter().position(|p| *p == starts).ok_or_else(|| {
+                CodegenError::Invalid(format!("{table}.{column} has no block starts"))
+            })?;
+            packed.push(PackedSlot {
+                table: table.clone(),
+                column: column.clone(),
+                packed: PackedColumn {
+                    scheme: *scheme,
+                    words: words.into_pointer_value(),
+                    block_starts: values[starts].into_pointer_value(),
+                },
+                staged: None,
+            });
+        }
         Ok(Kernel {
             em,
             query: qc.query,
@@ -282,6 +326,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             tiles: HashMap::new(),
             selected: 1.0,
             tile_loop: None,
+            packed,
         })
     }
 
@@ -312,6 +357,18 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                 (param(1)?, param(2)?, em.const_i64(1))
             }
         };
+        // Where each packed column's first tile lies, loaded before the loop (a block past
+        // the last tile loads the first tile's, and leaves the loop at once).
+        let gpu = em.target.is_gpu();
+        let mut words_ahead = Vec::new();
+        if gpu {
+            let inside = em.b.build_int_compare(IntPredicate::SLT, first, end, "")?;
+            let tile = em.b.build_select(inside, first, em.const_i64(0), "")?;
+            let (start, count) = tile_extent(em, tile.into_int_value(), rows)?;
+            for slot in &self.packed {
+                words_ahead.push(unpack::tile_words(em, &slot.packed, start, count)?);
+            }
+        }
         let before = em.current_block()?;
         let header = em.ctx.append_basic_block(em.function, "tile_loop");
         let body = em.ctx.append_basic_block(em.function, "tile");
@@ -320,24 +377,50 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
         em.b.position_at_end(header);
         let tile = em.b.build_phi(em.i64(), "tile")?;
         tile.add_incoming(&[(&first, before)]);
+        let mut current = Vec::with_capacity(words_ahead.len());
+        for words in &words_ahead {
+            let phi = |value: IntValue<'ctx>| -> CodegenResult<inkwell::values::PhiValue<'ctx>> {
+                let phi = em.b.build_phi(em.i32(), "tile_words")?;
+                phi.add_incoming(&[(&value, before)]);
+                Ok(phi)
+            };
+            let [first, end, header] = words.to_array();
+            current.push([phi(first)?, phi(end)?, phi(header)?]);
+        }
         let index = tile.as_basic_value().into_int_value();
         let more = em.b.build_int_compare(IntPredicate::SLT, index, end, "")?;
         em.b.build_conditional_branch(more, body, exit)?;
         em.b.position_at_end(body);
-        let tile_start = em.b.build_int_mul(index, items, "tile_start")?;
-        let remaining = em.b.build_int_sub(rows, tile_start, "")?;
-        let fewer =
-            em.b.build_int_compare(IntPredicate::SLT, remaining, items, "")?;
-        let count =
-            em.b.build_select(fewer, remaining, items, "")?
-                .into_int_value();
-        self.num_items = em.b.build_int_truncate(count, em.i32(), "num_items")?;
+        let (tile_start, num_items) = tile_extent(em, index, rows)?;
+        self.num_items = num_items;
         self.tile_start = tile_start;
+        let mut words_ahead = Vec::with_capacity(current.len());
+        if !current.is_empty() {
+            // The block's next tile (or this one again, past the last), requested now so that
+            // its words' place is known when it starts.
+            let next = em.b.build_int_add(index, stride, "")?;
+            let inside = em.b.build_int_compare(IntPredicate::SLT, next, end, "")?;
+            let next = em.b.build_select(inside, next, index, "")?;
+            let (start, count) = tile_extent(em, next.into_int_value(), rows)?;
+            let mut staging = Vec::with_capacity(current.len());
+            for (slot, phis) in self.packed.iter().zip(current) {
+                let next = unpack::tile_words(em, &slot.packed, start, count)?;
+                words_ahead.push((phis, next));
+                let now =
+                    TileWords::from_array(phis.map(|phi| phi.as_basic_value().into_int_value()));
+                staging.push((format!("{}.{}", slot.table, slot.column), slot.packed, now));
+            }
+            let staged = unpack::stage(em, &staging, num_items)?;
+            for (slot, staged) in self.packed.iter_mut().zip(staged) {
+                slot.staged = Some(staged);
+            }
+        }
         self.tile_loop = Some(TileLoop {
             header,
             exit,
             tile,
             stride,
+            words_ahead,
         });
         Ok(())
     }
@@ -349,11 +432,20 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             .take()
             .ok_or_else(|| CodegenError::Invalid("no tile loop to close".into()))?;
         let em = &self.em;
+        let latch = em.current_block()?;
         let tile = tile_loop.tile.as_basic_value().into_int_value();
         let next = em.b.build_int_add(tile, tile_loop.stride, "next_tile")?;
-        tile_loop.tile.add_incoming(&[(&next, em.current_block()?)]);
+        tile_loop.tile.add_incoming(&[(&next, latch)]);
+        for (phis, next) in &tile_loop.words_ahead {
+            for (phi, value) in phis.iter().zip(next.to_array()) {
+                phi.add_incoming(&[(&value, latch)]);
+            }
+        }
         em.b.build_unconditional_branch(tile_loop.header)?;
         em.b.position_at_end(tile_loop.exit);
+        for slot in &mut self.packed {
+            slot.staged = None;
+        }
         Ok(())
     }
 
@@ -405,37 +497,20 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             })?;
             let elem = self.em.value_type(info.ty);
             let values = self.em.tile_array(elem, &info.name)?;
-            match self.packed_scheme(&origin.table, &origin.column) {
+            let packed = self
+                .packed
+                .iter()
+                .find(|slot| slot.table == origin.table && slot.column == origin.column);
+            match packed {
                 // A packed tile is decoded whole, however few rows are still selected.
-                Some(scheme) => {
-                    let param = |words: bool| {
-                        let (table, column) = (origin.table.clone(), origin.column.clone());
-                        if words {
-                            Param::PackedWords {
-                                table,
-                                column,
-                                scheme,
-                            }
-                        } else {
-                            Param::BlockStarts {
-                                table,
-                                column,
-                                scheme,
-                            }
-                        }
-                    };
-                    let words = self.param(&param(true))?.into_pointer_value();
-                    let starts = self.param(&param(false))?.into_pointer_value();
-                    unpack::unpack(
-                        &self.em,
-                        scheme,
-                        words,
-                        starts,
-                        self.tile_start,
-                        self.num_items,
-                        values,
-                    )?;
-                }
+                Some(slot) => unpack::unpack(
+                    &self.em,
+                    &slot.packed,
+                    slot.staged.as_ref(),
+                    self.tile_start,
+                    self.num_items,
+                    values,
+                )?,
                 None => {
                     let column = self
                         .param(&Param::Column {
@@ -466,32 +541,11 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
         Ok(())
     }
 
-    /// The scheme `table.column` is packed in, if the kernel reads it packed.
-    fn packed_scheme(&self, table: &str, column: &str) -> Option<Scheme> {
-        self.params.iter().find_map(|p| match p {
-            Param::PackedWords {
-                table: t,
-                column: c,
-                scheme,
-            } if t == table && c == column => Some(*scheme),
-            _ => None,
-        })
-    }
-
     /// Shared memory the kernel's unpacking takes per thread block.
     pub fn unpack_shared_bytes(&self) -> u32 {
-        let mut schemes: Vec<Scheme> = self
-            .params
+        self.packed
             .iter()
-            .filter_map(|p| match p {
-                Param::PackedWords { scheme, .. } => Some(*scheme),
-                _ => None,
-            })
-            .collect();
-        schemes.dedup();
-        schemes
-            .into_iter()
-            .map(|scheme| unpack::shared_bytes(self.em.tile, scheme))
+            .map(|slot| unpack::shared_bytes(self.em.tile, slot.packed.scheme))
             .sum()
     }
 
@@ -506,6 +560,27 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             load::load(&self.em, column, self.tile_start, self.num_items, out)
         }
     }
+}
+
+/// The first row (an `i64`) and the number of rows (an `i32`) of tile `index` of a table of
+/// `rows` rows.
+fn tile_extent<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    index: IntValue<'ctx>,
+    rows: IntValue<'ctx>,
+) -> CodegenResult<(IntValue<'ctx>, IntValue<'ctx>)> {
+    let items = em.const_i64(i64::from(em.tile.items()));
+    let tile_start = em.b.build_int_mul(index, items, "tile_start")?;
+    let remaining = em.b.build_int_sub(rows, tile_start, "")?;
+    let fewer =
+        em.b.build_int_compare(IntPredicate::SLT, remaining, items, "")?;
+    let count =
+        em.b.build_select(fewer, remaining, items, "")?
+            .into_int_value();
+    Ok((
+        tile_start,
+        em.b.build_int_truncate(count, em.i32(), "num_items")?,
+    ))
 }
 
 /// Declares a function a CUDA kernel, with its block size, in `nvvm.annotations`.

@@ -1,16 +1,19 @@
 //! `unpack`: a tile of a GPU-FOR or GPU-DFOR column (layout in `tessera_storage::compress`)
 //! decoded into a thread's registers, in place of `load`.
 //!
-//! On the GPU the block first copies the block starts of its tile, then the tile's packed words,
-//! into shared memory with coalesced loads; each thread then decodes its items from shared
-//! memory, finding its miniblock's offset from the block's width word with one multiply (thesis
-//! §5.3, optimizations 1-3). DFOR decodes the deltas into shared memory and adds them up with a
-//! prefix sum per 128-value block, one warp per block (a thread sums four deltas, the warp scans
-//! the threads' totals with shuffles). On the host a tile is one thread, which decodes straight
-//! from the column and keeps a running sum for DFOR.
+//! On the GPU a kernel knows where its next tile lies in each packed column a tile ahead
+//! ([`tile_words`]), so at the start of a tile it requests the words of every packed column at
+//! once, with coalesced 16-byte loads, and waits for memory only once ([`stage`]). The words go
+//! to shared memory, where one thread per miniblock turns the block headers into a table of
+//! miniblock offsets, widths and references; each thread then decodes its items with one
+//! multiply and one funnel shift each (thesis §5.3, optimizations 1-3). DFOR decodes the deltas
+//! into shared memory and adds them up with a prefix sum per 128-value block, one warp per
+//! block (a thread sums four deltas, the warp scans the threads' totals with shuffles). On the
+//! host a tile is one thread, which decodes straight from the column and keeps a running sum
+//! for DFOR.
 //!
-//! Every thread of the block must call `unpack` together (it waits at barriers). A tile must hold
-//! whole blocks of 128 values; only the last tile of a column may end inside one.
+//! Every thread of the block must call `stage` and `unpack` together (they wait at barriers). A
+//! tile must hold whole blocks of 128 values; only the last tile of a column may end inside one.
 
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::{IntValue, PointerValue};
@@ -35,24 +38,311 @@ pub fn fits(target: Target, tile: TileShape) -> bool {
         && (!target.is_gpu() || blocks * MINIBLOCKS as u32 <= tile.threads)
 }
 
-/// Shared memory `unpack` takes per thread block on the GPU for `scheme`.
+/// Shared memory one packed column takes per thread block on the GPU.
 pub fn shared_bytes(tile: TileShape, scheme: Scheme) -> u32 {
     GpuLayout::new(tile).words(tile, scheme) * 4
 }
 
+/// A packed column as a kernel receives it: its scheme, its words (with
+/// [`DEVICE_SPARE_WORDS`] zero words after them) and its block starts.
+#[derive(Clone, Copy)]
+pub struct PackedColumn<'ctx> {
+    pub scheme: Scheme,
+    pub words: PointerValue<'ctx>,
+    pub block_starts: PointerValue<'ctx>,
+}
+
+/// Where a tile lies in a packed column, as one GPU thread needs it: the tile's first word, the
+/// word after its last block, and the first word of the block whose header the thread reads.
+/// A kernel loads these a tile ahead ([`tile_words`]), so staging a tile waits for one round
+/// trip to memory rather than two.
+#[derive(Clone, Copy)]
+pub struct TileWords<'ctx> {
+    pub first: IntValue<'ctx>,
+    pub end: IntValue<'ctx>,
+    pub header: IntValue<'ctx>,
+}
+
+impl<'ctx> TileWords<'ctx> {
+    pub fn to_array(self) -> [IntValue<'ctx>; 3] {
+        [self.first, self.end, self.header]
+    }
+
+    pub fn from_array([first, end, header]: [IntValue<'ctx>; 3]) -> TileWords<'ctx> {
+        TileWords { first, end, header }
+    }
+}
+
+/// A packed column's tile staged in shared memory by [`stage`], ready to decode.
+pub struct StagedColumn<'ctx> {
+    /// The tile's words, from the 16-byte vector holding its first word.
+    words: PointerValue<'ctx>,
+    /// Per miniblock: `<start word among the staged words, width, reference, mask>`.
+    miniblocks: PointerValue<'ctx>,
+    /// DFOR: each block's first value, and room for the tile's deltas.
+    dfor: Option<(PointerValue<'ctx>, PointerValue<'ctx>)>,
+    /// The number of 128-value blocks the tile touches.
+    blocks: IntValue<'ctx>,
+}
+
+/// Loads where the tile starting at row `tile_start` (a multiple of 128, at most the column's
+/// length) with `num_items` rows lies in `column` (GPU only).
+pub fn tile_words<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    column: &PackedColumn<'ctx>,
+    tile_start: IntValue<'ctx>,
+    num_items: IntValue<'ctx>,
+) -> CodegenResult<TileWords<'ctx>> {
+    if !em.target.is_gpu() {
+        return Err(CodegenError::Invalid(
+            "packed tiles are staged on the GPU only".into(),
+        ));
+    }
+    let first_block = first_block(em, tile_start)?;
+    let blocks = blocks_in(em, num_items)?;
+    let start = |block: IntValue<'ctx>| -> CodegenResult<IntValue<'ctx>> {
+        let block = em.b.build_int_z_extend(block, em.i64(), "")?;
+        let at = em.b.build_int_add(first_block, block, "")?;
+        load_i32(em, column.block_starts, at)
+    };
+    Ok(TileWords {
+        first: start(em.const_i32(0))?,
+        end: start(blocks)?,
+        header: start(header_block(
+            em,
+            header_lane(em, GpuLayout::new(em.tile))?,
+            blocks,
+        )?)?,
+    })
+}
+
+/// Copies the tiles of `columns` into shared memory and describes their miniblocks, for
+/// [`unpack`] to decode (GPU only; every thread of the block calls it, once per tile, before
+/// any `unpack` of the tile). The words of all columns are requested before any arrives.
+pub fn stage<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    columns: &[(String, PackedColumn<'ctx>, TileWords<'ctx>)],
+    num_items: IntValue<'ctx>,
+) -> CodegenResult<Vec<StagedColumn<'ctx>>> {
+    if !em.target.is_gpu() || !fits(em.target, em.tile) {
+        return Err(CodegenError::Invalid(format!(
+            "tile {} cannot stage packed columns on {}",
+            em.tile, em.target
+        )));
+    }
+    let i32t: BasicTypeEnum = em.i32().into();
+    let entry = em.i32().vec_type(MINIBLOCK_FIELDS);
+    let vector = em.i32().vec_type(VECTOR_WORDS);
+    let layout = GpuLayout::new(em.tile);
+    let blocks = blocks_in(em, num_items)?;
+    let tid = em.tid()?;
+
+    // The previous tile's readers are done with the shared arrays.
+    em.barrier()?;
+    let mut staged = Vec::with_capacity(columns.len());
+    let mut pending = Vec::with_capacity(columns.len());
+    for (name, column, at) in columns {
+        let array = |elem: BasicTypeEnum<'ctx>, len: u32, part: &str| {
+            em.block_array(elem, len, &format!("tessera.unpack.{name}.{part}"))
+        };
+        let dfor = match column.scheme {
+            Scheme::Dfor => Some((
+                array(i32t, layout.blocks, "bases")?,
+                array(i32t, em.tile.items(), "deltas")?,
+            )),
+            _ => None,
+        };
+        staged.push(StagedColumn {
+            words: array(i32t, layout.vectors * VECTOR_WORDS, "words")?,
+            miniblocks: array(
+                entry.into(),
+                layout.blocks * MINIBLOCKS as u32,
+                "miniblocks",
+            )?,
+            dfor,
+            blocks,
+        });
+        // The copy starts at the 16-byte vector holding the tile's first word, `skew` words
+        // before it; threads past the tile's vectors load its last one again rather than
+        // branch, and do not store it.
+        let skew = em.b.build_and(at.first, em.const_i32(3), "skew")?;
+        let first_vector =
+            em.b.build_right_shift(at.first, em.const_i32(2), false, "")?;
+        let first_vector = em.b.build_int_z_extend(first_vector, em.i64(), "")?;
+        let words = em.b.build_int_sub(at.end, at.first, "tile_words")?;
+        let words = em.b.build_int_add(words, skew, "")?;
+        let vectors =
+            em.b.build_int_add(words, em.const_i32(i64::from(VECTOR_WORDS)), "")?;
+        let vectors =
+            em.b.build_right_shift(vectors, em.const_i32(2), false, "vectors")?;
+        let last_vector = em.b.build_int_sub(vectors, em.const_i32(1), "")?;
+        let mut copies = Vec::with_capacity(layout.copies_per_thread as usize);
+        for copy in 0..layout.copies_per_thread {
+            let index =
+                em.b.build_int_add(tid, em.const_i32(i64::from(copy * em.tile.threads)), "")?;
+            let beyond =
+                em.b.build_int_compare(IntPredicate::UGT, index, last_vector, "")?;
+            let source =
+                em.b.build_select(beyond, last_vector, index, "")?
+                    .into_int_value();
+            let source = em.b.build_int_z_extend(source, em.i64(), "")?;
+            let source = em.b.build_int_add(first_vector, source, "")?;
+            let value = load_vector(em, em.offset_ptr(vector.into(), column.words, source)?)?;
+            copies.push((index, value));
+        }
+        pending.push((skew, vectors, copies));
+    }
+    for (column, (_, vectors, copies)) in staged.iter().zip(&pending) {
+        for (index, value) in copies {
+            let inside =
+                em.b.build_int_compare(IntPredicate::ULT, *index, *vectors, "")?;
+            em.if_then(inside, || {
+                em.b.build_store(em.offset_ptr(vector.into(), column.words, *index)?, *value)?;
+                Ok(())
+            })?;
+        }
+    }
+    em.barrier()?;
+
+    // One thread per miniblock (the first warps only) describes it from its block's header.
+    // (Spreading the columns over the block's warps measured slower on the H100.)
+    let lane = header_lane(em, layout)?;
+    let is_header_thread = em.b.build_int_compare(
+        IntPredicate::ULT,
+        tid,
+        em.const_i32(i64::from(layout.header_threads())),
+        "",
+    )?;
+    em.if_then(is_header_thread, || {
+        for ((_, _, at), (column, (skew, _, _))) in columns.iter().zip(staged.iter().zip(&pending))
+        {
+            let relative = em.b.build_int_sub(at.header, at.first, "")?;
+            let header = em.b.build_int_add(relative, *skew, "header")?;
+            describe_miniblock(em, column, header, lane)?;
+        }
+        Ok(())
+    })?;
+    em.barrier()?;
+    Ok(staged)
+}
+
+/// The 16 bytes at `address` (global, 16-byte aligned), as a vector of four words. Written as
+/// inline assembly with a side effect so that LLVM keeps every column's loads ahead of the
+/// stores that use them, rather than sinking each into its store's branch and waiting for the
+/// columns one after another.
+fn load_vector<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    address: PointerValue<'ctx>,
+) -> CodegenResult<inkwell::values::VectorValue<'ctx>> {
+    let i32t = em.i32();
+    let words = em
+        .ctx
+        .struct_type(&[i32t.into(); VECTOR_WORDS as usize], false);
+    let ty = words.fn_type(&[em.global_ptr().into()], false);
+    let asm = em.ctx.create_inline_asm(
+        ty,
+        "ld.global.nc.v4.u32 {$0, $1, $2, $3}, [$4];".into(),
+        "=r,=r,=r,=r,l".into(),
+        true,
+        false,
+        None,
+        false,
+    );
+    let call =
+        em.b.build_indirect_call(ty, asm, &[address.into()], "words")?;
+    let loaded = basic(call.try_as_basic_value().basic())?.into_struct_value();
+    let mut vector = i32t.vec_type(VECTOR_WORDS).get_undef();
+    for i in 0..VECTOR_WORDS {
+        let word = em.b.build_extract_value(loaded, i, "")?;
+        vector =
+            em.b.build_insert_element(vector, word, i32t.const_int(u64::from(i), false), "")?;
+    }
+    Ok(vector)
+}
+
+/// The header thread with lane `t` describes miniblock `t % 4` of the tile's block `t / 4`, whose
+/// header is at staged word `header`. Lanes past the tile's blocks describe its last one, so
+/// that items past the column's end find a real miniblock to decode (and discard).
+fn describe_miniblock<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    column: &StagedColumn<'ctx>,
+    mut header: IntValue<'ctx>,
+    lane: IntValue<'ctx>,
+) -> CodegenResult<()> {
+    let i32t: BasicTypeEnum = em.i32().into();
+    if let Some((bases, _)) = column.dfor {
+        let first_value = load_i32(em, column.words, header)?;
+        let block = header_block(em, lane, column.blocks)?;
+        em.b.build_store(em.offset_ptr(i32t, bases, block)?, first_value)?;
+        header = em.b.build_int_add(header, em.const_i32(1), "")?;
+    }
+    let reference = load_i32(em, column.words, header)?;
+    let widths_at = em.b.build_int_add(header, em.const_i32(1), "")?;
+    let widths = load_i32(em, column.words, widths_at)?;
+    let miniblock = em.b.build_and(lane, em.const_i32(3), "")?;
+    let (width, offset) = miniblock_width_and_offset(em, widths, miniblock)?;
+    let start_word = em.b.build_int_add(header, em.const_i32(2), "")?;
+    let start_word = em.b.build_int_add(start_word, offset, "staged_start")?;
+    // (1 << width) - 1, with width 32 (where the shift would overflow) giving all ones.
+    let shift = em.b.build_and(width, em.const_i32(31), "")?;
+    let mask = em.b.build_left_shift(em.const_i32(1), shift, "")?;
+    let mask = em.b.build_int_sub(mask, em.const_i32(1), "")?;
+    let full =
+        em.b.build_int_compare(IntPredicate::EQ, width, em.const_i32(32), "")?;
+    let mask =
+        em.b.build_select(full, em.const_i32(-1), mask, "mask")?
+            .into_int_value();
+    let ty = em.i32().vec_type(MINIBLOCK_FIELDS);
+    let mut fields = ty.get_undef();
+    for (i, value) in [start_word, width, reference, mask].into_iter().enumerate() {
+        fields =
+            em.b.build_insert_element(fields, value, em.i32().const_int(i as u64, false), "")?;
+    }
+    em.b.build_store(em.offset_ptr(ty.into(), column.miniblocks, lane)?, fields)?;
+    Ok(())
+}
+
+/// The thread's place among a column's header threads: its index modulo their number.
+fn header_lane<'ctx>(em: &Emitter<'ctx, '_>, layout: GpuLayout) -> CodegenResult<IntValue<'ctx>> {
+    let per_column = em.const_i32(i64::from(layout.header_threads()));
+    Ok(em
+        .b
+        .build_int_unsigned_rem(em.tid()?, per_column, "header_lane")?)
+}
+
+/// The tile's block whose header the thread with header lane `lane` reads: `lane / 4`, kept
+/// inside the tile's blocks.
+fn header_block<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    lane: IntValue<'ctx>,
+    blocks: IntValue<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
+    let block = em.b.build_right_shift(lane, em.const_i32(2), false, "")?;
+    let none =
+        em.b.build_int_compare(IntPredicate::EQ, blocks, em.const_i32(0), "")?;
+    let last = em.b.build_int_sub(blocks, em.const_i32(1), "")?;
+    let last =
+        em.b.build_select(none, em.const_i32(0), last, "")?
+            .into_int_value();
+    let beyond = em.b.build_int_compare(IntPredicate::UGT, block, last, "")?;
+    Ok(em
+        .b
+        .build_select(beyond, last, block, "header_block")?
+        .into_int_value())
+}
+
 /// Decodes the tile starting at row `tile_start` (a multiple of 128) of a packed column into
-/// `out` (of `i32`); items past `num_items` are zero. `words` is the column's packed data, with
-/// [`DEVICE_SPARE_WORDS`] words after it, and `block_starts` its block starts.
+/// `out` (of `i32`); items past `num_items` are zero. On the GPU the tile must have been staged
+/// (`staged`); on the host it is decoded straight from the column.
 pub fn unpack<'ctx>(
     em: &Emitter<'ctx, '_>,
-    scheme: Scheme,
-    words: PointerValue<'ctx>,
-    block_starts: PointerValue<'ctx>,
+    column: &PackedColumn<'ctx>,
+    staged: Option<&StagedColumn<'ctx>>,
     tile_start: IntValue<'ctx>,
     num_items: IntValue<'ctx>,
     out: TileArray<'ctx>,
 ) -> CodegenResult<()> {
-    if scheme == Scheme::None {
+    if column.scheme == Scheme::None {
         return Err(CodegenError::Invalid("unpack needs a packed scheme".into()));
     }
     if !fits(em.target, em.tile) {
@@ -66,6 +356,12 @@ pub fn unpack<'ctx>(
             "packed columns hold i32 values".into(),
         ));
     }
+    if em.target.is_gpu() {
+        let staged = staged.ok_or_else(|| {
+            CodegenError::Invalid("a packed tile is staged before it is decoded".into())
+        })?;
+        return unpack_gpu(em, staged, num_items, out);
+    }
     let ty = em.ctx.void_type().fn_type(
         &[
             em.global_ptr().into(),
@@ -76,9 +372,9 @@ pub fn unpack<'ctx>(
         ],
         false,
     );
-    let f = primitive(em, &format!("tessera.unpack.{scheme}"), ty, |p| {
-        let column = PackedTile {
-            scheme,
+    let f = primitive(em, &format!("tessera.unpack.{}", column.scheme), ty, |p| {
+        let column = HostTile {
+            scheme: column.scheme,
             words: param_ptr(p, 0)?,
             block_starts: param_ptr(p, 1)?,
             tile_start: param_int(p, 2)?,
@@ -88,19 +384,15 @@ pub fn unpack<'ctx>(
             ptr: param_ptr(p, 4)?,
             ..out
         };
-        if p.target.is_gpu() {
-            unpack_gpu(p, &column, out)?;
-        } else {
-            unpack_host(p, &column, out)?;
-        }
+        unpack_host(p, &column, out)?;
         p.b.build_return(None)?;
         Ok(())
     })?;
     em.b.build_call(
         f,
         &[
-            words.into(),
-            block_starts.into(),
+            column.words.into(),
+            column.block_starts.into(),
             tile_start.into(),
             num_items.into(),
             out.ptr.into(),
@@ -110,8 +402,8 @@ pub fn unpack<'ctx>(
     Ok(())
 }
 
-/// The primitive's parameters.
-struct PackedTile<'ctx> {
+/// The host primitive's parameters.
+struct HostTile<'ctx> {
     scheme: Scheme,
     words: PointerValue<'ctx>,
     block_starts: PointerValue<'ctx>,
@@ -119,10 +411,13 @@ struct PackedTile<'ctx> {
     count: IntValue<'ctx>,
 }
 
-/// Shared-memory arrays of the GPU decoder, in 32-bit words.
+/// Shared-memory arrays of a staged column, in 32-bit words.
+#[derive(Clone, Copy)]
 struct GpuLayout {
     /// Tile blocks: the most 128-value blocks one tile covers.
     blocks: u32,
+    /// The most 16-byte vectors a tile's words take.
+    vectors: u32,
     /// 16-byte loads each thread issues to stage a tile's words.
     copies_per_thread: u32,
 }
@@ -133,26 +428,27 @@ impl GpuLayout {
         // The words of the tile's blocks, the up to three before them in their 16-byte
         // vector, and the word after them that a decoder reads (and ignores).
         let most_words = blocks * MAX_BLOCK_WORDS + 3 + 1;
+        let vectors = most_words.div_ceil(VECTOR_WORDS);
         GpuLayout {
             blocks,
-            copies_per_thread: most_words.div_ceil(VECTOR_WORDS * tile.threads),
+            vectors,
+            copies_per_thread: vectors.div_ceil(tile.threads),
         }
     }
 
-    /// Staged words: every thread stores all its copies, so the array holds them all.
-    fn staged_words(&self, tile: TileShape) -> u32 {
-        self.copies_per_thread * tile.threads * VECTOR_WORDS
+    /// Threads that describe one column's miniblocks, one each.
+    fn header_threads(&self) -> u32 {
+        self.blocks * MINIBLOCKS as u32
     }
 
     fn words(&self, tile: TileShape, scheme: Scheme) -> u32 {
-        let starts = self.blocks + 1;
         let miniblocks = self.blocks * MINIBLOCKS as u32 * MINIBLOCK_FIELDS;
         let dfor = if scheme == Scheme::Dfor {
             self.blocks + tile.items()
         } else {
             0
         };
-        starts + self.staged_words(tile) + miniblocks + dfor
+        self.vectors * VECTOR_WORDS + miniblocks + dfor
     }
 }
 
@@ -169,235 +465,75 @@ const MINIBLOCK_FIELDS: u32 = 4;
 
 fn unpack_gpu<'ctx>(
     p: &Emitter<'ctx, '_>,
-    column: &PackedTile<'ctx>,
+    column: &StagedColumn<'ctx>,
+    count: IntValue<'ctx>,
     out: TileArray<'ctx>,
 ) -> CodegenResult<()> {
     let i32t: BasicTypeEnum = p.i32().into();
-    let layout = GpuLayout::new(p.tile);
-    let name = |part: &str| format!("tessera.unpack.{}.{part}", column.scheme);
-    let starts = p.block_array(i32t, layout.blocks + 1, &name("starts"))?;
-    let staged = p.block_array(i32t, layout.staged_words(p.tile), &name("words"))?;
-    let miniblocks = p.block_array(
-        p.i32().vec_type(MINIBLOCK_FIELDS).into(),
-        layout.blocks * MINIBLOCKS as u32,
-        &name("miniblocks"),
-    )?;
-    let first_block = p.b.build_right_shift(
-        column.tile_start,
-        p.const_i64(BLOCK_LEN.trailing_zeros() as i64),
-        false,
-        "first_block",
-    )?;
-    let blocks = blocks_in(p, column.count)?;
-    let last_block = p.b.build_int_sub(blocks, p.const_i32(1), "last_block")?;
     let tid = p.tid()?;
-
-    // The previous tile's readers are done with the shared arrays.
-    p.barrier()?;
-    let has_start = p.b.build_int_compare(IntPredicate::ULE, tid, blocks, "")?;
-    p.if_then(has_start, || {
-        let at = p.b.build_int_z_extend(tid, p.i64(), "")?;
-        let at = p.b.build_int_add(first_block, at, "")?;
-        let start = load_i32(p, column.block_starts, at)?;
-        p.b.build_store(p.offset_ptr(i32t, starts, tid)?, start)?;
-        Ok(())
-    })?;
-    p.barrier()?;
-    let base = load_i32(p, starts, p.const_i32(0))?;
-    let end = load_i32(p, starts, blocks)?;
-    // The copy starts at the 16-byte vector holding the tile's first word, `skew` words before it.
-    let skew = p.b.build_and(base, p.const_i32(3), "skew")?;
-    let first_vector = p.b.build_right_shift(base, p.const_i32(2), false, "")?;
-    let first_vector = p.b.build_int_z_extend(first_vector, p.i64(), "")?;
-    let words = p.b.build_int_sub(end, base, "tile_words")?;
-    let words = p.b.build_int_add(words, skew, "")?;
-    let vectors =
-        p.b.build_int_add(words, p.const_i32(i64::from(VECTOR_WORDS - 1)), "")?;
-    let vectors = p.b.build_right_shift(vectors, p.const_i32(2), false, "")?;
-    let last_vector = p.b.build_int_sub(vectors, p.const_i32(1), "")?;
-    // Every load is issued before any store, so the tile's words arrive in one round trip;
-    // threads past the tile's words load its last vector again rather than branch.
-    let vector = p.i32().vec_type(VECTOR_WORDS);
-    let mut copies = Vec::with_capacity(layout.copies_per_thread as usize);
-    for copy in 0..layout.copies_per_thread {
-        let index =
-            p.b.build_int_add(tid, p.const_i32(i64::from(copy * p.tile.threads)), "")?;
-        let beyond =
-            p.b.build_int_compare(IntPredicate::UGT, index, last_vector, "")?;
-        let source =
-            p.b.build_select(beyond, last_vector, index, "")?
-                .into_int_value();
-        let source = p.b.build_int_z_extend(source, p.i64(), "")?;
-        let source = p.b.build_int_add(first_vector, source, "")?;
-        let value = p.b.build_load(
-            vector,
-            p.offset_ptr(vector.into(), column.words, source)?,
-            "",
-        )?;
-        copies.push((index, value));
-    }
-    // Meanwhile one thread per miniblock (the first warps only) reads its block's header: the
-    // same lines, from cache.
-    let is_header_thread = p.b.build_int_compare(
-        IntPredicate::ULT,
-        tid,
-        p.const_i32(i64::from(layout.blocks * MINIBLOCKS as u32)),
-        "",
-    )?;
-    let bases = if column.scheme == Scheme::Dfor {
-        Some(p.block_array(i32t, layout.blocks, &name("bases"))?)
-    } else {
-        None
-    };
-    p.if_then(is_header_thread, || {
-        let header = miniblock_header(p, column, starts, base, skew, last_block, tid)?;
-        p.b.build_store(
-            p.offset_ptr(p.i32().vec_type(MINIBLOCK_FIELDS).into(), miniblocks, tid)?,
-            header.fields,
-        )?;
-        if let (Some(bases), Some(first_value)) = (bases, header.first_value) {
-            p.b.build_store(p.offset_ptr(i32t, bases, header.block)?, first_value)?;
-        }
-        Ok(())
-    })?;
-    for (index, value) in copies {
-        p.b.build_store(p.offset_ptr(vector.into(), staged, index)?, value)?;
-    }
-    p.barrier()?;
-
     // Item `item`: its position in the tile, and its value's difference from the reference.
     let lane_in_miniblock =
         p.b.build_and(tid, p.const_i32(MINIBLOCK_LEN as i64 - 1), "j")?;
-    let decode =
-        |item: Item<'ctx>| -> CodegenResult<(IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>)> {
-            let position = p.item_offset(item)?;
-            let (block, k) = block_and_index(p, item, position)?;
-            let miniblock = p.b.build_right_shift(k, p.const_i32(5), false, "")?;
-            let entry = p.b.build_left_shift(block, p.const_i32(2), "")?;
-            let entry = p.b.build_int_add(entry, miniblock, "")?;
-            let ty = p.i32().vec_type(MINIBLOCK_FIELDS);
-            let fields =
-                p.b.build_load(ty, p.offset_ptr(ty.into(), miniblocks, entry)?, "miniblock")?
-                    .into_vector_value();
-            let field = |i: u64| -> CodegenResult<IntValue<'ctx>> {
-                Ok(p.b
-                    .build_extract_element(fields, p.i32().const_int(i, false), "")?
-                    .into_int_value())
-            };
-            let (start, width, reference, mask) = (field(0)?, field(1)?, field(2)?, field(3)?);
-            let j = if p.tile.threads.is_multiple_of(MINIBLOCK_LEN as u32) {
-                lane_in_miniblock
-            } else {
-                p.b.build_and(position, p.const_i32(MINIBLOCK_LEN as i64 - 1), "")?
-            };
-            let bit = p.b.build_int_mul(j, width, "bit")?;
-            let word = p.b.build_right_shift(bit, p.const_i32(5), false, "")?;
-            let word = p.b.build_int_add(start, word, "word")?;
-            let low = load_i32(p, staged, word)?;
-            let next = p.b.build_int_add(word, p.const_i32(1), "")?;
-            let high = load_i32(p, staged, next)?;
-            let bits = funnel_right(p, low, high, bit)?;
-            let difference = p.b.build_and(bits, mask, "")?;
-            Ok((
-                position,
-                block,
-                p.b.build_int_add(reference, difference, "unpacked")?,
-            ))
+    let decode = |item: Item<'ctx>| -> CodegenResult<(IntValue<'ctx>, IntValue<'ctx>)> {
+        let position = p.item_offset(item)?;
+        let (block, k) = block_and_index(p, item, position)?;
+        let miniblock = p.b.build_right_shift(k, p.const_i32(5), false, "")?;
+        let entry = p.b.build_left_shift(block, p.const_i32(2), "")?;
+        let entry = p.b.build_int_add(entry, miniblock, "")?;
+        let ty = p.i32().vec_type(MINIBLOCK_FIELDS);
+        let fields =
+            p.b.build_load(
+                ty,
+                p.offset_ptr(ty.into(), column.miniblocks, entry)?,
+                "miniblock",
+            )?
+            .into_vector_value();
+        let field = |i: u64| -> CodegenResult<IntValue<'ctx>> {
+            Ok(p.b
+                .build_extract_element(fields, p.i32().const_int(i, false), "")?
+                .into_int_value())
         };
-    let Some(bases) = bases else {
+        let (start, width, reference, mask) = (field(0)?, field(1)?, field(2)?, field(3)?);
+        let j = if p.tile.threads.is_multiple_of(MINIBLOCK_LEN as u32) {
+            lane_in_miniblock
+        } else {
+            p.b.build_and(position, p.const_i32(MINIBLOCK_LEN as i64 - 1), "")?
+        };
+        let bit = p.b.build_int_mul(j, width, "bit")?;
+        let word = p.b.build_right_shift(bit, p.const_i32(5), false, "")?;
+        let word = p.b.build_int_add(start, word, "word")?;
+        let low = load_i32(p, column.words, word)?;
+        let next = p.b.build_int_add(word, p.const_i32(1), "")?;
+        let high = load_i32(p, column.words, next)?;
+        let bits = funnel_right(p, low, high, bit)?;
+        let difference = p.b.build_and(bits, mask, "")?;
+        Ok((
+            position,
+            p.b.build_int_add(reference, difference, "unpacked")?,
+        ))
+    };
+    let Some((bases, deltas)) = column.dfor else {
         return p.for_each_item(|item| {
-            let (position, _, value) = decode(item)?;
-            p.set(out, item, zero_past(p, position, column.count, value)?)
+            let (position, value) = decode(item)?;
+            p.set(out, item, zero_past(p, position, count, value)?)
         });
     };
 
-    let deltas = p.block_array(i32t, p.tile.items(), &name("deltas"))?;
     p.for_each_item(|item| {
-        let (position, _, delta) = decode(item)?;
+        let (position, delta) = decode(item)?;
         p.b.build_store(p.offset_ptr(i32t, deltas, position)?, delta)?;
         Ok(())
     })?;
     p.barrier()?;
-    scan_blocks_gpu(p, deltas, blocks)?;
+    scan_blocks_gpu(p, deltas, column.blocks)?;
     p.barrier()?;
     p.for_each_item(|item| {
         let position = p.item_offset(item)?;
-        let block = block_of(p, position, blocks)?;
+        let block = block_of(p, position, column.blocks)?;
         let first_value = load_i32(p, bases, block)?;
         let sum = load_i32(p, deltas, position)?;
         let value = p.b.build_int_add(first_value, sum, "")?;
-        p.set(out, item, zero_past(p, position, column.count, value)?)
-    })
-}
-
-/// What one header thread learns of its miniblock.
-struct MiniblockHeader<'ctx> {
-    /// The tile block the miniblock belongs to.
-    block: IntValue<'ctx>,
-    /// `<start word among the staged words, width, reference, mask>`.
-    fields: inkwell::values::VectorValue<'ctx>,
-    /// DFOR: the block's first value.
-    first_value: Option<IntValue<'ctx>>,
-}
-
-/// Thread `t` describes miniblock `t % 4` of the tile's block `t / 4`, reading the block's
-/// header words from the column. Threads past the tile's blocks describe its last one, so that
-/// items past the column's end find a real miniblock to decode (and discard).
-fn miniblock_header<'ctx>(
-    p: &Emitter<'ctx, '_>,
-    column: &PackedTile<'ctx>,
-    starts: PointerValue<'ctx>,
-    base: IntValue<'ctx>,
-    skew: IntValue<'ctx>,
-    last_block: IntValue<'ctx>,
-    tid: IntValue<'ctx>,
-) -> CodegenResult<MiniblockHeader<'ctx>> {
-    let block = p.b.build_right_shift(tid, p.const_i32(2), false, "")?;
-    let beyond =
-        p.b.build_int_compare(IntPredicate::UGT, block, last_block, "")?;
-    let block =
-        p.b.build_select(beyond, last_block, block, "header_block")?
-            .into_int_value();
-    let miniblock = p.b.build_and(tid, p.const_i32(3), "")?;
-    let start = load_i32(p, starts, block)?;
-    let mut first = p.b.build_int_sub(start, base, "")?;
-    let global = |staged: IntValue<'ctx>| -> CodegenResult<IntValue<'ctx>> {
-        let staged = p.b.build_int_z_extend(staged, p.i64(), "")?;
-        let base = p.b.build_int_z_extend(base, p.i64(), "")?;
-        load_i32(p, column.words, p.b.build_int_add(base, staged, "")?)
-    };
-    let first_value = if column.scheme == Scheme::Dfor {
-        let value = global(first)?;
-        first = p.b.build_int_add(first, p.const_i32(1), "")?;
-        Some(value)
-    } else {
-        None
-    };
-    let reference = global(first)?;
-    let widths = global(p.b.build_int_add(first, p.const_i32(1), "")?)?;
-    let (width, offset) = miniblock_width_and_offset(p, widths, miniblock)?;
-    let start_word = p.b.build_int_add(first, p.const_i32(2), "")?;
-    let start_word = p.b.build_int_add(start_word, offset, "")?;
-    let start_word = p.b.build_int_add(start_word, skew, "staged_start")?;
-    // (1 << width) - 1, with width 32 (where the shift would overflow) giving all ones.
-    let shift = p.b.build_and(width, p.const_i32(31), "")?;
-    let mask = p.b.build_left_shift(p.const_i32(1), shift, "")?;
-    let mask = p.b.build_int_sub(mask, p.const_i32(1), "")?;
-    let full =
-        p.b.build_int_compare(IntPredicate::EQ, width, p.const_i32(32), "")?;
-    let mask =
-        p.b.build_select(full, p.const_i32(-1), mask, "mask")?
-            .into_int_value();
-    let ty = p.i32().vec_type(MINIBLOCK_FIELDS);
-    let mut fields = ty.get_undef();
-    for (i, value) in [start_word, width, reference, mask].into_iter().enumerate() {
-        fields =
-            p.b.build_insert_element(fields, value, p.i32().const_int(i as u64, false), "")?;
-    }
-    Ok(MiniblockHeader {
-        block,
-        fields,
-        first_value,
+        p.set(out, item, zero_past(p, position, count, value)?)
     })
 }
 
@@ -516,15 +652,10 @@ fn scan_blocks_gpu<'ctx>(
 
 fn unpack_host<'ctx>(
     p: &Emitter<'ctx, '_>,
-    column: &PackedTile<'ctx>,
+    column: &HostTile<'ctx>,
     out: TileArray<'ctx>,
 ) -> CodegenResult<()> {
-    let first_block = p.b.build_right_shift(
-        column.tile_start,
-        p.const_i64(BLOCK_LEN.trailing_zeros() as i64),
-        false,
-        "first_block",
-    )?;
+    let first_block = first_block(p, column.tile_start)?;
     let blocks = blocks_in(p, column.count)?;
     p.for_each_item(|item| {
         let position = p.item_offset(item)?;
@@ -568,7 +699,7 @@ fn unpack_host<'ctx>(
 /// The tile block of `item` and its index in that block. When a tile row of threads holds whole
 /// blocks, the index is the same for all of a thread's items and the block a constant apart, so
 /// both fold into the thread's registers and load offsets. Blocks past the tile's last hold
-/// copies of its last miniblocks (see `miniblock_header`).
+/// copies of its last miniblocks (see `describe_miniblock`).
 fn block_and_index<'ctx>(
     p: &Emitter<'ctx, '_>,
     item: Item<'ctx>,
@@ -595,6 +726,19 @@ fn block_and_index<'ctx>(
     )?;
     let block = p.b.build_int_add(row, thread_block, "block")?;
     Ok((block, in_block(p, tid)?))
+}
+
+/// The column's block a tile starting at row `tile_start` (an `i64`) begins with.
+fn first_block<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    tile_start: IntValue<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
+    Ok(p.b.build_right_shift(
+        tile_start,
+        p.const_i64(BLOCK_LEN.trailing_zeros() as i64),
+        false,
+        "first_block",
+    )?)
 }
 
 /// The number of blocks a tile of `count` rows touches.

@@ -5,7 +5,7 @@ use inkwell::context::Context;
 use tessera_storage::compress::{encode, Scheme};
 
 use super::tests::{arg, call, function_for_tile, link, store_tile};
-use super::unpack::{unpack, DEVICE_SPARE_WORDS};
+use super::unpack::{unpack, PackedColumn, DEVICE_SPARE_WORDS};
 use crate::tile::TileShape;
 
 const TILE: TileShape = TileShape {
@@ -34,16 +34,12 @@ fn unpack_on_host(values: &[i32], scheme: Scheme) -> Vec<i32> {
                 .expect("select")
                 .into_int_value();
         let count = em.b.build_int_truncate(count, em.i32(), "").expect("trunc");
-        unpack(
-            em,
+        let column = PackedColumn {
             scheme,
-            arg(em, 0).into_pointer_value(),
-            arg(em, 1).into_pointer_value(),
-            start,
-            count,
-            out,
-        )
-        .expect("unpack");
+            words: arg(em, 0).into_pointer_value(),
+            block_starts: arg(em, 1).into_pointer_value(),
+        };
+        unpack(em, &column, None, start, count, out).expect("unpack");
         store_tile(em, out, arg(em, 2).into_pointer_value());
     });
     let object = link(&module);
