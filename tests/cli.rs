@@ -292,3 +292,87 @@ fn a_repeated_query_comes_from_the_kernel_cache() {
     assert_eq!(text(&third.stdout), text(&first.stdout));
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+#[test]
+fn packed_columns_are_decoded_by_the_unpack_primitive() {
+    for (target, packed_marker) in [("host", "tessera.unpack.for"), ("sm_90", "ld.global.nc.v4")] {
+        let emit = |compression: &str| {
+            let output = tessera(&[
+                "compile",
+                "examples/ssb/q11.tq",
+                "--data",
+                data(),
+                "--target",
+                target,
+                "--emit",
+                "llvm",
+                "--compress",
+                compression,
+            ]);
+            assert!(output.status.success(), "{}", text(&output.stderr));
+            text(&output.stdout)
+        };
+        let packed = emit("for");
+        assert!(packed.contains(packed_marker), "{target}: {packed}");
+        assert!(packed.contains("tessera.unpack"), "{target}");
+        let plain = emit("none");
+        assert!(!plain.contains("tessera.unpack"), "{target}: {plain}");
+    }
+}
+
+#[test]
+fn stats_show_each_columns_encoding_and_bits_per_value() {
+    let output = tessera(&["stats", data(), "--table", "lineorder"]);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let orderdate = stdout
+        .lines()
+        .find(|line| line.contains("lo_orderdate"))
+        .unwrap_or_else(|| panic!("no lo_orderdate line: {stdout}"));
+    let fields: Vec<&str> = orderdate.split_whitespace().collect();
+    assert!(["for", "dfor"].contains(&fields[4]), "{orderdate}");
+    let bits: f64 = fields[5].parse().expect("bits per value");
+    // yyyymmdd dates within a block of 128 rows span at most a few years: 15 to 18 bits.
+    assert!((14.0..19.0).contains(&bits), "{orderdate}");
+    assert!(stdout.contains("total:"), "{stdout}");
+
+    let plain = tessera(&[
+        "stats",
+        data(),
+        "--table",
+        "lineorder",
+        "--compress",
+        "none",
+    ]);
+    let plain = text(&plain.stdout);
+    assert!(
+        plain
+            .lines()
+            .any(|l| l.contains("lo_orderdate") && l.contains(" none ")),
+        "{plain}"
+    );
+
+    let missing = tessera(&["stats", data(), "--table", "nope"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(text(&missing.stderr).trim_end().lines().count(), 1);
+}
+
+#[test]
+fn an_unknown_compression_scheme_is_refused() {
+    let output = tessera(&[
+        "run",
+        "examples/ssb/q11.tq",
+        "--data",
+        data(),
+        "--device",
+        "cpu",
+        "--compress",
+        "zip",
+    ]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("unknown compression scheme `zip` (expected none, auto, for or dfor)"),
+        "{stderr}"
+    );
+}

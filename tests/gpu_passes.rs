@@ -10,6 +10,7 @@ use tessera_compiler::codegen::{kernel_to_code, pipelines_to_modules, GpuPasses}
 use tessera_compiler::Compilation;
 use tessera_grammar::source_to_ast;
 use tessera_runtime::Target;
+use tessera_storage::compress::Compression;
 
 /// Every script: the examples, and the `script:` section of each conformance file.
 fn scripts() -> Vec<(String, String)> {
@@ -87,13 +88,66 @@ fn normalized(ptx: &str) -> String {
     out
 }
 
+/// Every script, on plain columns with the default tile and on packed columns (each column's
+/// smallest encoding) with the packed default tile.
 #[test]
 fn gpu_passes_match_llvm_o1() {
     let target = Target::Nvptx { sm: 90 };
     let scripts = scripts();
     assert!(scripts.len() >= 28, "found only {} scripts", scripts.len());
-    for (name, source) in scripts {
-        let catalog = common::ssb_catalog(&source);
+    for (compression, tile) in [
+        (Compression::None, target.default_tile()),
+        (Compression::Auto, target.default_packed_tile()),
+    ] {
+        for (name, source) in &scripts {
+            let name = format!("{name} (--compress {compression})");
+            let catalog = common::ssb_catalog(source).with_compression(compression);
+            let ast = source_to_ast(source).unwrap_or_else(|d| panic!("{name}: {d:?}"));
+            let compilation =
+                Compilation::run(ast, &catalog).unwrap_or_else(|d| panic!("{name}: {d:?}"));
+            let (modules, _) = pipelines_to_modules(&compilation.physical, &catalog, target, tile)
+                .unwrap_or_else(|d| panic!("{name}: {d:?}"));
+            for module in &modules {
+                let reduced = kernel_to_code(module, target, GpuPasses::Reduced).expect("reduced");
+                let reference = kernel_to_code(module, target, GpuPasses::LlvmO1).expect("O1");
+                assert_eq!(
+                    normalized(&reduced),
+                    normalized(&reference),
+                    "{name}, kernel {}: the reduced pipeline's PTX differs from default<O1>'s",
+                    module.kernel
+                );
+            }
+        }
+    }
+}
+
+/// Static shared memory of each kernel of `ptx`, in bytes: the sum of its `.shared` arrays.
+fn shared_bytes_per_kernel(ptx: &str) -> Vec<(String, u64)> {
+    let mut kernels: Vec<(String, u64)> = Vec::new();
+    for line in ptx.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix(".visible .entry ") {
+            let name = rest.split('(').next().unwrap_or(rest).to_string();
+            kernels.push((name, 0));
+        } else if line.starts_with(".shared") {
+            let bytes = line
+                .rsplit_once('[')
+                .and_then(|(_, size)| size.trim_end_matches("];").parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("unreadable shared array: {line}"));
+            if let Some((_, total)) = kernels.last_mut() {
+                *total += bytes;
+            }
+        }
+    }
+    kernels
+}
+
+/// A block may have 48 KiB of static shared memory. Kernels reading many packed columns (DFOR
+/// takes the most) must stay under it, reading the columns past their budget plain.
+#[test]
+fn packed_kernels_fit_static_shared_memory() {
+    let target = Target::Nvptx { sm: 90 };
+    for (name, source) in scripts() {
+        let catalog = common::ssb_catalog(&source).with_compression(Compression::Dfor);
         let ast = source_to_ast(&source).unwrap_or_else(|d| panic!("{name}: {d:?}"));
         let compilation =
             Compilation::run(ast, &catalog).unwrap_or_else(|d| panic!("{name}: {d:?}"));
@@ -101,18 +155,17 @@ fn gpu_passes_match_llvm_o1() {
             &compilation.physical,
             &catalog,
             target,
-            target.default_tile(),
+            target.default_packed_tile(),
         )
         .unwrap_or_else(|d| panic!("{name}: {d:?}"));
         for module in &modules {
-            let reduced = kernel_to_code(module, target, GpuPasses::Reduced).expect("reduced");
-            let reference = kernel_to_code(module, target, GpuPasses::LlvmO1).expect("O1");
-            assert_eq!(
-                normalized(&reduced),
-                normalized(&reference),
-                "{name}, kernel {}: the reduced pipeline's PTX differs from default<O1>'s",
-                module.kernel
-            );
+            let ptx = kernel_to_code(module, target, GpuPasses::Reduced).expect("ptx");
+            for (kernel, bytes) in shared_bytes_per_kernel(&ptx) {
+                assert!(
+                    bytes <= 48 * 1024,
+                    "{name}, {kernel}: {bytes} bytes of shared memory"
+                );
+            }
         }
     }
 }

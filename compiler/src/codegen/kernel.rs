@@ -24,6 +24,11 @@ use crate::physical::{PhysicalQuery, Pipeline, Step};
 use super::query::QueryContext;
 use super::sinks::{plan_sink, SinkPlan, SinkState};
 
+/// Shared memory per thread block that staging packed columns may take on the GPU, of the 48 KiB
+/// a block can have statically: the rest is for the block's reductions and its copies of small
+/// hash tables and group arrays.
+const PACKED_SHARED_BYTES: u32 = 32 * 1024;
+
 /// Below this estimated fraction of rows still selected, columns are loaded with `load_sel`:
 /// with 8 rows per 32-byte sector, a sector is skipped only when all its rows are rejected.
 const LOAD_SEL_BELOW: f64 = 0.1;
@@ -135,6 +140,8 @@ fn collect_params(
         }
     };
     let exprs = expressions(pipeline, sink);
+    let mut packed_bytes = 0;
+    let mut packed: Vec<(&str, &str)> = Vec::new();
     let mut used: Vec<ColumnId> = exprs.iter().flat_map(|e| e.columns_used()).collect();
     if let SinkPlan::Build { table, .. } = sink {
         used.extend(qc.query.hash_tables[*table].payload.iter().copied());
@@ -144,13 +151,25 @@ fn collect_params(
         if let Some(origin) = &info.origin {
             let (table, column) = (origin.table.clone(), origin.column.clone());
             // Tiles that cannot read packed columns (not whole 128-value blocks) read them plain.
-            let scheme = if unpack::fits(qc.target, qc.tile) {
+            let mut scheme = if unpack::fits(qc.target, qc.tile) {
                 qc.catalog.scheme(&table, &column).map_err(|e| {
                     Diagnostic::new(DiagnosticKind::Data, qc.query.span, e.to_string())
                 })?
             } else {
                 Scheme::None
             };
+            // On the GPU every packed column takes its own shared memory; past the budget,
+            // columns are read plain.
+            if scheme != Scheme::None && qc.target.is_gpu() {
+                let bytes = unpack::shared_bytes(qc.tile, scheme);
+                let counted = packed.contains(&(table.as_str(), column.as_str()));
+                if !counted && packed_bytes + bytes > PACKED_SHARED_BYTES {
+                    scheme = Scheme::None;
+                } else if !counted {
+                    packed_bytes += bytes;
+                    packed.push((&origin.table, &origin.column));
+                }
+            }
             if scheme == Scheme::None {
                 push(Param::Column { table, column });
             } else {
@@ -541,8 +560,12 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
         Ok(())
     }
 
-    /// Shared memory the kernel's unpacking takes per thread block.
+    /// Shared memory the kernel's unpacking takes per thread block (none on the host, where
+    /// packed columns are decoded straight from memory).
     pub fn unpack_shared_bytes(&self) -> u32 {
+        if !self.em.target.is_gpu() {
+            return 0;
+        }
         self.packed
             .iter()
             .map(|slot| unpack::shared_bytes(self.em.tile, slot.packed.scheme))

@@ -78,7 +78,8 @@ pub(super) fn prepare_module(module: &Module<'_>, target: Target) -> Result<(), 
 /// LLVM's `-O1` function simplification, reduced to the passes that change Tessera's GPU
 /// kernels. The item loops arrive unrolled and every primitive is marked always-inline, so of
 /// `default<O1>` only these matter: clean-up before inlining, inlining, scalar replacement of
-/// the tile arrays, combining, and hoisting loop invariants out of the loop over tiles. A pass
+/// the tile arrays, combining, hoisting loop invariants out of the loop over tiles, and
+/// dropping stores to shared arrays nothing reads. A pass
 /// was dropped only when every example and every conformance script compiled to the same PTX
 /// without it; `gpu_passes_match_llvm_o1` in `tests/` checks this still holds. It takes 40% less
 /// time than `default<O1>` (docs/PERFORMANCE.md).
@@ -102,7 +103,9 @@ const GPU_PASSES: &str = concat!(
     "vector-combine,",
     "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>,",
     "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>,",
-    "loop-mssa(licm<allowspeculation>))",
+    "loop-mssa(licm<allowspeculation>)),",
+    // Shared arrays a kernel only writes (a packed column staged for a value no row needs).
+    "globalopt",
 );
 
 /// Which optimization pipeline GPU kernels go through.
