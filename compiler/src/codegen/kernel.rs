@@ -378,9 +378,8 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
         };
         // Where each packed column's first tile lies, loaded before the loop (a block past
         // the last tile loads the first tile's, and leaves the loop at once).
-        let gpu = em.target.is_gpu();
         let mut words_ahead = Vec::new();
-        if gpu {
+        if em.target.is_gpu() && !self.packed.is_empty() {
             let inside = em.b.build_int_compare(IntPredicate::SLT, first, end, "")?;
             let tile = em.b.build_select(inside, first, em.const_i64(0), "")?;
             let (start, count) = tile_extent(em, tile.into_int_value(), rows)?;
