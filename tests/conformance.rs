@@ -5,38 +5,35 @@ mod common;
 
 use std::process::Command;
 
-#[test]
-fn conformance_files_pass_on_the_cpu() {
+/// `tessera test tests/conformance --device cpu` with `extra` arguments: its stdout, after
+/// checking that every file passed.
+fn conformance_on_the_cpu(extra: &[&str]) -> String {
     common::ssb_data();
     let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args(["test", "tests/conformance", "--device", "cpu"])
+        .args(extra)
         .current_dir(common::repo())
         .env("TESSERA_CACHE_DIR", "")
         .output()
         .expect("tessera runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains(" 0 failed"), "{stdout}");
+    assert!(output.status.success(), "{extra:?}: {stdout}\n{stderr}");
+    assert!(stdout.contains(" 0 failed"), "{extra:?}: {stdout}");
+    stdout
+}
+
+#[test]
+fn conformance_files_pass_on_the_cpu() {
+    conformance_on_the_cpu(&[]);
 }
 
 /// The same files with every integer column the kernels read bit-packed, GPU-FOR, GPU-DFOR, or
 /// per column the smaller: results must not change with the encoding.
 #[test]
 fn conformance_files_pass_on_packed_columns() {
-    common::ssb_data();
     for compression in ["for", "dfor", "auto"] {
-        let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
-            .args(["test", "tests/conformance", "--device", "cpu"])
-            .args(["--compress", compression])
-            .current_dir(common::repo())
-            .env("TESSERA_CACHE_DIR", "")
-            .output()
-            .expect("tessera runs");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "{compression}: {stdout}\n{stderr}");
-        assert!(stdout.contains(" 0 failed"), "{compression}: {stdout}");
+        let stdout = conformance_on_the_cpu(&["--compress", compression]);
         assert!(
             stdout.contains("columns packed"),
             "{compression}: the summary says how columns were stored: {stdout}"

@@ -285,15 +285,7 @@ fn describe_miniblock<'ctx>(
     let (width, offset) = miniblock_width_and_offset(em, widths, miniblock)?;
     let start_word = em.b.build_int_add(header, em.const_i32(2), "")?;
     let start_word = em.b.build_int_add(start_word, offset, "staged_start")?;
-    // (1 << width) - 1, with width 32 (where the shift would overflow) giving all ones.
-    let shift = em.b.build_and(width, em.const_i32(31), "")?;
-    let mask = em.b.build_left_shift(em.const_i32(1), shift, "")?;
-    let mask = em.b.build_int_sub(mask, em.const_i32(1), "")?;
-    let full =
-        em.b.build_int_compare(IntPredicate::EQ, width, em.const_i32(32), "")?;
-    let mask =
-        em.b.build_select(full, em.const_i32(-1), mask, "mask")?
-            .into_int_value();
+    let mask = width_mask(em, width)?;
     let ty = em.i32().vec_type(MINIBLOCK_FIELDS);
     let mut fields = ty.get_undef();
     for (i, value) in [start_word, width, reference, mask].into_iter().enumerate() {
@@ -554,6 +546,19 @@ fn miniblock_width_and_offset<'ctx>(
     let offset = p.b.build_right_shift(offsets, byte_shift, false, "")?;
     let offset = p.b.build_and(offset, p.const_i32(0xff), "mini_offset")?;
     Ok((width, offset))
+}
+
+/// `(1 << width) - 1` for a bit width of 0 to 32, width 32 (where the shift would overflow)
+/// giving all ones.
+fn width_mask<'ctx>(p: &Emitter<'ctx, '_>, width: IntValue<'ctx>) -> CodegenResult<IntValue<'ctx>> {
+    let shift = p.b.build_and(width, p.const_i32(31), "")?;
+    let mask = p.b.build_left_shift(p.const_i32(1), shift, "")?;
+    let mask = p.b.build_int_sub(mask, p.const_i32(1), "")?;
+    let full =
+        p.b.build_int_compare(IntPredicate::EQ, width, p.const_i32(32), "")?;
+    Ok(p.b
+        .build_select(full, p.const_i32(-1), mask, "mask")?
+        .into_int_value())
 }
 
 /// The 32 bits at bit `shift % 32` of the 64-bit `high:low`: one `shf` instruction on the GPU.
@@ -833,11 +838,7 @@ fn decode_for<'ctx>(
     let next = p.b.build_int_add(word, index_ty.const_int(1, false), "")?;
     let high = load_i32(p, words, next)?;
     let bits = funnel_right(p, low, high, bit)?;
-    // (1 << w) - 1 in 64 bits, since w may be 32.
-    let width_wide = p.b.build_int_z_extend(width, p.i64(), "")?;
-    let mask = p.b.build_left_shift(p.const_i64(1), width_wide, "")?;
-    let mask = p.b.build_int_sub(mask, p.const_i64(1), "")?;
-    let mask = p.b.build_int_truncate(mask, p.i32(), "mask")?;
+    let mask = width_mask(p, width)?;
     let difference = p.b.build_and(bits, mask, "")?;
     Ok(p.b.build_int_add(reference, difference, "unpacked")?)
 }
