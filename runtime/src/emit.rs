@@ -363,6 +363,27 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         }
     }
 
+    /// An array of `len` values of `elem` in shared memory (GPU only), declared once per module
+    /// under `name`: later calls with the same name return the same array.
+    pub fn shared_array(
+        &self,
+        name: &str,
+        elem: BasicTypeEnum<'ctx>,
+        len: u32,
+    ) -> CodegenResult<PointerValue<'ctx>> {
+        if let Some(global) = self.module.get_global(name) {
+            return Ok(global.as_pointer_value());
+        }
+        let ty = elem.array_type(len);
+        let global = self
+            .module
+            .add_global(ty, Some(AddressSpace::from(SHARED)), name);
+        global.set_linkage(Linkage::Internal);
+        global.set_initializer(&ty.get_undef());
+        global.set_alignment(16);
+        Ok(global.as_pointer_value())
+    }
+
     /// The position of `item` within the tile, `item * threads + tid` (striped).
     pub fn item_offset(&self, item: Item<'ctx>) -> CodegenResult<IntValue<'ctx>> {
         let threads = self.const_i32(i64::from(self.tile.threads));

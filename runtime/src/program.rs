@@ -11,7 +11,7 @@ use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
 
 /// Bumped whenever the format changes, so an old artifact is refused with a clear message.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {
@@ -117,13 +117,19 @@ pub struct BufferSpec {
     /// One element per slot of the grouping hash table (plus one), however large it grows:
     /// `elements` is ignored.
     pub per_group_slot: bool,
+    /// One element per row of this table, as many as it has when the query runs (the most rows
+    /// a pipeline over it can write): `elements` is ignored.
+    pub per_row_of: Option<String>,
 }
 
 impl BufferSpec {
-    /// Bytes for a grouping table of `capacity` slots (only `per_group_slot` buffers depend on it).
-    pub fn bytes_for(&self, capacity: u64) -> u64 {
+    /// Bytes for a grouping table of `capacity` slots, when the buffer's table (if it has one)
+    /// has `table_rows` rows.
+    pub fn bytes_for(&self, capacity: u64, table_rows: u64) -> u64 {
         let elements = if self.per_group_slot {
             capacity + 1
+        } else if self.per_row_of.is_some() {
+            table_rows
         } else {
             self.elements
         };
@@ -179,6 +185,23 @@ pub enum ResultShape {
         /// non-zero when that group exists.
         key_buffer: usize,
     },
+    /// Rows written out by a pipeline: `count` (an `i64`) of them in each column's buffer.
+    Rows {
+        columns: Vec<RowColumn>,
+        count_buffer: usize,
+    },
+}
+
+/// A column of materialized rows.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RowColumn {
+    pub id: u32,
+    pub ty: DataType,
+    pub buffer: usize,
+    /// One byte per row, non-zero where the row holds a value (nullable columns).
+    pub validity: Option<usize>,
+    /// For strings: the dictionary the codes index.
+    pub dictionary: Option<(String, String)>,
 }
 
 /// A group key of a hash-grouped result: bits `shift .. shift + bits` of the packed key.
@@ -292,5 +315,6 @@ pub fn hash_table_buffer(name: &str, layout: &HashTableLayout) -> BufferSpec {
         element_bytes: 1,
         fill: Fill::Zero,
         per_group_slot: false,
+        per_row_of: None,
     }
 }

@@ -7,7 +7,9 @@ use std::cmp::Ordering;
 use tessera_storage::{date, Catalog, DataType, Value};
 
 use crate::exec::RuntimeError;
-use crate::program::{AggregateKind, AggregateSlot, HostExpr, HostOp, ResultShape, ResultSpec};
+use crate::program::{
+    AggregateKind, AggregateSlot, HostExpr, HostOp, ResultShape, ResultSpec, RowColumn,
+};
 
 /// A query's answer: named, typed columns and rows of values.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,9 +35,10 @@ impl Rows {
 }
 
 /// The result of a query from its buffers (`capacity`: the slots of its grouping hash table).
+/// `read(buffer, bytes)` reads a buffer whole, or its first `bytes`.
 pub(crate) fn decode_result(
     spec: &ResultSpec,
-    read: &mut dyn FnMut(usize) -> Result<Vec<u8>, RuntimeError>,
+    read: &mut dyn FnMut(usize, Option<u64>) -> Result<Vec<u8>, RuntimeError>,
     catalog: &Catalog,
     capacity: u64,
 ) -> Result<ResultTable, RuntimeError> {
@@ -43,8 +46,8 @@ pub(crate) fn decode_result(
         ResultShape::Scalar { aggregates } => {
             let mut row = Vec::with_capacity(aggregates.len());
             for slot in aggregates {
-                let values = read(slot.buffer)?;
-                let counts = slot.count.map(&mut *read).transpose()?;
+                let values = read(slot.buffer, None)?;
+                let counts = slot.count.map(|b| read(b, None)).transpose()?;
                 row.push(aggregate_value(
                     slot,
                     &values,
@@ -64,11 +67,11 @@ pub(crate) fn decode_result(
             aggregates,
             presence,
         } => {
-            let present = read(*presence)?;
+            let present = read(*presence, None)?;
             let mut buffers = Vec::with_capacity(aggregates.len());
             for slot in aggregates {
-                let counts = slot.count.map(&mut *read).transpose()?;
-                buffers.push((read(slot.buffer)?, counts));
+                let counts = slot.count.map(|b| read(b, None)).transpose()?;
+                buffers.push((read(slot.buffer, None)?, counts));
             }
             let dictionaries = keys
                 .iter()
@@ -124,11 +127,11 @@ pub(crate) fn decode_result(
             aggregates,
             key_buffer,
         } => {
-            let words = read(*key_buffer)?;
+            let words = read(*key_buffer, None)?;
             let mut buffers = Vec::with_capacity(aggregates.len());
             for slot in aggregates {
-                let counts = slot.count.map(&mut *read).transpose()?;
-                buffers.push((read(slot.buffer)?, counts));
+                let counts = slot.count.map(|b| read(b, None)).transpose()?;
+                buffers.push((read(slot.buffer, None)?, counts));
             }
             let dictionaries = keys
                 .iter()
@@ -185,6 +188,10 @@ pub(crate) fn decode_result(
                 rows,
             }
         }
+        ResultShape::Rows {
+            columns,
+            count_buffer,
+        } => materialized_rows(columns, *count_buffer, read, catalog)?,
     };
     for op in &spec.steps {
         apply(op, &mut rows)?;
@@ -205,6 +212,49 @@ pub(crate) fn decode_result(
             .into_iter()
             .map(|row| positions.iter().map(|&p| row[p].clone()).collect())
             .collect(),
+    })
+}
+
+/// Rows a pipeline wrote out: the count, then that many values of each column.
+fn materialized_rows(
+    columns: &[RowColumn],
+    count_buffer: usize,
+    read: &mut dyn FnMut(usize, Option<u64>) -> Result<Vec<u8>, RuntimeError>,
+    catalog: &Catalog,
+) -> Result<Rows, RuntimeError> {
+    let count = match element(&read(count_buffer, Some(8))?, DataType::I64, 0)? {
+        Value::Int(n) => usize::try_from(n)
+            .map_err(|_| RuntimeError::Malformed(format!("{n} rows were written")))?,
+        _ => 0,
+    };
+    let mut rows: Vec<Vec<Value>> = (0..count)
+        .map(|_| Vec::with_capacity(columns.len()))
+        .collect();
+    for column in columns {
+        let values = read(column.buffer, Some((count * column.ty.width()) as u64))?;
+        let validity = column
+            .validity
+            .map(|b| read(b, Some(count as u64)))
+            .transpose()?;
+        let dictionary = dictionary(catalog, column.dictionary.as_ref())?;
+        for (index, row) in rows.iter_mut().enumerate() {
+            if validity.as_ref().is_some_and(|v| v.get(index) == Some(&0)) {
+                row.push(Value::Null);
+                continue;
+            }
+            let value = element(&values, column.ty, index)?;
+            row.push(match (&value, &dictionary) {
+                (Value::Int(code), Some(d)) if column.ty == DataType::Str => {
+                    Value::Str(d.value(*code as i32).unwrap_or_default().to_string())
+                }
+                _ => value,
+            });
+        }
+    }
+    Ok(Rows {
+        ids: columns.iter().map(|c| c.id).collect(),
+        types: columns.iter().map(|c| c.ty).collect(),
+        rows,
     })
 }
 

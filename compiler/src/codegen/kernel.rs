@@ -143,8 +143,12 @@ fn collect_params(
     let mut packed_bytes = 0;
     let mut packed: Vec<(&str, &str)> = Vec::new();
     let mut used: Vec<ColumnId> = exprs.iter().flat_map(|e| e.columns_used()).collect();
-    if let SinkPlan::Build { table, .. } = sink {
-        used.extend(qc.query.hash_tables[*table].payload.iter().copied());
+    match sink {
+        SinkPlan::Build { table, .. } => {
+            used.extend(qc.query.hash_tables[*table].payload.iter().copied());
+        }
+        SinkPlan::Materialize { columns, .. } => used.extend(columns.iter().map(|c| c.id)),
+        _ => {}
     }
     for id in used.into_iter().filter(|id| pipeline.scanned.contains(id)) {
         let info = columns.get(id);

@@ -6,6 +6,7 @@
 
 mod expr;
 mod kernel;
+mod materialize;
 mod query;
 mod sinks;
 mod steps;

@@ -39,6 +39,7 @@ impl QueryContext<'_> {
             element_bytes: ty_bytes,
             fill,
             per_group_slot: false,
+            per_row_of: None,
         });
         self.buffers.len() - 1
     }
@@ -47,6 +48,13 @@ impl QueryContext<'_> {
     pub fn group_buffer(&mut self, name: String, ty_bytes: u32, fill: Fill) -> usize {
         let index = self.buffer(name, 0, ty_bytes, fill);
         self.buffers[index].per_group_slot = true;
+        index
+    }
+
+    /// A buffer with one element per row of `table`, however many it has when the query runs.
+    pub fn row_buffer(&mut self, name: String, table: &str, ty_bytes: u32) -> usize {
+        let index = self.buffer(name, 0, ty_bytes, Fill::Zero);
+        self.buffers[index].per_row_of = Some(table.to_string());
         index
     }
 

@@ -22,6 +22,7 @@ use crate::expr::Expr;
 use crate::physical::{GroupLayout, KeyDomain, Pipeline, Sink};
 
 use super::kernel::Kernel;
+use super::materialize::{plan_rows, WrittenColumn};
 use super::query::QueryContext;
 
 pub(super) enum SinkPlan {
@@ -35,6 +36,11 @@ pub(super) enum SinkPlan {
     Build {
         table: usize,
         key: Expr,
+    },
+    /// Rows written out.
+    Materialize {
+        columns: Vec<WrittenColumn>,
+        count_buffer: usize,
     },
     Aggregate {
         keys: Vec<(ColumnId, Expr, KeyDomain)>,
@@ -65,6 +71,7 @@ impl SinkPlan {
                 .chain(aggregates.iter().filter_map(|a| a.arg.as_ref()))
                 .collect(),
             SinkPlan::Build { key, .. } => vec![key],
+            SinkPlan::Materialize { .. } => Vec::new(),
             SinkPlan::Aggregate {
                 keys, aggregates, ..
             } => keys
@@ -89,6 +96,16 @@ impl SinkPlan {
                 )
                 .collect(),
             SinkPlan::Build { table, .. } => vec![qc.tables[*table].1],
+            SinkPlan::Materialize {
+                columns,
+                count_buffer,
+            } => std::iter::once(*count_buffer)
+                .chain(
+                    columns
+                        .iter()
+                        .flat_map(|c| std::iter::once(c.buffer).chain(c.validity)),
+                )
+                .collect(),
             SinkPlan::Aggregate {
                 aggregates,
                 presence,
@@ -108,7 +125,6 @@ pub(super) fn plan_sink(
     pipeline: &Pipeline,
 ) -> Result<(SinkPlan, Option<ResultShape>), Diagnostic> {
     let query = qc.query;
-    let span = query.span;
     match &pipeline.sink {
         Sink::Build { table, key } => Ok((
             SinkPlan::Build {
@@ -117,10 +133,16 @@ pub(super) fn plan_sink(
             },
             None,
         )),
-        Sink::Materialize { .. } => Err(Diagnostic::unsupported(
-            span,
-            "queries that return rows without aggregating them cannot run yet; end the query with `group` or `aggregate`",
-        )),
+        Sink::Materialize { columns } => {
+            let (columns, count_buffer, shape) = plan_rows(qc, &pipeline.table, columns)?;
+            Ok((
+                SinkPlan::Materialize {
+                    columns,
+                    count_buffer,
+                },
+                Some(shape),
+            ))
+        }
         Sink::Aggregate {
             keys,
             aggregates,
@@ -149,7 +171,9 @@ pub(super) fn plan_sink(
                     AggregateKind::Sum => aggregate.ty,
                     AggregateKind::Count => DataType::I64,
                     AggregateKind::Avg => DataType::F64,
-                    AggregateKind::Min | AggregateKind::Max => aggregate.arg.as_ref().map_or(aggregate.ty, |a| a.ty),
+                    AggregateKind::Min | AggregateKind::Max => {
+                        aggregate.arg.as_ref().map_or(aggregate.ty, |a| a.ty)
+                    }
                 };
                 let arg_nullable = aggregate.arg.as_ref().is_some_and(|a| a.nullable);
                 let needs_count = match kind {
@@ -162,16 +186,27 @@ pub(super) fn plan_sink(
                 let width = accumulator.width() as u32;
                 let (buffer, count) = if hashed {
                     let buffer = qc.group_buffer(name.clone(), width, fill);
-                    (buffer, needs_count.then(|| qc.group_buffer(format!("{name}_count"), 8, Fill::Zero)))
+                    (
+                        buffer,
+                        needs_count
+                            .then(|| qc.group_buffer(format!("{name}_count"), 8, Fill::Zero)),
+                    )
                 } else {
                     let buffer = qc.buffer(name.clone(), slots, width, fill);
-                    (buffer, needs_count.then(|| qc.buffer(format!("{name}_count"), slots, 8, Fill::Zero)))
+                    (
+                        buffer,
+                        needs_count
+                            .then(|| qc.buffer(format!("{name}_count"), slots, 8, Fill::Zero)),
+                    )
                 };
                 let dictionary = match (&aggregate.arg, kind) {
-                    (Some(arg), AggregateKind::Min | AggregateKind::Max) if arg.ty == DataType::Str => arg
-                        .as_column()
-                        .and_then(|c| query.columns.get(c).origin.clone())
-                        .map(|o| (o.table, o.column)),
+                    (Some(arg), AggregateKind::Min | AggregateKind::Max)
+                        if arg.ty == DataType::Str =>
+                    {
+                        arg.as_column()
+                            .and_then(|c| query.columns.get(c).origin.clone())
+                            .map(|o| (o.table, o.column))
+                    }
                     _ => None,
                 };
                 slots_out.push(AggregateSlot {
@@ -194,7 +229,11 @@ pub(super) fn plan_sink(
             if hashed {
                 return hash_groups(qc, keys, plans, slots_out);
             }
-            let GroupLayout::Dense { domains, block_local } = layout else {
+            let GroupLayout::Dense {
+                domains,
+                block_local,
+            } = layout
+            else {
                 return Ok((
                     SinkPlan::Aggregate {
                         keys: Vec::new(),
@@ -202,7 +241,9 @@ pub(super) fn plan_sink(
                         presence: None,
                         block_local: false,
                     },
-                    Some(ResultShape::Scalar { aggregates: slots_out }),
+                    Some(ResultShape::Scalar {
+                        aggregates: slots_out,
+                    }),
                 ));
             };
             let mut dense_keys = Vec::with_capacity(keys.len());
@@ -212,7 +253,10 @@ pub(super) fn plan_sink(
                 if expr.nullable {
                     return Err(Diagnostic::unsupported(
                         expr.span,
-                        format!("grouping by `{}`, which may hold nulls, is not supported yet", info.name),
+                        format!(
+                            "grouping by `{}`, which may hold nulls, is not supported yet",
+                            info.name
+                        ),
                     ));
                 }
                 if let Some(source) = expr.as_column() {
@@ -380,7 +424,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     ) -> Result<SinkState<'ctx>, Diagnostic> {
         let span = self.query.span;
         let result = match sink {
-            SinkPlan::Build { .. } | SinkPlan::HashGroups { .. } => Ok(SinkState::Nothing),
+            SinkPlan::Build { .. } | SinkPlan::HashGroups { .. } | SinkPlan::Materialize { .. } => {
+                Ok(SinkState::Nothing)
+            }
             SinkPlan::Aggregate {
                 keys, aggregates, ..
             } if keys.is_empty() => self.scalar_prologue(aggregates).map(SinkState::Scalar),
@@ -406,6 +452,13 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let span = self.query.span;
         let result = match (sink, state) {
             (SinkPlan::Build { table, key }, _) => self.build(qc, *table, key),
+            (
+                SinkPlan::Materialize {
+                    columns,
+                    count_buffer,
+                },
+                _,
+            ) => self.materialize_tile(columns, *count_buffer),
             (
                 SinkPlan::HashGroups {
                     keys,

@@ -194,9 +194,17 @@ fn run_with_capacity(
     capacity: u64,
 ) -> Result<Attempt, RuntimeError> {
     let setup = Instant::now();
-    let mut buffers = Vec::with_capacity(query.buffers.len());
+    let mut sizes = Vec::with_capacity(query.buffers.len());
     for spec in &query.buffers {
-        buffers.push(backend.buffer(spec, spec.bytes_for(capacity))?);
+        let rows = match &spec.per_row_of {
+            Some(table) => table_rows(catalog, table)?,
+            None => 0,
+        };
+        sizes.push(spec.bytes_for(capacity, rows));
+    }
+    let mut buffers = Vec::with_capacity(query.buffers.len());
+    for (spec, bytes) in query.buffers.iter().zip(&sizes) {
+        buffers.push(backend.buffer(spec, *bytes)?);
     }
     let mut timing = Timing::default();
     let mut bound = Vec::with_capacity(query.kernels.len());
@@ -219,14 +227,13 @@ fn run_with_capacity(
         });
     }
     let finish = Instant::now();
-    let mut read = |index: usize| -> Result<Vec<u8>, RuntimeError> {
-        let spec = query
-            .buffers
+    let mut read = |index: usize, prefix: Option<u64>| -> Result<Vec<u8>, RuntimeError> {
+        let size = *sizes
             .get(index)
             .ok_or_else(|| RuntimeError::Malformed(format!("no buffer {index}")))?;
-        backend.read(buffers[index], spec.bytes_for(capacity))
+        backend.read(buffers[index], prefix.map_or(size, |p| p.min(size)))
     };
-    let words = read(query.result.status_buffer)?;
+    let words = read(query.result.status_buffer, None)?;
     if status_word(&words, status::GROUP_TABLE_FULL) != 0 {
         backend.release_buffers();
         return Ok(Attempt::TableFull);
@@ -254,10 +261,7 @@ fn bind(
     catalog: &Catalog,
     group_capacity: u64,
 ) -> Result<BoundLaunch, RuntimeError> {
-    let rows = catalog
-        .table(&kernel.table)
-        .ok_or_else(|| RuntimeError::Storage(StorageError::UnknownTable(kernel.table.clone())))?
-        .rows;
+    let rows = table_rows(catalog, &kernel.table)?;
     let mut args = Vec::with_capacity(kernel.params.len());
     let mut column_bytes = 0;
     let mut column = |key: String, source: ColumnBytes| {
@@ -341,6 +345,13 @@ fn bind(
         args,
         column_bytes,
     })
+}
+
+fn table_rows(catalog: &Catalog, table: &str) -> Result<u64, RuntimeError> {
+    catalog
+        .table(table)
+        .map(|t| t.rows)
+        .ok_or_else(|| RuntimeError::Storage(StorageError::UnknownTable(table.to_string())))
 }
 
 fn check_rows(table: &str, column: &str, found: usize, rows: u64) -> Result<(), RuntimeError> {

@@ -8,6 +8,8 @@ pub mod hash;
 pub mod load;
 pub mod math;
 pub mod reduce;
+pub mod scan;
+pub mod store;
 pub mod unpack;
 
 use inkwell::module::Linkage;

@@ -2,12 +2,11 @@
 //! GPU each warp reduces with shuffles, warp leaders meet in shared memory, and the first warp
 //! reduces their partials; on the host a tile has one thread, so the value is the result.
 
-use inkwell::module::Linkage;
 use inkwell::types::{BasicType, BasicTypeEnum};
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
-use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
+use inkwell::{FloatPredicate, IntPredicate};
 
-use crate::emit::{basic, CodegenError, CodegenResult, Emitter, SHARED};
+use crate::emit::{basic, CodegenError, CodegenResult, Emitter};
 
 use super::load::type_name;
 use super::primitive;
@@ -226,18 +225,7 @@ fn bit_width(ty: BasicTypeEnum<'_>) -> CodegenResult<u32> {
 
 /// The block's reduction scratch in shared memory, declared once per module.
 fn scratch<'ctx>(p: &Emitter<'ctx, '_>) -> CodegenResult<PointerValue<'ctx>> {
-    let name = "tessera.reduce_scratch";
-    if let Some(global) = p.module.get_global(name) {
-        return Ok(global.as_pointer_value());
-    }
-    let ty = p.i64().array_type(SCRATCH_BYTES / 8);
-    let global = p
-        .module
-        .add_global(ty, Some(AddressSpace::from(SHARED)), name);
-    global.set_linkage(Linkage::Internal);
-    global.set_initializer(&ty.get_undef());
-    global.set_alignment(16);
-    Ok(global.as_pointer_value())
+    p.shared_array("tessera.reduce_scratch", p.i64().into(), SCRATCH_BYTES / 8)
 }
 
 /// Partial `index` of the scratch: slots are 8 bytes apart whatever the value's width.

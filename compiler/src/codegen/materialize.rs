@@ -1,0 +1,138 @@
+//! The materializing sink: a pipeline whose selected rows are the result (or the input of host
+//! steps) writes them out, one column per buffer. Each tile ranks its selected rows (`scan`),
+//! takes room for them with one atomic (`reserve`) and writes them compacted and coalesced
+//! (`shuffle` and `store`). The buffers hold as many rows as the scanned table has when the
+//! query runs, the most a pipeline of filters and key-unique probes can pass, so the rows are
+//! written in one pass without counting them first.
+
+use tessera_grammar::Diagnostic;
+use tessera_runtime::primitives::{scan, store};
+use tessera_runtime::program::{ResultShape, RowColumn};
+use tessera_runtime::{CodegenError, CodegenResult};
+use tessera_storage::DataType;
+
+use crate::columns::ColumnId;
+
+use super::kernel::Kernel;
+use super::query::QueryContext;
+
+/// A column written out: its buffer, and the buffer of its validity bytes when it may be null.
+pub(super) struct WrittenColumn {
+    pub id: ColumnId,
+    pub buffer: usize,
+    pub validity: Option<usize>,
+}
+
+/// Allocates the buffers of the rows `columns` of a pipeline over `table`; returns them with
+/// the row counter's buffer, and how the result reads them.
+pub(super) fn plan_rows(
+    qc: &mut QueryContext<'_>,
+    table: &str,
+    columns: &[ColumnId],
+) -> Result<(Vec<WrittenColumn>, usize, ResultShape), Diagnostic> {
+    let query = qc.query;
+    let count_buffer = qc.buffer(
+        "rows written".into(),
+        1,
+        8,
+        tessera_runtime::program::Fill::Zero,
+    );
+    let mut written = Vec::with_capacity(columns.len());
+    let mut described = Vec::with_capacity(columns.len());
+    for &id in columns {
+        if written.iter().any(|w: &WrittenColumn| w.id == id) {
+            continue;
+        }
+        let info = query.columns.get(id);
+        let dictionary = match info.ty {
+            DataType::Str => Some(
+                info.origin
+                    .as_ref()
+                    .map(|o| (o.table.clone(), o.column.clone()))
+                    .ok_or_else(|| {
+                        Diagnostic::unsupported(
+                            query.span,
+                            format!(
+                                "returning the computed string `{}` is not supported",
+                                info.name
+                            ),
+                        )
+                    })?,
+            ),
+            _ => None,
+        };
+        let buffer = qc.row_buffer(info.name.clone(), table, info.ty.width() as u32);
+        let validity = info
+            .nullable
+            .then(|| qc.row_buffer(format!("{}_valid", info.name), table, 1));
+        written.push(WrittenColumn {
+            id,
+            buffer,
+            validity,
+        });
+        described.push(RowColumn {
+            id: id.0,
+            ty: info.ty,
+            buffer,
+            validity,
+            dictionary,
+        });
+    }
+    let shape = ResultShape::Rows {
+        columns: described,
+        count_buffer,
+    };
+    Ok((written, count_buffer, shape))
+}
+
+impl<'ctx> Kernel<'_, 'ctx, '_> {
+    /// Writes the tile's selected rows out.
+    pub(super) fn materialize_tile(
+        &mut self,
+        columns: &[WrittenColumn],
+        count_buffer: usize,
+    ) -> CodegenResult<()> {
+        let ids: Vec<ColumnId> = columns.iter().map(|c| c.id).collect();
+        self.load_columns(&ids)?;
+        let mut stored = Vec::with_capacity(columns.len() * 2);
+        for column in columns {
+            let tile = *self.tiles.get(&column.id).ok_or_else(|| {
+                CodegenError::Invalid(format!("output column {} is not in registers", column.id))
+            })?;
+            stored.push(store::StoredColumn {
+                values: tile.values,
+                out: self.buffer(column.buffer)?,
+            });
+            if let Some(validity) = column.validity {
+                let valid = match tile.valid {
+                    Some(valid) => valid,
+                    None => self.all_valid()?,
+                };
+                stored.push(store::StoredColumn {
+                    values: valid,
+                    out: self.buffer(validity)?,
+                });
+            }
+        }
+        let counter = self.buffer(count_buffer)?;
+        let em = &self.em;
+        let ranks = em.tile_array(em.i32().into(), "ranks")?;
+        let selected = scan::tile_ranks(em, self.flags, ranks)?;
+        // `selected` is the same in every thread, so the whole block takes the branch or not.
+        let any =
+            em.b.build_int_compare(inkwell::IntPredicate::NE, selected, em.const_i32(0), "")?;
+        em.if_then(any, || {
+            let start = store::reserve(em, counter, selected)?;
+            store::store_columns(em, &stored, self.flags, ranks, selected, start)
+        })
+    }
+
+    /// A tile of validity bytes that are all 1, for a column that may be null in general but
+    /// whose values here all exist.
+    fn all_valid(&self) -> CodegenResult<tessera_runtime::emit::TileArray<'ctx>> {
+        let em = &self.em;
+        let valid = em.tile_array(em.i8().into(), "all_valid")?;
+        em.for_each_item(|item| em.set(valid, item, em.i8().const_int(1, false)))?;
+        Ok(valid)
+    }
+}

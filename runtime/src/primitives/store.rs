@@ -1,0 +1,178 @@
+//! `shuffle` and `store`: a tile's selected rows written out as one contiguous run. The block
+//! takes its run's place in the output with one atomic per tile (`reserve`); each column's
+//! selected items are then compacted by their `scan` ranks into shared memory, and the block
+//! writes the compacted run with consecutive threads on consecutive rows, so the writes are
+//! coalesced whatever the selectivity. On the host a tile has one thread, which writes its
+//! selected items straight to their place: that is already in row order.
+
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::{IntValue, PointerValue};
+use inkwell::{AtomicOrdering, AtomicRMWBinOp, IntPredicate};
+
+use crate::emit::{CodegenResult, Emitter, TileArray};
+
+/// Shared memory a block may spend staging compacted columns: one tile of 8-byte values of the
+/// default GPU tile (256 x 4). Columns are staged together while they fit, one at a time when
+/// not; a tile too large for even one column is written from registers.
+pub const STAGE_BYTES: u32 = 8 * 1024;
+
+/// Shared memory `store_columns` takes (for the place of the run, and the staging).
+pub fn shared_bytes(em: &Emitter<'_, '_>) -> u32 {
+    if em.target.is_gpu() {
+        8 + STAGE_BYTES
+    } else {
+        0
+    }
+}
+
+/// Takes room for `count` rows (an `i32`, the same in every thread) at the end of the output
+/// whose row count is the `i64` at `counter`; returns where the room starts (in every thread).
+pub fn reserve<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    counter: PointerValue<'ctx>,
+    count: IntValue<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
+    let count = em.b.build_int_z_extend(count, em.i64(), "")?;
+    if !em.target.is_gpu() {
+        let start = em.b.build_atomicrmw(
+            AtomicRMWBinOp::Add,
+            counter,
+            count,
+            AtomicOrdering::Monotonic,
+        )?;
+        return Ok(start);
+    }
+    let slot = em.shared_array("tessera.store.start", em.i64().into(), 1)?;
+    let first =
+        em.b.build_int_compare(IntPredicate::EQ, em.tid()?, em.const_i32(0), "")?;
+    em.if_then(first, || {
+        let start = em.b.build_atomicrmw(
+            AtomicRMWBinOp::Add,
+            counter,
+            count,
+            AtomicOrdering::Monotonic,
+        )?;
+        em.b.build_store(slot, start)?;
+        Ok(())
+    })?;
+    em.barrier()?;
+    Ok(em
+        .b
+        .build_load(em.i64(), slot, "run_start")?
+        .into_int_value())
+}
+
+/// One column of a run: the tile's values and the output array they go to.
+#[derive(Clone, Copy)]
+pub struct StoredColumn<'ctx> {
+    pub values: TileArray<'ctx>,
+    pub out: PointerValue<'ctx>,
+}
+
+/// Writes each column's selected items (`flags`) to `out[start + rank]`, `ranks` and `count`
+/// coming from `scan::tile_ranks`. Every thread of the block must call it with the same
+/// `count` and `start`.
+pub fn store_columns<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    columns: &[StoredColumn<'ctx>],
+    flags: TileArray<'ctx>,
+    ranks: TileArray<'ctx>,
+    count: IntValue<'ctx>,
+    start: IntValue<'ctx>,
+) -> CodegenResult<()> {
+    let width = |c: &StoredColumn| value_bytes(c.values.elem);
+    let tile_bytes = |c: &StoredColumn| em.tile.items() * width(c);
+    if !em.target.is_gpu() || columns.iter().any(|c| tile_bytes(c) > STAGE_BYTES) {
+        for column in columns {
+            scatter(em, *column, flags, ranks, start)?;
+        }
+        return Ok(());
+    }
+    let stage = em.shared_array("tessera.store.stage", em.i64().into(), STAGE_BYTES / 8)?;
+    let mut batch: Vec<(StoredColumn, u32)> = Vec::new();
+    let mut used = 0;
+    for column in columns {
+        if used + tile_bytes(column) > STAGE_BYTES {
+            store_batch(em, &batch, stage, flags, ranks, count, start)?;
+            batch.clear();
+            used = 0;
+        }
+        batch.push((*column, used));
+        used += tile_bytes(column);
+    }
+    store_batch(em, &batch, stage, flags, ranks, count, start)
+}
+
+/// Compacts the batch's columns into their parts of the stage (at byte offsets), then copies
+/// the compacted runs out.
+fn store_batch<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    batch: &[(StoredColumn<'ctx>, u32)],
+    stage: PointerValue<'ctx>,
+    flags: TileArray<'ctx>,
+    ranks: TileArray<'ctx>,
+    count: IntValue<'ctx>,
+    start: IntValue<'ctx>,
+) -> CodegenResult<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let part = |offset: u32| em.offset_ptr(em.i8().into(), stage, em.const_i32(i64::from(offset)));
+    for (column, offset) in batch {
+        let staged = part(*offset)?;
+        em.for_each_item(|item| {
+            let flag = em.truth(em.get(flags, item)?.into_int_value())?;
+            em.if_then(flag, || {
+                let rank = em.get(ranks, item)?.into_int_value();
+                let value = em.get(column.values, item)?;
+                let slot = em.offset_ptr(column.values.elem, staged, rank)?;
+                em.b.build_store(slot, value)?;
+                Ok(())
+            })
+        })?;
+    }
+    em.barrier()?;
+    let count = em.b.build_int_z_extend(count, em.i64(), "")?;
+    for (column, offset) in batch {
+        let staged = part(*offset)?;
+        let elem = column.values.elem;
+        let out = em.offset_ptr(elem, column.out, start)?;
+        em.for_each_strided(count, |index| {
+            let value =
+                em.b.build_load(elem, em.offset_ptr(elem, staged, index)?, "")?;
+            em.b.build_store(em.offset_ptr(elem, out, index)?, value)?;
+            Ok(())
+        })?;
+    }
+    // The stage is written again by the next batch or tile.
+    em.barrier()
+}
+
+/// Writes each selected item straight to `out[start + rank]`.
+fn scatter<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    column: StoredColumn<'ctx>,
+    flags: TileArray<'ctx>,
+    ranks: TileArray<'ctx>,
+    start: IntValue<'ctx>,
+) -> CodegenResult<()> {
+    let elem = column.values.elem;
+    let out = em.offset_ptr(elem, column.out, start)?;
+    em.for_each_item(|item| {
+        let flag = em.truth(em.get(flags, item)?.into_int_value())?;
+        em.if_then(flag, || {
+            let rank = em.get(ranks, item)?.into_int_value();
+            let value = em.get(column.values, item)?;
+            em.b.build_store(em.offset_ptr(elem, out, rank)?, value)?;
+            Ok(())
+        })
+    })
+}
+
+fn value_bytes(ty: BasicTypeEnum<'_>) -> u32 {
+    match ty {
+        BasicTypeEnum::IntType(t) => t.get_bit_width().div_ceil(8),
+        BasicTypeEnum::FloatType(t) if t == t.get_context().f32_type() => 4,
+        _ => 8,
+    }
+}
