@@ -184,6 +184,31 @@ enum BenchSuite {
     Ssb(BenchArgs),
     /// Summing a column of values from U(0, 2^16), stored plain, GPU-FOR and GPU-DFOR.
     Decode(DecodeBenchArgs),
+    /// Selections and projections returning rows, against their bytes-moved floor.
+    Micro(MicroBenchArgs),
+}
+
+#[derive(clap::Args)]
+pub struct MicroBenchArgs {
+    /// Rows of each generated table (2^29 by default).
+    #[arg(long, default_value_t = 1 << 29)]
+    rows: usize,
+    /// Where to run.
+    #[arg(long, value_enum, default_value = "auto")]
+    device: commands::session::DeviceChoice,
+    /// Timed runs per query.
+    #[arg(long, default_value_t = 10)]
+    runs: usize,
+    /// Untimed runs before them.
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Tile shape of the kernels, threads x items per thread (e.g. 128x8); the target's default
+    /// when omitted.
+    #[arg(long, value_parser = parse_tile)]
+    tile: Option<tessera_runtime::TileShape>,
 }
 
 #[derive(clap::Args)]
@@ -308,6 +333,9 @@ fn run(cli: Cli) -> Result<(), failure::Failure> {
         Command::Bench {
             suite: BenchSuite::Decode(args),
         } => commands::bench_decode::run(&args),
+        Command::Bench {
+            suite: BenchSuite::Micro(args),
+        } => commands::bench_micro::run(&args),
         Command::Gen {
             dataset: GenDataset::Ssb { sf, out },
         } => commands::gen::ssb(sf, &out),

@@ -70,6 +70,23 @@ struct Report {
 const COMPILES: usize = 5;
 
 /// The median of `values` (sorted in place); 0 for none.
+/// `count` values made from 64 random bits each, the same for every run: a counter hashed with
+/// splitmix64 (a stream per `seed`), so values are made in parallel.
+pub fn random_values<T: Send>(count: usize, seed: u64, value: impl Fn(u64) -> T + Sync) -> Vec<T> {
+    use rayon::prelude::*;
+    (0..count as u64)
+        .into_par_iter()
+        .map(|i| {
+            let mut z = i
+                .wrapping_add(seed.wrapping_mul(0x632b_e59b_d9b4_e019))
+                .wrapping_add(0x9e37_79b9_7f4a_7c15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            value(z ^ (z >> 31))
+        })
+        .collect()
+}
+
 pub fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     match values.len() {

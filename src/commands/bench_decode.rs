@@ -6,12 +6,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use rayon::prelude::*;
 use tessera_runtime::exec::run_query;
 use tessera_storage::compress::Compression;
 use tessera_storage::{Catalog, Column, ColumnData};
 
-use super::bench::median;
+use super::bench::{median, random_values};
 use super::compile::Script;
 use super::run::backend_for;
 use super::session::{choose_target, compile_with_catalog, CompileOptions};
@@ -44,7 +43,7 @@ pub fn run(args: &DecodeBenchArgs) -> Result<(), Failure> {
         .as_ref()
         .map_or("CPU".to_string(), |g| format!("{} ({target})", g.name));
     eprintln!("drawing {} values from U(0, 2^16)", args.values);
-    let values = uniform_u16(args.values);
+    let values = random_values(args.values, 0, |bits| (bits & 0xffff) as i32);
     let mut catalog = Catalog::try_from_columns(vec![(
         "numbers".into(),
         vec![("x".into(), Column::new(ColumnData::I32(values), None))],
@@ -145,18 +144,4 @@ pub fn run(args: &DecodeBenchArgs) -> Result<(), Failure> {
     }
     println!("sum: {} (the same for every encoding)", results[0].sum);
     Ok(())
-}
-
-/// `count` values drawn uniformly from `0..65536`, the same for every run (a counter hashed
-/// with splitmix64, so values are made in parallel).
-fn uniform_u16(count: usize) -> Vec<i32> {
-    (0..count as u64)
-        .into_par_iter()
-        .map(|i| {
-            let mut z = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            ((z ^ (z >> 31)) & 0xffff) as i32
-        })
-        .collect()
 }

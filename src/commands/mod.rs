@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_decode;
+pub mod bench_micro;
 pub mod cache;
 pub mod compile;
 pub mod gen;

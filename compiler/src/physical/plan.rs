@@ -183,12 +183,40 @@ impl Planner<'_> {
                 self.host_steps.push(HostStep::Limit(limit.count));
                 Ok(Flow::OnHost)
             }
-            LogicalPlan::Distinct(_) => Err(self.not_yet("`distinct`")),
+            LogicalPlan::Distinct(distinct) => self.distinct(distinct),
             LogicalPlan::SetOperation(_) => {
                 Err(self.not_yet("set operations (`union`, `intersect`, `except`)"))
             }
             LogicalPlan::Product(_) => Err(self.not_yet("`product`")),
         }
+    }
+
+    /// `distinct` is a grouping by every column with no aggregates: the group table holds each
+    /// distinct row once, in whichever layout suits the keys.
+    fn distinct(&mut self, distinct: &crate::logical::Distinct) -> Result<Flow, Diagnostic> {
+        let Flow::Pipelined(open) = self.plan(&distinct.input)? else {
+            return Err(Diagnostic::unsupported(
+                self.span,
+                "`distinct` of a grouped or sorted result is not supported yet; put it before `group` or `sort`",
+            ));
+        };
+        let keys: Vec<(ColumnId, Expr)> = distinct
+            .input
+            .output()
+            .into_iter()
+            .map(|id| (id, Expr::column(id, self.estimator.columns, self.span)))
+            .collect();
+        let rows = open.rows as f64 * pass_fraction(&open.steps);
+        let layout = self.group_layout(&keys, &[], rows);
+        self.finish(
+            open,
+            Sink::Aggregate {
+                keys,
+                aggregates: Vec::new(),
+                layout,
+            },
+        );
+        Ok(Flow::OnHost)
     }
 
     /// Plans `input` and materializes its rows for host steps.

@@ -15,7 +15,9 @@ use tessera_storage::{Catalog, Column, StorageError};
 
 use crate::primitives::hash::status;
 use crate::primitives::unpack::DEVICE_SPARE_WORDS;
-use crate::program::{Assumption, BufferSpec, Fill, KernelLaunch, Param, QueryProgram, StrBound};
+use crate::program::{
+    Assumption, BufferSpec, Fill, KernelLaunch, Param, QueryProgram, ResultShape, StrBound,
+};
 use crate::result::{decode_result, ResultTable};
 
 #[derive(Debug, thiserror::Error)]
@@ -157,16 +159,36 @@ pub struct QueryOutcome {
     pub timing: Timing,
 }
 
+/// What becomes of a query's result once its kernels have run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Readback {
+    /// Read back and decoded into the outcome's table.
+    Table,
+    /// Left on the device (benchmarks time the kernels, not the transfer): for rows written
+    /// out, the outcome's table holds only their count, in a column `rows`.
+    Discard,
+}
+
 /// Runs one query of a program on `backend`.
 pub fn run_query(
     backend: &mut dyn Backend,
     query: &QueryProgram,
     catalog: &Catalog,
 ) -> Result<QueryOutcome, RuntimeError> {
+    run_query_with(backend, query, catalog, Readback::Table)
+}
+
+/// Runs one query of a program on `backend`, reading its result back as `readback` says.
+pub fn run_query_with(
+    backend: &mut dyn Backend,
+    query: &QueryProgram,
+    catalog: &Catalog,
+    readback: Readback,
+) -> Result<QueryOutcome, RuntimeError> {
     check_assumptions(&query.assumptions, catalog)?;
     let mut capacity = query.group_capacity.unwrap_or(0);
     loop {
-        match run_with_capacity(backend, query, catalog, capacity)? {
+        match run_with_capacity(backend, query, catalog, capacity, readback)? {
             Attempt::Done(outcome) => return Ok(outcome),
             // The grouping table filled up: every kernel runs again over a larger one.
             Attempt::TableFull if capacity < MAX_GROUP_CAPACITY => capacity *= 4,
@@ -192,6 +214,7 @@ fn run_with_capacity(
     query: &QueryProgram,
     catalog: &Catalog,
     capacity: u64,
+    readback: Readback,
 ) -> Result<Attempt, RuntimeError> {
     let setup = Instant::now();
     let mut sizes = Vec::with_capacity(query.buffers.len());
@@ -239,7 +262,20 @@ fn run_with_capacity(
         return Ok(Attempt::TableFull);
     }
     check_status(&words)?;
-    let table = decode_result(&query.result, &mut read, catalog, capacity)?;
+    let table = match (readback, &query.result.shape) {
+        (Readback::Discard, ResultShape::Rows { count_buffer, .. }) => {
+            let count = read(*count_buffer, Some(8))?;
+            let count =
+                u64::from_le_bytes(count.get(..8).and_then(|b| b.try_into().ok()).ok_or_else(
+                    || RuntimeError::Malformed("the row count buffer is too short".into()),
+                )?);
+            ResultTable {
+                columns: vec![("rows".into(), tessera_storage::DataType::I64)],
+                rows: vec![vec![tessera_storage::Value::Int(count as i64)]],
+            }
+        }
+        _ => decode_result(&query.result, &mut read, catalog, capacity)?,
+    };
     backend.release_buffers();
     timing.finish_ms = finish.elapsed().as_secs_f64() * 1e3;
     Ok(Attempt::Done(QueryOutcome { table, timing }))

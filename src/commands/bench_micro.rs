@@ -1,0 +1,190 @@
+//! `tessera bench micro`: the thesis's operator micro-benchmarks (§3.4–3.5) as compiled queries
+//! over generated columns: selection `y > v` over int32 at selectivity 0.1, 0.5 and 0.9, and
+//! the projections `a*x1 + b*x2` and `sigmoid(a*x1 + b*x2)` over float pairs. Each line gives
+//! the median kernel time, the bytes the query must move (the columns read, the rows written),
+//! the floor (those bytes over the measured copy bandwidth) and time over floor. Results stay on
+//! the device: the benchmark times the kernels, not the copy back.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tessera_runtime::exec::{run_query_with, Readback};
+use tessera_storage::compress::Compression;
+use tessera_storage::{Catalog, Column, ColumnData, Value};
+
+use super::bench::{median, random_values};
+use super::compile::Script;
+use super::run::backend_for;
+use super::session::{choose_target, compile_with_catalog, CompileOptions};
+use crate::failure::Failure;
+use crate::MicroBenchArgs;
+
+/// One benchmark: a query over the generated table, and the bytes each output row writes.
+struct Case {
+    name: String,
+    script: String,
+    /// The fraction of rows the query keeps, as the values were drawn to give.
+    selectivity: f64,
+    out_bytes_per_row: u64,
+}
+
+#[derive(serde::Serialize)]
+struct MicroResult {
+    name: String,
+    rows_in: u64,
+    rows_out: u64,
+    bytes: u64,
+    median_ms: f64,
+    min_ms: f64,
+    floor_ms: f64,
+    time_over_floor: f64,
+}
+
+pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
+    if args.rows == 0 || args.runs == 0 {
+        return Err(Failure::Message(
+            "--rows and --runs must be at least 1".into(),
+        ));
+    }
+    let (target, gpu) = choose_target(args.device)?;
+    let device = gpu
+        .as_ref()
+        .map_or("CPU".to_string(), |g| format!("{} ({target})", g.name));
+    eprintln!("drawing {} rows of int32 and float pairs", args.rows);
+    let catalog = Arc::new(Catalog::try_from_columns(vec![
+        (
+            "r".into(),
+            vec![(
+                "y".into(),
+                Column::new(
+                    ColumnData::I32(random_values(args.rows, 1, |u| (u >> 33) as i32)),
+                    None,
+                ),
+            )],
+        ),
+        (
+            "p".into(),
+            vec![
+                (
+                    "x1".into(),
+                    Column::new(ColumnData::F32(random_values(args.rows, 2, unit)), None),
+                ),
+                (
+                    "x2".into(),
+                    Column::new(ColumnData::F32(random_values(args.rows, 3, unit)), None),
+                ),
+            ],
+        ),
+    ])?);
+    let mut cases = Vec::new();
+    for selectivity in [0.1, 0.5, 0.9] {
+        // `y` is uniform over 0..2^31, so `y > v` keeps the fraction `1 - v / 2^31`.
+        let v = ((1.0 - selectivity) * 2f64.powi(31)) as i64;
+        cases.push(Case {
+            name: format!("selection y > v, selectivity {selectivity}"),
+            script: format!("from r | where y > {v} | select y\n"),
+            selectivity,
+            out_bytes_per_row: 4,
+        });
+    }
+    cases.push(Case {
+        name: "projection 0.3*x1 + 0.7*x2".into(),
+        script: "from p | select z = 0.3 * x1 + 0.7 * x2\n".into(),
+        selectivity: 1.0,
+        out_bytes_per_row: 4,
+    });
+    cases.push(Case {
+        name: "projection sigmoid(0.3*x1 + 0.7*x2)".into(),
+        script: "from p | select z = sigmoid(0.3 * x1 + 0.7 * x2) as f32\n".into(),
+        selectivity: 1.0,
+        out_bytes_per_row: 4,
+    });
+    let options = CompileOptions {
+        target,
+        tile: args.tile,
+        compress: Compression::None,
+    };
+    let mut results = Vec::with_capacity(cases.len());
+    let mut bandwidth = None;
+    for case in &cases {
+        let script = Script {
+            name: case.name.clone(),
+            source: case.script.clone(),
+        };
+        let compiled = compile_with_catalog(&script, Path::new("."), &options, false, &mut |_| {
+            Some(Arc::clone(&catalog))
+        })?;
+        let mut backend = backend_for(&compiled.program)?;
+        let bytes_per_second = match bandwidth {
+            Some(b) => b,
+            None => *bandwidth.insert(backend.copy_bandwidth()?),
+        };
+        let query = compiled
+            .program
+            .queries
+            .first()
+            .ok_or_else(|| Failure::Message("the benchmark script has no query".into()))?;
+        let mut times = Vec::with_capacity(args.runs);
+        let (mut read, mut rows_out) = (0, 0);
+        for run in 0..args.warmup + args.runs {
+            let outcome = run_query_with(backend.as_mut(), query, &catalog, Readback::Discard)?;
+            if run >= args.warmup {
+                times.push(outcome.timing.kernel_ms());
+            }
+            read = outcome.timing.bytes();
+            rows_out = match outcome.table.rows.first().and_then(|r| r.first()) {
+                Some(Value::Int(n)) => *n as u64,
+                _ => 0,
+            };
+        }
+        let expected = case.selectivity * args.rows as f64;
+        if (rows_out as f64 - expected).abs() > 0.01 * args.rows as f64 + 100.0 {
+            return Err(Failure::Message(format!(
+                "{}: {rows_out} rows written, about {expected:.0} expected",
+                case.name
+            )));
+        }
+        let median_ms = median(&mut times);
+        let bytes = read + rows_out * case.out_bytes_per_row;
+        let floor_ms = bytes as f64 / bytes_per_second * 1e3;
+        results.push(MicroResult {
+            name: case.name.clone(),
+            rows_in: args.rows as u64,
+            rows_out,
+            bytes,
+            median_ms,
+            min_ms: times[0],
+            floor_ms,
+            time_over_floor: median_ms / floor_ms.max(1e-9),
+        });
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&results).map_err(|e| Failure::Message(e.to_string()))?
+        );
+        return Ok(());
+    }
+    println!(
+        "micro-benchmarks over {} rows on {device}; copy bandwidth {:.0} GB/s; median of {} runs",
+        args.rows,
+        bandwidth.unwrap_or(0.0) / 1e9,
+        args.runs
+    );
+    println!(
+        "{:<40} {:>11} {:>13} {:>10} {:>8} {:>9} {:>11}",
+        "query", "rows out", "bytes moved", "median ms", "min ms", "floor ms", "time/floor"
+    );
+    for r in &results {
+        println!(
+            "{:<40} {:>11} {:>13} {:>10.3} {:>8.3} {:>9.3} {:>11.2}",
+            r.name, r.rows_out, r.bytes, r.median_ms, r.min_ms, r.floor_ms, r.time_over_floor
+        );
+    }
+    Ok(())
+}
+
+/// A float in `[0, 1)` from the top 24 bits.
+fn unit(bits: u64) -> f32 {
+    (bits >> 40) as f32 / (1u64 << 24) as f32
+}
