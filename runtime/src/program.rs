@@ -117,18 +117,18 @@ pub struct BufferSpec {
     /// One element per slot of the grouping hash table (plus one), however large it grows:
     /// `elements` is ignored.
     pub per_group_slot: bool,
-    /// One element per row of this table, as many as it has when the query runs (the most rows
-    /// a pipeline over it can write): `elements` is ignored.
-    pub per_row_of: Option<String>,
+    /// One element per row of each of these tables, as many as they have when the query runs
+    /// (the most rows pipelines over them can write): `elements` is ignored unless empty.
+    pub per_row_of: Vec<String>,
 }
 
 impl BufferSpec {
-    /// Bytes for a grouping table of `capacity` slots, when the buffer's table (if it has one)
-    /// has `table_rows` rows.
+    /// Bytes for a grouping table of `capacity` slots, when the buffer's tables (if it has any)
+    /// have `table_rows` rows together.
     pub fn bytes_for(&self, capacity: u64, table_rows: u64) -> u64 {
         let elements = if self.per_group_slot {
             capacity + 1
-        } else if self.per_row_of.is_some() {
+        } else if !self.per_row_of.is_empty() {
             table_rows
         } else {
             self.elements
@@ -315,6 +315,6 @@ pub fn hash_table_buffer(name: &str, layout: &HashTableLayout) -> BufferSpec {
         element_bytes: 1,
         fill: Fill::Zero,
         per_group_slot: false,
-        per_row_of: None,
+        per_row_of: Vec::new(),
     }
 }

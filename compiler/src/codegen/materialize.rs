@@ -3,15 +3,17 @@
 //! takes room for them with one atomic (`reserve`) and writes them compacted and coalesced
 //! (`shuffle` and `store`). The buffers hold as many rows as the scanned table has when the
 //! query runs, the most a pipeline of filters and key-unique probes can pass, so the rows are
-//! written in one pass without counting them first.
+//! written in one pass without counting them first. A pipeline that drops no row (a projection)
+//! writes each row where it was read, with no ranks and no atomics beyond one count per tile.
 
 use tessera_grammar::Diagnostic;
 use tessera_runtime::primitives::{scan, store};
-use tessera_runtime::program::{ResultShape, RowColumn};
+use tessera_runtime::program::{Fill, ResultShape, RowColumn};
 use tessera_runtime::{CodegenError, CodegenResult};
 use tessera_storage::DataType;
 
 use crate::columns::ColumnId;
+use crate::physical::Step;
 
 use super::kernel::Kernel;
 use super::query::QueryContext;
@@ -31,12 +33,9 @@ pub(super) fn plan_rows(
     columns: &[ColumnId],
 ) -> Result<(Vec<WrittenColumn>, usize, ResultShape), Diagnostic> {
     let query = qc.query;
-    let count_buffer = qc.buffer(
-        "rows written".into(),
-        1,
-        8,
-        tessera_runtime::program::Fill::Zero,
-    );
+    let count_buffer = qc.sink_buffer(columns, "rows written", |qc| {
+        qc.buffer("rows written".into(), 1, 8, Fill::Zero)
+    });
     let mut written = Vec::with_capacity(columns.len());
     let mut described = Vec::with_capacity(columns.len());
     for &id in columns {
@@ -61,10 +60,18 @@ pub(super) fn plan_rows(
             ),
             _ => None,
         };
-        let buffer = qc.row_buffer(info.name.clone(), table, info.ty.width() as u32);
+        let row_buffer = |qc: &mut QueryContext<'_>, name: String, width: u32| {
+            let index = qc.sink_buffer(columns, &name, |qc| {
+                qc.buffer(name.clone(), 0, width, Fill::Zero)
+            });
+            // Pipelines sharing the buffers (a `union all`) each add their table's rows.
+            qc.buffers[index].per_row_of.push(table.to_string());
+            index
+        };
+        let buffer = row_buffer(qc, info.name.clone(), info.ty.width() as u32);
         let validity = info
             .nullable
-            .then(|| qc.row_buffer(format!("{}_valid", info.name), table, 1));
+            .then(|| row_buffer(qc, format!("{}_valid", info.name), 1));
         written.push(WrittenColumn {
             id,
             buffer,
@@ -116,6 +123,16 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         }
         let counter = self.buffer(count_buffer)?;
         let em = &self.em;
+        // A pipeline that drops no row writes each row where it was read.
+        let keeps_every_row = self
+            .pipeline
+            .steps
+            .iter()
+            .all(|step| matches!(step, Step::Compute { .. }));
+        if keeps_every_row {
+            store::count_rows(em, counter, self.num_items)?;
+            return store::store_in_place(em, &stored, self.tile_start, self.num_items);
+        }
         let ranks = em.tile_array(em.i32().into(), "ranks")?;
         let selected = scan::tile_ranks(em, self.flags, ranks)?;
         // `selected` is the same in every thread, so the whole block takes the branch or not.

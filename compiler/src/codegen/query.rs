@@ -1,6 +1,8 @@
 //! One query's code: hash-table layouts and device buffers, a kernel per pipeline, and the plan
 //! for reading the result back.
 
+use std::collections::HashMap;
+
 use inkwell::context::Context;
 use tessera_grammar::Diagnostic;
 use tessera_runtime::primitives::hash::{status, HashKind, HashTableLayout};
@@ -29,6 +31,8 @@ pub(super) struct QueryContext<'q> {
     pub assumptions: Vec<Assumption>,
     /// The first slot count of the query's grouping hash table, if it has one.
     pub group_capacity: Option<u64>,
+    /// Buffers of sinks that several pipelines share, by the sink's columns and the buffer's name.
+    pub sink_buffers: HashMap<(Vec<crate::columns::ColumnId>, String), usize>,
 }
 
 impl QueryContext<'_> {
@@ -39,7 +43,7 @@ impl QueryContext<'_> {
             element_bytes: ty_bytes,
             fill,
             per_group_slot: false,
-            per_row_of: None,
+            per_row_of: Vec::new(),
         });
         self.buffers.len() - 1
     }
@@ -51,10 +55,20 @@ impl QueryContext<'_> {
         index
     }
 
-    /// A buffer with one element per row of `table`, however many it has when the query runs.
-    pub fn row_buffer(&mut self, name: String, table: &str, ty_bytes: u32) -> usize {
-        let index = self.buffer(name, 0, ty_bytes, Fill::Zero);
-        self.buffers[index].per_row_of = Some(table.to_string());
+    /// Buffer `name` of the sink that writes or groups `columns`: made by `make` for the first
+    /// pipeline ending in that sink, and shared by the next (the inputs of a `union`).
+    pub fn sink_buffer(
+        &mut self,
+        columns: &[crate::columns::ColumnId],
+        name: &str,
+        make: impl FnOnce(&mut Self) -> usize,
+    ) -> usize {
+        let key = (columns.to_vec(), name.to_string());
+        if let Some(&index) = self.sink_buffers.get(&key) {
+            return index;
+        }
+        let index = make(self);
+        self.sink_buffers.insert(key, index);
         index
     }
 
@@ -97,6 +111,7 @@ pub(super) fn query_to_llvm(
         tables: Vec::new(),
         assumptions: Vec::new(),
         group_capacity: None,
+        sink_buffers: HashMap::new(),
     };
     qc.status = qc.buffer("status".into(), u64::from(status::WORDS), 4, Fill::Zero);
     for table in &query.hash_tables {

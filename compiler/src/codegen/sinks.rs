@@ -278,7 +278,15 @@ pub(super) fn plan_sink(
                 });
                 plan_keys.push((*id, expr.clone(), *domain));
             }
-            let presence = qc.buffer("groups".into(), slots, 1, Fill::Zero);
+            let presence = if plans.is_empty() {
+                // A grouping without aggregates (`distinct`, `union`) may be shared by pipelines.
+                let ids: Vec<ColumnId> = keys.iter().map(|(id, _)| *id).collect();
+                qc.sink_buffer(&ids, "groups", |qc| {
+                    qc.buffer("groups".into(), slots, 1, Fill::Zero)
+                })
+            } else {
+                qc.buffer("groups".into(), slots, 1, Fill::Zero)
+            };
             Ok((
                 SinkPlan::Aggregate {
                     keys: plan_keys,
@@ -351,7 +359,15 @@ fn hash_groups(
         });
         packed.push((expr.clone(), shift, bits));
     }
-    let key_buffer = qc.group_buffer("group keys".into(), 8, Fill::Zero);
+    let key_ids: Vec<ColumnId> = keys.iter().map(|(id, _)| *id).collect();
+    let key_buffer = if aggregates.is_empty() {
+        // A grouping without aggregates (`distinct`, `union`) may be shared by pipelines.
+        qc.sink_buffer(&key_ids, "group keys", |qc| {
+            qc.group_buffer("group keys".into(), 8, Fill::Zero)
+        })
+    } else {
+        qc.group_buffer("group keys".into(), 8, Fill::Zero)
+    };
     Ok((
         SinkPlan::HashGroups {
             keys: packed,

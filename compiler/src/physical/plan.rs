@@ -3,7 +3,7 @@
 //! becomes a build pipeline, and its left side probes the table in its own pipeline. Layouts
 //! and the order of steps within a pipeline come from statistics.
 
-use tessera_grammar::ast::JoinKind;
+use tessera_grammar::ast::{JoinKind, SetOp};
 use tessera_grammar::{Diagnostic, Span};
 use tessera_storage::{Catalog, DataType};
 
@@ -184,9 +184,7 @@ impl Planner<'_> {
                 Ok(Flow::OnHost)
             }
             LogicalPlan::Distinct(distinct) => self.distinct(distinct),
-            LogicalPlan::SetOperation(_) => {
-                Err(self.not_yet("set operations (`union`, `intersect`, `except`)"))
-            }
+            LogicalPlan::SetOperation(set) => self.set_operation(set),
             LogicalPlan::Product(_) => Err(self.not_yet("`product`")),
         }
     }
@@ -217,6 +215,87 @@ impl Planner<'_> {
             },
         );
         Ok(Flow::OnHost)
+    }
+
+    /// `union all` runs each input as a pipeline writing its rows to the same output; `union`
+    /// has each input insert its rows into the same group table, which keeps one of each.
+    fn set_operation(&mut self, set: &crate::logical::SetOperation) -> Result<Flow, Diagnostic> {
+        if set.op != SetOp::Union {
+            return Err(self.not_yet("`intersect` and `except`"));
+        }
+        let mut inputs = Vec::with_capacity(2);
+        for input in [&set.left, &set.right] {
+            let Flow::Pipelined(mut open) = self.plan(input)? else {
+                return Err(Diagnostic::unsupported(
+                    self.span,
+                    "`union` of a grouped or sorted result is not supported yet",
+                ));
+            };
+            // Each input's columns become the union's, position by position.
+            for (&output, source) in set.outputs.iter().zip(input.output()) {
+                open.steps.push(Step::Compute {
+                    column: output,
+                    expr: Expr::column(source, self.estimator.columns, self.span),
+                });
+            }
+            inputs.push(open);
+        }
+        if set.all {
+            for open in inputs {
+                self.finish(
+                    open,
+                    Sink::Materialize {
+                        columns: set.outputs.clone(),
+                    },
+                );
+            }
+            return Ok(Flow::OnHost);
+        }
+        let keys: Vec<(ColumnId, Expr)> = set
+            .outputs
+            .iter()
+            .map(|&id| (id, Expr::column(id, self.estimator.columns, self.span)))
+            .collect();
+        let rows: f64 = inputs
+            .iter()
+            .map(|open| open.rows as f64 * pass_fraction(&open.steps))
+            .sum();
+        // The group table must hold either input's keys: dense only over both inputs' ranges.
+        let layout = match (
+            self.group_layout(&self.side_keys(&set.outputs, &set.left), &[], rows),
+            self.group_layout(&self.side_keys(&set.outputs, &set.right), &[], rows),
+        ) {
+            (
+                GroupLayout::Dense { domains: left, .. },
+                GroupLayout::Dense { domains: right, .. },
+            ) => dense_over_both(&left, &right).unwrap_or(GroupLayout::Hash {
+                capacity: hash_capacity(rows),
+            }),
+            (GroupLayout::Hash { capacity }, _) | (_, GroupLayout::Hash { capacity }) => {
+                GroupLayout::Hash { capacity }
+            }
+            (layout, _) => layout,
+        };
+        for open in inputs {
+            self.finish(
+                open,
+                Sink::Aggregate {
+                    keys: keys.clone(),
+                    aggregates: Vec::new(),
+                    layout: layout.clone(),
+                },
+            );
+        }
+        Ok(Flow::OnHost)
+    }
+
+    /// Group keys named by `outputs` whose values (and so ranges) are those of `input`'s columns.
+    fn side_keys(&self, outputs: &[ColumnId], input: &LogicalPlan) -> Vec<(ColumnId, Expr)> {
+        outputs
+            .iter()
+            .zip(input.output())
+            .map(|(&id, source)| (id, Expr::column(source, self.estimator.columns, self.span)))
+            .collect()
     }
 
     /// Plans `input` and materializes its rows for host steps.
@@ -400,6 +479,34 @@ impl Planner<'_> {
     fn not_yet(&self, what: &str) -> Diagnostic {
         Diagnostic::unsupported(self.span, format!("{what} cannot run on the device yet"))
     }
+}
+
+/// One dense array covering both inputs' key domains, if it is small enough.
+fn dense_over_both(left: &[KeyDomain], right: &[KeyDomain]) -> Option<GroupLayout> {
+    let domains: Vec<KeyDomain> = left
+        .iter()
+        .zip(right)
+        .map(|(l, r)| {
+            let min = l.min.min(r.min);
+            let end = (l.min + l.size as i64).max(r.min + r.size as i64);
+            KeyDomain {
+                min,
+                size: (end - min) as u64,
+            }
+        })
+        .collect();
+    let slots = domains
+        .iter()
+        .try_fold(1u64, |acc, d| acc.checked_mul(d.size))?;
+    (slots <= MAX_DENSE_GROUPS).then_some(GroupLayout::Dense {
+        domains,
+        block_local: false,
+    })
+}
+
+/// Slots for a first grouping hash table expecting up to `rows` groups.
+fn hash_capacity(rows: f64) -> u64 {
+    ((2.0 * rows.max(1.0)).clamp(1024.0, INITIAL_GROUP_CAPACITY as f64) as u64).next_power_of_two()
 }
 
 /// The largest first guess at a grouping hash table (it grows when it fills up).

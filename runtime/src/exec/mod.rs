@@ -219,10 +219,10 @@ fn run_with_capacity(
     let setup = Instant::now();
     let mut sizes = Vec::with_capacity(query.buffers.len());
     for spec in &query.buffers {
-        let rows = match &spec.per_row_of {
-            Some(table) => table_rows(catalog, table)?,
-            None => 0,
-        };
+        let mut rows = 0;
+        for table in &spec.per_row_of {
+            rows += table_rows(catalog, table)?;
+        }
         sizes.push(spec.bytes_for(capacity, rows));
     }
     let mut buffers = Vec::with_capacity(query.buffers.len());

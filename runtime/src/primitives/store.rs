@@ -62,6 +62,73 @@ pub fn reserve<'ctx>(
         .into_int_value())
 }
 
+/// Adds `count` rows (an `i32`) to the output's row count at `counter`, from one thread of the
+/// block, for a tile written in place by `store_in_place`.
+pub fn count_rows<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    counter: PointerValue<'ctx>,
+    count: IntValue<'ctx>,
+) -> CodegenResult<()> {
+    let count = em.b.build_int_z_extend(count, em.i64(), "")?;
+    let first =
+        em.b.build_int_compare(IntPredicate::EQ, em.tid()?, em.const_i32(0), "")?;
+    em.if_then(first, || {
+        em.b.build_atomicrmw(
+            AtomicRMWBinOp::Add,
+            counter,
+            count,
+            AtomicOrdering::Monotonic,
+        )?;
+        Ok(())
+    })
+}
+
+/// Writes every row of the tile to the same row of the output (a pipeline that keeps every
+/// row): no ranks, no staging, each warp's stores of one item contiguous. Only the last tile
+/// checks `num_items`.
+pub fn store_in_place<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    columns: &[StoredColumn<'ctx>],
+    tile_start: IntValue<'ctx>,
+    num_items: IntValue<'ctx>,
+) -> CodegenResult<()> {
+    let full = em.b.build_int_compare(
+        IntPredicate::EQ,
+        num_items,
+        em.const_i32(i64::from(em.tile.items())),
+        "full",
+    )?;
+    let full_block = em.ctx.append_basic_block(em.function, "store_full_tile");
+    let last_block = em.ctx.append_basic_block(em.function, "store_last_tile");
+    let done = em.ctx.append_basic_block(em.function, "stored");
+    em.b.build_conditional_branch(full, full_block, last_block)?;
+    for (block, guarded) in [(full_block, false), (last_block, true)] {
+        em.b.position_at_end(block);
+        for column in columns {
+            let elem = column.values.elem;
+            let out = em.offset_ptr(elem, column.out, tile_start)?;
+            em.for_each_item(|item| {
+                let offset = em.item_offset(item)?;
+                let write = || {
+                    let value = em.get(column.values, item)?;
+                    em.b.build_store(em.offset_ptr(elem, out, offset)?, value)?;
+                    Ok(())
+                };
+                if guarded {
+                    let inside =
+                        em.b.build_int_compare(IntPredicate::SLT, offset, num_items, "")?;
+                    em.if_then(inside, write)
+                } else {
+                    write()
+                }
+            })?;
+        }
+        em.b.build_unconditional_branch(done)?;
+    }
+    em.b.position_at_end(done);
+    Ok(())
+}
+
 /// One column of a run: the tile's values and the output array they go to.
 #[derive(Clone, Copy)]
 pub struct StoredColumn<'ctx> {
