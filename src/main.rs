@@ -275,6 +275,15 @@ enum GenDataset {
         #[arg(long)]
         out: PathBuf,
     },
+    /// The Wisconsin benchmark relations: `wisconsin` of N rows and `wisconsin_small` of 0.6 N.
+    Wisconsin {
+        /// Rows of the larger relation.
+        #[arg(long)]
+        rows: u64,
+        /// The directory to write the tables into.
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 impl Emit {
@@ -339,5 +348,8 @@ fn run(cli: Cli) -> Result<(), failure::Failure> {
         Command::Gen {
             dataset: GenDataset::Ssb { sf, out },
         } => commands::gen::ssb(sf, &out),
+        Command::Gen {
+            dataset: GenDataset::Wisconsin { rows, out },
+        } => commands::gen::wisconsin(rows, &out),
     }
 }

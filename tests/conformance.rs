@@ -8,7 +8,9 @@ use std::process::Command;
 /// `tessera test tests/conformance --device cpu` with `extra` arguments: its stdout, after
 /// checking that every file passed.
 fn conformance_on_the_cpu(extra: &[&str]) -> String {
+    // Generated once here, before the parallel `tessera test` runs could each start to.
     common::ssb_data();
+    common::wisconsin_data();
     let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args(["test", "tests/conformance", "--device", "cpu"])
         .args(extra)

@@ -101,7 +101,7 @@ fn gpu_passes_match_llvm_o1() {
     ] {
         for (name, source) in &scripts {
             let name = format!("{name} (--compress {compression})");
-            let catalog = common::ssb_catalog(source).with_compression(compression);
+            let catalog = common::catalog_for(source).with_compression(compression);
             let ast = source_to_ast(source).unwrap_or_else(|d| panic!("{name}: {d:?}"));
             let compilation =
                 Compilation::run(ast, &catalog).unwrap_or_else(|d| panic!("{name}: {d:?}"));
@@ -129,10 +129,25 @@ fn shared_bytes_per_kernel(ptx: &str) -> Vec<(String, u64)> {
             let name = rest.split('(').next().unwrap_or(rest).to_string();
             kernels.push((name, 0));
         } else if line.starts_with(".shared") {
-            let bytes = line
-                .rsplit_once('[')
-                .and_then(|(_, size)| size.trim_end_matches("];").parse::<u64>().ok())
+            // `.shared .align A .TYPE name[N];`, or a scalar without `[N]`.
+            let width = line
+                .split_whitespace()
+                .find_map(|word| match word {
+                    ".b8" | ".u8" | ".s8" => Some(1),
+                    ".b16" | ".u16" | ".s16" | ".f16" => Some(2),
+                    ".b32" | ".u32" | ".s32" | ".f32" => Some(4),
+                    ".b64" | ".u64" | ".s64" | ".f64" => Some(8),
+                    _ => None,
+                })
                 .unwrap_or_else(|| panic!("unreadable shared array: {line}"));
+            let count = match line.rsplit_once('[') {
+                Some((_, size)) => size
+                    .trim_end_matches("];")
+                    .parse::<u64>()
+                    .unwrap_or_else(|_| panic!("unreadable shared array: {line}")),
+                None => 1,
+            };
+            let bytes = width * count;
             if let Some((_, total)) = kernels.last_mut() {
                 *total += bytes;
             }
@@ -147,7 +162,7 @@ fn shared_bytes_per_kernel(ptx: &str) -> Vec<(String, u64)> {
 fn packed_kernels_fit_static_shared_memory() {
     let target = Target::Nvptx { sm: 90 };
     for (name, source) in scripts() {
-        let catalog = common::ssb_catalog(&source).with_compression(Compression::Dfor);
+        let catalog = common::catalog_for(&source).with_compression(Compression::Dfor);
         let ast = source_to_ast(&source).unwrap_or_else(|d| panic!("{name}: {d:?}"));
         let compilation =
             Compilation::run(ast, &catalog).unwrap_or_else(|d| panic!("{name}: {d:?}"));

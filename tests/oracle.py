@@ -10,8 +10,9 @@ and rewrites everything after `----`. Tessera never produces its own expectation
     python3 tests/oracle.py tests/conformance/ssb  # a folder, or single files
     python3 tests/oracle.py --data D --out E       # answers on data D, written to copies under E
 
-Data: a file's `data: ssb SF` line names a generated SSB dataset. Unless `--data` is given, it
-is generated with `tessera gen ssb` (deterministic for a given SF) into target/conformance-data.
+Data: a file's `data:` line names generated data, `ssb SF` (the Star Schema Benchmark at that scale
+factor) or `wisconsin ROWS` (the Wisconsin relations). Unless `--data` is given, it is generated
+with `tessera gen` (deterministic) into target/conformance-data.
 """
 
 import argparse
@@ -59,12 +60,19 @@ def dataset(fields, args):
     if args.data:
         return pathlib.Path(args.data)
     kind, _, scale = fields.get("data", "").partition(" ")
-    if kind != "ssb" or not scale:
+    if kind == "ssb" and scale:
+        folder = ROOT / "target" / "conformance-data" / f"ssb-{scale}"
+        marker = folder / "date.parquet"
+        arguments = ["gen", "ssb", "--sf", scale, "--out", str(folder)]
+    elif kind == "wisconsin" and scale:
+        folder = ROOT / "target" / "conformance-data" / f"wisconsin-{scale}"
+        marker = folder / "wisconsin_small.parquet"
+        arguments = ["gen", "wisconsin", "--rows", scale, "--out", str(folder)]
+    else:
         sys.exit(f"error: unsupported data line {fields.get('data')!r}")
-    folder = ROOT / "target" / "conformance-data" / f"ssb-{scale}"
-    if not (folder / "date.parquet").exists():
+    if not marker.exists():
         tessera = args.tessera or str(ROOT / "target" / "debug" / "tessera")
-        command = [tessera, "gen", "ssb", "--sf", scale, "--out", str(folder)]
+        command = [tessera] + arguments
         if not os.path.exists(tessera):
             command = ["cargo", "run", "--quiet", "--"] + command[1:]
         subprocess.run(command, check=True, cwd=ROOT)

@@ -1,5 +1,5 @@
 //! Snapshots of every compiler stage for every example script, over SSB data at scale factor
-//! 0.01: tokens, syntax tree, typed pipelines, logical and optimized plans, physical pipelines,
+//! 0.01 (the Wisconsin relations of 10,000 rows for the Wisconsin examples): tokens, syntax tree, typed pipelines, logical and optimized plans, physical pipelines,
 //! LLVM IR and PTX for sm_90. A change to any stage shows up here, to be reviewed.
 
 mod common;
@@ -10,7 +10,7 @@ use tessera_runtime::Target;
 fn snapshot(stage: Stage) {
     insta::glob!("../examples", "**/*.tq", |path| {
         let source = std::fs::read_to_string(path).expect("example readable");
-        let catalog = stage.needs_data().then(|| common::ssb_catalog(&source));
+        let catalog = stage.needs_data().then(|| common::catalog_for(&source));
         let text = match emit(
             &source,
             stage,

@@ -4,6 +4,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use tessera_storage::gen::ssb::generate_ssb;
+use tessera_storage::gen::wisconsin::generate_wisconsin;
 
 use crate::failure::Failure;
 use crate::progress::Bar;
@@ -23,6 +24,20 @@ pub fn ssb(sf: f64, out: &Path) -> Result<(), Failure> {
     );
     for table in &summary.tables {
         eprintln!("  {:<10} {:>12} rows", table.name, table.rows);
+    }
+    Ok(())
+}
+
+pub fn wisconsin(rows: u64, out: &Path) -> Result<(), Failure> {
+    let started = Instant::now();
+    let tables = generate_wisconsin(rows, out, &Bar::new())?;
+    eprintln!(
+        "wrote the Wisconsin relations to {} in {:.1?}",
+        out.display(),
+        started.elapsed()
+    );
+    for table in &tables {
+        eprintln!("  {:<16} {:>12} rows", table.name, table.rows);
     }
     Ok(())
 }

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use tessera_storage::compress::Compression;
 use tessera_storage::gen::ssb::generate_ssb;
+use tessera_storage::gen::wisconsin::generate_wisconsin;
 use tessera_storage::progress::NoProgress;
 use tessera_storage::Catalog;
 
@@ -151,24 +152,43 @@ fn walk(folder: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The folder holding the data a `data:` line names, generating it the first time.
+/// The folder holding the data a `data:` line names (`ssb SF` or `wisconsin ROWS`),
+/// generating it the first time.
 fn dataset(spec: &str) -> Result<PathBuf, String> {
-    let mut words = spec.split_whitespace();
-    let (Some("ssb"), Some(scale), None) = (words.next(), words.next(), words.next()) else {
-        return Err(format!("unknown data `{spec}` (expected `ssb SF`)"));
-    };
-    let sf: f64 = scale
-        .parse()
-        .map_err(|_| format!("bad scale factor in `{spec}`"))?;
-    let folder = cache_root().join(format!("ssb-{scale}"));
-    if !folder.join("date.parquet").is_file() {
-        eprintln!(
-            "generating SSB at scale factor {scale} into {}",
-            folder.display()
-        );
-        generate_ssb(sf, &folder, &NoProgress).map_err(|e| e.to_string())?;
+    let words: Vec<&str> = spec.split_whitespace().collect();
+    match words.as_slice() {
+        ["ssb", scale] => {
+            let sf: f64 = scale
+                .parse()
+                .map_err(|_| format!("bad scale factor in `{spec}`"))?;
+            let folder = cache_root().join(format!("ssb-{scale}"));
+            if !folder.join("date.parquet").is_file() {
+                eprintln!(
+                    "generating SSB at scale factor {scale} into {}",
+                    folder.display()
+                );
+                generate_ssb(sf, &folder, &NoProgress).map_err(|e| e.to_string())?;
+            }
+            Ok(folder)
+        }
+        ["wisconsin", rows] => {
+            let count: u64 = rows
+                .parse()
+                .map_err(|_| format!("bad row count in `{spec}`"))?;
+            let folder = cache_root().join(format!("wisconsin-{rows}"));
+            if !folder.join("wisconsin_small.parquet").is_file() {
+                eprintln!(
+                    "generating the Wisconsin relations of {rows} rows into {}",
+                    folder.display()
+                );
+                generate_wisconsin(count, &folder, &NoProgress).map_err(|e| e.to_string())?;
+            }
+            Ok(folder)
+        }
+        _ => Err(format!(
+            "unknown data `{spec}` (expected `ssb SF` or `wisconsin ROWS`)"
+        )),
     }
-    Ok(folder)
 }
 
 /// `$TESSERA_DATA_CACHE`, else `target/conformance-data` of the enclosing Cargo project, else a

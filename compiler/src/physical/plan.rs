@@ -225,6 +225,11 @@ impl Planner<'_> {
         }
         let mut inputs = Vec::with_capacity(2);
         for input in [&set.left, &set.right] {
+            // `union` keeps one of each row anyway: a `distinct` input adds nothing.
+            let input = match input.as_ref() {
+                LogicalPlan::Distinct(distinct) if !set.all => &distinct.input,
+                _ => input,
+            };
             let Flow::Pipelined(mut open) = self.plan(input)? else {
                 return Err(Diagnostic::unsupported(
                     self.span,

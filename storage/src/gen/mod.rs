@@ -5,6 +5,7 @@ pub mod ssb;
 mod ssb_dimensions;
 mod ssb_lineorder;
 mod ssb_text;
+pub mod wisconsin;
 
 use std::sync::Arc;
 
@@ -16,6 +17,7 @@ pub use ssb::{generate_ssb, ssb_schemas, GenSummary, GeneratedTable, SsbScale};
 /// One generated column, owned until it is written.
 pub(crate) enum GenColumn {
     Int(Vec<i32>),
+    Float(Vec<f32>),
     /// One string per row (names, addresses: mostly distinct).
     Text(Vec<String>),
     /// Codes into a small fixed dictionary (priorities, ship modes).
@@ -29,6 +31,7 @@ impl GenColumn {
     pub(crate) fn to_write(&self) -> WriteColumn<'_> {
         WriteColumn::new(match self {
             GenColumn::Int(values) => WriteValues::I32(values),
+            GenColumn::Float(values) => WriteValues::F32(values),
             GenColumn::Text(values) => WriteValues::Text(values),
             GenColumn::Codes { codes, dictionary } => WriteValues::Codes { codes, dictionary },
         })
@@ -37,6 +40,7 @@ impl GenColumn {
     pub(crate) fn len(&self) -> usize {
         match self {
             GenColumn::Int(values) => values.len(),
+            GenColumn::Float(values) => values.len(),
             GenColumn::Text(values) => values.len(),
             GenColumn::Codes { codes, .. } => codes.len(),
         }
