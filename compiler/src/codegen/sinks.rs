@@ -157,6 +157,13 @@ pub(super) fn plan_sink(
                 }
             };
             let hashed = matches!(layout, GroupLayout::Hash { .. });
+            // Pipelines ending in the same grouping (the inputs of a set operation) share its
+            // buffers.
+            let sink_ids: Vec<ColumnId> = keys
+                .iter()
+                .map(|(id, _)| *id)
+                .chain(aggregates.iter().map(|(id, _)| *id))
+                .collect();
             let mut plans = Vec::with_capacity(aggregates.len());
             let mut slots_out = Vec::with_capacity(aggregates.len());
             for (id, aggregate) in aggregates {
@@ -184,20 +191,27 @@ pub(super) fn plan_sink(
                 let name = query.columns.get(*id).name.clone();
                 let fill = identity_fill(kind, accumulator);
                 let width = accumulator.width() as u32;
+                let count_name = format!("{name}_count");
                 let (buffer, count) = if hashed {
-                    let buffer = qc.group_buffer(name.clone(), width, fill);
-                    (
-                        buffer,
-                        needs_count
-                            .then(|| qc.group_buffer(format!("{name}_count"), 8, Fill::Zero)),
-                    )
+                    let buffer = qc.sink_buffer(&sink_ids, &name, |qc| {
+                        qc.group_buffer(name.clone(), width, fill)
+                    });
+                    let count = needs_count.then(|| {
+                        qc.sink_buffer(&sink_ids, &count_name, |qc| {
+                            qc.group_buffer(count_name.clone(), 8, Fill::Zero)
+                        })
+                    });
+                    (buffer, count)
                 } else {
-                    let buffer = qc.buffer(name.clone(), slots, width, fill);
-                    (
-                        buffer,
-                        needs_count
-                            .then(|| qc.buffer(format!("{name}_count"), slots, 8, Fill::Zero)),
-                    )
+                    let buffer = qc.sink_buffer(&sink_ids, &name, |qc| {
+                        qc.buffer(name.clone(), slots, width, fill)
+                    });
+                    let count = needs_count.then(|| {
+                        qc.sink_buffer(&sink_ids, &count_name, |qc| {
+                            qc.buffer(count_name.clone(), slots, 8, Fill::Zero)
+                        })
+                    });
+                    (buffer, count)
                 };
                 let dictionary = match (&aggregate.arg, kind) {
                     (Some(arg), AggregateKind::Min | AggregateKind::Max)
@@ -278,15 +292,9 @@ pub(super) fn plan_sink(
                 });
                 plan_keys.push((*id, expr.clone(), *domain));
             }
-            let presence = if plans.is_empty() {
-                // A grouping without aggregates (`distinct`, `union`) may be shared by pipelines.
-                let ids: Vec<ColumnId> = keys.iter().map(|(id, _)| *id).collect();
-                qc.sink_buffer(&ids, "groups", |qc| {
-                    qc.buffer("groups".into(), slots, 1, Fill::Zero)
-                })
-            } else {
+            let presence = qc.sink_buffer(&sink_ids, "groups", |qc| {
                 qc.buffer("groups".into(), slots, 1, Fill::Zero)
-            };
+            });
             Ok((
                 SinkPlan::Aggregate {
                     keys: plan_keys,
@@ -359,15 +367,14 @@ fn hash_groups(
         });
         packed.push((expr.clone(), shift, bits));
     }
-    let key_ids: Vec<ColumnId> = keys.iter().map(|(id, _)| *id).collect();
-    let key_buffer = if aggregates.is_empty() {
-        // A grouping without aggregates (`distinct`, `union`) may be shared by pipelines.
-        qc.sink_buffer(&key_ids, "group keys", |qc| {
-            qc.group_buffer("group keys".into(), 8, Fill::Zero)
-        })
-    } else {
+    let sink_ids: Vec<ColumnId> = keys
+        .iter()
+        .map(|(id, _)| *id)
+        .chain(slots.iter().map(|slot| ColumnId(slot.id)))
+        .collect();
+    let key_buffer = qc.sink_buffer(&sink_ids, "group keys", |qc| {
         qc.group_buffer("group keys".into(), 8, Fill::Zero)
-    };
+    });
     Ok((
         SinkPlan::HashGroups {
             keys: packed,

@@ -3,11 +3,12 @@
 //! becomes a build pipeline, and its left side probes the table in its own pipeline. Layouts
 //! and the order of steps within a pipeline come from statistics.
 
-use tessera_grammar::ast::{JoinKind, SetOp};
+use tessera_grammar::ast::{BinaryOp, JoinKind, SetOp};
 use tessera_grammar::{Diagnostic, Span};
-use tessera_storage::{Catalog, DataType};
+use tessera_stdlib::Aggregate;
+use tessera_storage::{Catalog, DataType, Value};
 
-use crate::columns::ColumnId;
+use crate::columns::{ColumnId, ColumnInfo, Columns};
 use crate::expr::{AggregateExpr, Expr};
 use crate::logical::{LogicalPlan, LogicalQuery};
 
@@ -35,19 +36,20 @@ pub fn logical_to_pipelines(
             catalog,
             columns: &query.columns,
         },
+        columns: query.columns.clone(),
         span: query.span,
         pipelines: Vec::new(),
         hash_tables: Vec::new(),
         host_steps: Vec::new(),
     };
-    if let Flow::Pipelined(open) = planner.plan(&query.plan)? {
+    if let Flow::Pipelined(opens) = planner.plan(&query.plan)? {
         let columns = query.plan.output();
-        planner.finish(open, Sink::Materialize { columns });
+        planner.finish_all(opens, &Sink::Materialize { columns });
     }
     Ok(PhysicalQuery {
         pipelines: planner.pipelines,
         hash_tables: planner.hash_tables,
-        columns: query.columns.clone(),
+        columns: planner.columns,
         host_steps: planner.host_steps,
         output: query.output.clone(),
         span: query.span,
@@ -56,8 +58,9 @@ pub fn logical_to_pipelines(
 
 /// Where the rows of a subplan are.
 enum Flow {
-    /// Flowing through a pipeline that is still open.
-    Pipelined(OpenPipeline),
+    /// Flowing through pipelines that are still open: one, or one per input of a `union all`,
+    /// whose rows together are the relation (each ends in its own copy of the same sink).
+    Pipelined(Vec<OpenPipeline>),
     /// In a result on the host, after the last pipeline's sink.
     OnHost,
 }
@@ -71,6 +74,9 @@ struct OpenPipeline {
 
 struct Planner<'a> {
     estimator: Estimator<'a>,
+    /// The query's columns, with those the planner adds (the markers of `intersect` and
+    /// `except`).
+    columns: Columns,
     span: Span,
     pipelines: Vec<Pipeline>,
     hash_tables: Vec<HashTable>,
@@ -109,34 +115,35 @@ impl Planner<'_> {
                         predicate: predicate.clone(),
                     })
                     .collect();
-                Ok(Flow::Pipelined(OpenPipeline {
+                Ok(Flow::Pipelined(vec![OpenPipeline {
                     table: scan.table.clone(),
                     rows: scan.rows,
                     scanned,
                     steps,
-                }))
+                }]))
             }
-            LogicalPlan::Filter(filter) => {
-                match self.plan(&filter.input)? {
-                    Flow::Pipelined(mut open) => {
-                        for predicate in filter.predicate.clone().into_conjuncts() {
-                            let selectivity = self.estimator.selectivity(&predicate);
+            LogicalPlan::Filter(filter) => match self.plan(&filter.input)? {
+                Flow::Pipelined(mut opens) => {
+                    for predicate in filter.predicate.clone().into_conjuncts() {
+                        let selectivity = self.estimator.selectivity(&predicate);
+                        for open in &mut opens {
                             open.steps.push(Step::Filter {
-                                predicate,
+                                predicate: predicate.clone(),
                                 selectivity,
                             });
                         }
-                        return Ok(Flow::Pipelined(open));
                     }
-                    Flow::OnHost => self
-                        .host_steps
-                        .push(HostStep::Filter(filter.predicate.clone())),
+                    Ok(Flow::Pipelined(opens))
                 }
-                Ok(Flow::OnHost)
-            }
-            LogicalPlan::Project(project) => {
-                match self.plan(&project.input)? {
-                    Flow::Pipelined(mut open) => {
+                Flow::OnHost => {
+                    self.host_steps
+                        .push(HostStep::Filter(filter.predicate.clone()));
+                    Ok(Flow::OnHost)
+                }
+            },
+            LogicalPlan::Project(project) => match self.plan(&project.input)? {
+                Flow::Pipelined(mut opens) => {
+                    for open in &mut opens {
                         for (id, expr) in &project.outputs {
                             if expr.as_column() != Some(*id) {
                                 open.steps.push(Step::Compute {
@@ -145,27 +152,28 @@ impl Planner<'_> {
                                 });
                             }
                         }
-                        return Ok(Flow::Pipelined(open));
                     }
-                    Flow::OnHost => self
-                        .host_steps
-                        .push(HostStep::Project(project.outputs.clone())),
+                    Ok(Flow::Pipelined(opens))
                 }
-                Ok(Flow::OnHost)
-            }
+                Flow::OnHost => {
+                    self.host_steps
+                        .push(HostStep::Project(project.outputs.clone()));
+                    Ok(Flow::OnHost)
+                }
+            },
             LogicalPlan::Join(join) => self.join(join),
             LogicalPlan::Aggregate(aggregate) => {
-                let Flow::Pipelined(open) = self.plan(&aggregate.input)? else {
+                let Flow::Pipelined(opens) = self.plan(&aggregate.input)? else {
                     return Err(Diagnostic::unsupported(
                         aggregate.span,
                         "grouping an already grouped or sorted result is not supported yet",
                     ));
                 };
-                let rows = open.rows as f64 * pass_fraction(&open.steps);
+                let rows = passing_rows(&opens);
                 let layout = self.group_layout(&aggregate.keys, &aggregate.aggregates, rows);
-                self.finish(
-                    open,
-                    Sink::Aggregate {
+                self.finish_all(
+                    opens,
+                    &Sink::Aggregate {
                         keys: aggregate.keys.clone(),
                         aggregates: aggregate.aggregates.clone(),
                         layout,
@@ -183,32 +191,42 @@ impl Planner<'_> {
                 self.host_steps.push(HostStep::Limit(limit.count));
                 Ok(Flow::OnHost)
             }
-            LogicalPlan::Distinct(distinct) => self.distinct(distinct),
+            LogicalPlan::Distinct(distinct) => {
+                let keys = self.column_keys(&distinct.input.output());
+                self.group_without_aggregates(&distinct.input, None, keys, "`distinct`")
+            }
             LogicalPlan::SetOperation(set) => self.set_operation(set),
             LogicalPlan::Product(_) => Err(self.not_yet("`product`")),
         }
     }
 
-    /// `distinct` is a grouping by every column with no aggregates: the group table holds each
-    /// distinct row once, in whichever layout suits the keys.
-    fn distinct(&mut self, distinct: &crate::logical::Distinct) -> Result<Flow, Diagnostic> {
-        let Flow::Pipelined(open) = self.plan(&distinct.input)? else {
-            return Err(Diagnostic::unsupported(
-                self.span,
-                "`distinct` of a grouped or sorted result is not supported yet; put it before `group` or `sort`",
-            ));
+    /// Groups the rows of `input` (or of the open pipelines `opened`, when given) by `keys`
+    /// with no aggregates: the group table holds each distinct row once, in whichever layout
+    /// suits the keys (`distinct`, and `union` over its inputs' pipelines).
+    fn group_without_aggregates(
+        &mut self,
+        input: &LogicalPlan,
+        opened: Option<(Vec<OpenPipeline>, GroupLayout)>,
+        keys: Vec<(ColumnId, Expr)>,
+        what: &str,
+    ) -> Result<Flow, Diagnostic> {
+        let (opens, layout) = match opened {
+            Some(opened) => opened,
+            None => {
+                let Flow::Pipelined(opens) = self.plan(input)? else {
+                    return Err(Diagnostic::unsupported(
+                        self.span,
+                        format!("{what} of a grouped or sorted result is not supported yet; put it before `group` or `sort`"),
+                    ));
+                };
+                let rows = passing_rows(&opens);
+                let layout = self.group_layout(&keys, &[], rows);
+                (opens, layout)
+            }
         };
-        let keys: Vec<(ColumnId, Expr)> = distinct
-            .input
-            .output()
-            .into_iter()
-            .map(|id| (id, Expr::column(id, self.estimator.columns, self.span)))
-            .collect();
-        let rows = open.rows as f64 * pass_fraction(&open.steps);
-        let layout = self.group_layout(&keys, &[], rows);
-        self.finish(
-            open,
-            Sink::Aggregate {
+        self.finish_all(
+            opens,
+            &Sink::Aggregate {
                 keys,
                 aggregates: Vec::new(),
                 layout,
@@ -217,58 +235,139 @@ impl Planner<'_> {
         Ok(Flow::OnHost)
     }
 
-    /// `union all` runs each input as a pipeline writing its rows to the same output; `union`
-    /// has each input insert its rows into the same group table, which keeps one of each.
+    /// Each of `ids` as a group key of itself.
+    fn column_keys(&self, ids: &[ColumnId]) -> Vec<(ColumnId, Expr)> {
+        ids.iter()
+            .map(|&id| (id, Expr::column(id, &self.columns, self.span)))
+            .collect()
+    }
+
+    /// `union all` leaves each input's pipelines open, every one producing the union's columns:
+    /// whatever follows runs in each and ends in one shared sink. `union` groups them by every
+    /// column; `intersect` and `except` group them too, with a marker per input saying which
+    /// inputs had the row, and keep the groups the operation wants.
     fn set_operation(&mut self, set: &crate::logical::SetOperation) -> Result<Flow, Diagnostic> {
-        if set.op != SetOp::Union {
-            return Err(self.not_yet("`intersect` and `except`"));
+        let keyword = match set.op {
+            SetOp::Union => "union",
+            SetOp::Intersect => "intersect",
+            SetOp::Except => "except",
+        };
+        if set.all && set.op != SetOp::Union {
+            return Err(Diagnostic::unsupported(
+                self.span,
+                format!("`{keyword} all` is not supported yet; `{keyword}` keeps one of each row"),
+            ));
         }
-        let mut inputs = Vec::with_capacity(2);
-        for input in [&set.left, &set.right] {
-            // `union` keeps one of each row anyway: a `distinct` input adds nothing.
+        let markers = (set.op != SetOp::Union).then(|| {
+            let mut marker = |name: &str| {
+                self.columns.add(ColumnInfo {
+                    name: name.to_string(),
+                    ty: DataType::I32,
+                    nullable: false,
+                    origin: None,
+                })
+            };
+            [marker("in_left"), marker("in_right")]
+        });
+        let mut opens = Vec::new();
+        for (side, input) in [&set.left, &set.right].into_iter().enumerate() {
+            // Set semantics keep one of each row anyway: a `distinct` input adds nothing.
             let input = match input.as_ref() {
                 LogicalPlan::Distinct(distinct) if !set.all => &distinct.input,
                 _ => input,
             };
-            let Flow::Pipelined(mut open) = self.plan(input)? else {
+            let Flow::Pipelined(mut side_opens) = self.plan(input)? else {
                 return Err(Diagnostic::unsupported(
                     self.span,
-                    "`union` of a grouped or sorted result is not supported yet",
+                    format!("`{keyword}` of a grouped or sorted result is not supported yet"),
                 ));
             };
-            // Each input's columns become the union's, position by position.
-            for (&output, source) in set.outputs.iter().zip(input.output()) {
-                open.steps.push(Step::Compute {
-                    column: output,
-                    expr: Expr::column(source, self.estimator.columns, self.span),
-                });
+            for open in &mut side_opens {
+                // Each input's columns become the operation's, position by position.
+                for (&output, source) in set.outputs.iter().zip(input.output()) {
+                    open.steps.push(Step::Compute {
+                        column: output,
+                        expr: Expr::column(source, &self.columns, self.span),
+                    });
+                }
+                for (index, marker) in markers.iter().flatten().enumerate() {
+                    let here = i64::from(index == side);
+                    open.steps.push(Step::Compute {
+                        column: *marker,
+                        expr: Expr::literal(Value::Int(here), DataType::I32, self.span),
+                    });
+                }
             }
-            inputs.push(open);
+            opens.extend(side_opens);
         }
         if set.all {
-            for open in inputs {
-                self.finish(
-                    open,
-                    Sink::Materialize {
-                        columns: set.outputs.clone(),
-                    },
-                );
-            }
-            return Ok(Flow::OnHost);
+            return Ok(Flow::Pipelined(opens));
         }
-        let keys: Vec<(ColumnId, Expr)> = set
-            .outputs
-            .iter()
-            .map(|&id| (id, Expr::column(id, self.estimator.columns, self.span)))
-            .collect();
-        let rows: f64 = inputs
-            .iter()
-            .map(|open| open.rows as f64 * pass_fraction(&open.steps))
-            .sum();
-        // The group table must hold either input's keys: dense only over both inputs' ranges.
-        let layout = match (
-            self.group_layout(&self.side_keys(&set.outputs, &set.left), &[], rows),
-            self.group_layout(&self.side_keys(&set.outputs, &set.right), &[], rows),
+        let keys = self.column_keys(&set.outputs);
+        let rows = passing_rows(&opens);
+        let Some([in_left, in_right]) = markers else {
+            let layout = self.set_layout(set, &[], rows);
+            return self.group_without_aggregates(&set.left, Some((opens, layout)), keys, keyword);
+        };
+        // Per group: whether any row came from the left input, and from the right one.
+        let mut aggregates = Vec::with_capacity(2);
+        let mut seen = Vec::with_capacity(2);
+        for marker in [in_left, in_right] {
+            let name = format!("{}_seen", self.columns.get(marker).name);
+            let id = self.columns.add(ColumnInfo {
+                name,
+                ty: DataType::I32,
+                nullable: true,
+                origin: None,
+            });
+            aggregates.push((
+                id,
+                AggregateExpr {
+                    function: Aggregate::Max,
+                    arg: Some(Expr::column(marker, &self.columns, self.span)),
+                    ty: DataType::I32,
+                    span: self.span,
+                },
+            ));
+            seen.push(Expr::column(id, &self.columns, self.span));
+        }
+        let layout = self.set_layout(set, &aggregates, rows);
+        self.finish_all(
+            opens,
+            &Sink::Aggregate {
+                keys,
+                aggregates,
+                layout,
+            },
+        );
+        let in_right_wanted = i64::from(set.op == SetOp::Intersect);
+        let test = |seen: &Expr, value: i64| {
+            Expr::binary(
+                BinaryOp::Eq,
+                seen.clone(),
+                Expr::literal(Value::Int(value), DataType::I32, self.span),
+                DataType::Bool,
+                self.span,
+            )
+        };
+        let keep = test(&seen[0], 1).and(test(&seen[1], in_right_wanted));
+        self.host_steps.push(HostStep::Filter(keep));
+        Ok(Flow::OnHost)
+    }
+
+    /// The group table of a set operation must hold either input's rows: dense only over both
+    /// inputs' key ranges.
+    fn set_layout(
+        &self,
+        set: &crate::logical::SetOperation,
+        aggregates: &[(ColumnId, AggregateExpr)],
+        rows: f64,
+    ) -> GroupLayout {
+        let left = self.side_keys(&set.outputs, &set.left);
+        let right = self.side_keys(&set.outputs, &set.right);
+        match (
+            self.group_layout(&left, aggregates, rows),
+            self.group_layout(&right, aggregates, rows),
         ) {
             (
                 GroupLayout::Dense { domains: left, .. },
@@ -280,35 +379,28 @@ impl Planner<'_> {
                 GroupLayout::Hash { capacity }
             }
             (layout, _) => layout,
-        };
-        for open in inputs {
-            self.finish(
-                open,
-                Sink::Aggregate {
-                    keys: keys.clone(),
-                    aggregates: Vec::new(),
-                    layout: layout.clone(),
-                },
-            );
         }
-        Ok(Flow::OnHost)
     }
 
     /// Group keys named by `outputs` whose values (and so ranges) are those of `input`'s columns.
     fn side_keys(&self, outputs: &[ColumnId], input: &LogicalPlan) -> Vec<(ColumnId, Expr)> {
+        let input = match input {
+            LogicalPlan::Distinct(distinct) => &distinct.input,
+            _ => input,
+        };
         outputs
             .iter()
             .zip(input.output())
-            .map(|(&id, source)| (id, Expr::column(source, self.estimator.columns, self.span)))
+            .map(|(&id, source)| (id, Expr::column(source, &self.columns, self.span)))
             .collect()
     }
 
     /// Plans `input` and materializes its rows for host steps.
     fn materialize_for_host(&mut self, input: &LogicalPlan) -> Result<(), Diagnostic> {
-        if let Flow::Pipelined(open) = self.plan(input)? {
-            self.finish(
-                open,
-                Sink::Materialize {
+        if let Flow::Pipelined(opens) = self.plan(input)? {
+            self.finish_all(
+                opens,
+                &Sink::Materialize {
                     columns: input.output(),
                 },
             );
@@ -329,14 +421,14 @@ impl Planner<'_> {
                 "joins on more than one pair of keys are not supported yet",
             ));
         };
-        let Flow::Pipelined(build) = self.plan(&join.right)? else {
+        let Flow::Pipelined(builds) = self.plan(&join.right)? else {
             return Err(Diagnostic::unsupported(
                 join.span,
                 "the joined relation must be a table with filters, not a grouped or sorted result",
             ));
         };
-        let build_rows = build.rows;
-        let estimated_rows = build_rows as f64 * pass_fraction(&build.steps);
+        let build_rows: u64 = builds.iter().map(|b| b.rows).sum();
+        let estimated_rows = passing_rows(&builds);
         let key_column = right_key.as_column();
         let payload: Vec<ColumnId> = match join.kind {
             JoinKind::Inner => join
@@ -357,15 +449,17 @@ impl Planner<'_> {
             max_rows: build_rows,
             estimated_rows,
         });
-        self.finish(
-            build,
-            Sink::Build {
+        // Every pipeline of the joined relation (one per input of a `union all`) inserts its
+        // rows into the same table.
+        self.finish_all(
+            builds,
+            &Sink::Build {
                 table,
                 key: right_key.clone(),
             },
         );
 
-        let Flow::Pipelined(mut probe) = self.plan(&join.left)? else {
+        let Flow::Pipelined(mut probes) = self.plan(&join.left)? else {
             return Err(Diagnostic::unsupported(
                 join.span,
                 "joining a grouped or sorted result is not supported yet",
@@ -376,24 +470,33 @@ impl Planner<'_> {
         } else {
             (estimated_rows / build_rows as f64).clamp(0.0, 1.0)
         };
-        probe.steps.push(Step::Probe {
-            table,
-            key: left_key.clone(),
-            kind: join.kind,
-            selectivity: if join.kind == JoinKind::Anti {
-                1.0 - found
-            } else {
-                found
-            },
-        });
-        // The build key's value is the probe key's: no need to store it in the table.
-        if let (JoinKind::Inner, Some(key)) = (join.kind, key_column) {
-            probe.steps.push(Step::Compute {
-                column: key,
-                expr: left_key.clone(),
+        for probe in &mut probes {
+            probe.steps.push(Step::Probe {
+                table,
+                key: left_key.clone(),
+                kind: join.kind,
+                selectivity: if join.kind == JoinKind::Anti {
+                    1.0 - found
+                } else {
+                    found
+                },
             });
+            // The build key's value is the probe key's: no need to store it in the table.
+            if let (JoinKind::Inner, Some(key)) = (join.kind, key_column) {
+                probe.steps.push(Step::Compute {
+                    column: key,
+                    expr: left_key.clone(),
+                });
+            }
         }
-        Ok(Flow::Pipelined(probe))
+        Ok(Flow::Pipelined(probes))
+    }
+
+    /// Ends each of `opens` with its own copy of `sink`.
+    fn finish_all(&mut self, opens: Vec<OpenPipeline>, sink: &Sink) {
+        for open in opens {
+            self.finish(open, sink.clone());
+        }
     }
 
     fn finish(&mut self, open: OpenPipeline, sink: Sink) {
@@ -590,6 +693,14 @@ fn drop_unused_computes(steps: Vec<Step>, needed: &mut Vec<ColumnId>) -> Vec<Ste
     }
     kept.reverse();
     kept
+}
+
+/// The estimated rows that reach the sinks of `opens`.
+fn passing_rows(opens: &[OpenPipeline]) -> f64 {
+    opens
+        .iter()
+        .map(|open| open.rows as f64 * pass_fraction(&open.steps))
+        .sum()
 }
 
 /// The estimated fraction of scanned rows that survive these steps.
