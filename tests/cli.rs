@@ -376,3 +376,85 @@ fn an_unknown_compression_scheme_is_refused() {
         "{stderr}"
     );
 }
+
+#[test]
+fn micro_benchmarks_run_and_report_their_floor() {
+    let output = tessera(&[
+        "bench", "micro", "--rows", "20000", "--device", "cpu", "--runs", "1", "--warmup", "0",
+        "--json",
+    ]);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let results: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let results = results.as_array().expect("a list of results");
+    assert_eq!(results.len(), 5, "{stdout}");
+    // Selections keep about the fraction asked for, projections every row; each moves at least
+    // the bytes it reads.
+    for (result, kept) in results.iter().zip([0.1, 0.5, 0.9, 1.0, 1.0]) {
+        let rows = result["rows_out"].as_f64().expect("rows_out");
+        assert!((rows / 20000.0 - kept).abs() < 0.02, "{result}");
+        assert!(
+            result["bytes"].as_f64().expect("bytes") >= 20000.0 * 4.0,
+            "{result}"
+        );
+        assert!(
+            result["floor_ms"].as_f64().expect("floor") > 0.0,
+            "{result}"
+        );
+    }
+}
+
+#[test]
+fn rows_of_a_selection_print_as_csv() {
+    let script =
+        "from supplier | where s_suppkey <= 3 | select s_suppkey, s_name | sort s_suppkey\n";
+    let path = std::env::temp_dir().join(format!("tessera-rows-{}.tq", std::process::id()));
+    std::fs::write(&path, script).expect("script written");
+    let output = tessera(&[
+        "run",
+        path.to_str().expect("utf-8 path"),
+        "--data",
+        data(),
+        "--device",
+        "cpu",
+        "--format",
+        "csv",
+    ]);
+    let _ = std::fs::remove_file(&path);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(
+        text(&output.stdout),
+        "s_suppkey,s_name\n1,Supplier#000000001\n2,Supplier#000000002\n3,Supplier#000000003\n"
+    );
+}
+
+#[test]
+fn the_wisconsin_generator_writes_both_relations() {
+    let out = std::env::temp_dir().join(format!("tessera-wisconsin-{}", std::process::id()));
+    let output = tessera(&[
+        "gen",
+        "wisconsin",
+        "--rows",
+        "500",
+        "--out",
+        out.to_str().expect("utf-8 path"),
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(out.join("wisconsin.parquet").is_file());
+    assert!(out.join("wisconsin_small.parquet").is_file());
+    let refused = tessera(&[
+        "gen",
+        "wisconsin",
+        "--rows",
+        "0",
+        "--out",
+        out.to_str().unwrap_or("."),
+    ]);
+    let _ = std::fs::remove_dir_all(&out);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr).contains("1 to"),
+        "{}",
+        text(&refused.stderr)
+    );
+}
