@@ -34,11 +34,15 @@ impl Rows {
     }
 }
 
+/// Reads a query's buffer back: `read(buffer, None)` whole, `read(buffer, Some((offset, len)))`
+/// `len` bytes from byte `offset`.
+pub(crate) type ReadBuffer<'a> =
+    dyn FnMut(usize, Option<(u64, u64)>) -> Result<Vec<u8>, RuntimeError> + 'a;
+
 /// The result of a query from its buffers (`capacity`: the slots of its grouping hash table).
-/// `read(buffer, bytes)` reads a buffer whole, or its first `bytes`.
 pub(crate) fn decode_result(
     spec: &ResultSpec,
-    read: &mut dyn FnMut(usize, Option<u64>) -> Result<Vec<u8>, RuntimeError>,
+    read: &mut ReadBuffer<'_>,
     catalog: &Catalog,
     capacity: u64,
 ) -> Result<ResultTable, RuntimeError> {
@@ -191,11 +195,55 @@ pub(crate) fn decode_result(
         ResultShape::Rows {
             columns,
             count_buffer,
-        } => materialized_rows(columns, *count_buffer, read, catalog)?,
+        } => {
+            let count = row_count(*count_buffer, read)?;
+            materialized_rows(columns, 0, count, read, catalog)?
+        }
     };
     for op in &spec.steps {
         apply(op, &mut rows)?;
     }
+    output_table(spec, rows)
+}
+
+/// Whether a result can be read back in pieces: rows written out, with no host work after.
+pub(crate) fn streams(spec: &ResultSpec) -> bool {
+    matches!(spec.shape, ResultShape::Rows { .. }) && spec.steps.is_empty()
+}
+
+/// Reads rows written out back `chunk` rows at a time, handing each piece to `deliver` (at least
+/// one piece, empty when no row was written); returns the number of rows.
+pub(crate) fn stream_rows(
+    spec: &ResultSpec,
+    read: &mut ReadBuffer<'_>,
+    catalog: &Catalog,
+    chunk: usize,
+    deliver: &mut dyn FnMut(ResultTable) -> Result<(), RuntimeError>,
+) -> Result<u64, RuntimeError> {
+    let ResultShape::Rows {
+        columns,
+        count_buffer,
+    } = &spec.shape
+    else {
+        return Err(RuntimeError::Malformed(
+            "only rows written out can be streamed".into(),
+        ));
+    };
+    let count = row_count(*count_buffer, read)?;
+    let mut first = 0;
+    loop {
+        let rows = chunk.max(1).min(count - first);
+        let piece = materialized_rows(columns, first, rows, read, catalog)?;
+        deliver(output_table(spec, piece)?)?;
+        first += rows;
+        if first >= count {
+            return Ok(count as u64);
+        }
+    }
+}
+
+/// The result's columns, in the order and under the names the query gives them.
+fn output_table(spec: &ResultSpec, rows: Rows) -> Result<ResultTable, RuntimeError> {
     let mut positions = Vec::with_capacity(spec.output.len());
     for (_, id) in &spec.output {
         positions.push(rows.position(*id)?);
@@ -215,26 +263,35 @@ pub(crate) fn decode_result(
     })
 }
 
-/// Rows a pipeline wrote out: the count, then that many values of each column.
+/// How many rows a pipeline wrote out.
+fn row_count(count_buffer: usize, read: &mut ReadBuffer<'_>) -> Result<usize, RuntimeError> {
+    match element(&read(count_buffer, Some((0, 8)))?, DataType::I64, 0)? {
+        Value::Int(n) => usize::try_from(n)
+            .map_err(|_| RuntimeError::Malformed(format!("{n} rows were written"))),
+        _ => Ok(0),
+    }
+}
+
+/// Rows `first .. first + count` of those a pipeline wrote out.
 fn materialized_rows(
     columns: &[RowColumn],
-    count_buffer: usize,
-    read: &mut dyn FnMut(usize, Option<u64>) -> Result<Vec<u8>, RuntimeError>,
+    first: usize,
+    count: usize,
+    read: &mut ReadBuffer<'_>,
     catalog: &Catalog,
 ) -> Result<Rows, RuntimeError> {
-    let count = match element(&read(count_buffer, Some(8))?, DataType::I64, 0)? {
-        Value::Int(n) => usize::try_from(n)
-            .map_err(|_| RuntimeError::Malformed(format!("{n} rows were written")))?,
-        _ => 0,
-    };
     let mut rows: Vec<Vec<Value>> = (0..count)
         .map(|_| Vec::with_capacity(columns.len()))
         .collect();
     for column in columns {
-        let values = read(column.buffer, Some((count * column.ty.width()) as u64))?;
+        let width = column.ty.width() as u64;
+        let values = read(
+            column.buffer,
+            Some((first as u64 * width, count as u64 * width)),
+        )?;
         let validity = column
             .validity
-            .map(|b| read(b, Some(count as u64)))
+            .map(|b| read(b, Some((first as u64, count as u64))))
             .transpose()?;
         let dictionary = dictionary(catalog, column.dictionary.as_ref())?;
         for (index, row) in rows.iter_mut().enumerate() {
@@ -586,96 +643,182 @@ fn call(function: &str, v: Value) -> Result<Value, RuntimeError> {
     })
 }
 
-impl ResultTable {
-    /// An aligned text table with a header, as `tessera run` prints by default.
-    pub fn to_text(&self) -> String {
-        let header: Vec<String> = self.columns.iter().map(|(name, _)| name.clone()).collect();
-        let cells: Vec<Vec<String>> = self
-            .rows
-            .iter()
-            .map(|row| row.iter().map(format_value).collect())
-            .collect();
-        let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-        for row in &cells {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
+/// The text forms a result is printed in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TextFormat {
+    /// An aligned table with a header and a row count.
+    Table,
+    /// Comma-separated values with a header row; nulls are empty fields.
+    Csv,
+    /// A JSON array of objects, one per row; nulls are `null`.
+    Json,
+}
+
+/// Writes a result piece by piece as it is read back: the header with the first piece, each
+/// piece's rows as they come, the closing line (the row count, or JSON's bracket) at the end.
+/// A table's columns take their widths from the first piece.
+pub struct ResultWriter<W: std::io::Write> {
+    out: W,
+    format: TextFormat,
+    numeric: Vec<bool>,
+    widths: Vec<usize>,
+    /// Column names, for JSON's objects.
+    names: Vec<String>,
+    rows: u64,
+    started: bool,
+}
+
+impl<W: std::io::Write> ResultWriter<W> {
+    pub fn new(out: W, format: TextFormat) -> ResultWriter<W> {
+        ResultWriter {
+            out,
+            format,
+            numeric: Vec::new(),
+            widths: Vec::new(),
+            names: Vec::new(),
+            rows: 0,
+            started: false,
+        }
+    }
+
+    /// Writes the rows of `piece` (and, the first time, the header).
+    pub fn write(&mut self, piece: &ResultTable) -> std::io::Result<()> {
+        if !self.started {
+            self.start(piece)?;
+        }
+        for row in &piece.rows {
+            self.row(row)?;
+            self.rows += 1;
+        }
+        Ok(())
+    }
+
+    /// Ends the result (`columns` name the header if no piece came); returns the writer.
+    pub fn finish(mut self, columns: &[(String, DataType)]) -> std::io::Result<W> {
+        if !self.started {
+            self.start(&ResultTable {
+                columns: columns.to_vec(),
+                rows: Vec::new(),
+            })?;
+        }
+        match self.format {
+            TextFormat::Table => writeln!(
+                self.out,
+                "({} row{})",
+                self.rows,
+                if self.rows == 1 { "" } else { "s" }
+            )?,
+            TextFormat::Csv => {}
+            TextFormat::Json if self.rows == 0 => writeln!(self.out, "[]")?,
+            TextFormat::Json => write!(self.out, "\n]\n")?,
+        }
+        self.out.flush()?;
+        Ok(self.out)
+    }
+
+    fn start(&mut self, piece: &ResultTable) -> std::io::Result<()> {
+        self.started = true;
+        let header: Vec<String> = piece.columns.iter().map(|(name, _)| name.clone()).collect();
+        match self.format {
+            TextFormat::Table => {
+                self.numeric = piece
+                    .columns
+                    .iter()
+                    .map(|(_, ty)| ty.is_numeric())
+                    .collect();
+                self.widths = header.iter().map(|h| h.chars().count()).collect();
+                for row in &piece.rows {
+                    for (w, v) in self.widths.iter_mut().zip(row) {
+                        *w = (*w).max(format_value(v).chars().count());
+                    }
+                }
+                self.aligned(&header)?;
+                let rule: Vec<String> = self.widths.iter().map(|&w| "-".repeat(w)).collect();
+                writeln!(self.out, "{}", rule.join("  "))
+            }
+            TextFormat::Csv => {
+                let header: Vec<String> = header.iter().map(|h| csv_field(h)).collect();
+                writeln!(self.out, "{}", header.join(","))
+            }
+            TextFormat::Json => {
+                self.names = header;
+                Ok(())
             }
         }
-        let numeric: Vec<bool> = self.columns.iter().map(|(_, ty)| ty.is_numeric()).collect();
-        let mut out = String::new();
-        let line = |out: &mut String, cells: &[String]| {
-            let parts: Vec<String> = cells
-                .iter()
-                .zip(&widths)
-                .zip(&numeric)
-                .map(|((c, &w), &right)| {
-                    if right {
-                        format!("{c:>w$}")
-                    } else {
-                        format!("{c:<w$}")
-                    }
-                })
-                .collect();
-            out.push_str(parts.join("  ").trim_end());
-            out.push('\n');
-        };
-        line(&mut out, &header);
-        let rule: Vec<String> = widths.iter().map(|&w| "-".repeat(w)).collect();
-        out.push_str(&rule.join("  "));
-        out.push('\n');
-        for row in &cells {
-            line(&mut out, row);
+    }
+
+    fn row(&mut self, row: &[Value]) -> std::io::Result<()> {
+        match self.format {
+            TextFormat::Table => {
+                let cells: Vec<String> = row.iter().map(format_value).collect();
+                self.aligned(&cells)
+            }
+            TextFormat::Csv => {
+                let fields: Vec<String> = row
+                    .iter()
+                    .map(|v| match v {
+                        Value::Null => String::new(),
+                        other => csv_field(&format_value(other)),
+                    })
+                    .collect();
+                writeln!(self.out, "{}", fields.join(","))
+            }
+            TextFormat::Json => {
+                let object: serde_json::Map<String, serde_json::Value> = self
+                    .names
+                    .iter()
+                    .zip(row)
+                    .map(|(name, v)| (name.clone(), json_value(v)))
+                    .collect();
+                let text = serde_json::to_string_pretty(&serde_json::Value::Object(object))
+                    .unwrap_or_else(|_| "{}".into());
+                let separator = if self.rows == 0 { "[\n" } else { ",\n" };
+                let indented: Vec<String> = text.lines().map(|l| format!("  {l}")).collect();
+                write!(self.out, "{separator}{}", indented.join("\n"))
+            }
         }
-        out.push_str(&format!(
-            "({} row{})\n",
-            self.rows.len(),
-            if self.rows.len() == 1 { "" } else { "s" }
-        ));
-        out
+    }
+
+    fn aligned(&mut self, cells: &[String]) -> std::io::Result<()> {
+        let parts: Vec<String> = cells
+            .iter()
+            .zip(&self.widths)
+            .zip(&self.numeric)
+            .map(|((c, &w), &right)| {
+                if right {
+                    format!("{c:>w$}")
+                } else {
+                    format!("{c:<w$}")
+                }
+            })
+            .collect();
+        writeln!(self.out, "{}", parts.join("  ").trim_end())
+    }
+}
+
+impl ResultTable {
+    /// The table in `format`, as `tessera run` prints it.
+    pub fn to_format(&self, format: TextFormat) -> String {
+        let mut writer = ResultWriter::new(Vec::new(), format);
+        let written = writer
+            .write(self)
+            .and_then(|()| writer.finish(&self.columns));
+        String::from_utf8_lossy(&written.unwrap_or_default()).into_owned()
+    }
+
+    /// An aligned text table with a header, as `tessera run` prints by default.
+    pub fn to_text(&self) -> String {
+        self.to_format(TextFormat::Table)
     }
 
     /// Comma-separated values with a header row; nulls are empty fields.
     pub fn to_csv(&self) -> String {
-        let mut out = String::new();
-        let header: Vec<String> = self
-            .columns
-            .iter()
-            .map(|(name, _)| csv_field(name))
-            .collect();
-        out.push_str(&header.join(","));
-        out.push('\n');
-        for row in &self.rows {
-            let fields: Vec<String> = row
-                .iter()
-                .map(|v| match v {
-                    Value::Null => String::new(),
-                    other => csv_field(&format_value(other)),
-                })
-                .collect();
-            out.push_str(&fields.join(","));
-            out.push('\n');
-        }
-        out
+        self.to_format(TextFormat::Csv)
     }
 
     /// A JSON array of objects, one per row; nulls are `null`.
     pub fn to_json(&self) -> String {
-        let rows: Vec<serde_json::Value> = self
-            .rows
-            .iter()
-            .map(|row| {
-                let object: serde_json::Map<String, serde_json::Value> = self
-                    .columns
-                    .iter()
-                    .zip(row)
-                    .map(|((name, _), v)| (name.clone(), json_value(v)))
-                    .collect();
-                serde_json::Value::Object(object)
-            })
-            .collect();
-        let mut text = serde_json::to_string_pretty(&rows).unwrap_or_else(|_| "[]".into());
-        text.push('\n');
-        text
+        self.to_format(TextFormat::Json)
     }
 }
 

@@ -125,7 +125,8 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
         let mut times = Vec::with_capacity(args.runs);
         let (mut read, mut rows_out) = (0, 0);
         for run in 0..args.warmup + args.runs {
-            let outcome = run_query_with(backend.as_mut(), query, &catalog, Readback::Discard)?;
+            let outcome =
+                run_query_with(backend.as_mut(), query, &catalog, &mut Readback::Discard)?;
             if run >= args.warmup {
                 times.push(outcome.timing.kernel_ms());
             }

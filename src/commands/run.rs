@@ -1,13 +1,17 @@
 //! `tessera run`: compiles a script (or loads a compiled `.tqx`), runs every query in it on the
-//! chosen device, and prints the results.
+//! chosen device, and prints the results as they are read back (rows in pieces, so a result
+//! larger than host memory streams to the output).
 
+use std::io::Write;
 use std::path::Path;
 
 use tessera_runtime::exec::gpu::GpuBackend;
 use tessera_runtime::exec::host::HostBackend;
-use tessera_runtime::exec::{run_query, Backend, QueryOutcome, RuntimeError};
+use tessera_runtime::exec::{
+    run_query, run_query_with, Backend, QueryOutcome, Readback, RuntimeError,
+};
 use tessera_runtime::program::{Code, Program, FORMAT_VERSION};
-use tessera_runtime::result::ResultTable;
+use tessera_runtime::result::{ResultTable, ResultWriter, TextFormat};
 use tessera_storage::Catalog;
 
 use super::cache;
@@ -23,9 +27,18 @@ pub enum Format {
     Json,
 }
 
+/// Rows read back from the device at a time when a query's result streams to the output.
+const STREAM_ROWS: usize = 1 << 20;
+
 pub fn run(args: &RunArgs) -> Result<(), Failure> {
     let is_artifact = args.script.extension().is_some_and(|e| e == "tqx");
-    let (program, outcomes, compile) = if is_artifact {
+    let stdout = std::io::stdout();
+    let mut printer = Printer {
+        out: std::io::BufWriter::new(stdout.lock()),
+        format: args.format.into(),
+        queries: 0,
+    };
+    let result = if is_artifact {
         let program = read_artifact(&args.script)?;
         if args.device == DeviceChoice::Cpu && matches!(program.code, Code::Ptx(_)) {
             return Err(Failure::Message(format!(
@@ -42,8 +55,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
                 Failure::Message("bad standard schemas".into())
             }
         })?;
-        let outcomes = execute(&program, &catalog)?;
-        (program, outcomes, None)
+        execute_program(&program, &catalog, &mut printer).map(|outcomes| (program, outcomes, None))
     } else {
         let script = Script::read(&args.script)?;
         let (target, _) = choose_target(args.device)?;
@@ -53,16 +65,17 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             compress: args.compress,
         };
         let mut compiled = compile_script(&script, &args.data, &options, true)?;
-        let outcomes = match execute_program(&compiled.program, &compiled.catalog) {
-            // A cached program whose assumptions no longer hold: compile afresh.
-            Err(RuntimeError::Stale(_)) if compiled.from_cache => {
+        let outcomes = match execute_program(&compiled.program, &compiled.catalog, &mut printer) {
+            // A cached program whose assumptions no longer hold (found before any row is
+            // printed): compile afresh.
+            Err(RuntimeError::Stale(_)) if compiled.from_cache && printer.queries == 0 => {
                 if let Some(key) = &compiled.cache_key {
                     cache::forget(key);
                 }
                 compiled = compile_script(&script, &args.data, &options, true)?;
-                execute(&compiled.program, &compiled.catalog)?
+                execute_program(&compiled.program, &compiled.catalog, &mut printer)
             }
-            other => other?,
+            other => other,
         };
         let times = (
             compiled.compile_ms,
@@ -70,38 +83,79 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             compiled.codegen,
             compiled.from_cache,
         );
-        (compiled.program, outcomes, Some(times))
+        outcomes.map(|outcomes| (compiled.program, outcomes, Some(times)))
     };
-    let mut out = String::new();
-    for (i, outcome) in outcomes.iter().enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        out.push_str(&format_table(&outcome.table, args.format));
-    }
-    print!("{out}");
+    let (program, outcomes, compile) = match result {
+        Ok(done) => done,
+        // The reader went away (`tessera run ... | head`): nothing more to say.
+        Err(RuntimeError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
     if args.timing {
         eprint!("{}", timing_report(&program, &outcomes, compile));
     }
     Ok(())
 }
 
-pub fn format_table(table: &ResultTable, format: Format) -> String {
-    match format {
-        Format::Table => table.to_text(),
-        Format::Csv => table.to_csv(),
-        Format::Json => table.to_json(),
+impl From<Format> for TextFormat {
+    fn from(format: Format) -> TextFormat {
+        match format {
+            Format::Table => TextFormat::Table,
+            Format::Csv => TextFormat::Csv,
+            Format::Json => TextFormat::Json,
+        }
+    }
+}
+
+/// Prints each query's result as it is read back, a blank line between queries.
+struct Printer<W: Write> {
+    out: W,
+    format: TextFormat,
+    /// Queries printed so far.
+    queries: usize,
+}
+
+impl<W: Write> Printer<W> {
+    /// Runs `query`, printing its result piece by piece.
+    fn run(
+        &mut self,
+        backend: &mut dyn Backend,
+        query: &tessera_runtime::program::QueryProgram,
+        catalog: &Catalog,
+    ) -> Result<QueryOutcome, RuntimeError> {
+        if self.queries > 0 {
+            writeln!(self.out).map_err(RuntimeError::Output)?;
+        }
+        let mut writer = ResultWriter::new(&mut self.out, self.format);
+        let mut deliver = |piece: ResultTable| writer.write(&piece).map_err(RuntimeError::Output);
+        let mut readback = Readback::Stream {
+            rows: STREAM_ROWS,
+            deliver: &mut deliver,
+        };
+        let outcome = run_query_with(backend, query, catalog, &mut readback)?;
+        writer
+            .finish(&outcome.table.columns)
+            .map_err(RuntimeError::Output)?;
+        self.queries += 1;
+        Ok(outcome)
     }
 }
 
 /// Runs every query of `program` on the device its code is for.
 pub fn execute(program: &Program, catalog: &Catalog) -> Result<Vec<QueryOutcome>, Failure> {
-    execute_program(program, catalog).map_err(Failure::from)
+    let mut backend = backend_for(program)?;
+    program
+        .queries
+        .iter()
+        .map(|query| run_query(backend.as_mut(), query, catalog).map_err(Failure::from))
+        .collect()
 }
 
-fn execute_program(
+/// Runs every query of `program`, printing each result as it is read back.
+fn execute_program<W: Write>(
     program: &Program,
     catalog: &Catalog,
+    printer: &mut Printer<W>,
 ) -> Result<Vec<QueryOutcome>, RuntimeError> {
     let mut backend: Box<dyn Backend> = match &program.code {
         Code::Ptx(ptx) => Box::new(GpuBackend::new(ptx)?),
@@ -110,7 +164,7 @@ fn execute_program(
     program
         .queries
         .iter()
-        .map(|query| run_query(backend.as_mut(), query, catalog))
+        .map(|query| printer.run(backend.as_mut(), query, catalog))
         .collect()
 }
 

@@ -307,7 +307,7 @@ impl Backend for GpuBackend {
         Ok(2.0 * bytes as f64 / (best * 1e-3))
     }
 
-    fn read(&mut self, address: u64, bytes: u64) -> Result<Vec<u8>, RuntimeError> {
+    fn read(&mut self, address: u64, offset: u64, bytes: u64) -> Result<Vec<u8>, RuntimeError> {
         let slice = self
             .buffers
             .iter()
@@ -315,7 +315,9 @@ impl Backend for GpuBackend {
             .ok_or_else(|| RuntimeError::Malformed("read of an unknown buffer".into()))?;
         // Only the bytes asked for cross the bus: a buffer of rows is sized for the most rows
         // a query could write, and usually holds far fewer.
-        let view = slice.slice(..(bytes as usize).min(slice.len()));
+        let start = (offset as usize).min(slice.len());
+        let end = start.saturating_add(bytes as usize).min(slice.len());
+        let view = slice.slice(start..end);
         self.stream.clone_dtoh(&view).map_err(cuda)
     }
 

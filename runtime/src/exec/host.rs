@@ -174,16 +174,20 @@ impl Backend for HostBackend {
         Ok(2.0 * bytes as f64 / best.max(1e-9))
     }
 
-    fn read(&mut self, address: u64, bytes: u64) -> Result<Vec<u8>, RuntimeError> {
+    fn read(&mut self, address: u64, offset: u64, bytes: u64) -> Result<Vec<u8>, RuntimeError> {
         let buffer = self
             .buffers
             .iter()
             .find(|b| b.as_ptr() as u64 == address)
             .ok_or_else(|| RuntimeError::Malformed("read of an unknown buffer".into()))?;
         let available = buffer.len() * 8;
-        let length = (bytes as usize).min(available);
-        // SAFETY: `length` bytes lie inside `buffer`.
-        Ok(unsafe { std::slice::from_raw_parts(buffer.as_ptr().cast::<u8>(), length) }.to_vec())
+        let start = (offset as usize).min(available);
+        let length = (bytes as usize).min(available - start);
+        // SAFETY: `start + length` bytes lie inside `buffer`.
+        Ok(
+            unsafe { std::slice::from_raw_parts(buffer.as_ptr().cast::<u8>().add(start), length) }
+                .to_vec(),
+        )
     }
 
     fn release_buffers(&mut self) {

@@ -18,7 +18,7 @@ use crate::primitives::unpack::DEVICE_SPARE_WORDS;
 use crate::program::{
     Assumption, BufferSpec, Fill, KernelLaunch, Param, QueryProgram, ResultShape, StrBound,
 };
-use crate::result::{decode_result, ResultTable};
+use crate::result::{decode_result, stream_rows, streams, ResultTable};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -38,6 +38,8 @@ pub enum RuntimeError {
     Unsupported(String),
     #[error("the compiled program is malformed: {0}")]
     Malformed(String),
+    #[error("cannot write the result: {0}")]
+    Output(std::io::Error),
 }
 
 /// Bytes a kernel reads as a column.
@@ -115,8 +117,9 @@ pub trait Backend {
     fn wait(&mut self) -> Result<(Vec<f64>, f64), RuntimeError>;
     /// Device memory bandwidth: bytes read plus bytes written per second by a large copy.
     fn copy_bandwidth(&mut self) -> Result<f64, RuntimeError>;
-    /// The bytes of the buffer at `address`.
-    fn read(&mut self, address: u64, bytes: u64) -> Result<Vec<u8>, RuntimeError>;
+    /// `bytes` bytes of the buffer at `address`, from byte `offset` on (fewer where the buffer
+    /// ends sooner).
+    fn read(&mut self, address: u64, offset: u64, bytes: u64) -> Result<Vec<u8>, RuntimeError>;
     /// Frees the buffers of the last query.
     fn release_buffers(&mut self);
 }
@@ -160,13 +163,20 @@ pub struct QueryOutcome {
 }
 
 /// What becomes of a query's result once its kernels have run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Readback {
+pub enum Readback<'a> {
     /// Read back and decoded into the outcome's table.
     Table,
     /// Left on the device (benchmarks time the kernels, not the transfer): for rows written
     /// out, the outcome's table holds only their count, in a column `rows`.
     Discard,
+    /// Handed to `deliver` in pieces of at most `rows` rows as they are read back, so a result
+    /// larger than host memory never is there whole. Only rows written out with no host work
+    /// after them come in several pieces; any other result comes whole, as one. The outcome's
+    /// table keeps the columns, and no rows.
+    Stream {
+        rows: usize,
+        deliver: &'a mut dyn FnMut(ResultTable) -> Result<(), RuntimeError>,
+    },
 }
 
 /// Runs one query of a program on `backend`.
@@ -175,7 +185,7 @@ pub fn run_query(
     query: &QueryProgram,
     catalog: &Catalog,
 ) -> Result<QueryOutcome, RuntimeError> {
-    run_query_with(backend, query, catalog, Readback::Table)
+    run_query_with(backend, query, catalog, &mut Readback::Table)
 }
 
 /// Runs one query of a program on `backend`, reading its result back as `readback` says.
@@ -183,7 +193,7 @@ pub fn run_query_with(
     backend: &mut dyn Backend,
     query: &QueryProgram,
     catalog: &Catalog,
-    readback: Readback,
+    readback: &mut Readback<'_>,
 ) -> Result<QueryOutcome, RuntimeError> {
     check_assumptions(&query.assumptions, catalog)?;
     let mut capacity = query.group_capacity.unwrap_or(0);
@@ -214,7 +224,7 @@ fn run_with_capacity(
     query: &QueryProgram,
     catalog: &Catalog,
     capacity: u64,
-    readback: Readback,
+    readback: &mut Readback<'_>,
 ) -> Result<Attempt, RuntimeError> {
     let setup = Instant::now();
     let mut sizes = Vec::with_capacity(query.buffers.len());
@@ -250,11 +260,16 @@ fn run_with_capacity(
         });
     }
     let finish = Instant::now();
-    let mut read = |index: usize, prefix: Option<u64>| -> Result<Vec<u8>, RuntimeError> {
+    let mut read = |index: usize, range: Option<(u64, u64)>| -> Result<Vec<u8>, RuntimeError> {
         let size = *sizes
             .get(index)
             .ok_or_else(|| RuntimeError::Malformed(format!("no buffer {index}")))?;
-        backend.read(buffers[index], prefix.map_or(size, |p| p.min(size)))
+        let (offset, bytes) = range.unwrap_or((0, size));
+        backend.read(
+            buffers[index],
+            offset,
+            bytes.min(size.saturating_sub(offset)),
+        )
     };
     let words = read(query.result.status_buffer, None)?;
     if status_word(&words, status::GROUP_TABLE_FULL) != 0 {
@@ -264,7 +279,7 @@ fn run_with_capacity(
     check_status(&words)?;
     let table = match (readback, &query.result.shape) {
         (Readback::Discard, ResultShape::Rows { count_buffer, .. }) => {
-            let count = read(*count_buffer, Some(8))?;
+            let count = read(*count_buffer, Some((0, 8)))?;
             let count =
                 u64::from_le_bytes(count.get(..8).and_then(|b| b.try_into().ok()).ok_or_else(
                     || RuntimeError::Malformed("the row count buffer is too short".into()),
@@ -272,6 +287,28 @@ fn run_with_capacity(
             ResultTable {
                 columns: vec![("rows".into(), tessera_storage::DataType::I64)],
                 rows: vec![vec![tessera_storage::Value::Int(count as i64)]],
+            }
+        }
+        (Readback::Stream { rows, deliver }, _) if streams(&query.result) => {
+            let mut columns = Vec::new();
+            stream_rows(&query.result, &mut read, catalog, *rows, &mut |piece| {
+                if columns.is_empty() {
+                    columns.clone_from(&piece.columns);
+                }
+                deliver(piece)
+            })?;
+            ResultTable {
+                columns,
+                rows: Vec::new(),
+            }
+        }
+        (Readback::Stream { deliver, .. }, _) => {
+            let table = decode_result(&query.result, &mut read, catalog, capacity)?;
+            let columns = table.columns.clone();
+            deliver(table)?;
+            ResultTable {
+                columns,
+                rows: Vec::new(),
             }
         }
         _ => decode_result(&query.result, &mut read, catalog, capacity)?,
