@@ -44,6 +44,9 @@ pub struct TableInfo {
     pub unsupported: Vec<(String, String)>,
     /// Statistics known without reading the column (from Parquet footers), by column name.
     pub statistics: BTreeMap<String, ColumnStats>,
+    /// Columns known to hold no value twice without reading them: those a one-file table's
+    /// writer recorded (a table of several files may repeat a value across them).
+    pub unique: Vec<String>,
 }
 
 /// A string column's dictionary as its Parquet dictionary pages give it, with its null count;
@@ -154,6 +157,7 @@ impl Catalog {
                 format: TableFormat::Memory,
                 unsupported: Vec::new(),
                 statistics: BTreeMap::new(),
+                unique: Vec::new(),
             };
             if infos.insert(name.clone(), info).is_some() {
                 return Err(StorageError::Invalid(format!(
@@ -264,6 +268,25 @@ impl Catalog {
     }
 
     /// One column, loaded on first use and cached.
+    /// Whether no value of a key column occurs twice (`None` where the type has no such
+    /// notion): checked on the loaded column, else taken from the file's record of it, else
+    /// checked after loading the column.
+    pub fn unique(&self, table: &str, column: &str) -> Result<Option<bool>, StorageError> {
+        let key = (table.to_string(), column.to_string());
+        let loaded = lock(&self.cache).get(&key).cloned();
+        if let Some(loaded) = loaded {
+            return Ok(loaded.has_unique_values());
+        }
+        let recorded = self
+            .tables
+            .get(table)
+            .is_some_and(|t| t.unique.iter().any(|c| c == column));
+        if recorded {
+            return Ok(Some(true));
+        }
+        Ok(self.column(table, column)?.has_unique_values())
+    }
+
     pub fn column(&self, table: &str, column: &str) -> Result<Arc<Column>, StorageError> {
         let mut columns = self.columns(table, &[column])?;
         columns.pop().ok_or_else(|| StorageError::UnknownColumn {
@@ -489,6 +512,7 @@ fn open_table(
                 format: TableFormat::Tbl { path },
                 unsupported: Vec::new(),
                 statistics: BTreeMap::new(),
+                unique: Vec::new(),
                 name,
             })
         }
@@ -538,6 +562,10 @@ fn open_parquet(
             .collect();
         schema = Schema::new(fields);
     }
+    let unique = match schemas.as_slice() {
+        [only] => only.unique.clone(),
+        _ => Vec::new(),
+    };
     Ok(TableInfo {
         name,
         schema,
@@ -545,6 +573,7 @@ fn open_parquet(
         format: TableFormat::Parquet { files },
         unsupported,
         statistics,
+        unique,
     })
 }
 

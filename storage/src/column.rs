@@ -328,6 +328,9 @@ fn pair<T>(range: Option<(T, T)>, wrap: impl Fn(T) -> Value) -> (Value, Value) {
     }
 }
 
+/// Value ranges up to this many values are checked for repeats with a bitmap (32 MB).
+const UNIQUE_BITMAP_BITS: u64 = 1 << 28;
+
 /// A loaded column: its values, which rows are valid (`None`: all), and its statistics.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Column {
@@ -354,6 +357,43 @@ impl Column {
 
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()
+    }
+
+    /// Whether no value occurs twice among the valid rows of an integer, date or string column
+    /// (`None` for other types). A bitmap over the value range when it is small, else a sorted
+    /// copy: the planner asks this of join keys, to know whether a probe can match more than
+    /// one row.
+    pub fn has_unique_values(&self) -> Option<bool> {
+        let values: Vec<i64> = match &self.data {
+            ColumnData::I32(v) | ColumnData::Date(v) => v.iter().map(|&x| i64::from(x)).collect(),
+            ColumnData::Str { codes, .. } => codes.iter().map(|&x| i64::from(x)).collect(),
+            ColumnData::I64(v) => v.clone(),
+            _ => return None,
+        };
+        let mut values: Vec<i64> = match &self.validity {
+            Some(valid) => values
+                .into_iter()
+                .zip(valid)
+                .filter_map(|(v, ok)| ok.then_some(v))
+                .collect(),
+            None => values,
+        };
+        let Some((min, max)) = self.stats.int_range() else {
+            return Some(true);
+        };
+        let span = max.checked_sub(min).and_then(|s| u64::try_from(s).ok());
+        if let Some(span) = span.filter(|s| *s < UNIQUE_BITMAP_BITS) {
+            use std::sync::atomic::{AtomicU64, Ordering};
+            let bits: Vec<AtomicU64> = (0..span / 64 + 1).map(|_| AtomicU64::new(0)).collect();
+            let repeated = values.par_iter().any(|&v| {
+                let at = (v - min) as u64;
+                let mask = 1u64 << (at % 64);
+                bits[(at / 64) as usize].fetch_or(mask, Ordering::Relaxed) & mask != 0
+            });
+            return Some(!repeated);
+        }
+        values.par_sort_unstable();
+        Some(values.windows(2).all(|w| w[0] != w[1]))
     }
 
     pub fn ty(&self) -> DataType {
@@ -400,5 +440,25 @@ mod tests {
         assert_eq!(column.stats.max, Value::Int(7));
         let empty = Column::new(ColumnData::F64(vec![]), None);
         assert_eq!(empty.stats.min, Value::Null);
+    }
+
+    #[test]
+    fn repeated_key_values_are_found_in_small_and_wide_ranges() {
+        let unique = |values: Vec<i64>, valid: Option<Vec<bool>>| {
+            Column::new(ColumnData::I64(values), valid).has_unique_values()
+        };
+        assert_eq!(unique(vec![3, 1, 2], None), Some(true));
+        assert_eq!(unique(vec![3, 1, 3], None), Some(false));
+        // A range too wide for the bitmap takes the sorted path.
+        assert_eq!(unique(vec![i64::MIN + 1, 0, i64::MAX], None), Some(true));
+        assert_eq!(unique(vec![-1 << 40, 7, 1 << 40, 7], None), Some(false));
+        // A repeat among nulls is no repeat.
+        assert_eq!(
+            unique(vec![4, 4, 5], Some(vec![true, false, true])),
+            Some(true)
+        );
+        assert_eq!(unique(vec![], None), Some(true));
+        let floats = Column::new(ColumnData::F64(vec![1.0, 1.0]), None);
+        assert_eq!(floats.has_unique_values(), None);
     }
 }

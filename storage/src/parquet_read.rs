@@ -41,6 +41,8 @@ pub struct ParquetFileSchema {
     /// give, when every row group has them (never for strings, whose statistics Tessera keeps
     /// in its dictionary).
     pub statistics: Vec<Option<FooterStats>>,
+    /// Columns the file's writer recorded as holding no value twice.
+    pub unique: Vec<String>,
 }
 
 /// What a column's footer statistics say about all of its row groups together.
@@ -259,11 +261,23 @@ fn file_schema(path: &Path, metadata: &ParquetMetaData) -> Result<ParquetFileSch
         .zip(&decodings)
         .map(|(field, decoding)| footer_stats(metadata, &field.name, *decoding))
         .collect();
+    let unique = metadata
+        .file_metadata()
+        .key_value_metadata()
+        .into_iter()
+        .flatten()
+        .filter(|kv| kv.key == crate::parquet_write::UNIQUE_COLUMNS_KEY)
+        .filter_map(|kv| kv.value.as_deref())
+        .flat_map(|names| names.split(','))
+        .filter(|name| fields.iter().any(|f| f.name == *name))
+        .map(str::to_string)
+        .collect();
     Ok(ParquetFileSchema {
         schema: Schema::new(fields),
         rows: total_rows(path, metadata)?,
         unsupported,
         statistics,
+        unique,
     })
 }
 

@@ -11,6 +11,7 @@ use parquet::basic::{Compression, LogicalType, Repetition, Type as PhysicalType}
 use parquet::column::writer::ColumnWriterImpl;
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DataType as ParquetType, DoubleType};
 use parquet::data_type::{FloatType, Int32Type, Int64Type};
+use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::{ColumnPath, Type as SchemaType};
@@ -86,11 +87,13 @@ impl<'a> From<&'a ColumnData> for WriteValues<'a> {
     }
 }
 
-/// One column to write: its values and which rows are valid (`None`: all of them).
+/// One column to write: its values, which rows are valid (`None`: all of them), and whether
+/// its writer knows that no value repeats (recorded in the file, for the planner).
 #[derive(Clone, Copy, Debug)]
 pub struct WriteColumn<'a> {
     pub values: WriteValues<'a>,
     pub validity: Option<&'a [bool]>,
+    pub unique: bool,
 }
 
 impl<'a> WriteColumn<'a> {
@@ -98,9 +101,22 @@ impl<'a> WriteColumn<'a> {
         WriteColumn {
             values: values.into(),
             validity: None,
+            unique: false,
+        }
+    }
+
+    /// The same column, declared to hold no value twice.
+    pub fn unique(self) -> WriteColumn<'a> {
+        WriteColumn {
+            unique: true,
+            ..self
         }
     }
 }
+
+/// The footer key whose value names, comma-separated, the columns whose writer knew that no
+/// value repeats.
+pub const UNIQUE_COLUMNS_KEY: &str = "tessera.unique_columns";
 
 /// Writes whole columns (`validity[i]` belongs to `columns[i]`; `None` means no nulls) to one
 /// Parquet file at `path` with the default row-group size.
@@ -124,6 +140,7 @@ pub fn write_parquet(
         .map(|(data, valid)| WriteColumn {
             values: data.into(),
             validity: valid.as_deref(),
+            unique: false,
         })
         .collect();
     write_parquet_columns(path, schema, &columns, DEFAULT_ROW_GROUP_ROWS)
@@ -251,6 +268,19 @@ fn write_file(
             ColumnPath::new(vec![field.name.clone()]),
             worth_a_dictionary(column.values),
         );
+    }
+    let unique: Vec<&str> = schema
+        .fields
+        .iter()
+        .zip(columns)
+        .filter(|(_, column)| column.unique)
+        .map(|(field, _)| field.name.as_str())
+        .collect();
+    if !unique.is_empty() {
+        properties = properties.set_key_value_metadata(Some(vec![KeyValue::new(
+            UNIQUE_COLUMNS_KEY.to_string(),
+            unique.join(","),
+        )]));
     }
     let properties = properties.build();
     let mut writer = SerializedFileWriter::new(

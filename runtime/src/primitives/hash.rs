@@ -4,6 +4,10 @@
 //! probing over a power-of-two capacity. Keys are stored with their sign bit flipped, so that
 //! zeroed memory is an empty table; the one key that would look empty (the type's minimum) lives
 //! in an extra slot after the others.
+//!
+//! A table whose build side may hold a key more than once chains its rows: the slot keeps the
+//! key and the head of a list, and each build row (in an array indexed by its row number) keeps
+//! the next row of the list and the payload. A probe walks the list, one match per round.
 
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue};
@@ -49,42 +53,68 @@ pub struct HashTableLayout {
     pub kind: HashKind,
     /// The key's type (open tables store it; perfect tables store a presence word).
     pub key: DataType,
+    /// The slot's payload: the payload columns, or for a chained table the head of its list.
     pub payload: Vec<PayloadField>,
     /// Bytes per slot.
     pub stride: u32,
+    /// What inserting a key already present does.
+    pub repeats: KeyRepeats,
+    /// For a chained table, the layout of its rows.
+    pub rows: Option<RowLayout>,
+}
+
+/// What inserting a key the table already holds does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum KeyRepeats {
+    /// It is refused and recorded in the status buffer (a join compiled for unique keys).
+    Refused,
+    /// It finds the slot already there (semi and anti joins, chained tables).
+    Shared,
+}
+
+/// A chained table's row: the next row of its list (a row number plus one, 0 at the end) at
+/// offset 0, then the payload columns.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RowLayout {
+    pub payload: Vec<PayloadField>,
+    /// Bytes per row.
+    pub stride: u32,
+}
+
+/// Places `payload` after `start` bytes: widest first, which keeps every field naturally
+/// aligned without padding between fields. Returns the fields in `payload`'s order and the
+/// bytes used, rounded up to the widest alignment (at least `align`).
+fn place_fields(payload: &[DataType], start: u32, align: u32) -> (Vec<PayloadField>, u32) {
+    let mut offset = start;
+    let mut order: Vec<usize> = (0..payload.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(payload[i].width()));
+    let mut placed = vec![None; payload.len()];
+    for i in order {
+        let width = payload[i].width() as u32;
+        offset = offset.next_multiple_of(width);
+        placed[i] = Some(PayloadField {
+            offset,
+            ty: payload[i],
+        });
+        offset += width;
+    }
+    let fields: Vec<PayloadField> = placed.into_iter().flatten().collect();
+    let align = fields
+        .iter()
+        .map(|f| f.ty.width() as u32)
+        .max()
+        .unwrap_or(4)
+        .max(align);
+    (fields, offset.next_multiple_of(align))
 }
 
 impl HashTableLayout {
     pub fn new(kind: HashKind, key: DataType, payload: &[DataType]) -> HashTableLayout {
-        let mut offset = match kind {
+        let key_bytes = match kind {
             HashKind::Perfect { .. } => 4,
             HashKind::Open { .. } => key.width() as u32,
         };
-        let mut fields = Vec::with_capacity(payload.len());
-        // Widest first keeps every field naturally aligned without padding between fields.
-        let mut order: Vec<usize> = (0..payload.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(payload[i].width()));
-        let mut placed = vec![None; payload.len()];
-        for i in order {
-            let width = payload[i].width() as u32;
-            offset = offset.next_multiple_of(width);
-            placed[i] = Some(PayloadField {
-                offset,
-                ty: payload[i],
-            });
-            offset += width;
-        }
-        fields.extend(placed.into_iter().flatten());
-        let align = fields
-            .iter()
-            .map(|f| f.ty.width() as u32)
-            .max()
-            .unwrap_or(4)
-            .max(match kind {
-                HashKind::Perfect { .. } => 4,
-                HashKind::Open { .. } => key.width() as u32,
-            });
-        let mut stride = offset.next_multiple_of(align);
+        let (fields, mut stride) = place_fields(payload, key_bytes, key_bytes);
         // A perfect table's slot of at most 16 bytes is padded to a power of two, so a probe
         // reads the presence word and the payload with one vector load.
         if matches!(kind, HashKind::Perfect { .. }) && stride <= 16 {
@@ -95,6 +125,30 @@ impl HashTableLayout {
             key,
             payload: fields,
             stride,
+            repeats: KeyRepeats::Refused,
+            rows: None,
+        }
+    }
+
+    /// A table whose keys may repeat: each slot heads a list of the rows holding its key,
+    /// which carry `payload`.
+    pub fn chained(kind: HashKind, key: DataType, payload: &[DataType]) -> HashTableLayout {
+        let (fields, stride) = place_fields(payload, 4, 4);
+        HashTableLayout {
+            repeats: KeyRepeats::Shared,
+            rows: Some(RowLayout {
+                payload: fields,
+                stride,
+            }),
+            ..HashTableLayout::new(kind, key, &[DataType::I32])
+        }
+    }
+
+    /// The same table, finding rather than refusing a key inserted twice.
+    pub fn sharing_keys(self) -> HashTableLayout {
+        HashTableLayout {
+            repeats: KeyRepeats::Shared,
+            ..self
         }
     }
 
@@ -162,9 +216,13 @@ pub fn insert<'ctx>(
                 let previous = swap_word(p, slot, p.const_i32(0), p.const_i32(1))?;
                 let fresh =
                     p.b.build_int_compare(IntPredicate::EQ, previous, p.const_i32(0), "")?;
-                let claimed =
-                    p.b.build_select(fresh, slot, p.global_ptr().const_null(), "")?;
-                report_unless(p, fresh, status, status::DUPLICATE_KEY)?;
+                let claimed = match owned.repeats {
+                    KeyRepeats::Shared => slot.as_basic_value_enum(),
+                    KeyRepeats::Refused => {
+                        report_unless(p, fresh, status, status::DUPLICATE_KEY)?;
+                        p.b.build_select(fresh, slot, p.global_ptr().const_null(), "")?
+                    }
+                };
                 let claim_end = p.current_block()?;
                 p.b.build_unconditional_branch(done)?;
                 p.b.position_at_end(done);
@@ -393,7 +451,89 @@ fn primitive_name(layout: &HashTableLayout, op: &str, key_bits: u32) -> String {
         HashKind::Perfect { .. } => "perfect",
         HashKind::Open { .. } => "open",
     };
-    format!("tessera.ht_{op}.{kind}.k{key_bits}.s{}", layout.stride)
+    let repeats = match layout.repeats {
+        KeyRepeats::Refused => "",
+        KeyRepeats::Shared => ".shared",
+    };
+    format!(
+        "tessera.ht_{op}.{kind}.k{key_bits}.s{}{repeats}",
+        layout.stride
+    )
+}
+
+/// Puts build row `row` (an `i64` row number) at the head of `slot`'s list in a chained
+/// table whose rows are at `rows`; returns the row's place, for its payload.
+pub fn chain_row<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    slot: PointerValue<'ctx>,
+    rows: PointerValue<'ctx>,
+    row: IntValue<'ctx>,
+) -> CodegenResult<PointerValue<'ctx>> {
+    let row_layout = chain_rows(layout)?;
+    let (head, _) = payload_ptr(em, layout, slot, 0)?;
+    let tag = em.b.build_int_truncate(row, em.i32(), "")?;
+    let tag = em.b.build_int_add(tag, em.const_i32(1), "row_tag")?;
+    let previous = em.b.build_atomicrmw(
+        inkwell::AtomicRMWBinOp::Xchg,
+        head,
+        tag,
+        AtomicOrdering::Monotonic,
+    )?;
+    let offset =
+        em.b.build_int_mul(row, em.const_i64(i64::from(row_layout.stride)), "")?;
+    let place = em.offset_ptr(em.i8().into(), rows, offset)?;
+    em.b.build_store(place, previous)?;
+    Ok(place)
+}
+
+/// The first row of `slot`'s list (a row number plus one; 0 for none).
+pub fn chain_head<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    slot: PointerValue<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
+    let (head, _) = payload_ptr(em, layout, slot, 0)?;
+    Ok(em.b.build_load(em.i32(), head, "head")?.into_int_value())
+}
+
+/// The row a list entry `tag` (a row number plus one) names, and the entry after it.
+pub fn chain_step<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    rows: PointerValue<'ctx>,
+    tag: IntValue<'ctx>,
+) -> CodegenResult<(PointerValue<'ctx>, IntValue<'ctx>)> {
+    let row_layout = chain_rows(layout)?;
+    let row = em.b.build_int_sub(tag, em.const_i32(1), "")?;
+    let row = em.b.build_int_z_extend(row, em.i64(), "")?;
+    let offset =
+        em.b.build_int_mul(row, em.const_i64(i64::from(row_layout.stride)), "")?;
+    let place = em.offset_ptr(em.i8().into(), rows, offset)?;
+    let next = em.b.build_load(em.i32(), place, "next")?.into_int_value();
+    Ok((place, next))
+}
+
+/// A pointer to payload field `index` of a chained table's row at `place`.
+pub fn row_field_ptr<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    place: PointerValue<'ctx>,
+    index: usize,
+) -> CodegenResult<(PointerValue<'ctx>, BasicTypeEnum<'ctx>)> {
+    let field = chain_rows(layout)?
+        .payload
+        .get(index)
+        .ok_or_else(|| CodegenError::Invalid(format!("no row field {index}")))?;
+    let ptr = em.offset_ptr(em.i8().into(), place, em.const_i64(i64::from(field.offset)))?;
+    Ok((ptr, em.value_type(field.ty)))
+}
+
+fn chain_rows(layout: &HashTableLayout) -> CodegenResult<&RowLayout> {
+    layout
+        .rows
+        .as_ref()
+        .ok_or_else(|| CodegenError::Invalid("the table is not chained".into()))
 }
 
 /// A table's shape as the primitives take it, so that one primitive serves every table of a
@@ -469,9 +609,13 @@ fn open_insert<'ctx>(
     let previous = swap_word(p, slot, zero, key_ty.const_int(1, false))?;
     let fresh =
         p.b.build_int_compare(IntPredicate::EQ, previous, zero, "")?;
-    report_unless(p, fresh, status, status::DUPLICATE_KEY)?;
-    let claimed =
-        p.b.build_select(fresh, slot, p.global_ptr().const_null(), "")?;
+    let claimed = match layout.repeats {
+        KeyRepeats::Shared => slot.as_basic_value_enum(),
+        KeyRepeats::Refused => {
+            report_unless(p, fresh, status, status::DUPLICATE_KEY)?;
+            p.b.build_select(fresh, slot, p.global_ptr().const_null(), "")?
+        }
+    };
     p.b.build_store(result, claimed)?;
     p.b.build_unconditional_branch(done)?;
 
@@ -496,9 +640,13 @@ fn open_insert<'ctx>(
     p.b.build_conditional_branch(finished, finish, next)?;
 
     p.b.position_at_end(finish);
-    report_unless(p, claimed, status, status::DUPLICATE_KEY)?;
-    let chosen =
-        p.b.build_select(claimed, slot, p.global_ptr().const_null(), "")?;
+    let chosen = match layout.repeats {
+        KeyRepeats::Shared => slot.as_basic_value_enum(),
+        KeyRepeats::Refused => {
+            report_unless(p, claimed, status, status::DUPLICATE_KEY)?;
+            p.b.build_select(claimed, slot, p.global_ptr().const_null(), "")?
+        }
+    };
     p.b.build_store(result, chosen)?;
     p.b.build_unconditional_branch(done)?;
 

@@ -276,7 +276,13 @@ pub fn generate_ssb(
                 ),
             };
             let rows = columns.first().map_or(0, GenColumn::len);
-            let write: Vec<WriteColumn<'_>> = columns.iter().map(GenColumn::to_write).collect();
+            let mut write: Vec<WriteColumn<'_>> = columns.iter().map(GenColumn::to_write).collect();
+            // A dimension's first column is its key: one row per value.
+            if !matches!(job, Job::Lineorder(_)) {
+                if let Some(key) = write.first_mut() {
+                    *key = key.unique();
+                }
+            }
             write_parquet_columns(
                 &path,
                 schema_of(job.table())?,

@@ -73,7 +73,11 @@ pub fn generate_wisconsin(
     let mut written = Vec::with_capacity(tables.len());
     for (seed, (name, count)) in tables.into_iter().enumerate() {
         let columns = relation(count, seed as u64 + 1);
-        let write: Vec<WriteColumn<'_>> = columns.iter().map(GenColumn::to_write).collect();
+        let mut write: Vec<WriteColumn<'_>> = columns.iter().map(GenColumn::to_write).collect();
+        // `unique1`, `unique2` and `unique3` hold every value of `0..rows` once.
+        for index in [0, 1, 10] {
+            write[index] = write[index].unique();
+        }
         let path = out_dir.join(format!("{name}.parquet"));
         write_parquet_columns(&path, &schema, &write, DEFAULT_ROW_GROUP_ROWS)?;
         progress.advance(count);

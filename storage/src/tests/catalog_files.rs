@@ -377,3 +377,30 @@ fn memory_catalogs_check_their_columns() {
     assert_eq!(catalog.column("m", "y").unwrap().stats.nulls, 3);
     assert!(Catalog::try_from_columns(table([3, 2])).is_err());
 }
+
+#[test]
+fn columns_written_as_unique_are_known_unique_without_loading() {
+    use crate::parquet_write::{write_parquet_columns, WriteColumn, WriteValues};
+    let dir = TempDir::new("unique");
+    let keys: Vec<i32> = vec![3, 1, 2];
+    let repeated: Vec<i32> = vec![5, 5, 6];
+    let schema = Schema::new(vec![
+        Field::new("key", DataType::I32),
+        Field::new("other", DataType::I32),
+    ]);
+    write_parquet_columns(
+        &dir.path().join("t.parquet"),
+        &schema,
+        &[
+            WriteColumn::new(WriteValues::I32(&keys)).unique(),
+            WriteColumn::new(WriteValues::I32(&repeated)),
+        ],
+        2,
+    )
+    .unwrap();
+    let catalog = Catalog::open(dir.path(), &[]).unwrap();
+    assert_eq!(catalog.table("t").unwrap().unique, ["key"]);
+    assert_eq!(catalog.unique("t", "key").unwrap(), Some(true));
+    // Not recorded: the column is loaded and checked.
+    assert_eq!(catalog.unique("t", "other").unwrap(), Some(false));
+}

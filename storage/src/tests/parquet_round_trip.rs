@@ -100,6 +100,7 @@ fn every_type_round_trips_with_nulls() {
             .map(|(data, valid)| WriteColumn {
                 values: data.into(),
                 validity: valid.as_deref(),
+                unique: false,
             })
             .collect();
         write_parquet_columns(
@@ -147,6 +148,7 @@ fn footer_statistics_match_the_loaded_columns() {
         .map(|(data, valid)| WriteColumn {
             values: data.into(),
             validity: valid.as_deref(),
+            unique: false,
         })
         .collect();
     // Several row groups, so the footer's statistics are combined.
@@ -253,6 +255,7 @@ fn string_dictionaries_and_statistics_come_from_dictionary_pages() {
             WriteColumn {
                 values: WriteValues::Text(&nation),
                 validity: Some(&valid),
+                unique: false,
             },
             WriteColumn::new(WriteValues::Text(&name)),
         ];
