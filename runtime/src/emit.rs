@@ -195,6 +195,24 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         Ok(())
     }
 
+    /// Whether `predicate` (an `i1`) holds in any thread of the block, in every thread; on the
+    /// GPU a barrier, so every thread must reach it.
+    pub fn block_any(&self, predicate: IntValue<'ctx>) -> CodegenResult<IntValue<'ctx>> {
+        if !self.target.is_gpu() {
+            return Ok(predicate);
+        }
+        let f = self.intrinsic(
+            "llvm.nvvm.barrier0.or",
+            self.i32().fn_type(&[self.i32().into()], false),
+        );
+        let wide = self.b.build_int_z_extend(predicate, self.i32(), "")?;
+        let any = self.b.build_call(f, &[wide.into()], "any")?;
+        let any = basic(any.try_as_basic_value().basic())?.into_int_value();
+        Ok(self
+            .b
+            .build_int_compare(IntPredicate::NE, any, self.const_i32(0), "")?)
+    }
+
     /// The value of `value` held by the lane `offset` above this one (a full warp takes part).
     pub fn shfl_down_i32(
         &self,

@@ -87,6 +87,8 @@ pub enum Param {
     Buffer(usize),
     /// The slot count of the query's grouping hash table (a power of two), chosen at run time.
     GroupCapacity,
+    /// How many rows the query's output buffers hold, chosen at run time.
+    RowCapacity,
     /// A string literal's code in a column's dictionary, looked up when the query runs.
     StrCode {
         table: String,
@@ -120,6 +122,9 @@ pub struct BufferSpec {
     /// One element per row of each of these tables, as many as they have when the query runs
     /// (the most rows pipelines over them can write): `elements` is ignored unless empty.
     pub per_row_of: Vec<String>,
+    /// One element per row of the query's output: as many as `per_row_of` says at first, and
+    /// as many as were written when a run writes more (a join that matches rows several times).
+    pub output: bool,
 }
 
 impl BufferSpec {
@@ -316,5 +321,6 @@ pub fn hash_table_buffer(name: &str, layout: &HashTableLayout) -> BufferSpec {
         fill: Fill::Zero,
         per_group_slot: false,
         per_row_of: Vec::new(),
+        output: false,
     }
 }

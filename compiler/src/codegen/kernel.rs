@@ -211,10 +211,21 @@ fn collect_params(
     if matches!(sink, SinkPlan::HashGroups { .. }) {
         push(Param::GroupCapacity);
     }
+    if matches!(sink, SinkPlan::Materialize { .. }) {
+        push(Param::RowCapacity);
+    }
     push(Param::Buffer(qc.status));
     for step in &pipeline.steps {
         if let Step::Probe { table, .. } = step {
             push(Param::Buffer(qc.tables[*table].1));
+            if let Some(rows) = qc.chain_rows[*table] {
+                push(Param::Buffer(rows));
+            }
+        }
+    }
+    if let SinkPlan::Build { table, .. } = sink {
+        if let Some(rows) = qc.chain_rows[*table] {
+            push(Param::Buffer(rows));
         }
     }
     for buffer in sink.buffers(qc) {
@@ -482,7 +493,32 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
         load::init_flags(&self.em, self.num_items, self.flags).map_err(internal)?;
         // Estimates of how many rows survive are per tile: start each tile afresh.
         self.selected = 1.0;
-        for step in &self.pipeline.steps {
+        let pipeline = self.pipeline;
+        self.run_steps(qc, &pipeline.steps, sink, state)
+    }
+
+    /// Generates `steps`, then the sink. A probe that can match several rows generates the
+    /// steps after it, and the sink, inside its loop over matches.
+    pub(super) fn run_steps(
+        &mut self,
+        qc: &mut QueryContext<'_>,
+        steps: &[Step],
+        sink: &SinkPlan,
+        state: &SinkState<'ctx>,
+    ) -> Result<(), Diagnostic> {
+        for (index, step) in steps.iter().enumerate() {
+            if let Step::Probe {
+                table,
+                key,
+                kind: tessera_grammar::ast::JoinKind::Inner,
+                selectivity,
+            } = step
+            {
+                if qc.chain_rows[*table].is_some() {
+                    let rest = &steps[index + 1..];
+                    return self.probe_chained(qc, *table, key, *selectivity, rest, sink, state);
+                }
+            }
             self.step(qc, step)?;
         }
         self.sink(qc, sink, state)

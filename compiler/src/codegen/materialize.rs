@@ -3,12 +3,14 @@
 //! takes room for them with one atomic (`reserve`) and writes them compacted and coalesced
 //! (`shuffle` and `store`). The buffers hold as many rows as the scanned table has when the
 //! query runs, the most a pipeline of filters and key-unique probes can pass, so the rows are
-//! written in one pass without counting them first. A pipeline that drops no row (a projection)
+//! written in one pass without counting them first. A probe that matches several rows can
+//! pass more: rows past the buffers' end are counted, not written, and the runtime runs the
+//! query again with room for all of them. A pipeline that drops no row (a projection)
 //! writes each row where it was read, with no ranks and no atomics beyond one count per tile.
 
 use tessera_grammar::Diagnostic;
 use tessera_runtime::primitives::{scan, store};
-use tessera_runtime::program::{Fill, ResultShape, RowColumn};
+use tessera_runtime::program::{Fill, Param, ResultShape, RowColumn};
 use tessera_runtime::{CodegenError, CodegenResult};
 use tessera_storage::DataType;
 
@@ -62,7 +64,9 @@ pub(super) fn plan_rows(
         };
         let row_buffer = |qc: &mut QueryContext<'_>, name: String, width: u32| {
             let index = qc.sink_buffer(columns, &name, |qc| {
-                qc.buffer(name.clone(), 0, width, Fill::Zero)
+                let index = qc.buffer(name.clone(), 0, width, Fill::Zero);
+                qc.buffers[index].output = true;
+                index
             });
             // Pipelines sharing the buffers (a `union all`) each add their table's rows.
             qc.buffers[index].per_row_of.push(table.to_string());
@@ -122,6 +126,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             }
         }
         let counter = self.buffer(count_buffer)?;
+        let capacity = self.param(&Param::RowCapacity)?.into_int_value();
         let em = &self.em;
         // A pipeline that drops no row writes each row where it was read.
         let keeps_every_row = self
@@ -140,7 +145,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             em.b.build_int_compare(inkwell::IntPredicate::NE, selected, em.const_i32(0), "")?;
         em.if_then(any, || {
             let start = store::reserve(em, counter, selected)?;
-            store::store_columns(em, &stored, self.flags, ranks, selected, start)
+            store::store_columns(em, &stored, self.flags, ranks, selected, start, capacity)
         })
     }
 

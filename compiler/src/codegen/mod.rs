@@ -34,6 +34,9 @@ pub use targets::{llvm_to_object, llvm_to_ptx, optimize_llvm, optimize_llvm_with
 pub struct KernelModule {
     pub kernel: String,
     bitcode: Vec<u8>,
+    /// The kernel loops over a probe's matches: it takes LLVM's own `-O1`, since the reduced
+    /// pipeline was checked against it on kernels without that loop.
+    loops_over_matches: bool,
 }
 
 impl KernelModule {
@@ -235,6 +238,11 @@ pub fn kernel_to_code(
 ) -> Result<String, String> {
     let context = Context::create();
     let llvm = module.parse(&context)?;
+    let gpu_passes = if module.loops_over_matches {
+        GpuPasses::LlvmO1
+    } else {
+        gpu_passes
+    };
     optimize_llvm_with(&llvm, target, gpu_passes)?;
     match target {
         Target::Nvptx { sm } => llvm_to_ptx(&llvm, sm),

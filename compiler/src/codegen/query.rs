@@ -12,7 +12,7 @@ use tessera_runtime::program::{
 use tessera_runtime::{Target, TileShape};
 use tessera_storage::{Catalog, DataType};
 
-use crate::physical::{HashLayout, HostStep, PhysicalQuery, Sink};
+use crate::physical::{BuildKeys, HashLayout, HostStep, PhysicalQuery, Sink};
 
 use super::kernel::pipeline_to_kernel;
 use super::KernelModule;
@@ -28,6 +28,8 @@ pub(super) struct QueryContext<'q> {
     pub status: usize,
     /// Per hash table: its layout and buffer.
     pub tables: Vec<(HashTableLayout, usize)>,
+    /// Per hash table: the buffer of its rows, when it is chained.
+    pub chain_rows: Vec<Option<usize>>,
     pub assumptions: Vec<Assumption>,
     /// The first slot count of the query's grouping hash table, if it has one.
     pub group_capacity: Option<u64>,
@@ -44,6 +46,7 @@ impl QueryContext<'_> {
             fill,
             per_group_slot: false,
             per_row_of: Vec::new(),
+            output: false,
         });
         self.buffers.len() - 1
     }
@@ -109,6 +112,7 @@ pub(super) fn query_to_llvm(
         buffers: Vec::new(),
         status: 0,
         tables: Vec::new(),
+        chain_rows: Vec::new(),
         assumptions: Vec::new(),
         group_capacity: None,
         sink_buffers: HashMap::new(),
@@ -148,11 +152,27 @@ pub(super) fn query_to_llvm(
                 ),
             ));
         }
-        let layout = HashTableLayout::new(kind, key_ty, &payload);
+        let layout = match table.keys {
+            BuildKeys::Unique => HashTableLayout::new(kind, key_ty, &payload),
+            BuildKeys::Shared => HashTableLayout::new(kind, key_ty, &payload).sharing_keys(),
+            BuildKeys::Chained => HashTableLayout::chained(kind, key_ty, &payload),
+        };
         let buffer = qc.buffers.len();
         qc.buffers
             .push(hash_table_buffer(&format!("ht{}", table.id), &layout));
+        // A chained table's rows, one per row of the table that builds it (indexed by its row
+        // number).
+        let rows = match &layout.rows {
+            Some(rows) => {
+                let built_from = &query.pipelines[table.built_by].table;
+                let index = qc.buffer(format!("ht{} rows", table.id), 0, rows.stride, Fill::Zero);
+                qc.buffers[index].per_row_of.push(built_from.clone());
+                Some(index)
+            }
+            None => None,
+        };
         qc.tables.push((layout, buffer));
+        qc.chain_rows.push(rows);
     }
 
     let mut kernels = Vec::with_capacity(query.pipelines.len());
@@ -169,9 +189,13 @@ pub(super) fn query_to_llvm(
                 format!("generated LLVM IR is invalid: {message}"),
             ));
         }
+        let loops_over_matches = pipeline.steps.iter().any(|step| {
+            matches!(step, crate::physical::Step::Probe { table, .. } if qc.chain_rows[*table].is_some())
+        });
         modules.push(KernelModule {
             kernel: name,
             bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),
+            loops_over_matches,
         });
         kernels.push(launch);
         if result.is_some() {

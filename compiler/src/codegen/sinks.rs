@@ -548,6 +548,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 })
             })
             .collect::<CodegenResult<Vec<_>>>()?;
+        let rows = qc.chain_rows[table].map(|b| self.buffer(b)).transpose()?;
         let em = &self.em;
         em.for_each_item(|item| {
             let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
@@ -560,12 +561,26 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             em.if_then(take, || {
                 let slot = hash::insert(em, layout, pointer, k.value.into_int_value(), status)?;
                 let inserted = em.b.build_is_not_null(slot, "")?;
-                em.if_then(inserted, || {
-                    for (index, values) in fields.iter().enumerate() {
-                        let (field, _) = hash::payload_ptr(em, layout, slot, index)?;
-                        em.b.build_store(field, em.get(*values, item)?)?;
+                em.if_then(inserted, || match rows {
+                    // A chained table: the row joins its key's list, with its payload.
+                    Some(rows) => {
+                        let offset = em.item_offset(item)?;
+                        let offset = em.b.build_int_s_extend(offset, em.i64(), "")?;
+                        let row = em.b.build_int_add(self.tile_start, offset, "row")?;
+                        let place = hash::chain_row(em, layout, slot, rows, row)?;
+                        for (index, values) in fields.iter().enumerate() {
+                            let (field, _) = hash::row_field_ptr(em, layout, place, index)?;
+                            em.b.build_store(field, em.get(*values, item)?)?;
+                        }
+                        Ok(())
                     }
-                    Ok(())
+                    None => {
+                        for (index, values) in fields.iter().enumerate() {
+                            let (field, _) = hash::payload_ptr(em, layout, slot, index)?;
+                            em.b.build_store(field, em.get(*values, item)?)?;
+                        }
+                        Ok(())
+                    }
                 })
             })
         })

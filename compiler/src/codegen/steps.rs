@@ -13,6 +13,7 @@ use crate::physical::Step;
 
 use super::kernel::{ColumnTile, Kernel};
 use super::query::QueryContext;
+use super::sinks::{SinkPlan, SinkState};
 
 /// Probes run without branches while at least this fraction of rows is estimated to survive:
 /// measured on SSB at SF 20 on an H100, branch-free probing sped up Q3.1's late date probe
@@ -178,6 +179,136 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             };
             em.set(self.flags, item, em.flag(keep)?)
         })
+    }
+
+    /// Probes a chained table, whose key may have several rows: each item's list of matches
+    /// is walked one match per round, and every round runs `rest` and the sink over the tile,
+    /// the rows with a match in that round selected and carrying its payload. Rounds go on
+    /// while any thread of the block has a match left (the same in every thread, so the
+    /// barriers of the steps and sink inside are reached by all).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn probe_chained(
+        &mut self,
+        qc: &mut QueryContext<'_>,
+        table: usize,
+        key: &crate::expr::Expr,
+        selectivity: f64,
+        rest: &[Step],
+        sink: &SinkPlan,
+        state: &SinkState<'ctx>,
+    ) -> Result<(), Diagnostic> {
+        let span = self.query.span;
+        let internal = |e: tessera_runtime::CodegenError| Diagnostic::internal(span, e.to_string());
+        let outputs = self.first_matches(qc, table, key).map_err(internal)?;
+        let (cursor, outputs) = outputs;
+        let em = &self.em;
+        let header = em.ctx.append_basic_block(em.function, "chain_round");
+        let round = em.ctx.append_basic_block(em.function, "chain_match");
+        let done = em.ctx.append_basic_block(em.function, "chain_done");
+        let next_round = || -> CodegenResult<()> {
+            em.b.build_unconditional_branch(header)?;
+            em.b.position_at_end(header);
+            let left = em.alloca(em.i1().into(), "matches_left")?;
+            em.b.build_store(left, em.i1().const_zero())?;
+            em.for_each_item(|item| {
+                let tag = em.get(cursor, item)?.into_int_value();
+                let live =
+                    em.b.build_int_compare(inkwell::IntPredicate::NE, tag, em.const_i32(0), "")?;
+                let before = em.b.build_load(em.i1(), left, "")?.into_int_value();
+                em.b.build_store(left, em.b.build_or(before, live, "")?)?;
+                Ok(())
+            })?;
+            let left = em.b.build_load(em.i1(), left, "")?.into_int_value();
+            let any = em.block_any(left)?;
+            em.b.build_conditional_branch(any, round, done)?;
+            em.b.position_at_end(round);
+            let (layout, _) = &qc.tables[table];
+            let rows = qc.chain_rows[table]
+                .map(|b| self.buffer(b))
+                .transpose()?
+                .ok_or_else(|| tessera_runtime::CodegenError::Invalid("no chained rows".into()))?;
+            em.for_each_item(|item| {
+                let tag = em.get(cursor, item)?.into_int_value();
+                let live =
+                    em.b.build_int_compare(inkwell::IntPredicate::NE, tag, em.const_i32(0), "")?;
+                em.set(self.flags, item, em.flag(live)?)?;
+                for (_, _, values) in &outputs {
+                    em.set(*values, item, values.elem.const_zero())?;
+                }
+                em.if_then(live, || {
+                    let (place, next) = hash::chain_step(em, layout, rows, tag)?;
+                    for (index, _, values) in &outputs {
+                        let (field, ty) = hash::row_field_ptr(em, layout, place, *index)?;
+                        let value = em.b.build_load(ty, field, "")?;
+                        em.set(*values, item, value)?;
+                    }
+                    em.set(cursor, item, next)
+                })
+            })
+        };
+        next_round().map_err(internal)?;
+        for (_, id, values) in outputs {
+            self.tiles.insert(
+                id,
+                ColumnTile {
+                    values,
+                    valid: None,
+                },
+            );
+        }
+        self.selected *= selectivity.min(1.0);
+        self.run_steps(qc, rest, sink, state)?;
+        let em = &self.em;
+        em.b.build_unconditional_branch(header)
+            .map_err(|e| internal(e.into()))?;
+        em.b.position_at_end(done);
+        Ok(())
+    }
+
+    /// Each selected item's first match in a chained table (a row number plus one; 0 for
+    /// none), and the tile arrays its payload goes into.
+    #[allow(clippy::type_complexity)]
+    fn first_matches(
+        &mut self,
+        qc: &QueryContext<'_>,
+        table: usize,
+        key: &crate::expr::Expr,
+    ) -> CodegenResult<(
+        TileArray<'ctx>,
+        Vec<(usize, crate::columns::ColumnId, TileArray<'ctx>)>,
+    )> {
+        self.load_columns(&key.columns_used())?;
+        let (layout, buffer) = &qc.tables[table];
+        let pointer = self.buffer(*buffer)?;
+        let mut outputs = Vec::new();
+        for (index, id) in qc.query.hash_tables[table].payload.iter().enumerate() {
+            let info = self.query.columns.get(*id);
+            let values = self
+                .em
+                .tile_array(self.em.value_type(info.ty), &info.name)?;
+            outputs.push((index, *id, values));
+        }
+        let em = &self.em;
+        let cursor = em.tile_array(em.i32().into(), "chain")?;
+        em.for_each_item(|item| {
+            let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
+            em.set(cursor, item, em.const_i32(0))?;
+            let k = self.eval(key, item)?;
+            // A null key matches nothing.
+            let look = match k.valid {
+                Some(valid) => em.b.build_and(flag, valid, "")?,
+                None => flag,
+            };
+            em.if_then(look, || {
+                let slot = hash::find(em, layout, pointer, k.value.into_int_value())?;
+                let hit = em.b.build_is_not_null(slot, "hit")?;
+                em.if_then(hit, || {
+                    let head = hash::chain_head(em, layout, slot)?;
+                    em.set(cursor, item, head)
+                })
+            })
+        })?;
+        Ok((cursor, outputs))
     }
 
     fn compute(

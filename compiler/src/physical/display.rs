@@ -6,7 +6,7 @@ use tessera_grammar::ast::JoinKind;
 
 use crate::columns::Columns;
 
-use super::{GroupLayout, HashLayout, HostStep, PhysicalQuery, Sink, Step};
+use super::{BuildKeys, GroupLayout, HashLayout, HostStep, PhysicalQuery, Sink, Step};
 
 pub fn physical_to_string(queries: &[PhysicalQuery]) -> String {
     let mut out = String::new();
@@ -89,10 +89,15 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
         let _ = match &pipeline.sink {
             Sink::Build { table, key } => {
                 let ht = &query.hash_tables[*table];
-                let layout = match ht.layout {
+                let mut layout = match ht.layout {
                     HashLayout::Perfect { min, max } => format!("perfect {min}..={max}"),
                     HashLayout::Open { capacity } => format!("open addressing, {capacity} slots"),
                 };
+                match ht.keys {
+                    BuildKeys::Unique => {}
+                    BuildKeys::Shared => layout.push_str(", keys may repeat"),
+                    BuildKeys::Chained => layout.push_str(", chained rows"),
+                }
                 let payload = if ht.payload.is_empty() {
                     String::new()
                 } else {

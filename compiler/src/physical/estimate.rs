@@ -24,6 +24,15 @@ impl Estimator<'_> {
         self.catalog.stats(&origin.table, &origin.column).ok()
     }
 
+    /// Whether the stored column behind `id` holds no value twice, when that can be known.
+    pub fn unique(&self, id: ColumnId) -> Option<bool> {
+        let origin = self.columns.get(id).origin.as_ref()?;
+        self.catalog
+            .unique(&origin.table, &origin.column)
+            .ok()
+            .flatten()
+    }
+
     /// The integer range `[min, max]` of a column (codes for strings).
     pub fn int_range(&self, id: ColumnId) -> Option<(i64, i64)> {
         let info = self.columns.get(id);

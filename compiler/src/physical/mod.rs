@@ -84,6 +84,20 @@ pub struct HashTable {
     pub max_rows: u64,
     /// Estimated rows after the build side's filters.
     pub estimated_rows: f64,
+    /// How the table treats a key inserted twice.
+    pub keys: BuildKeys,
+}
+
+/// What the build side's keys are known to be, and so how a key inserted twice is treated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BuildKeys {
+    /// Unique (an inner join whose key column holds no value twice): a repeat is an error.
+    Unique,
+    /// Possibly repeated, and only presence matters (semi and anti joins): one slot per key.
+    Shared,
+    /// Possibly repeated, with rows to bring (inner joins): each slot heads a list of its rows,
+    /// and a probe matches each of them.
+    Chained,
 }
 
 impl HashTable {
@@ -99,6 +113,10 @@ impl HashTable {
             HashLayout::Perfect { min, max } => (max - min) as u64 + 1,
             HashLayout::Open { capacity } => capacity + 1,
         };
+        if self.keys == BuildKeys::Chained {
+            // A key and the head of its list per slot; the next row and the payload per row.
+            return slots * 8 + self.max_rows * (4 + payload).next_multiple_of(4);
+        }
         let stride = (4 + payload).next_multiple_of(4);
         // Small perfect-table slots are padded to a power of two (one vector load per probe).
         let stride = match self.layout {

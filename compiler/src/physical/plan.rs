@@ -14,7 +14,8 @@ use crate::logical::{LogicalPlan, LogicalQuery};
 
 use super::estimate::Estimator;
 use super::{
-    GroupLayout, HashLayout, HashTable, HostStep, KeyDomain, PhysicalQuery, Pipeline, Sink, Step,
+    BuildKeys, GroupLayout, HashLayout, HashTable, HostStep, KeyDomain, PhysicalQuery, Pipeline,
+    Sink, Step,
 };
 
 /// Dense group arrays up to this many slots; a hash table beyond.
@@ -439,6 +440,20 @@ impl Planner<'_> {
                 .collect(),
             _ => Vec::new(),
         };
+        let unique = key_column
+            .and_then(|c| self.estimator.unique(c))
+            .unwrap_or(false);
+        let keys = match join.kind {
+            JoinKind::Inner if unique => BuildKeys::Unique,
+            JoinKind::Inner => BuildKeys::Chained,
+            _ => BuildKeys::Shared,
+        };
+        if keys == BuildKeys::Chained && builds.len() > 1 {
+            return Err(Diagnostic::unsupported(
+                join.span,
+                "joining a `union all` whose keys may repeat is not supported yet",
+            ));
+        }
         let table = self.hash_tables.len();
         let layout = self.hash_layout(right_key, build_rows);
         self.hash_tables.push(HashTable {
@@ -448,6 +463,7 @@ impl Planner<'_> {
             layout,
             max_rows: build_rows,
             estimated_rows,
+            keys,
         });
         // Every pipeline of the joined relation (one per input of a `union all`) inserts its
         // rows into the same table.
@@ -756,6 +772,10 @@ fn order_steps(steps: Vec<Step>, tables: &[HashTable], probe_costs: &[f64]) -> V
     let rank = |step: &Step| -> (u8, f64) {
         match step {
             Step::Filter { selectivity, .. } => (0, *selectivity),
+            // A probe that can match several rows multiplies the rows after it: last.
+            Step::Probe { table, .. } if tables[*table].keys == BuildKeys::Chained => {
+                (1, f64::INFINITY)
+            }
             Step::Probe {
                 table, selectivity, ..
             } => {

@@ -197,9 +197,13 @@ pub fn run_query_with(
 ) -> Result<QueryOutcome, RuntimeError> {
     check_assumptions(&query.assumptions, catalog)?;
     let mut capacity = query.group_capacity.unwrap_or(0);
+    let mut rows = None;
     loop {
-        match run_with_capacity(backend, query, catalog, capacity, readback)? {
+        match run_with_capacity(backend, query, catalog, capacity, rows, readback)? {
             Attempt::Done(outcome) => return Ok(outcome),
+            // A join matched rows several times and the output was too small: every kernel
+            // runs again with room for exactly the rows it counted.
+            Attempt::RowsOverflow(written) => rows = Some(written),
             // The grouping table filled up: every kernel runs again over a larger one.
             Attempt::TableFull if capacity < MAX_GROUP_CAPACITY => capacity *= 4,
             Attempt::TableFull => {
@@ -217,6 +221,8 @@ const MAX_GROUP_CAPACITY: u64 = 1 << 31;
 enum Attempt {
     Done(QueryOutcome),
     TableFull,
+    /// The query wrote more rows than its output holds (this many).
+    RowsOverflow(u64),
 }
 
 fn run_with_capacity(
@@ -224,14 +230,20 @@ fn run_with_capacity(
     query: &QueryProgram,
     catalog: &Catalog,
     capacity: u64,
+    output_rows: Option<u64>,
     readback: &mut Readback<'_>,
 ) -> Result<Attempt, RuntimeError> {
     let setup = Instant::now();
     let mut sizes = Vec::with_capacity(query.buffers.len());
+    let mut output_capacity = 0;
     for spec in &query.buffers {
         let mut rows = 0;
         for table in &spec.per_row_of {
             rows += table_rows(catalog, table)?;
+        }
+        if spec.output {
+            rows = output_rows.unwrap_or(rows);
+            output_capacity = rows;
         }
         sizes.push(spec.bytes_for(capacity, rows));
     }
@@ -242,7 +254,14 @@ fn run_with_capacity(
     let mut timing = Timing::default();
     let mut bound = Vec::with_capacity(query.kernels.len());
     for kernel in &query.kernels {
-        bound.push(bind(backend, kernel, &buffers, catalog, capacity)?);
+        bound.push(bind(
+            backend,
+            kernel,
+            &buffers,
+            catalog,
+            capacity,
+            output_capacity,
+        )?);
     }
     timing.setup_ms = setup.elapsed().as_secs_f64() * 1e3;
     for (kernel, launch) in query.kernels.iter().zip(&bound) {
@@ -277,13 +296,16 @@ fn run_with_capacity(
         return Ok(Attempt::TableFull);
     }
     check_status(&words)?;
+    if let ResultShape::Rows { count_buffer, .. } = &query.result.shape {
+        let written = row_count(&read(*count_buffer, Some((0, 8)))?)?;
+        if written > output_capacity {
+            backend.release_buffers();
+            return Ok(Attempt::RowsOverflow(written));
+        }
+    }
     let table = match (readback, &query.result.shape) {
         (Readback::Discard, ResultShape::Rows { count_buffer, .. }) => {
-            let count = read(*count_buffer, Some((0, 8)))?;
-            let count =
-                u64::from_le_bytes(count.get(..8).and_then(|b| b.try_into().ok()).ok_or_else(
-                    || RuntimeError::Malformed("the row count buffer is too short".into()),
-                )?);
+            let count = row_count(&read(*count_buffer, Some((0, 8)))?)?;
             ResultTable {
                 columns: vec![("rows".into(), tessera_storage::DataType::I64)],
                 rows: vec![vec![tessera_storage::Value::Int(count as i64)]],
@@ -333,6 +355,7 @@ fn bind(
     buffers: &[u64],
     catalog: &Catalog,
     group_capacity: u64,
+    output_capacity: u64,
 ) -> Result<BoundLaunch, RuntimeError> {
     let rows = table_rows(catalog, &kernel.table)?;
     let mut args = Vec::with_capacity(kernel.params.len());
@@ -388,6 +411,7 @@ fn bind(
                 )?
             }
             Param::GroupCapacity => group_capacity,
+            Param::RowCapacity => output_capacity,
             Param::Buffer(index) => *buffers.get(*index).ok_or_else(|| {
                 RuntimeError::Malformed(format!(
                     "kernel {} uses missing buffer {index}",
@@ -418,6 +442,15 @@ fn bind(
         args,
         column_bytes,
     })
+}
+
+/// The row count an output's count buffer holds.
+fn row_count(bytes: &[u8]) -> Result<u64, RuntimeError> {
+    bytes
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_le_bytes)
+        .ok_or_else(|| RuntimeError::Malformed("the row count buffer is too short".into()))
 }
 
 fn table_rows(catalog: &Catalog, table: &str) -> Result<u64, RuntimeError> {
@@ -465,9 +498,9 @@ fn status_word(bytes: &[u8], index: u32) -> u32 {
 fn check_status(bytes: &[u8]) -> Result<(), RuntimeError> {
     let word = |i: u32| status_word(bytes, i);
     if word(status::DUPLICATE_KEY) != 0 {
-        return Err(RuntimeError::Unsupported(
-            "a joined relation has the same key on several rows; joins that match a row more than once are not supported yet"
-                .into(),
+        // Joins are compiled for unique keys only where the planner knew them unique.
+        return Err(RuntimeError::Stale(
+            "a joined relation's key repeats, which it did not when the query was compiled".into(),
         ));
     }
     if word(status::KEY_OUT_OF_RANGE) != 0 || word(status::GROUP_OUT_OF_RANGE) != 0 {

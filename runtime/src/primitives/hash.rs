@@ -219,8 +219,10 @@ pub fn insert<'ctx>(
                 let claimed = match owned.repeats {
                     KeyRepeats::Shared => slot.as_basic_value_enum(),
                     KeyRepeats::Refused => {
+                        let claimed =
+                            p.b.build_select(fresh, slot, p.global_ptr().const_null(), "")?;
                         report_unless(p, fresh, status, status::DUPLICATE_KEY)?;
-                        p.b.build_select(fresh, slot, p.global_ptr().const_null(), "")?
+                        claimed
                     }
                 };
                 let claim_end = p.current_block()?;

@@ -137,8 +137,8 @@ pub struct StoredColumn<'ctx> {
 }
 
 /// Writes each column's selected items (`flags`) to `out[start + rank]`, `ranks` and `count`
-/// coming from `scan::tile_ranks`. Every thread of the block must call it with the same
-/// `count` and `start`.
+/// coming from `scan::tile_ranks`, the rows past `capacity` (an `i64`: the rows the output
+/// holds) left out. Every thread of the block must call it with the same `count` and `start`.
 pub fn store_columns<'ctx>(
     em: &Emitter<'ctx, '_>,
     columns: &[StoredColumn<'ctx>],
@@ -146,12 +146,19 @@ pub fn store_columns<'ctx>(
     ranks: TileArray<'ctx>,
     count: IntValue<'ctx>,
     start: IntValue<'ctx>,
+    capacity: IntValue<'ctx>,
 ) -> CodegenResult<()> {
+    // The rows of the run that fit: the runtime runs the query again with room for all of
+    // them when some do not.
+    let room = em.b.build_int_sub(capacity, start, "")?;
+    let room = smax(em, room, em.const_i64(0))?;
+    let count = em.b.build_int_z_extend(count, em.i64(), "")?;
+    let count = smin(em, count, room)?;
     let width = |c: &StoredColumn| value_bytes(c.values.elem);
     let tile_bytes = |c: &StoredColumn| em.tile.items() * width(c);
     if !em.target.is_gpu() || columns.iter().any(|c| tile_bytes(c) > STAGE_BYTES) {
         for column in columns {
-            scatter(em, *column, flags, ranks, start)?;
+            scatter(em, *column, flags, ranks, start, count)?;
         }
         return Ok(());
     }
@@ -199,7 +206,6 @@ fn store_batch<'ctx>(
         })?;
     }
     em.barrier()?;
-    let count = em.b.build_int_z_extend(count, em.i64(), "")?;
     for (column, offset) in batch {
         let staged = part(*offset)?;
         let elem = column.values.elem;
@@ -215,25 +221,48 @@ fn store_batch<'ctx>(
     em.barrier()
 }
 
-/// Writes each selected item straight to `out[start + rank]`.
+/// Writes each selected item straight to `out[start + rank]`, for ranks below `room` (an
+/// `i64`).
 fn scatter<'ctx>(
     em: &Emitter<'ctx, '_>,
     column: StoredColumn<'ctx>,
     flags: TileArray<'ctx>,
     ranks: TileArray<'ctx>,
     start: IntValue<'ctx>,
+    room: IntValue<'ctx>,
 ) -> CodegenResult<()> {
     let elem = column.values.elem;
     let out = em.offset_ptr(elem, column.out, start)?;
     em.for_each_item(|item| {
         let flag = em.truth(em.get(flags, item)?.into_int_value())?;
-        em.if_then(flag, || {
-            let rank = em.get(ranks, item)?.into_int_value();
+        let rank = em.get(ranks, item)?.into_int_value();
+        let wide = em.b.build_int_z_extend(rank, em.i64(), "")?;
+        let fits = em.b.build_int_compare(IntPredicate::SLT, wide, room, "")?;
+        let write = em.b.build_and(flag, fits, "")?;
+        em.if_then(write, || {
             let value = em.get(column.values, item)?;
             em.b.build_store(em.offset_ptr(elem, out, rank)?, value)?;
             Ok(())
         })
     })
+}
+
+fn smax<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    a: IntValue<'ctx>,
+    b: IntValue<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
+    let pick = em.b.build_int_compare(IntPredicate::SGT, a, b, "")?;
+    Ok(em.b.build_select(pick, a, b, "")?.into_int_value())
+}
+
+fn smin<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    a: IntValue<'ctx>,
+    b: IntValue<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
+    let pick = em.b.build_int_compare(IntPredicate::SLT, a, b, "")?;
+    Ok(em.b.build_select(pick, a, b, "")?.into_int_value())
 }
 
 fn value_bytes(ty: BasicTypeEnum<'_>) -> u32 {
