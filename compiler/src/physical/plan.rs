@@ -197,7 +197,18 @@ impl Planner<'_> {
                 self.group_without_aggregates(&distinct.input, None, keys, "`distinct`")
             }
             LogicalPlan::SetOperation(set) => self.set_operation(set),
-            LogicalPlan::Product(_) => Err(self.not_yet("`product`")),
+            // Every pair of rows: a join on a key that is the same for every row, so each left
+            // row matches the whole right side through one chained list.
+            LogicalPlan::Product(product) => {
+                let same = Expr::literal(Value::Int(0), DataType::I32, self.span);
+                self.join(&crate::logical::Join {
+                    left: product.left.clone(),
+                    right: product.right.clone(),
+                    kind: JoinKind::Inner,
+                    keys: vec![(same.clone(), same)],
+                    span: self.span,
+                })
+            }
         }
     }
 
@@ -598,10 +609,6 @@ impl Planner<'_> {
         let capacity = ((2.0 * groups).clamp(1024.0, INITIAL_GROUP_CAPACITY as f64) as u64)
             .next_power_of_two();
         GroupLayout::Hash { capacity }
-    }
-
-    fn not_yet(&self, what: &str) -> Diagnostic {
-        Diagnostic::unsupported(self.span, format!("{what} cannot run on the device yet"))
     }
 }
 
