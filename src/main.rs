@@ -193,6 +193,12 @@ pub struct MicroBenchArgs {
     /// Rows of each generated table (2^29 by default).
     #[arg(long, default_value_t = 1 << 29)]
     rows: usize,
+    /// Keys probed into each hash table (2^28 by default).
+    #[arg(long, default_value_t = 1 << 28)]
+    probe_rows: usize,
+    /// The largest hash table to probe (of 32 KB, 256 KB, 2 MB, 16 MB, 128 MB, 512 MB).
+    #[arg(long, default_value_t = 512 << 20)]
+    max_table_bytes: u64,
     /// Where to run.
     #[arg(long, value_enum, default_value = "auto")]
     device: commands::session::DeviceChoice,

@@ -380,14 +380,29 @@ fn an_unknown_compression_scheme_is_refused() {
 #[test]
 fn micro_benchmarks_run_and_report_their_floor() {
     let output = tessera(&[
-        "bench", "micro", "--rows", "20000", "--device", "cpu", "--runs", "1", "--warmup", "0",
+        "bench",
+        "micro",
+        "--rows",
+        "20000",
+        "--probe-rows",
+        "20000",
+        "--max-table-bytes",
+        "262144",
+        "--device",
+        "cpu",
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
         "--json",
     ]);
     let stdout = text(&output.stdout);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let results: serde_json::Value = serde_json::from_str(&stdout).expect("json");
     let results = results.as_array().expect("a list of results");
-    assert_eq!(results.len(), 5, "{stdout}");
+    // Three selections, two projections, probes of a 32 KB and a 256 KB table (whose sums the
+    // benchmark checks itself).
+    assert_eq!(results.len(), 7, "{stdout}");
     // Selections keep about the fraction asked for, projections every row; each moves at least
     // the bytes it reads.
     for (result, kept) in results.iter().zip([0.1, 0.5, 0.9, 1.0, 1.0]) {

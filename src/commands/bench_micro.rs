@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use rayon::prelude::*;
 use tessera_runtime::exec::{run_query_with, Readback};
 use tessera_runtime::program::ResultShape;
 use tessera_storage::compress::Compression;
@@ -20,13 +21,30 @@ use super::session::{choose_target, compile_with_catalog, CompileOptions};
 use crate::failure::Failure;
 use crate::MicroBenchArgs;
 
-/// One benchmark: a query over the generated table.
+/// One benchmark: a query over the generated tables, and what its result must be.
 struct Case {
     name: String,
     script: String,
-    /// The fraction of rows the query keeps, as the values were drawn to give.
-    selectivity: f64,
+    rows_in: u64,
+    check: Check,
+    /// Bytes the floor counts beyond the columns read and the rows written: a probe's random
+    /// reads of a hash table too large for the L2 cache.
+    table_bytes: u64,
 }
+
+/// What a benchmark's result is checked against.
+enum Check {
+    /// About this many rows written (the values were drawn to give it).
+    Rows(f64),
+    /// Exactly this one value.
+    Value(i64),
+}
+
+/// Hash-table sizes of the join-probe benchmarks: 32 KB to 512 MB of 8-byte slots.
+const TABLE_BYTES: [u64; 6] = [32 << 10, 256 << 10, 2 << 20, 16 << 20, 128 << 20, 512 << 20];
+/// Half the H100's L2: a larger table is read from device memory, a sector per probe.
+const L2_RESIDENT_BYTES: u64 = 25 << 20;
+const SECTOR_BYTES: u64 = 32;
 
 #[derive(serde::Serialize)]
 struct MicroResult {
@@ -50,8 +68,11 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
     let device = gpu
         .as_ref()
         .map_or("CPU".to_string(), |g| format!("{} ({target})", g.name));
-    eprintln!("drawing {} rows of int32 and float pairs", args.rows);
-    let catalog = Arc::new(Catalog::try_from_columns(vec![
+    eprintln!(
+        "drawing {} rows of int32 and float pairs, {} probe keys",
+        args.rows, args.probe_rows
+    );
+    let mut tables: Vec<(String, Vec<(String, Column)>)> = vec![
         (
             "r".into(),
             vec![(
@@ -75,28 +96,78 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
                 ),
             ],
         ),
-    ])?);
+    ];
     let mut cases = Vec::new();
+    let rows = args.rows as u64;
     for selectivity in [0.1, 0.5, 0.9] {
         // `y` is uniform over 0..2^31, so `y > v` keeps the fraction `1 - v / 2^31`.
         let v = ((1.0 - selectivity) * 2f64.powi(31)) as i64;
         cases.push(Case {
             name: format!("selection y > v, selectivity {selectivity}"),
             script: format!("from r | where y > {v} | select y\n"),
-            selectivity,
+            rows_in: rows,
+            check: Check::Rows(selectivity * rows as f64),
+            table_bytes: 0,
         });
     }
     cases.push(Case {
         name: "projection 0.3*x1 + 0.7*x2".into(),
         // Float literals are f64: the cast keeps the output float, as in the thesis.
         script: "from p | select z = (0.3 * x1 + 0.7 * x2) as f32\n".into(),
-        selectivity: 1.0,
+        rows_in: rows,
+        check: Check::Rows(rows as f64),
+        table_bytes: 0,
     });
     cases.push(Case {
         name: "projection sigmoid(0.3*x1 + 0.7*x2)".into(),
         script: "from p | select z = sigmoid(0.3 * x1 + 0.7 * x2) as f32\n".into(),
-        selectivity: 1.0,
+        rows_in: rows,
+        check: Check::Rows(rows as f64),
+        table_bytes: 0,
     });
+    // Join probes: every probe key finds its row in a table of `slots` keys, whose payload
+    // is summed (`value = 3 * key + 1`).
+    let probe_keys = random_values(args.probe_rows, 4, |u| (u >> 34) as i32);
+    for bytes in TABLE_BYTES
+        .into_iter()
+        .filter(|b| *b <= args.max_table_bytes)
+    {
+        let slots = bytes / 8;
+        let expected: i64 = probe_keys
+            .par_iter()
+            .map(|&k| 3 * (i64::from(k) % slots as i64) + 1)
+            .sum();
+        cases.push(Case {
+            name: format!("join probe, {} table", size(bytes)),
+            script: format!(
+                "from probe | join build_{slots} on k % {slots} == key | aggregate {{ total = sum(value) }}\n"
+            ),
+            rows_in: args.probe_rows as u64,
+            check: Check::Value(expected),
+            table_bytes: if bytes > L2_RESIDENT_BYTES {
+                args.probe_rows as u64 * SECTOR_BYTES
+            } else {
+                0
+            },
+        });
+        let keys: Vec<i32> = (0..slots as i32).collect();
+        let values: Vec<i32> = keys.iter().map(|k| 3 * k + 1).collect();
+        tables.push((
+            format!("build_{slots}"),
+            vec![
+                ("key".to_string(), Column::new(ColumnData::I32(keys), None)),
+                (
+                    "value".to_string(),
+                    Column::new(ColumnData::I32(values), None),
+                ),
+            ],
+        ));
+    }
+    tables.push((
+        "probe".into(),
+        vec![("k".into(), Column::new(ColumnData::I32(probe_keys), None))],
+    ));
+    let catalog = Arc::new(Catalog::try_from_columns(tables)?);
     let options = CompileOptions {
         target,
         tile: args.tile,
@@ -136,19 +207,31 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
                 _ => 0,
             };
         }
-        let expected = case.selectivity * args.rows as f64;
-        if (rows_out as f64 - expected).abs() > 0.01 * args.rows as f64 + 100.0 {
-            return Err(Failure::Message(format!(
-                "{}: {rows_out} rows written, about {expected:.0} expected",
-                case.name
-            )));
+        match case.check {
+            Check::Rows(expected) => {
+                if (rows_out as f64 - expected).abs() > 0.01 * case.rows_in as f64 + 100.0 {
+                    return Err(Failure::Message(format!(
+                        "{}: {rows_out} rows written, about {expected:.0} expected",
+                        case.name
+                    )));
+                }
+            }
+            Check::Value(expected) => {
+                if rows_out as i64 != expected {
+                    return Err(Failure::Message(format!(
+                        "{}: the query gave {rows_out}, {expected} expected",
+                        case.name
+                    )));
+                }
+                rows_out = 0;
+            }
         }
         let median_ms = median(&mut times);
-        let bytes = read + rows_out * row_bytes(&query.result.shape);
+        let bytes = read + rows_out * row_bytes(&query.result.shape) + case.table_bytes;
         let floor_ms = bytes as f64 / bytes_per_second * 1e3;
         results.push(MicroResult {
             name: case.name.clone(),
-            rows_in: args.rows as u64,
+            rows_in: case.rows_in,
             rows_out,
             bytes,
             median_ms,
@@ -191,6 +274,15 @@ fn row_bytes(shape: &ResultShape) -> u64 {
             .map(|c| c.ty.width() as u64 + u64::from(c.validity.is_some()))
             .sum(),
         _ => 0,
+    }
+}
+
+/// `bytes` as KB or MB.
+fn size(bytes: u64) -> String {
+    if bytes >= 1 << 20 {
+        format!("{} MB", bytes >> 20)
+    } else {
+        format!("{} KB", bytes >> 10)
     }
 }
 
