@@ -199,6 +199,13 @@ pub struct MicroBenchArgs {
     /// The largest hash table to probe (of 32 KB, 256 KB, 2 MB, 16 MB, 128 MB, 512 MB).
     #[arg(long, default_value_t = 512 << 20)]
     max_table_bytes: u64,
+    #[command(flatten)]
+    run: GeneratedBenchArgs,
+}
+
+/// How a benchmark over generated data runs.
+#[derive(clap::Args)]
+pub struct GeneratedBenchArgs {
     /// Where to run.
     #[arg(long, value_enum, default_value = "auto")]
     device: commands::session::DeviceChoice,
@@ -222,22 +229,8 @@ pub struct DecodeBenchArgs {
     /// How many values to sum.
     #[arg(long, default_value_t = 500_000_000)]
     values: usize,
-    /// Where to run.
-    #[arg(long, value_enum, default_value = "auto")]
-    device: commands::session::DeviceChoice,
-    /// Timed runs per encoding.
-    #[arg(long, default_value_t = 10)]
-    runs: usize,
-    /// Untimed runs before them.
-    #[arg(long, default_value_t = 2)]
-    warmup: usize,
-    /// Print the results as JSON.
-    #[arg(long)]
-    json: bool,
-    /// Tile shape of the kernels, threads x items per thread (e.g. 128x8); the target's default
-    /// when omitted.
-    #[arg(long, value_parser = parse_tile)]
-    tile: Option<tessera_runtime::TileShape>,
+    #[command(flatten)]
+    run: GeneratedBenchArgs,
 }
 
 #[derive(clap::Args)]

@@ -366,18 +366,9 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         len: u32,
         name: &str,
     ) -> CodegenResult<PointerValue<'ctx>> {
-        let ty = elem.array_type(len);
         match self.target {
-            Target::Nvptx { .. } => {
-                let global = self
-                    .module
-                    .add_global(ty, Some(AddressSpace::from(SHARED)), name);
-                global.set_linkage(Linkage::Internal);
-                global.set_initializer(&ty.get_undef());
-                global.set_alignment(16);
-                Ok(global.as_pointer_value())
-            }
-            Target::Host => self.alloca(ty.into(), name),
+            Target::Nvptx { .. } => self.shared_array(name, elem, len),
+            Target::Host => self.alloca(elem.array_type(len).into(), name),
         }
     }
 

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use tessera_runtime::exec::run_query;
+use tessera_runtime::Target;
 
 use super::compile::Script;
 use super::run::backend_for;
@@ -85,6 +86,19 @@ pub fn random_values<T: Send>(count: usize, seed: u64, value: impl Fn(u64) -> T 
             value(z ^ (z >> 31))
         })
         .collect()
+}
+
+/// The target a benchmark over generated data runs on, and the device described in words;
+/// refuses zero timed runs.
+pub fn bench_target(run: &crate::GeneratedBenchArgs) -> Result<(Target, String), Failure> {
+    if run.runs == 0 {
+        return Err(Failure::Message("--runs must be at least 1".into()));
+    }
+    let (target, gpu) = choose_target(run.device)?;
+    let device = gpu
+        .as_ref()
+        .map_or("CPU".to_string(), |g| format!("{} ({target})", g.name));
+    Ok((target, device))
 }
 
 pub fn median(values: &mut [f64]) -> f64 {

@@ -10,10 +10,10 @@ use tessera_runtime::exec::run_query;
 use tessera_storage::compress::Compression;
 use tessera_storage::{Catalog, Column, ColumnData};
 
-use super::bench::{median, random_values};
+use super::bench::{bench_target, median, random_values};
 use super::compile::Script;
 use super::run::backend_for;
-use super::session::{choose_target, compile_with_catalog, CompileOptions};
+use super::session::{compile_with_catalog, CompileOptions};
 use crate::failure::Failure;
 use crate::DecodeBenchArgs;
 
@@ -33,15 +33,10 @@ struct DecodeResult {
 }
 
 pub fn run(args: &DecodeBenchArgs) -> Result<(), Failure> {
-    if args.values == 0 || args.runs == 0 {
-        return Err(Failure::Message(
-            "--values and --runs must be at least 1".into(),
-        ));
+    if args.values == 0 {
+        return Err(Failure::Message("--values must be at least 1".into()));
     }
-    let (target, gpu) = choose_target(args.device)?;
-    let device = gpu
-        .as_ref()
-        .map_or("CPU".to_string(), |g| format!("{} ({target})", g.name));
+    let (target, device) = bench_target(&args.run)?;
     eprintln!("drawing {} values from U(0, 2^16)", args.values);
     let values = random_values(args.values, 0, |bits| (bits & 0xffff) as i32);
     let mut catalog = Catalog::try_from_columns(vec![(
@@ -58,7 +53,7 @@ pub fn run(args: &DecodeBenchArgs) -> Result<(), Failure> {
         let shared = Arc::new(catalog.with_compression(compress));
         let options = CompileOptions {
             target,
-            tile: args.tile,
+            tile: args.run.tile,
             compress,
         };
         let compiled = compile_with_catalog(&script, Path::new("."), &options, false, &mut |_| {
@@ -74,11 +69,11 @@ pub fn run(args: &DecodeBenchArgs) -> Result<(), Failure> {
             .queries
             .first()
             .ok_or_else(|| Failure::Message("the benchmark script has no query".into()))?;
-        let mut times = Vec::with_capacity(args.runs);
+        let mut times = Vec::with_capacity(args.run.runs);
         let (mut bytes, mut sum) = (0, String::new());
-        for run in 0..args.warmup + args.runs {
+        for run in 0..args.run.warmup + args.run.runs {
             let outcome = run_query(backend.as_mut(), query, &shared)?;
-            if run >= args.warmup {
+            if run >= args.run.warmup {
                 times.push(outcome.timing.kernel_ms());
             }
             bytes = outcome.timing.bytes();
@@ -113,7 +108,7 @@ pub fn run(args: &DecodeBenchArgs) -> Result<(), Failure> {
             results[0].sum, differs.sum, differs.encoding
         )));
     }
-    if args.json {
+    if args.run.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&results).map_err(|e| Failure::Message(e.to_string()))?
@@ -124,7 +119,7 @@ pub fn run(args: &DecodeBenchArgs) -> Result<(), Failure> {
         "decode-and-sum of {} values from U(0, 2^16) on {device}; copy bandwidth {:.0} GB/s; median of {} runs",
         args.values,
         bandwidth.unwrap_or(0.0) / 1e9,
-        args.runs
+        args.run.runs
     );
     println!(
         "encoding  bits/value        bytes  median ms   min ms  floor ms  time/floor  Gvalues/s"

@@ -14,10 +14,10 @@ use tessera_runtime::program::ResultShape;
 use tessera_storage::compress::Compression;
 use tessera_storage::{Catalog, Column, ColumnData, Value};
 
-use super::bench::{median, random_values};
+use super::bench::{bench_target, median, random_values};
 use super::compile::Script;
 use super::run::backend_for;
-use super::session::{choose_target, compile_with_catalog, CompileOptions};
+use super::session::{compile_with_catalog, CompileOptions};
 use crate::failure::Failure;
 use crate::MicroBenchArgs;
 
@@ -59,15 +59,10 @@ struct MicroResult {
 }
 
 pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
-    if args.rows == 0 || args.runs == 0 {
-        return Err(Failure::Message(
-            "--rows and --runs must be at least 1".into(),
-        ));
+    if args.rows == 0 {
+        return Err(Failure::Message("--rows must be at least 1".into()));
     }
-    let (target, gpu) = choose_target(args.device)?;
-    let device = gpu
-        .as_ref()
-        .map_or("CPU".to_string(), |g| format!("{} ({target})", g.name));
+    let (target, device) = bench_target(&args.run)?;
     eprintln!(
         "drawing {} rows of int32 and float pairs, {} probe keys",
         args.rows, args.probe_rows
@@ -170,7 +165,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
     let catalog = Arc::new(Catalog::try_from_columns(tables)?);
     let options = CompileOptions {
         target,
-        tile: args.tile,
+        tile: args.run.tile,
         compress: Compression::None,
     };
     let mut results = Vec::with_capacity(cases.len());
@@ -193,12 +188,12 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
             .queries
             .first()
             .ok_or_else(|| Failure::Message("the benchmark script has no query".into()))?;
-        let mut times = Vec::with_capacity(args.runs);
+        let mut times = Vec::with_capacity(args.run.runs);
         let (mut read, mut rows_out) = (0, 0);
-        for run in 0..args.warmup + args.runs {
+        for run in 0..args.run.warmup + args.run.runs {
             let outcome =
                 run_query_with(backend.as_mut(), query, &catalog, &mut Readback::Discard)?;
-            if run >= args.warmup {
+            if run >= args.run.warmup {
                 times.push(outcome.timing.kernel_ms());
             }
             read = outcome.timing.bytes();
@@ -240,7 +235,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
             time_over_floor: median_ms / floor_ms.max(1e-9),
         });
     }
-    if args.json {
+    if args.run.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&results).map_err(|e| Failure::Message(e.to_string()))?
@@ -251,7 +246,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
         "micro-benchmarks over {} rows on {device}; copy bandwidth {:.0} GB/s; median of {} runs",
         args.rows,
         bandwidth.unwrap_or(0.0) / 1e9,
-        args.runs
+        args.run.runs
     );
     println!(
         "{:<40} {:>11} {:>13} {:>10} {:>8} {:>9} {:>11}",

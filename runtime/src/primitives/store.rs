@@ -151,9 +151,9 @@ pub fn store_columns<'ctx>(
     // The rows of the run that fit: the runtime runs the query again with room for all of
     // them when some do not.
     let room = em.b.build_int_sub(capacity, start, "")?;
-    let room = smax(em, room, em.const_i64(0))?;
+    let room = pick(em, IntPredicate::SGT, room, em.const_i64(0))?;
     let count = em.b.build_int_z_extend(count, em.i64(), "")?;
-    let count = smin(em, count, room)?;
+    let count = pick(em, IntPredicate::SLT, count, room)?;
     let width = |c: &StoredColumn| value_bytes(c.values.elem);
     let tile_bytes = |c: &StoredColumn| em.tile.items() * width(c);
     if !em.target.is_gpu() || columns.iter().any(|c| tile_bytes(c) > STAGE_BYTES) {
@@ -247,22 +247,15 @@ fn scatter<'ctx>(
     })
 }
 
-fn smax<'ctx>(
+/// `a` or `b`, whichever `predicate` prefers.
+fn pick<'ctx>(
     em: &Emitter<'ctx, '_>,
+    predicate: IntPredicate,
     a: IntValue<'ctx>,
     b: IntValue<'ctx>,
 ) -> CodegenResult<IntValue<'ctx>> {
-    let pick = em.b.build_int_compare(IntPredicate::SGT, a, b, "")?;
-    Ok(em.b.build_select(pick, a, b, "")?.into_int_value())
-}
-
-fn smin<'ctx>(
-    em: &Emitter<'ctx, '_>,
-    a: IntValue<'ctx>,
-    b: IntValue<'ctx>,
-) -> CodegenResult<IntValue<'ctx>> {
-    let pick = em.b.build_int_compare(IntPredicate::SLT, a, b, "")?;
-    Ok(em.b.build_select(pick, a, b, "")?.into_int_value())
+    let first = em.b.build_int_compare(predicate, a, b, "")?;
+    Ok(em.b.build_select(first, a, b, "")?.into_int_value())
 }
 
 fn value_bytes(ty: BasicTypeEnum<'_>) -> u32 {
