@@ -7,8 +7,13 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use tessera_runtime::exec::run_query;
+use std::path::Path;
+use std::sync::Arc;
+
+use tessera_runtime::exec::{run_query, run_query_with, QueryOutcome, Readback};
+use tessera_runtime::program::ResultShape;
 use tessera_runtime::Target;
+use tessera_storage::Catalog;
 
 use super::compile::Script;
 use super::run::backend_for;
@@ -99,6 +104,64 @@ pub fn bench_target(run: &crate::GeneratedBenchArgs) -> Result<(Target, String),
         .as_ref()
         .map_or("CPU".to_string(), |g| format!("{} ({target})", g.name));
     Ok((target, device))
+}
+
+/// A benchmark query over generated data, timed.
+pub struct TimedQuery {
+    /// Kernel milliseconds of each timed run.
+    pub times: Vec<f64>,
+    /// The last run's outcome.
+    pub last: QueryOutcome,
+    pub shape: ResultShape,
+    /// The device's copy bandwidth (bytes read plus written per second).
+    pub bytes_per_second: f64,
+}
+
+/// Compiles `script` over `catalog`, runs its query `warmup + runs` times (the result read
+/// back, or left on the device when `discard`), and times the runs after the warm-up. The copy
+/// bandwidth is measured the first time and kept in `bandwidth`.
+pub fn time_query(
+    script: &Script,
+    options: &CompileOptions,
+    catalog: &Arc<Catalog>,
+    run: &crate::GeneratedBenchArgs,
+    discard: bool,
+    bandwidth: &mut Option<f64>,
+) -> Result<TimedQuery, Failure> {
+    let compiled = compile_with_catalog(script, Path::new("."), options, false, &mut |_| {
+        Some(Arc::clone(catalog))
+    })?;
+    let mut backend = backend_for(&compiled.program)?;
+    let bytes_per_second = match *bandwidth {
+        Some(b) => b,
+        None => *bandwidth.insert(backend.copy_bandwidth()?),
+    };
+    let query = compiled
+        .program
+        .queries
+        .first()
+        .ok_or_else(|| Failure::Message("the benchmark script has no query".into()))?;
+    let mut times = Vec::with_capacity(run.runs);
+    let mut last = None;
+    for index in 0..run.warmup + run.runs {
+        let mut readback = if discard {
+            Readback::Discard
+        } else {
+            Readback::Table
+        };
+        let outcome = run_query_with(backend.as_mut(), query, catalog, &mut readback)?;
+        if index >= run.warmup {
+            times.push(outcome.timing.kernel_ms());
+        }
+        last = Some(outcome);
+    }
+    let last = last.ok_or_else(|| Failure::Message("the benchmark ran no query".into()))?;
+    Ok(TimedQuery {
+        times,
+        last,
+        shape: query.result.shape.clone(),
+        bytes_per_second,
+    })
 }
 
 pub fn median(values: &mut [f64]) -> f64 {

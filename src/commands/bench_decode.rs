@@ -3,17 +3,14 @@
 //! with GPU-FOR (and GPU-DFOR); each line gives the median kernel time, the bytes read, the
 //! floor (those bytes over the measured copy bandwidth) and the values decoded per second.
 
-use std::path::Path;
 use std::sync::Arc;
 
-use tessera_runtime::exec::run_query;
 use tessera_storage::compress::Compression;
 use tessera_storage::{Catalog, Column, ColumnData};
 
-use super::bench::{bench_target, median, random_values};
+use super::bench::{bench_target, median, random_values, time_query};
 use super::compile::Script;
-use super::run::backend_for;
-use super::session::{compile_with_catalog, CompileOptions};
+use super::session::CompileOptions;
 use crate::failure::Failure;
 use crate::DecodeBenchArgs;
 
@@ -56,36 +53,18 @@ pub fn run(args: &DecodeBenchArgs) -> Result<(), Failure> {
             tile: args.run.tile,
             compress,
         };
-        let compiled = compile_with_catalog(&script, Path::new("."), &options, false, &mut |_| {
-            Some(Arc::clone(&shared))
-        })?;
-        let mut backend = backend_for(&compiled.program)?;
-        let bytes_per_second = match bandwidth {
-            Some(b) => b,
-            None => *bandwidth.insert(backend.copy_bandwidth()?),
-        };
-        let query = compiled
-            .program
-            .queries
-            .first()
-            .ok_or_else(|| Failure::Message("the benchmark script has no query".into()))?;
-        let mut times = Vec::with_capacity(args.run.runs);
-        let (mut bytes, mut sum) = (0, String::new());
-        for run in 0..args.run.warmup + args.run.runs {
-            let outcome = run_query(backend.as_mut(), query, &shared)?;
-            if run >= args.run.warmup {
-                times.push(outcome.timing.kernel_ms());
-            }
-            bytes = outcome.timing.bytes();
-            sum = outcome
-                .table
-                .to_csv()
-                .lines()
-                .nth(1)
-                .unwrap_or("")
-                .to_string();
-        }
-        drop(compiled);
+        let timed = time_query(&script, &options, &shared, &args.run, false, &mut bandwidth)?;
+        let mut times = timed.times;
+        let bytes = timed.last.timing.bytes();
+        let sum = timed
+            .last
+            .table
+            .to_csv()
+            .lines()
+            .nth(1)
+            .unwrap_or("")
+            .to_string();
+        let bytes_per_second = timed.bytes_per_second;
         let median_ms = median(&mut times);
         let floor_ms = bytes as f64 / bytes_per_second * 1e3;
         results.push(DecodeResult {

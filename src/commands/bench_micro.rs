@@ -5,19 +5,16 @@
 //! the floor (those bytes over the measured copy bandwidth) and time over floor. Results stay on
 //! the device: the benchmark times the kernels, not the copy back.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use rayon::prelude::*;
-use tessera_runtime::exec::{run_query_with, Readback};
 use tessera_runtime::program::ResultShape;
 use tessera_storage::compress::Compression;
 use tessera_storage::{Catalog, Column, ColumnData, Value};
 
-use super::bench::{bench_target, median, random_values};
+use super::bench::{bench_target, median, random_values, time_query};
 use super::compile::Script;
-use super::run::backend_for;
-use super::session::{compile_with_catalog, CompileOptions};
+use super::session::CompileOptions;
 use crate::failure::Failure;
 use crate::MicroBenchArgs;
 
@@ -175,33 +172,14 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
             name: case.name.clone(),
             source: case.script.clone(),
         };
-        let compiled = compile_with_catalog(&script, Path::new("."), &options, false, &mut |_| {
-            Some(Arc::clone(&catalog))
-        })?;
-        let mut backend = backend_for(&compiled.program)?;
-        let bytes_per_second = match bandwidth {
-            Some(b) => b,
-            None => *bandwidth.insert(backend.copy_bandwidth()?),
+        let timed = time_query(&script, &options, &catalog, &args.run, true, &mut bandwidth)?;
+        let mut times = timed.times;
+        let read = timed.last.timing.bytes();
+        let mut rows_out = match timed.last.table.rows.first().and_then(|r| r.first()) {
+            Some(Value::Int(n)) => *n as u64,
+            _ => 0,
         };
-        let query = compiled
-            .program
-            .queries
-            .first()
-            .ok_or_else(|| Failure::Message("the benchmark script has no query".into()))?;
-        let mut times = Vec::with_capacity(args.run.runs);
-        let (mut read, mut rows_out) = (0, 0);
-        for run in 0..args.run.warmup + args.run.runs {
-            let outcome =
-                run_query_with(backend.as_mut(), query, &catalog, &mut Readback::Discard)?;
-            if run >= args.run.warmup {
-                times.push(outcome.timing.kernel_ms());
-            }
-            read = outcome.timing.bytes();
-            rows_out = match outcome.table.rows.first().and_then(|r| r.first()) {
-                Some(Value::Int(n)) => *n as u64,
-                _ => 0,
-            };
-        }
+        let bytes_per_second = timed.bytes_per_second;
         match case.check {
             Check::Rows(expected) => {
                 if (rows_out as f64 - expected).abs() > 0.01 * case.rows_in as f64 + 100.0 {
@@ -222,7 +200,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
             }
         }
         let median_ms = median(&mut times);
-        let bytes = read + rows_out * row_bytes(&query.result.shape) + case.table_bytes;
+        let bytes = read + rows_out * row_bytes(&timed.shape) + case.table_bytes;
         let floor_ms = bytes as f64 / bytes_per_second * 1e3;
         results.push(MicroResult {
             name: case.name.clone(),

@@ -32,26 +32,14 @@ pub fn reserve<'ctx>(
     counter: PointerValue<'ctx>,
     count: IntValue<'ctx>,
 ) -> CodegenResult<IntValue<'ctx>> {
-    let count = em.b.build_int_z_extend(count, em.i64(), "")?;
     if !em.target.is_gpu() {
-        let start = em.b.build_atomicrmw(
-            AtomicRMWBinOp::Add,
-            counter,
-            count,
-            AtomicOrdering::Monotonic,
-        )?;
-        return Ok(start);
+        return add_rows(em, counter, count);
     }
     let slot = em.shared_array("tessera.store.start", em.i64().into(), 1)?;
     let first =
         em.b.build_int_compare(IntPredicate::EQ, em.tid()?, em.const_i32(0), "")?;
     em.if_then(first, || {
-        let start = em.b.build_atomicrmw(
-            AtomicRMWBinOp::Add,
-            counter,
-            count,
-            AtomicOrdering::Monotonic,
-        )?;
+        let start = add_rows(em, counter, count)?;
         em.b.build_store(slot, start)?;
         Ok(())
     })?;
@@ -69,18 +57,24 @@ pub fn count_rows<'ctx>(
     counter: PointerValue<'ctx>,
     count: IntValue<'ctx>,
 ) -> CodegenResult<()> {
-    let count = em.b.build_int_z_extend(count, em.i64(), "")?;
     let first =
         em.b.build_int_compare(IntPredicate::EQ, em.tid()?, em.const_i32(0), "")?;
-    em.if_then(first, || {
-        em.b.build_atomicrmw(
-            AtomicRMWBinOp::Add,
-            counter,
-            count,
-            AtomicOrdering::Monotonic,
-        )?;
-        Ok(())
-    })
+    em.if_then(first, || add_rows(em, counter, count).map(|_| ()))
+}
+
+/// Adds `count` (an `i32`) to the row count at `counter`; returns the count before.
+fn add_rows<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    counter: PointerValue<'ctx>,
+    count: IntValue<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
+    let count = em.b.build_int_z_extend(count, em.i64(), "")?;
+    Ok(em.b.build_atomicrmw(
+        AtomicRMWBinOp::Add,
+        counter,
+        count,
+        AtomicOrdering::Monotonic,
+    )?)
 }
 
 /// Writes every row of the tile to the same row of the output (a pipeline that keeps every
