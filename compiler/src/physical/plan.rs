@@ -459,6 +459,16 @@ impl Planner<'_> {
             JoinKind::Inner => BuildKeys::Chained,
             _ => BuildKeys::Shared,
         };
+        // A chained table names its rows with 32-bit numbers.
+        if keys == BuildKeys::Chained && build_rows >= i32::MAX as u64 {
+            return Err(Diagnostic::unsupported(
+                join.span,
+                format!(
+                    "the joined relation has {build_rows} rows and its keys may repeat; such joins take at most {} rows",
+                    i32::MAX - 1
+                ),
+            ));
+        }
         if keys == BuildKeys::Chained && builds.len() > 1 {
             return Err(Diagnostic::unsupported(
                 join.span,
