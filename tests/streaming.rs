@@ -61,3 +61,26 @@ fn streamed_pieces_add_up_to_the_whole_result() {
         }
     }
 }
+
+#[test]
+fn take_after_rows_returns_that_many() {
+    let source =
+        "from lineorder | where lo_quantity > 10 | select lo_orderkey, lo_quantity | take 5\n";
+    let catalog = common::ssb_catalog(source);
+    let compilation =
+        Compilation::run(source_to_ast(source).expect("parses"), &catalog).expect("compiles");
+    let program = pipelines_to_program(&compilation.physical, &catalog, Target::Host)
+        .expect("code generation");
+    let Code::HostObject(objects) = &program.code else {
+        panic!("host code expected");
+    };
+    let mut backend = HostBackend::new(objects).expect("host backend");
+    let outcome = run_query(&mut backend, &program.queries[0], &catalog).expect("runs");
+    assert_eq!(outcome.table.rows.len(), 5);
+    for row in &outcome.table.rows {
+        assert!(
+            matches!(row[1], tessera_storage::Value::Int(q) if q > 10),
+            "{row:?}"
+        );
+    }
+}

@@ -197,6 +197,11 @@ pub(crate) fn decode_result(
             count_buffer,
         } => {
             let count = row_count(*count_buffer, read)?;
+            // `take n` straight after the rows keeps the first n: only those are read back.
+            let count = match spec.steps.first() {
+                Some(HostOp::Limit(n)) => count.min(usize::try_from(*n).unwrap_or(usize::MAX)),
+                _ => count,
+            };
             materialized_rows(columns, 0, count, read, catalog)?
         }
     };
