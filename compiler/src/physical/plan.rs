@@ -433,6 +433,19 @@ impl Planner<'_> {
                 "joins on more than one pair of keys are not supported yet",
             ));
         };
+        // An inner join builds its table from the side whose key is unique when only one is:
+        // each probe then finds at most one row, and the side with repeats is scanned once
+        // rather than walked match by match.
+        if join.kind == JoinKind::Inner && !self.unique_key(right_key) && self.unique_key(left_key)
+        {
+            return self.join(&crate::logical::Join {
+                left: join.right.clone(),
+                right: join.left.clone(),
+                kind: JoinKind::Inner,
+                keys: vec![(right_key.clone(), left_key.clone())],
+                span: join.span,
+            });
+        }
         let Flow::Pipelined(builds) = self.plan(&join.right)? else {
             return Err(Diagnostic::unsupported(
                 join.span,
@@ -451,9 +464,7 @@ impl Planner<'_> {
                 .collect(),
             _ => Vec::new(),
         };
-        let unique = key_column
-            .and_then(|c| self.estimator.unique(c))
-            .unwrap_or(false);
+        let unique = self.unique_key(right_key);
         let keys = match join.kind {
             JoinKind::Inner if unique => BuildKeys::Unique,
             JoinKind::Inner => BuildKeys::Chained,
@@ -527,6 +538,13 @@ impl Planner<'_> {
             }
         }
         Ok(Flow::Pipelined(probes))
+    }
+
+    /// Whether `key` is a stored column known to hold no value twice.
+    fn unique_key(&self, key: &Expr) -> bool {
+        key.as_column()
+            .and_then(|c| self.estimator.unique(c))
+            .unwrap_or(false)
     }
 
     /// Ends each of `opens` with its own copy of `sink`.
