@@ -270,7 +270,8 @@ impl Catalog {
     /// One column, loaded on first use and cached.
     /// Whether no value of a key column occurs twice (`None` where the type has no such
     /// notion): checked on the loaded column, else taken from the file's record of it, else
-    /// checked after loading the column.
+    /// settled by the statistics when there are more values than the range holds, else checked
+    /// after loading the column.
     pub fn unique(&self, table: &str, column: &str) -> Result<Option<bool>, StorageError> {
         let key = (table.to_string(), column.to_string());
         let loaded = lock(&self.cache).get(&key).cloned();
@@ -283,6 +284,14 @@ impl Catalog {
             .is_some_and(|t| t.unique.iter().any(|c| c == column));
         if recorded {
             return Ok(Some(true));
+        }
+        // More values than the range has room for must repeat: no need to read them.
+        let stats = self.stats(table, column)?;
+        if let Some((min, max)) = stats.int_range() {
+            let room = (max as i128 - min as i128 + 1).max(0) as u128;
+            if u128::from(stats.rows.saturating_sub(stats.nulls)) > room {
+                return Ok(Some(false));
+            }
         }
         Ok(self.column(table, column)?.has_unique_values())
     }

@@ -401,6 +401,7 @@ fn columns_written_as_unique_are_known_unique_without_loading() {
     let catalog = Catalog::open(dir.path(), &[]).unwrap();
     assert_eq!(catalog.table("t").unwrap().unique, ["key"]);
     assert_eq!(catalog.unique("t", "key").unwrap(), Some(true));
-    // Not recorded: the column is loaded and checked.
+    // Not recorded: three values in a range of two must repeat (the statistics say so), and
+    // otherwise the column is loaded and checked.
     assert_eq!(catalog.unique("t", "other").unwrap(), Some(false));
 }
