@@ -164,6 +164,14 @@ pub fn time_query(
     })
 }
 
+/// Prints benchmark results as pretty JSON.
+pub fn print_json(results: &impl serde::Serialize) -> Result<(), Failure> {
+    let text =
+        serde_json::to_string_pretty(results).map_err(|e| Failure::Message(e.to_string()))?;
+    println!("{text}");
+    Ok(())
+}
+
 pub fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     match values.len() {
@@ -296,13 +304,9 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         queries: results,
     };
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).map_err(|e| Failure::Message(e.to_string()))?
-        );
-    } else {
-        print!("{}", table(&report));
+        return print_json(&report);
     }
+    print!("{}", table(&report));
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tessera_storage::compress::Compression;
 use tessera_storage::{Catalog, Column, ColumnData};
 
-use super::bench::{bench_target, median, random_values, time_query};
+use super::bench::{bench_target, median, print_json, random_values, time_query};
 use super::compile::Script;
 use super::session::CompileOptions;
 use crate::failure::Failure;
@@ -88,11 +88,7 @@ pub fn run(args: &DecodeBenchArgs) -> Result<(), Failure> {
         )));
     }
     if args.run.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&results).map_err(|e| Failure::Message(e.to_string()))?
-        );
-        return Ok(());
+        return print_json(&results);
     }
     println!(
         "decode-and-sum of {} values from U(0, 2^16) on {device}; copy bandwidth {:.0} GB/s; median of {} runs",

@@ -12,7 +12,7 @@ use tessera_runtime::program::ResultShape;
 use tessera_storage::compress::Compression;
 use tessera_storage::{Catalog, Column, ColumnData, Value};
 
-use super::bench::{bench_target, median, random_values, time_query};
+use super::bench::{bench_target, median, print_json, random_values, time_query};
 use super::compile::Script;
 use super::session::CompileOptions;
 use crate::failure::Failure;
@@ -129,19 +129,13 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
             .par_iter()
             .map(|&k| 3 * (i64::from(k) % slots as i64) + 1)
             .sum();
-        cases.push(Case {
-            name: format!("join probe, {} table", size(bytes)),
-            script: format!(
-                "from probe | join build_{slots} on k % {slots} == key | aggregate {{ total = sum(value) }}\n"
-            ),
-            rows_in: args.probe_rows as u64,
-            check: Check::Value(expected),
-            table_bytes: if bytes > L2_RESIDENT_BYTES {
-                args.probe_rows as u64 * SECTOR_BYTES
-            } else {
-                0
-            },
-        });
+        cases.push(probe_case(
+            format!("join probe, {} table", size(bytes)),
+            &format!("k % {slots}"),
+            bytes,
+            args.probe_rows,
+            expected,
+        ));
         let keys: Vec<i32> = (0..slots as i32).collect();
         let values: Vec<i32> = keys.iter().map(|k| 3 * k + 1).collect();
         tables.push((
@@ -173,20 +167,14 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
             (rank.wrapping_mul(0x9E37_79B1) % slots) as i32
         });
         let expected: i64 = skewed.par_iter().map(|&k| 3 * i64::from(k) + 1).sum();
-        cases.push(Case {
-            name: format!("join probe, {} table, Zipf keys", size(bytes)),
-            script: format!(
-                "from probe | join build_{slots} on z == key | aggregate {{ total = sum(value) }}\n"
-            ),
-            rows_in: args.probe_rows as u64,
-            check: Check::Value(expected),
-            // Hot keys stay in cache; the floor still counts a sector per probe past the L2.
-            table_bytes: if bytes > L2_RESIDENT_BYTES {
-                args.probe_rows as u64 * SECTOR_BYTES
-            } else {
-                0
-            },
-        });
+        // Hot keys stay in cache; the floor still counts a sector per probe past the L2.
+        cases.push(probe_case(
+            format!("join probe, {} table, Zipf keys", size(bytes)),
+            "z",
+            bytes,
+            args.probe_rows,
+            expected,
+        ));
         probe_columns.push(("z".to_string(), Column::new(ColumnData::I32(skewed), None)));
     }
     tables.push(("probe".into(), probe_columns));
@@ -245,11 +233,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
         });
     }
     if args.run.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&results).map_err(|e| Failure::Message(e.to_string()))?
-        );
-        return Ok(());
+        return print_json(&results);
     }
     println!(
         "micro-benchmarks over {} rows on {device}; copy bandwidth {:.0} GB/s; median of {} runs",
@@ -278,6 +262,25 @@ fn row_bytes(shape: &ResultShape) -> u64 {
             .map(|c| c.ty.width() as u64 + u64::from(c.validity.is_some()))
             .sum(),
         _ => 0,
+    }
+}
+
+/// Probes of `probe` keys (`key`, an expression of the probe table's columns) into the table of
+/// `bytes`, summing the payload, which must come to `expected`.
+fn probe_case(name: String, key: &str, bytes: u64, probes: usize, expected: i64) -> Case {
+    let slots = bytes / 8;
+    Case {
+        name,
+        script: format!(
+            "from probe | join build_{slots} on {key} == key | aggregate {{ total = sum(value) }}\n"
+        ),
+        rows_in: probes as u64,
+        check: Check::Value(expected),
+        table_bytes: if bytes > L2_RESIDENT_BYTES {
+            probes as u64 * SECTOR_BYTES
+        } else {
+            0
+        },
     }
 }
 
