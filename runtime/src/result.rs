@@ -269,7 +269,10 @@ fn output_table(spec: &ResultSpec, rows: Rows) -> Result<ResultTable, RuntimeErr
 }
 
 /// How many rows a pipeline wrote out.
-fn row_count(count_buffer: usize, read: &mut ReadBuffer<'_>) -> Result<usize, RuntimeError> {
+pub(crate) fn row_count(
+    count_buffer: usize,
+    read: &mut ReadBuffer<'_>,
+) -> Result<usize, RuntimeError> {
     match element(&read(count_buffer, Some((0, 8)))?, DataType::I64, 0)? {
         Value::Int(n) => usize::try_from(n)
             .map_err(|_| RuntimeError::Malformed(format!("{n} rows were written"))),

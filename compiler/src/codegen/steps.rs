@@ -1,7 +1,7 @@
 //! The steps of a pipeline on one tile: filters clear flags, probes look keys up in hash tables
 //! (bringing the payload into registers), computed columns are evaluated into tile arrays.
 
-use inkwell::values::PointerValue;
+use inkwell::values::{IntValue, PointerValue};
 use tessera_grammar::ast::JoinKind;
 use tessera_grammar::Diagnostic;
 use tessera_runtime::emit::Item;
@@ -76,13 +76,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             JoinKind::Inner => qc.query.hash_tables[table].payload.clone(),
             _ => Vec::new(),
         };
-        let mut outputs = Vec::with_capacity(payload.len());
-        for (index, id) in payload.iter().enumerate() {
-            let info = self.query.columns.get(*id);
-            let field_type = self.em.value_type(info.ty);
-            let values = self.em.tile_array(field_type, &info.name)?;
-            outputs.push((index, *id, values));
-        }
+        let outputs = self.payload_tiles(&payload)?;
         let em = &self.em;
         // Branch-free probing puts every item's loads in flight together, which pays while most
         // rows are still selected; when most are rejected, branching lets them skip the loads.
@@ -199,9 +193,14 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     ) -> Result<(), Diagnostic> {
         let span = self.query.span;
         let internal = |e: tessera_runtime::CodegenError| Diagnostic::internal(span, e.to_string());
-        let outputs = self.first_matches(qc, table, key).map_err(internal)?;
-        let (cursor, outputs) = outputs;
+        let (cursor, outputs) = self.first_matches(qc, table, key).map_err(internal)?;
         let em = &self.em;
+        let has_match = |item| -> CodegenResult<(IntValue<'ctx>, IntValue<'ctx>)> {
+            let tag = em.get(cursor, item)?.into_int_value();
+            let live =
+                em.b.build_int_compare(inkwell::IntPredicate::NE, tag, em.const_i32(0), "")?;
+            Ok((tag, live))
+        };
         let header = em.ctx.append_basic_block(em.function, "chain_round");
         let round = em.ctx.append_basic_block(em.function, "chain_match");
         let done = em.ctx.append_basic_block(em.function, "chain_done");
@@ -211,9 +210,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             let left = em.alloca(em.i1().into(), "matches_left")?;
             em.b.build_store(left, em.i1().const_zero())?;
             em.for_each_item(|item| {
-                let tag = em.get(cursor, item)?.into_int_value();
-                let live =
-                    em.b.build_int_compare(inkwell::IntPredicate::NE, tag, em.const_i32(0), "")?;
+                let (_, live) = has_match(item)?;
                 let before = em.b.build_load(em.i1(), left, "")?.into_int_value();
                 em.b.build_store(left, em.b.build_or(before, live, "")?)?;
                 Ok(())
@@ -228,9 +225,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 .transpose()?
                 .ok_or_else(|| tessera_runtime::CodegenError::Invalid("no chained rows".into()))?;
             em.for_each_item(|item| {
-                let tag = em.get(cursor, item)?.into_int_value();
-                let live =
-                    em.b.build_int_compare(inkwell::IntPredicate::NE, tag, em.const_i32(0), "")?;
+                let (tag, live) = has_match(item)?;
                 em.set(self.flags, item, em.flag(live)?)?;
                 for (_, _, values) in &outputs {
                     em.set(*values, item, values.elem.const_zero())?;
@@ -280,14 +275,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         self.load_columns(&key.columns_used())?;
         let (layout, buffer) = &qc.tables[table];
         let pointer = self.buffer(*buffer)?;
-        let mut outputs = Vec::new();
-        for (index, id) in qc.query.hash_tables[table].payload.iter().enumerate() {
-            let info = self.query.columns.get(*id);
-            let values = self
-                .em
-                .tile_array(self.em.value_type(info.ty), &info.name)?;
-            outputs.push((index, *id, values));
-        }
+        let outputs = self.payload_tiles(&qc.query.hash_tables[table].payload)?;
         let em = &self.em;
         let cursor = em.tile_array(em.i32().into(), "chain")?;
         em.for_each_item(|item| {
@@ -309,6 +297,24 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             })
         })?;
         Ok((cursor, outputs))
+    }
+
+    /// A tile array for each payload column a probe brings, with its place in the payload.
+    fn payload_tiles(
+        &self,
+        payload: &[crate::columns::ColumnId],
+    ) -> CodegenResult<Vec<(usize, crate::columns::ColumnId, TileArray<'ctx>)>> {
+        payload
+            .iter()
+            .enumerate()
+            .map(|(index, id)| {
+                let info = self.query.columns.get(*id);
+                let values = self
+                    .em
+                    .tile_array(self.em.value_type(info.ty), &info.name)?;
+                Ok((index, *id, values))
+            })
+            .collect()
     }
 
     fn compute(

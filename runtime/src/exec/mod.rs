@@ -18,7 +18,7 @@ use crate::primitives::unpack::DEVICE_SPARE_WORDS;
 use crate::program::{
     Assumption, BufferSpec, Fill, KernelLaunch, Param, QueryProgram, ResultShape, StrBound,
 };
-use crate::result::{decode_result, stream_rows, streams, ResultTable};
+use crate::result::{decode_result, row_count, stream_rows, streams, ResultTable};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -296,21 +296,19 @@ fn run_with_capacity(
         return Ok(Attempt::TableFull);
     }
     check_status(&words)?;
-    if let ResultShape::Rows { count_buffer, .. } = &query.result.shape {
-        let written = row_count(&read(*count_buffer, Some((0, 8)))?)?;
-        if written > output_capacity {
-            backend.release_buffers();
-            return Ok(Attempt::RowsOverflow(written));
-        }
+    let written = match &query.result.shape {
+        ResultShape::Rows { count_buffer, .. } => Some(row_count(*count_buffer, &mut read)? as u64),
+        _ => None,
+    };
+    if let Some(written) = written.filter(|w| *w > output_capacity) {
+        backend.release_buffers();
+        return Ok(Attempt::RowsOverflow(written));
     }
-    let table = match (readback, &query.result.shape) {
-        (Readback::Discard, ResultShape::Rows { count_buffer, .. }) => {
-            let count = row_count(&read(*count_buffer, Some((0, 8)))?)?;
-            ResultTable {
-                columns: vec![("rows".into(), tessera_storage::DataType::I64)],
-                rows: vec![vec![tessera_storage::Value::Int(count as i64)]],
-            }
-        }
+    let table = match (readback, written) {
+        (Readback::Discard, Some(count)) => ResultTable {
+            columns: vec![("rows".into(), tessera_storage::DataType::I64)],
+            rows: vec![vec![tessera_storage::Value::Int(count as i64)]],
+        },
         (Readback::Stream { rows, deliver }, _) if streams(&query.result) => {
             let mut columns = Vec::new();
             stream_rows(&query.result, &mut read, catalog, *rows, &mut |piece| {
@@ -442,15 +440,6 @@ fn bind(
         args,
         column_bytes,
     })
-}
-
-/// The row count an output's count buffer holds.
-fn row_count(bytes: &[u8]) -> Result<u64, RuntimeError> {
-    bytes
-        .get(..8)
-        .and_then(|b| b.try_into().ok())
-        .map(u64::from_le_bytes)
-        .ok_or_else(|| RuntimeError::Malformed("the row count buffer is too short".into()))
 }
 
 fn table_rows(catalog: &Catalog, table: &str) -> Result<u64, RuntimeError> {
