@@ -82,6 +82,20 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         })
     }
 
+    /// Declares the function a CUDA kernel of blocks of `threads` threads (`nvvm.annotations`).
+    pub fn mark_kernel(&self, threads: u32) {
+        let function = self.function.as_global_value().as_pointer_value();
+        for (key, value) in [("kernel", 1), ("maxntidx", threads)] {
+            let node = self.ctx.metadata_node(&[
+                function.into(),
+                self.ctx.metadata_string(key).into(),
+                self.i32().const_int(u64::from(value), false).into(),
+            ]);
+            // Adding metadata only fails for a name clash with a non-metadata global.
+            let _ = self.module.add_global_metadata("nvvm.annotations", &node);
+        }
+    }
+
     /// Marks the function to be inlined into every caller (primitives).
     pub fn always_inline(&self) {
         let kind = Attribute::get_named_enum_kind_id("alwaysinline");
@@ -332,22 +346,48 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
     pub fn for_each_strided(
         &self,
         count: IntValue<'ctx>,
-        mut body: impl FnMut(IntValue<'ctx>) -> CodegenResult<()>,
+        body: impl FnMut(IntValue<'ctx>) -> CodegenResult<()>,
     ) -> CodegenResult<()> {
         let first = self.b.build_int_z_extend(self.tid()?, self.i64(), "")?;
         let step = self.const_i64(i64::from(self.tile.threads));
+        self.range_loop(first, count, step, "strided", body)
+    }
+
+    /// Runs `body` for `start, start + step, ...` while below `end` (all `i64`).
+    pub fn for_range(
+        &self,
+        start: IntValue<'ctx>,
+        end: IntValue<'ctx>,
+        step: IntValue<'ctx>,
+        body: impl FnMut(IntValue<'ctx>) -> CodegenResult<()>,
+    ) -> CodegenResult<()> {
+        self.range_loop(start, end, step, "range", body)
+    }
+
+    fn range_loop(
+        &self,
+        start: IntValue<'ctx>,
+        end: IntValue<'ctx>,
+        step: IntValue<'ctx>,
+        label: &str,
+        mut body: impl FnMut(IntValue<'ctx>) -> CodegenResult<()>,
+    ) -> CodegenResult<()> {
         let before = self.current_block()?;
-        let header = self.ctx.append_basic_block(self.function, "strided");
-        let work = self.ctx.append_basic_block(self.function, "strided_body");
-        let done = self.ctx.append_basic_block(self.function, "strided_done");
+        let header = self.ctx.append_basic_block(self.function, label);
+        let work = self
+            .ctx
+            .append_basic_block(self.function, &format!("{label}_body"));
+        let done = self
+            .ctx
+            .append_basic_block(self.function, &format!("{label}_done"));
         self.b.build_unconditional_branch(header)?;
         self.b.position_at_end(header);
-        let index = self.b.build_phi(self.i64(), "s")?;
-        index.add_incoming(&[(&first, before)]);
+        let index = self.b.build_phi(self.i64(), &label[..1])?;
+        index.add_incoming(&[(&start, before)]);
         let index_value = index.as_basic_value().into_int_value();
         let more = self
             .b
-            .build_int_compare(IntPredicate::SLT, index_value, count, "")?;
+            .build_int_compare(IntPredicate::SLT, index_value, end, "")?;
         self.b.build_conditional_branch(more, work, done)?;
         self.b.position_at_end(work);
         body(index_value)?;

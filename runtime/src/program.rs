@@ -11,7 +11,7 @@ use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
 
 /// Bumped whenever the format changes, so an old artifact is refused with a clear message.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {
@@ -48,13 +48,25 @@ pub struct QueryProgram {
     pub group_capacity: Option<u64>,
 }
 
-/// One kernel launch: a pass over `table` in tiles of `tile`.
+/// One kernel launch: a pass over `table` in tiles of `tile`, or `parts` blocks over the
+/// query's output rows.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct KernelLaunch {
     pub name: String,
     pub table: String,
     pub tile: TileShape,
     pub params: Vec<Param>,
+    pub extent: Extent,
+}
+
+/// How many blocks a kernel runs as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Extent {
+    /// As many as the table's tiles, or as many as fit on the device at once, each then
+    /// looping over tiles.
+    Tiles,
+    /// Exactly this many (on the host: units of work handed out to threads), whatever the rows.
+    Parts(u32),
 }
 
 /// A kernel parameter. Parameter 0 is always the table's row count.
@@ -89,6 +101,8 @@ pub enum Param {
     GroupCapacity,
     /// How many rows the query's output buffers hold, chosen at run time.
     RowCapacity,
+    /// A number fixed when compiling.
+    Constant(u64),
     /// A string literal's code in a column's dictionary, looked up when the query runs.
     StrCode {
         table: String,

@@ -110,6 +110,8 @@ pub fn bench_target(run: &crate::GeneratedBenchArgs) -> Result<(Target, String),
 pub struct TimedQuery {
     /// Kernel milliseconds of each timed run.
     pub times: Vec<f64>,
+    /// Each timed run's kernels.
+    pub timings: Vec<tessera_runtime::exec::Timing>,
     /// The last run's outcome.
     pub last: QueryOutcome,
     pub shape: ResultShape,
@@ -142,6 +144,7 @@ pub fn time_query(
         .first()
         .ok_or_else(|| Failure::Message("the benchmark script has no query".into()))?;
     let mut times = Vec::with_capacity(run.runs);
+    let mut timings = Vec::with_capacity(run.runs);
     let mut last = None;
     for index in 0..run.warmup + run.runs {
         let mut readback = if discard {
@@ -152,12 +155,14 @@ pub fn time_query(
         let outcome = run_query_with(backend.as_mut(), query, catalog, &mut readback)?;
         if index >= run.warmup {
             times.push(outcome.timing.kernel_ms());
+            timings.push(outcome.timing.clone());
         }
         last = Some(outcome);
     }
     let last = last.ok_or_else(|| Failure::Message("the benchmark ran no query".into()))?;
     Ok(TimedQuery {
         times,
+        timings,
         last,
         shape: query.result.shape.clone(),
         bytes_per_second,

@@ -1,9 +1,12 @@
 //! `tessera bench micro`: the thesis's operator micro-benchmarks (§3.4–3.5) as compiled queries
 //! over generated columns: selection `y > v` over int32 at selectivity 0.1, 0.5 and 0.9, and
-//! the projections `a*x1 + b*x2` and `sigmoid(a*x1 + b*x2)` over float pairs. Each line gives
-//! the median kernel time, the bytes the query must move (the columns read, the rows written),
-//! the floor (those bytes over the measured copy bandwidth) and time over floor. Results stay on
-//! the device: the benchmark times the kernels, not the copy back.
+//! the projections `a*x1 + b*x2` and `sigmoid(a*x1 + b*x2)` over float pairs, join probes into
+//! tables of 32 KB to 512 MB, a sort of key and value pairs and top-k over floats (thesis ch. 4).
+//! Each line gives the median kernel time, the bytes the query must move (the columns read, the
+//! rows written), the floor (those bytes over the measured copy bandwidth) and time over floor;
+//! sorts and top-k also get the time of their own kernels against the bytes those must move.
+//! Results stay on the device (top-k's k rows are read back and checked): the benchmark times
+//! the kernels, not the copy back.
 
 use std::sync::Arc;
 
@@ -27,6 +30,8 @@ struct Case {
     /// Bytes the floor counts beyond the columns read and the rows written: a probe's random
     /// reads of a hash table too large for the L2 cache.
     table_bytes: u64,
+    /// For a sort or top-k: the bytes its own kernels must move, which they are timed against.
+    sort_bytes: Option<u64>,
 }
 
 /// What a benchmark's result is checked against.
@@ -35,7 +40,12 @@ enum Check {
     Rows(f64),
     /// Exactly this one value.
     Value(i64),
+    /// These key values, in this order (read back).
+    Keys(Vec<f64>),
 }
+
+/// Top-k's k: from the thesis's range.
+const TOP_K: [u64; 4] = [16, 32, 256, 1024];
 
 /// Hash-table sizes of the join-probe benchmarks: 32 KB to 512 MB of 8-byte slots.
 const TABLE_BYTES: [u64; 6] = [32 << 10, 256 << 10, 2 << 20, 16 << 20, 128 << 20, 512 << 20];
@@ -51,6 +61,16 @@ struct MicroResult {
     bytes: u64,
     median_ms: f64,
     min_ms: f64,
+    floor_ms: f64,
+    time_over_floor: f64,
+    /// The sort's (or top-k's) own kernels: their median time, bytes and floor.
+    sort: Option<SortTime>,
+}
+
+#[derive(serde::Serialize)]
+struct SortTime {
+    median_ms: f64,
+    bytes: u64,
     floor_ms: f64,
     time_over_floor: f64,
 }
@@ -100,6 +120,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
             rows_in: rows,
             check: Check::Rows(selectivity * rows as f64),
             table_bytes: 0,
+            sort_bytes: None,
         });
     }
     cases.push(Case {
@@ -109,6 +130,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
         rows_in: rows,
         check: Check::Rows(rows as f64),
         table_bytes: 0,
+        sort_bytes: None,
     });
     cases.push(Case {
         name: "projection sigmoid(0.3*x1 + 0.7*x2)".into(),
@@ -116,6 +138,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
         rows_in: rows,
         check: Check::Rows(rows as f64),
         table_bytes: 0,
+        sort_bytes: None,
     });
     // Join probes: every probe key finds its row in a table of `slots` keys, whose payload
     // is summed (`value = 3 * key + 1`).
@@ -178,6 +201,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
         probe_columns.push(("z".to_string(), Column::new(ColumnData::I32(skewed), None)));
     }
     tables.push(("probe".into(), probe_columns));
+    sort_cases(args, &mut tables, &mut cases);
     let catalog = Arc::new(Catalog::try_from_columns(tables)?);
     let options = CompileOptions {
         target,
@@ -191,7 +215,15 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
             name: case.name.clone(),
             source: case.script.clone(),
         };
-        let timed = time_query(&script, &options, &catalog, &args.run, true, &mut bandwidth)?;
+        let discard = !matches!(case.check, Check::Keys(_));
+        let timed = time_query(
+            &script,
+            &options,
+            &catalog,
+            &args.run,
+            discard,
+            &mut bandwidth,
+        )?;
         let mut times = timed.times;
         let read = timed.last.timing.bytes();
         let mut rows_out = match timed.last.table.rows.first().and_then(|r| r.first()) {
@@ -217,7 +249,49 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
                 }
                 rows_out = 0;
             }
+            Check::Keys(ref expected) => {
+                let found: Vec<f64> = timed
+                    .last
+                    .table
+                    .rows
+                    .iter()
+                    .map(|row| match row.first() {
+                        Some(Value::Float(x)) => *x,
+                        _ => f64::NAN,
+                    })
+                    .collect();
+                if found != *expected {
+                    return Err(Failure::Message(format!(
+                        "{}: the query returned keys other than the {} largest",
+                        case.name,
+                        expected.len()
+                    )));
+                }
+                rows_out = found.len() as u64;
+            }
         }
+        let sort = case.sort_bytes.map(|bytes| {
+            let mut own: Vec<f64> = timed
+                .timings
+                .iter()
+                .map(|timing| {
+                    timing
+                        .kernels
+                        .iter()
+                        .filter(|k| k.name.contains("_sort_") && !k.name.contains("gather"))
+                        .map(|k| k.ms)
+                        .sum()
+                })
+                .collect();
+            let median_ms = median(&mut own);
+            let floor_ms = bytes as f64 / timed.bytes_per_second * 1e3;
+            SortTime {
+                median_ms,
+                bytes,
+                floor_ms,
+                time_over_floor: median_ms / floor_ms.max(1e-9),
+            }
+        });
         let median_ms = median(&mut times);
         let bytes = read + rows_out * row_bytes(&timed.shape) + case.table_bytes;
         let floor_ms = bytes as f64 / bytes_per_second * 1e3;
@@ -230,6 +304,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
             min_ms: times[0],
             floor_ms,
             time_over_floor: median_ms / floor_ms.max(1e-9),
+            sort,
         });
     }
     if args.run.json {
@@ -251,7 +326,94 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
             r.name, r.rows_out, r.bytes, r.median_ms, r.min_ms, r.floor_ms, r.time_over_floor
         );
     }
+    println!("\nthe sorts' and top-k's own kernels (the gather of the rows in order left out):");
+    println!(
+        "{:<40} {:>13} {:>10} {:>9} {:>11}",
+        "query", "bytes moved", "median ms", "floor ms", "time/floor"
+    );
+    for r in &results {
+        if let Some(sort) = &r.sort {
+            println!(
+                "{:<40} {:>13} {:>10.3} {:>9.3} {:>11.2}",
+                r.name, sort.bytes, sort.median_ms, sort.floor_ms, sort.time_over_floor
+            );
+        }
+    }
     Ok(())
+}
+
+/// A sort of `--sort-rows` key and value pairs, and top-k of the float column `x1` for each k
+/// of `TOP_K`, beside a full sort of it.
+fn sort_cases(
+    args: &MicroBenchArgs,
+    tables: &mut Vec<(String, Vec<(String, Column)>)>,
+    cases: &mut Vec<Case>,
+) {
+    let pairs = args.sort_rows as u64;
+    tables.push((
+        "kv".into(),
+        vec![
+            (
+                "key".into(),
+                Column::new(
+                    ColumnData::I32(random_values(args.sort_rows, 6, |u| (u >> 32) as i32)),
+                    None,
+                ),
+            ),
+            (
+                "value".into(),
+                Column::new(
+                    ColumnData::I32(random_values(args.sort_rows, 7, |u| (u >> 32) as i32)),
+                    None,
+                ),
+            ),
+        ],
+    ));
+    // Words of key and row: built from the keys (4 bytes read, 8 written), then per 8-bit
+    // digit read by the histogram and read and written by the scatter.
+    let radix_bytes = |rows: u64| rows * (4 + 8 + 4 * (8 + 8 + 8));
+    cases.push(Case {
+        name: format!("sort {pairs} key+value pairs"),
+        script: "from kv | select key, value | sort key\n".into(),
+        rows_in: pairs,
+        check: Check::Rows(pairs as f64),
+        table_bytes: 0,
+        sort_bytes: Some(radix_bytes(pairs)),
+    });
+    let rows = args.rows as u64;
+    let mut largest: Vec<f32> = match &tables[1].1[0].1.data {
+        ColumnData::F32(values) => values.clone(),
+        _ => Vec::new(),
+    };
+    let most = TOP_K.iter().copied().max().unwrap_or(0) as usize;
+    if largest.len() > most {
+        largest.select_nth_unstable_by(most, |a, b| b.total_cmp(a));
+        largest.truncate(most);
+    }
+    largest.sort_by(|a, b| b.total_cmp(a));
+    for k in TOP_K {
+        let expected = largest
+            .iter()
+            .take(k as usize)
+            .map(|&x| f64::from(x))
+            .collect();
+        cases.push(Case {
+            name: format!("top-k k={k} of {rows} floats"),
+            script: format!("from p | select x1 | sort x1 desc | take {k}\n"),
+            rows_in: rows,
+            check: Check::Keys(expected),
+            table_bytes: 0,
+            sort_bytes: Some(rows * 4),
+        });
+    }
+    cases.push(Case {
+        name: format!("sort {rows} floats (for top-k)"),
+        script: "from p | select x1 | sort x1 desc\n".into(),
+        rows_in: rows,
+        check: Check::Rows(rows as f64),
+        table_bytes: 0,
+        sort_bytes: Some(radix_bytes(rows)),
+    });
 }
 
 /// Bytes each row of a materialized result takes in device memory.
@@ -281,6 +443,7 @@ fn probe_case(name: String, key: &str, bytes: u64, probes: usize, expected: i64)
         } else {
             0
         },
+        sort_bytes: None,
     }
 }
 

@@ -13,7 +13,7 @@ use tessera_grammar::{Diagnostic, DiagnosticKind};
 use tessera_runtime::emit::TileArray;
 use tessera_runtime::primitives::unpack::{PackedColumn, StagedColumn, TileWords};
 use tessera_runtime::primitives::{load, unpack};
-use tessera_runtime::program::{KernelLaunch, Param, ResultShape};
+use tessera_runtime::program::{Extent, KernelLaunch, Param, ResultShape};
 use tessera_runtime::{CodegenError, CodegenResult, Emitter, Target};
 use tessera_storage::compress::Scheme;
 
@@ -105,6 +105,7 @@ pub(super) fn pipeline_to_kernel<'ctx>(
             table: pipeline.table.clone(),
             tile,
             params,
+            extent: Extent::Tiles,
         },
         shape,
     ))
@@ -297,7 +298,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                         CodegenError::Invalid(format!("kernel parameter {i} is missing"))
                     })?);
                 }
-                annotate_kernel(&em, tile.threads);
+                em.mark_kernel(tile.threads);
             }
             Target::Host => {
                 let block = em
@@ -643,18 +644,4 @@ fn tile_extent<'ctx>(
         tile_start,
         em.b.build_int_truncate(count, em.i32(), "num_items")?,
     ))
-}
-
-/// Declares a function a CUDA kernel, with its block size, in `nvvm.annotations`.
-fn annotate_kernel(em: &Emitter<'_, '_>, threads: u32) {
-    let function = em.function.as_global_value().as_pointer_value();
-    for (key, value) in [("kernel", 1), ("maxntidx", threads)] {
-        let node = em.ctx.metadata_node(&[
-            function.into(),
-            em.ctx.metadata_string(key).into(),
-            em.i32().const_int(u64::from(value), false).into(),
-        ]);
-        // Adding metadata only fails for a name clash with a non-metadata global.
-        let _ = em.module.add_global_metadata("nvvm.annotations", &node);
-    }
 }

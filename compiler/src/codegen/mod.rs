@@ -9,6 +9,7 @@ mod kernel;
 mod materialize;
 mod query;
 mod sinks;
+mod sort;
 mod steps;
 mod targets;
 
@@ -34,9 +35,10 @@ pub use targets::{llvm_to_object, llvm_to_ptx, optimize_llvm, optimize_llvm_with
 pub struct KernelModule {
     pub kernel: String,
     bitcode: Vec<u8>,
-    /// The kernel loops over a probe's matches: it takes LLVM's own `-O1`, since the reduced
-    /// pipeline was checked against it on kernels without that loop.
-    loops_over_matches: bool,
+    /// The kernel has loops whose trip counts are known only when it runs (over a probe's
+    /// matches, over a sort's parts): it takes LLVM's own `-O1`, since the reduced pipeline was
+    /// checked against it on kernels without such loops.
+    runtime_loops: bool,
 }
 
 impl KernelModule {
@@ -238,7 +240,7 @@ pub fn kernel_to_code(
 ) -> Result<String, String> {
     let context = Context::create();
     let llvm = module.parse(&context)?;
-    let gpu_passes = if module.loops_over_matches {
+    let gpu_passes = if module.runtime_loops {
         GpuPasses::LlvmO1
     } else {
         gpu_passes

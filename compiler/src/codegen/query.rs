@@ -189,13 +189,13 @@ pub(super) fn query_to_llvm(
                 format!("generated LLVM IR is invalid: {message}"),
             ));
         }
-        let loops_over_matches = pipeline.steps.iter().any(|step| {
+        let runtime_loops = pipeline.steps.iter().any(|step| {
             matches!(step, crate::physical::Step::Probe { table, .. } if qc.chain_rows[*table].is_some())
         });
         modules.push(KernelModule {
             kernel: name,
             bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),
-            loops_over_matches,
+            runtime_loops,
         });
         kernels.push(launch);
         if result.is_some() {
@@ -242,6 +242,8 @@ pub(super) fn query_to_llvm(
             }
         });
     }
+    let (shape, steps) =
+        super::sort::sort_rows_on_device(index, &mut qc, shape, steps, &mut kernels, modules)?;
     Ok(QueryProgram {
         kernels,
         buffers: qc.buffers,

@@ -15,7 +15,7 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 
 use super::{Backend, ColumnBytes, RuntimeError};
-use crate::program::{BufferSpec, Fill, KernelCode, KernelLaunch};
+use crate::program::{BufferSpec, Extent, Fill, KernelCode, KernelLaunch};
 
 /// What the GPU is.
 #[derive(Clone, Debug)]
@@ -242,9 +242,13 @@ impl Backend for GpuBackend {
         args: &[u64],
     ) -> Result<(), RuntimeError> {
         let (function, resident) = self.function(&kernel.name, kernel.tile.threads)?;
-        let tiles = rows.div_ceil(u64::from(kernel.tile.items()));
-        // A persistent grid: as many blocks as fit at once, each looping over tiles.
-        let grid = tiles.min(u64::from(resident)) as u32;
+        let grid = match kernel.extent {
+            // A persistent grid: as many blocks as fit at once, each looping over tiles.
+            Extent::Tiles => rows
+                .div_ceil(u64::from(kernel.tile.items()))
+                .min(u64::from(resident)) as u32,
+            Extent::Parts(parts) => parts,
+        };
         let start = self.event()?;
         if grid > 0 {
             let config = LaunchConfig {

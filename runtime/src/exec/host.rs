@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::jit::{HostKernel, LoadedObject};
 use super::{filled, Backend, ColumnBytes, RuntimeError};
-use crate::program::{BufferSpec, KernelCode, KernelLaunch};
+use crate::program::{BufferSpec, Extent, KernelCode, KernelLaunch};
 
 /// Tiles a thread takes at a time.
 const TILES_PER_GRAB: u64 = 8;
@@ -117,7 +117,10 @@ impl Backend for HostBackend {
         args: &[u64],
     ) -> Result<(), RuntimeError> {
         let function = self.kernel(&kernel.name)?;
-        let tiles = rows.div_ceil(u64::from(kernel.tile.items()));
+        let tiles = match kernel.extent {
+            Extent::Tiles => rows.div_ceil(u64::from(kernel.tile.items())),
+            Extent::Parts(parts) => u64::from(parts),
+        };
         let next = AtomicU64::new(0);
         let started = Instant::now();
         let workers = self

@@ -16,7 +16,7 @@ use tessera_storage::{Catalog, Column, StorageError};
 use crate::primitives::hash::status;
 use crate::primitives::unpack::DEVICE_SPARE_WORDS;
 use crate::program::{
-    Assumption, BufferSpec, Fill, KernelLaunch, Param, QueryProgram, ResultShape, StrBound,
+    Assumption, BufferSpec, Extent, Fill, KernelLaunch, Param, QueryProgram, ResultShape, StrBound,
 };
 use crate::result::{decode_result, row_count, stream_rows, streams, ResultTable};
 
@@ -355,7 +355,10 @@ fn bind(
     group_capacity: u64,
     output_capacity: u64,
 ) -> Result<BoundLaunch, RuntimeError> {
-    let rows = table_rows(catalog, &kernel.table)?;
+    let rows = match kernel.extent {
+        Extent::Tiles => table_rows(catalog, &kernel.table)?,
+        Extent::Parts(_) => output_capacity,
+    };
     let mut args = Vec::with_capacity(kernel.params.len());
     let mut column_bytes = 0;
     let mut column = |key: String, source: ColumnBytes| {
@@ -410,6 +413,7 @@ fn bind(
             }
             Param::GroupCapacity => group_capacity,
             Param::RowCapacity => output_capacity,
+            Param::Constant(value) => *value,
             Param::Buffer(index) => *buffers.get(*index).ok_or_else(|| {
                 RuntimeError::Malformed(format!(
                     "kernel {} uses missing buffer {index}",
@@ -490,6 +494,11 @@ fn check_status(bytes: &[u8]) -> Result<(), RuntimeError> {
         // Joins are compiled for unique keys only where the planner knew them unique.
         return Err(RuntimeError::Stale(
             "a joined relation's key repeats, which it did not when the query was compiled".into(),
+        ));
+    }
+    if word(status::SORT_TOO_LARGE) != 0 {
+        return Err(RuntimeError::Unsupported(
+            "sorting more than 2^32 rows on the device is not supported".into(),
         ));
     }
     if word(status::KEY_OUT_OF_RANGE) != 0 || word(status::GROUP_OUT_OF_RANGE) != 0 {

@@ -29,6 +29,8 @@ pub mod status {
     pub const GROUP_OUT_OF_RANGE: u32 = 2;
     /// A grouping hash table ran out of slots.
     pub const GROUP_TABLE_FULL: u32 = 3;
+    /// Rows to sort on the device numbered past 32 bits.
+    pub const SORT_TOO_LARGE: u32 = 4;
     /// How many words the buffer has.
     pub const WORDS: u32 = 8;
 }

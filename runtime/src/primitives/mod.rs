@@ -9,6 +9,7 @@ pub mod load;
 pub mod math;
 pub mod reduce;
 pub mod scan;
+pub mod sort;
 pub mod store;
 pub mod unpack;
 

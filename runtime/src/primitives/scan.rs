@@ -173,7 +173,7 @@ fn count_slot<'ctx>(
 }
 
 /// The inclusive sum of `value` over lanes `0 ..= lane` of the warp.
-fn warp_inclusive_sum<'ctx>(
+pub(crate) fn warp_inclusive_sum<'ctx>(
     p: &Emitter<'ctx, '_>,
     value: IntValue<'ctx>,
     lane: IntValue<'ctx>,
@@ -193,13 +193,16 @@ fn warp_inclusive_sum<'ctx>(
     Ok(sum)
 }
 
-fn sreg<'ctx>(p: &Emitter<'ctx, '_>, name: &str) -> CodegenResult<IntValue<'ctx>> {
+pub(crate) fn sreg<'ctx>(p: &Emitter<'ctx, '_>, name: &str) -> CodegenResult<IntValue<'ctx>> {
     let f = p.intrinsic(name, p.i32().fn_type(&[], false));
     let v = p.b.build_call(f, &[], "")?;
     Ok(basic(v.try_as_basic_value().basic())?.into_int_value())
 }
 
-fn ballot<'ctx>(p: &Emitter<'ctx, '_>, flag: IntValue<'ctx>) -> CodegenResult<IntValue<'ctx>> {
+pub(crate) fn ballot<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    flag: IntValue<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
     let f = p.intrinsic(
         "llvm.nvvm.vote.ballot.sync",
         p.i32().fn_type(&[p.i32().into(), p.i1().into()], false),
@@ -209,13 +212,16 @@ fn ballot<'ctx>(p: &Emitter<'ctx, '_>, flag: IntValue<'ctx>) -> CodegenResult<In
     Ok(basic(v.try_as_basic_value().basic())?.into_int_value())
 }
 
-fn popcount<'ctx>(p: &Emitter<'ctx, '_>, value: IntValue<'ctx>) -> CodegenResult<IntValue<'ctx>> {
+pub(crate) fn popcount<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    value: IntValue<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
     let f = p.intrinsic("llvm.ctpop.i32", p.i32().fn_type(&[p.i32().into()], false));
     let v = p.b.build_call(f, &[value.into()], "")?;
     Ok(basic(v.try_as_basic_value().basic())?.into_int_value())
 }
 
-fn shfl_up<'ctx>(
+pub(crate) fn shfl_up<'ctx>(
     p: &Emitter<'ctx, '_>,
     value: IntValue<'ctx>,
     offset: u32,
@@ -223,7 +229,7 @@ fn shfl_up<'ctx>(
     shfl(p, "llvm.nvvm.shfl.sync.up.i32", value, offset, 0)
 }
 
-fn shfl_idx<'ctx>(
+pub(crate) fn shfl_idx<'ctx>(
     p: &Emitter<'ctx, '_>,
     value: IntValue<'ctx>,
     lane: u32,
@@ -231,7 +237,7 @@ fn shfl_idx<'ctx>(
     shfl(p, "llvm.nvvm.shfl.sync.idx.i32", value, lane, 31)
 }
 
-fn shfl<'ctx>(
+pub(crate) fn shfl<'ctx>(
     p: &Emitter<'ctx, '_>,
     name: &str,
     value: IntValue<'ctx>,
