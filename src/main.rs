@@ -202,6 +202,9 @@ pub struct MicroBenchArgs {
     /// Key and value pairs to sort (2^28 by default).
     #[arg(long, default_value_t = 1 << 28)]
     sort_rows: usize,
+    /// Only the benchmarks whose name contains one of these (`--only sort --only top-k`).
+    #[arg(long)]
+    only: Vec<String>,
     #[command(flatten)]
     run: GeneratedBenchArgs,
 }

@@ -73,6 +73,8 @@ struct SortTime {
     bytes: u64,
     floor_ms: f64,
     time_over_floor: f64,
+    /// Median milliseconds of each kind of kernel (all passes together), the gather included.
+    kernels: Vec<(String, f64)>,
 }
 
 pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
@@ -210,7 +212,14 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
     };
     let mut results = Vec::with_capacity(cases.len());
     let mut bandwidth = None;
-    for case in &cases {
+    let chosen = |case: &&Case| {
+        args.only.is_empty()
+            || args
+                .only
+                .iter()
+                .any(|part| case.name.contains(part.as_str()))
+    };
+    for case in cases.iter().filter(chosen) {
         let script = Script {
             name: case.name.clone(),
             source: case.script.clone(),
@@ -290,6 +299,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
                 bytes,
                 floor_ms,
                 time_over_floor: median_ms / floor_ms.max(1e-9),
+                kernels: kernel_kinds(&timed.timings),
             }
         });
         let median_ms = median(&mut times);
@@ -333,13 +343,62 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
     );
     for r in &results {
         if let Some(sort) = &r.sort {
+            let kinds: Vec<String> = sort
+                .kernels
+                .iter()
+                .map(|(kind, ms)| format!("{kind} {ms:.3}"))
+                .collect();
             println!(
-                "{:<40} {:>13} {:>10.3} {:>9.3} {:>11.2}",
-                r.name, sort.bytes, sort.median_ms, sort.floor_ms, sort.time_over_floor
+                "{:<40} {:>13} {:>10.3} {:>9.3} {:>11.2}   {}",
+                r.name,
+                sort.bytes,
+                sort.median_ms,
+                sort.floor_ms,
+                sort.time_over_floor,
+                kinds.join(", ")
             );
         }
     }
     Ok(())
+}
+
+/// The median time of each kind of sort kernel (`keys`, `histogram`, ..., kernels of one
+/// kind summed within a run).
+fn kernel_kinds(timings: &[tessera_runtime::exec::Timing]) -> Vec<(String, f64)> {
+    let kind = |name: &str| {
+        name.split_once("_sort_").map(|(_, kind)| {
+            kind.trim_end_matches(|c: char| c.is_ascii_digit())
+                .to_string()
+        })
+    };
+    let mut kinds: Vec<String> = Vec::new();
+    for timing in timings {
+        for kernel in &timing.kernels {
+            if let Some(k) = kind(&kernel.name) {
+                if !kinds.contains(&k) {
+                    kinds.push(k);
+                }
+            }
+        }
+    }
+    kinds
+        .into_iter()
+        .map(|k| {
+            let mut times: Vec<f64> = timings
+                .iter()
+                .map(|timing| {
+                    timing
+                        .kernels
+                        .iter()
+                        .filter(|kernel| kind(&kernel.name).as_deref() == Some(k.as_str()))
+                        .map(|kernel| kernel.ms)
+                        .sum()
+                })
+                .collect();
+            let ms = median(&mut times);
+            (k, ms)
+        })
+        .collect()
 }
 
 /// A sort of `--sort-rows` key and value pairs, and top-k of the float column `x1` for each k

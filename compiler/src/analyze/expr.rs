@@ -302,13 +302,14 @@ impl Analyzer<'_> {
             _ if left.ty.is_integer() && right.ty.is_integer() => DataType::I64,
             _ => float_type(left.ty, right.ty),
         };
-        Ok(Expr::binary(
-            op,
-            adapt(left, ty),
-            adapt(right, ty),
-            ty,
-            span,
-        ))
+        // An integer `x % 0` is null, so a remainder may be null unless its divisor is a
+        // literal other than zero.
+        let may_divide_by_zero = op == BinaryOp::Rem
+            && ty.is_integer()
+            && is_int_literal(&right).is_none_or(|divisor| divisor == 0);
+        let mut expr = Expr::binary(op, adapt(left, ty), adapt(right, ty), ty, span);
+        expr.nullable |= may_divide_by_zero;
+        Ok(expr)
     }
 
     fn comparison(

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use inkwell::context::Context;
 use tessera_grammar::Diagnostic;
 use tessera_runtime::primitives::sort::{
-    build_sort_kernel, Half, KeyPart, SortKernel, TopKInput, DIGIT_BITS, SORT_PARTS, TOPK_MAX_K,
-    TOPK_PARTS, TOPK_WORDS_PER_PART,
+    build_sort_kernel, sort_parts, top_k_parts, Half, KeyPart, SortKernel, TopKInput, DIGIT_BITS,
+    TOPK_MAX_K, TOPK_WORDS_PER_PART,
 };
 use tessera_runtime::program::{
     BufferSpec, Extent, Fill, HostOp, KernelLaunch, Param, ResultShape, RowColumn,
@@ -67,9 +67,17 @@ pub(super) fn sort_rows_on_device(
         }
         _ => sorter.radix_sort(&sort_keys)?,
     };
+    // The sorted words hold the first key's bits, from which its values are decoded where they
+    // fit (a gather reads a sector at random per row).
+    let (first, first_descending) = &sort_keys[0];
+    let decoded = (first.validity.is_none() && narrow(first.ty)).then_some(first.id);
     let mut sorted = Vec::with_capacity(columns.len());
     for column in columns {
-        let buffer = sorter.gather(column.buffer, column.ty.width() as u32, words, limit)?;
+        let buffer = if decoded == Some(column.id) {
+            sorter.decode(column, *first_descending, words, limit)?
+        } else {
+            sorter.gather(column.buffer, column.ty.width() as u32, words, limit)?
+        };
         let validity = match column.validity {
             Some(validity) => Some(sorter.gather(validity, 1, words, limit)?),
             None => None,
@@ -109,6 +117,8 @@ impl Sorter<'_, '_> {
     /// Radix sorts words made from the keys, least significant part first; returns the buffer
     /// holding the sorted words.
     fn radix_sort(&mut self, keys: &[(RowColumn, bool)]) -> Result<usize, Diagnostic> {
+        // Each part with the buffer it is read from, the bits that can differ between rows, and
+        // the validity that zeroes them in null rows.
         let mut parts = Vec::new();
         for (column, descending) in keys.iter().rev() {
             let value = |half| KeyPart::Value {
@@ -117,24 +127,26 @@ impl Sorter<'_, '_> {
                 half,
             };
             if narrow(column.ty) {
-                parts.push((value(Half::Whole), column.buffer));
+                let part = value(Half::Whole);
+                let bits = self.varying_bits(column).unwrap_or(part.bits());
+                parts.push((part, column.buffer, bits, column.validity));
             } else {
-                parts.push((value(Half::Low), column.buffer));
-                parts.push((value(Half::High), column.buffer));
+                parts.push((value(Half::Low), column.buffer, 32, column.validity));
+                parts.push((value(Half::High), column.buffer, 32, column.validity));
             }
             if let Some(validity) = column.validity {
-                parts.push((KeyPart::Null, validity));
+                parts.push((KeyPart::Null, validity, KeyPart::Null.bits(), None));
             }
         }
         let passes: u32 = parts
             .iter()
-            .map(|(part, _)| part.bits().div_ceil(DIGIT_BITS))
+            .map(|(_, _, bits, _)| bits.div_ceil(DIGIT_BITS))
             .sum();
         let mut words = self.row_buffer("sort words", 8);
         let mut other = self.row_buffer("sort words (other)", 8);
         let counts = self.qc.buffer(
             "sort digit counts".into(),
-            u64::from(SORT_PARTS) << DIGIT_BITS,
+            u64::from(sort_parts(self.qc.target)) << DIGIT_BITS,
             8,
             Fill::Zero,
         );
@@ -146,10 +158,11 @@ impl Sorter<'_, '_> {
         );
         let status = self.qc.status;
         let mut pass = 0;
-        for (i, (part, column)) in parts.iter().enumerate() {
+        for (i, (part, column, bits, validity)) in parts.iter().enumerate() {
             let keys = SortKernel::Keys {
                 part: *part,
                 first: i == 0,
+                nullable: validity.is_some(),
             };
             self.launch(
                 keys,
@@ -159,9 +172,10 @@ impl Sorter<'_, '_> {
                     Param::Buffer(*column),
                     Param::Buffer(words),
                     Param::Buffer(status),
+                    Param::Buffer(validity.unwrap_or(status)),
                 ],
             )?;
-            for digit in 0..part.bits().div_ceil(DIGIT_BITS) {
+            for digit in 0..bits.div_ceil(DIGIT_BITS) {
                 let shift = Param::Constant(u64::from(32 + digit * DIGIT_BITS));
                 self.launch(
                     SortKernel::Histogram,
@@ -201,10 +215,31 @@ impl Sorter<'_, '_> {
         Ok(words)
     }
 
+    /// How many low bits of a 32-bit integer key's sort bits can differ between rows, when the
+    /// key is a stored column with known bounds: the digits above them are the same in every
+    /// row, and their passes are skipped. The bounds become an assumption checked at run time.
+    fn varying_bits(&mut self, column: &RowColumn) -> Option<u32> {
+        if !matches!(column.ty, DataType::I32 | DataType::Date | DataType::Str) {
+            return None;
+        }
+        let id = crate::columns::ColumnId(column.id);
+        let origin = self.qc.query.columns.get(id).origin.clone()?;
+        let stats = self.qc.catalog.stats(&origin.table, &origin.column).ok()?;
+        let (min, max) = match stats.dictionary_size {
+            Some(size) => (0, size.max(1) as i64 - 1),
+            None => stats.int_range()?,
+        };
+        let (low, high) = (i32::try_from(min).ok()?, i32::try_from(max).ok()?);
+        // The sort bits of a value are its bits with the sign flipped (inverted when descending).
+        let differ = ((low as u32) ^ (1 << 31)) ^ ((high as u32) ^ (1 << 31));
+        self.qc.assume_range(id, min, max);
+        Some((32 - differ.leading_zeros()).max(1))
+    }
+
     /// Keeps the `k` smallest words of one key in stages, each cutting its input to k words a
     /// block; returns the buffer holding the last stage's k words, ascending.
     fn top_k(&mut self, key: &RowColumn, descending: bool, k: u32) -> Result<usize, Diagnostic> {
-        let mut parts = TOPK_PARTS;
+        let mut parts = top_k_parts(self.qc.target);
         let mut candidates = self.candidates(parts, k);
         self.launch(
             SortKernel::TopK {
@@ -245,6 +280,39 @@ impl Sorter<'_, '_> {
         Ok(candidates)
     }
 
+    /// The values of the key `column` from the sorted `words` (the first `limit` rows).
+    fn decode(
+        &mut self,
+        column: &RowColumn,
+        descending: bool,
+        words: usize,
+        limit: Option<u64>,
+    ) -> Result<usize, Diagnostic> {
+        let target = self.sorted_copy(column.buffer);
+        self.launch(
+            SortKernel::Decode {
+                ty: column.ty,
+                descending,
+            },
+            vec![
+                Param::Buffer(self.count),
+                Param::RowCapacity,
+                Param::Constant(limit.unwrap_or(u64::MAX)),
+                Param::Buffer(words),
+                Param::Buffer(target),
+            ],
+        )?;
+        Ok(target)
+    }
+
+    /// A buffer like `source`, for its rows in sorted order.
+    fn sorted_copy(&mut self, source: usize) -> usize {
+        let mut spec = self.qc.buffers[source].clone();
+        spec.name = format!("sorted {}", spec.name);
+        self.qc.buffers.push(spec);
+        self.qc.buffers.len() - 1
+    }
+
     /// Copies column `source` in the order of the sorted `words` (the first `limit` rows).
     fn gather(
         &mut self,
@@ -253,10 +321,7 @@ impl Sorter<'_, '_> {
         words: usize,
         limit: Option<u64>,
     ) -> Result<usize, Diagnostic> {
-        let mut spec = self.qc.buffers[source].clone();
-        spec.name = format!("sorted {}", spec.name);
-        self.qc.buffers.push(spec);
-        let target = self.qc.buffers.len() - 1;
+        let target = self.sorted_copy(source);
         self.launch(
             SortKernel::Gather { width },
             vec![
@@ -332,7 +397,7 @@ impl Sorter<'_, '_> {
             table: String::new(),
             tile: kernel.tile(self.qc.target),
             params,
-            extent: Extent::Parts(kernel.parts()),
+            extent: Extent::Parts(kernel.parts(self.qc.target)),
         });
         Ok(())
     }
