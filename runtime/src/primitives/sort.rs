@@ -28,7 +28,7 @@ use tessera_storage::DataType;
 
 use super::hash::status;
 use super::load::{param_int, param_ptr};
-use super::scan::{ballot, popcount, shfl_up, sreg, tile_ranks};
+use super::scan::{ballot, popcount, shfl_idx, shfl_up, sreg, tile_ranks};
 use crate::emit::{basic, CodegenResult, Emitter};
 use crate::tile::{Target, TileShape};
 
@@ -446,44 +446,58 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
         let counts = self.pointer(3)?;
         let totals = self.pass_totals(4, self.param(5))?;
         let shift = self.param(6);
-        let counts_of = em.block_array(em.i64().into(), DIGITS, "tessera.sort.histogram")?;
+        let counts_of = em.block_array(em.i32().into(), DIGITS, "tessera.sort.histogram")?;
         self.for_each_part(|index| {
             let (start, end) = self.part_rows(rows, index, sort_parts(em.target))?;
             em.for_each_strided(em.const_i64(DIGITS.into()), |digit| {
-                let slot = em.offset_ptr(em.i64().into(), counts_of, digit)?;
-                em.b.build_store(slot, em.const_i64(0))?;
+                let slot = em.offset_ptr(em.i32().into(), counts_of, digit)?;
+                em.b.build_store(slot, em.const_i32(0))?;
                 Ok(())
             })?;
             em.barrier()?;
             self.for_each_tile(start, end, |tile_start| {
                 if em.target.is_gpu() {
-                    // Lanes with the same digit add their count once, from the lowest of them.
+                    // A warp whose rows share one digit (a digit every key has, or sorted
+                    // input) adds its count once; others add a row at a time, which random
+                    // digits spread over the counters. Finding equal digits by ballots made
+                    // this kernel bound by its instructions (docs/PERFORMANCE.md).
                     em.for_each_item(|item| {
                         let offset = em.item_offset(item)?;
                         let offset = em.b.build_int_z_extend(offset, em.i64(), "")?;
                         let position = em.b.build_int_add(tile_start, offset, "")?;
                         let (valid, word) = self.word_or_zero(words, position, start, end)?;
                         let digit = digit_of(em, word, shift)?;
-                        let peers = digit_peers(em, digit, valid)?;
-                        let below = sreg(em, "llvm.nvvm.read.ptx.sreg.lanemask.lt")?;
-                        let earlier = em.b.build_and(peers, below, "")?;
-                        let lowest =
-                            em.b.build_int_compare(IntPredicate::EQ, earlier, em.const_i32(0), "")?;
-                        let adds = em.b.build_and(lowest, valid, "")?;
+                        let first = shfl_idx(em, digit, 0)?;
+                        let same = em.b.build_int_compare(IntPredicate::EQ, digit, first, "")?;
+                        let agrees = em.b.build_or(same, em.b.build_not(valid, "")?, "")?;
+                        let agreeing = ballot(em, agrees)?;
+                        let uniform = em.b.build_int_compare(
+                            IntPredicate::EQ,
+                            agreeing,
+                            em.const_i32(-1),
+                            "",
+                        )?;
+                        let rows = popcount(em, ballot(em, valid)?)?;
+                        let lane = em.b.build_and(em.tid()?, em.const_i32(31), "")?;
+                        let leader =
+                            em.b.build_int_compare(IntPredicate::EQ, lane, em.const_i32(0), "")?;
+                        let one_for_all =
+                            em.b.build_and(uniform, em.b.build_and(leader, valid, "")?, "")?;
+                        let own = em.b.build_and(em.b.build_not(uniform, "")?, valid, "")?;
+                        let adds = em.b.build_or(one_for_all, own, "")?;
                         em.if_then(adds, || {
-                            let count = popcount(em, peers)?;
-                            let count = em.b.build_int_z_extend(count, em.i64(), "")?;
-                            let slot = em.offset_ptr(em.i64().into(), counts_of, digit)?;
-                            atomic_add(em, slot, count)
+                            let count = em.b.build_select(uniform, rows, em.const_i32(1), "")?;
+                            let slot = em.offset_ptr(em.i32().into(), counts_of, digit)?;
+                            atomic_add(em, slot, count.into_int_value())
                         })
                     })
                 } else {
                     self.for_each_row(tile_start, end, |position| {
                         let word = load_word(em, words, position)?;
                         let slot =
-                            em.offset_ptr(em.i64().into(), counts_of, digit_of(em, word, shift)?)?;
-                        let count = em.b.build_load(em.i64(), slot, "")?.into_int_value();
-                        em.b.build_store(slot, em.b.build_int_add(count, em.const_i64(1), "")?)?;
+                            em.offset_ptr(em.i32().into(), counts_of, digit_of(em, word, shift)?)?;
+                        let count = em.b.build_load(em.i32(), slot, "")?.into_int_value();
+                        em.b.build_store(slot, em.b.build_int_add(count, em.const_i32(1), "")?)?;
                         Ok(())
                     })
                 }
@@ -492,11 +506,12 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
             em.for_each_strided(em.const_i64(DIGITS.into()), |digit| {
                 let count =
                     em.b.build_load(
-                        em.i64(),
-                        em.offset_ptr(em.i64().into(), counts_of, digit)?,
+                        em.i32(),
+                        em.offset_ptr(em.i32().into(), counts_of, digit)?,
                         "",
                     )?
                     .into_int_value();
+                let count = em.b.build_int_z_extend(count, em.i64(), "")?;
                 let at = counts_index(em, digit, index)?;
                 em.b.build_store(em.offset_ptr(em.i64().into(), counts, at)?, count)?;
                 let some =
@@ -615,10 +630,10 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
         let tile_count = em.shared_array("tessera.sort.tile_count", i32t.into(), DIGITS)?;
         let next = em.shared_array("tessera.sort.next", i64t.into(), DIGITS)?;
         let stage = em.shared_array("tessera.sort.stage", i64t.into(), items)?;
+        // A thread keeps its words and their ranks (-1 past the part's end) across the tile's
+        // barriers; digits are taken from the words again, which saves registers.
         let word_of_item = em.tile_array(i64t.into(), "words")?;
-        let digit_of_item = em.tile_array(i32t.into(), "digits")?;
         let rank_of_item = em.tile_array(i32t.into(), "ranks")?;
-        let valid_of_item = em.tile_array(em.i8().into(), "valid")?;
         let tid = em.tid()?;
         let tid64 = em.b.build_int_z_extend(tid, i64t, "")?;
         let lane = em.b.build_and(tid, em.const_i32(31), "lane")?;
@@ -674,13 +689,9 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
                     })?;
                     warp_sync(em)?;
                     em.set(word_of_item, item, word)?;
-                    em.set(digit_of_item, item, digit)?;
-                    em.set(
-                        rank_of_item,
-                        item,
-                        em.b.build_int_add(base, popcount(em, earlier)?, "")?,
-                    )?;
-                    em.set(valid_of_item, item, em.flag(valid)?)
+                    let rank = em.b.build_int_add(base, popcount(em, earlier)?, "")?;
+                    let rank = em.b.build_select(valid, rank, em.const_i32(-1), "")?;
+                    em.set(rank_of_item, item, rank)
                 })?;
                 em.barrier()?;
                 // Thread `d` turns digit d's counts per warp into where each warp's words of
@@ -704,20 +715,21 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
                 em.b.build_store(shared_i32(tile_start_of, tid)?, before)?;
                 em.barrier()?;
                 em.for_each_item(|item| {
-                    let valid = em.truth(em.get(valid_of_item, item)?.into_int_value())?;
+                    let rank = em.get(rank_of_item, item)?.into_int_value();
+                    let valid =
+                        em.b.build_int_compare(IntPredicate::SGE, rank, em.const_i32(0), "")?;
                     em.if_then(valid, || {
-                        let digit = em.get(digit_of_item, item)?.into_int_value();
+                        let word = em.get(word_of_item, item)?;
+                        let digit = digit_of(em, word.into_int_value(), shift)?;
                         let run =
                             em.b.build_load(i32t, shared_i32(tile_start_of, digit)?, "")?;
                         let warp_part = em.b.build_load(i32t, warp_slot(digit)?, "")?;
-                        let rank = em.get(rank_of_item, item)?.into_int_value();
                         let place = em.b.build_int_add(
                             run.into_int_value(),
                             warp_part.into_int_value(),
                             "",
                         )?;
                         let place = em.b.build_int_add(place, rank, "")?;
-                        let word = em.get(word_of_item, item)?;
                         em.b.build_store(em.offset_ptr(i64t.into(), stage, place)?, word)?;
                         Ok(())
                     })
