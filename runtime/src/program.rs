@@ -286,6 +286,8 @@ pub enum HostOp {
     Limit(u64),
     /// Keeps rows where the expression is true.
     Filter(HostExpr),
+    /// Each row as many times as the expression (an integer) says, none when it is 0 or less.
+    Repeat(HostExpr),
     /// Adds (or replaces) column `id` computed from the others.
     Compute {
         id: u32,

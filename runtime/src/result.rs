@@ -426,6 +426,17 @@ fn apply(op: &HostOp, rows: &mut Rows) -> Result<(), RuntimeError> {
             }
             rows.rows = kept;
         }
+        HostOp::Repeat(copies) => {
+            let mut repeated = Vec::with_capacity(rows.rows.len());
+            for row in std::mem::take(&mut rows.rows) {
+                let times = match evaluate(copies, &row, rows)? {
+                    Value::Int(n) => usize::try_from(n).unwrap_or(0),
+                    _ => 0,
+                };
+                repeated.extend(std::iter::repeat_n(row, times));
+            }
+            rows.rows = repeated;
+        }
         HostOp::Compute { id, ty, expr } => {
             let mut values = Vec::with_capacity(rows.rows.len());
             for row in &rows.rows {

@@ -226,6 +226,7 @@ pub(super) fn query_to_llvm(
             }
             HostStep::Limit(n) => HostOp::Limit(*n),
             HostStep::Filter(predicate) => HostOp::Filter(super::expr::host_expr(predicate)?),
+            HostStep::Repeat(copies) => HostOp::Repeat(super::expr::host_expr(copies)?),
             HostStep::Project(outputs) => {
                 let mut computed = Vec::new();
                 for (id, expr) in outputs {

@@ -197,6 +197,13 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                 writeln!(out, "  host: sort {}", keys.join(", "))
             }
             HostStep::Limit(n) => writeln!(out, "  host: take {n}"),
+            HostStep::Repeat(copies) => {
+                writeln!(
+                    out,
+                    "  host: repeat each row {} times",
+                    copies.display(columns)
+                )
+            }
         };
     }
 }

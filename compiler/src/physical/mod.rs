@@ -172,6 +172,8 @@ impl GroupLayout {
 #[derive(Clone, Debug)]
 pub enum HostStep {
     Filter(Expr),
+    /// Each row as many times as the expression says (none when it is 0 or less).
+    Repeat(Expr),
     Project(Vec<(ColumnId, Expr)>),
     Sort(Vec<SortKey>),
     Limit(u64),

@@ -9,7 +9,7 @@ use tessera_stdlib::Aggregate;
 use tessera_storage::{Catalog, DataType, Value};
 
 use crate::columns::{ColumnId, ColumnInfo, Columns};
-use crate::expr::{AggregateExpr, Expr};
+use crate::expr::{AggregateExpr, Expr, ExprKind};
 use crate::logical::{LogicalPlan, LogicalQuery};
 
 use super::estimate::Estimator;
@@ -264,12 +264,6 @@ impl Planner<'_> {
             SetOp::Intersect => "intersect",
             SetOp::Except => "except",
         };
-        if set.all && set.op != SetOp::Union {
-            return Err(Diagnostic::unsupported(
-                self.span,
-                format!("`{keyword} all` is not supported yet; `{keyword}` keeps one of each row"),
-            ));
-        }
         let markers = (set.op != SetOp::Union).then(|| {
             let mut marker = |name: &str| {
                 self.columns.add(ColumnInfo {
@@ -312,7 +306,7 @@ impl Planner<'_> {
             }
             opens.extend(side_opens);
         }
-        if set.all {
+        if set.all && set.op == SetOp::Union {
             return Ok(Flow::Pipelined(opens));
         }
         let keys = self.column_keys(&set.outputs);
@@ -321,23 +315,29 @@ impl Planner<'_> {
             let layout = self.set_layout(set, &[], rows);
             return self.group_without_aggregates(&set.left, Some((opens, layout)), keys, keyword);
         };
-        // Per group: whether any row came from the left input, and from the right one.
+        // Per group: whether any row came from the left input, and from the right one; for
+        // `all`, how many rows came from each.
+        let (function, ty, suffix) = if set.all {
+            (Aggregate::Sum, DataType::I64, "rows")
+        } else {
+            (Aggregate::Max, DataType::I32, "seen")
+        };
         let mut aggregates = Vec::with_capacity(2);
         let mut seen = Vec::with_capacity(2);
         for marker in [in_left, in_right] {
-            let name = format!("{}_seen", self.columns.get(marker).name);
+            let name = format!("{}_{suffix}", self.columns.get(marker).name);
             let id = self.columns.add(ColumnInfo {
                 name,
-                ty: DataType::I32,
+                ty,
                 nullable: true,
                 origin: None,
             });
             aggregates.push((
                 id,
                 AggregateExpr {
-                    function: Aggregate::Max,
+                    function,
                     arg: Some(Expr::column(marker, &self.columns, self.span)),
-                    ty: DataType::I32,
+                    ty,
                     span: self.span,
                 },
             ));
@@ -352,6 +352,11 @@ impl Planner<'_> {
                 layout,
             },
         );
+        if set.all {
+            self.host_steps
+                .push(HostStep::Repeat(self.copies(set.op, &seen)));
+            return Ok(Flow::OnHost);
+        }
         let in_right_wanted = i64::from(set.op == SetOp::Intersect);
         let test = |seen: &Expr, value: i64| {
             Expr::binary(
@@ -365,6 +370,36 @@ impl Planner<'_> {
         let keep = test(&seen[0], 1).and(test(&seen[1], in_right_wanted));
         self.host_steps.push(HostStep::Filter(keep));
         Ok(Flow::OnHost)
+    }
+
+    /// How many copies of a row `intersect all` (the fewer of its left and right rows) or
+    /// `except all` (its left rows less its right ones, or none) keeps, from the two counts.
+    fn copies(&self, op: SetOp, counts: &[Expr]) -> Expr {
+        let span = self.span;
+        let (left, right) = (counts[0].clone(), counts[1].clone());
+        let binary = |op, a: Expr, b: Expr, ty| Expr::binary(op, a, b, ty, span);
+        let zero = Expr::literal(Value::Int(0), DataType::I64, span);
+        let (when, then, otherwise) = match op {
+            SetOp::Except => {
+                let surplus = binary(BinaryOp::Sub, left.clone(), right.clone(), DataType::I64);
+                (
+                    binary(BinaryOp::Gt, left, right, DataType::Bool),
+                    surplus,
+                    zero,
+                )
+            }
+            _ => (
+                binary(BinaryOp::Lt, left.clone(), right.clone(), DataType::Bool),
+                left,
+                right,
+            ),
+        };
+        let nullable = then.nullable || otherwise.nullable;
+        let kind = ExprKind::Case {
+            branches: vec![(when, then)],
+            otherwise: Some(Box::new(otherwise)),
+        };
+        Expr::new(kind, DataType::I64, nullable, span)
     }
 
     /// The group table of a set operation must hold either input's rows: dense only over both

@@ -107,7 +107,7 @@ fn hint(kind: &TokenKind, expected: &Expected) -> Option<String> {
             return Some("`|` separates stages; logical or is written `or`".into())
         }
         TokenKind::All if !expected.contains("all") => {
-            return Some("only `union` has an `all` form".into())
+            return Some("`all` follows `union`, `intersect` or `except`".into())
         }
         _ => {}
     }

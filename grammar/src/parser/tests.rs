@@ -522,8 +522,8 @@ fn hints_for_common_mistakes() {
         "`|` separates stages; logical or is written `or`"
     );
     assert_eq!(
-        hint("from t | intersect all u"),
-        "only `union` has an `all` form"
+        hint("from t | distinct all"),
+        "`all` follows `union`, `intersect` or `except`"
     );
     assert_eq!(
         hint("from t | where case x when 1 then 2 end"),
