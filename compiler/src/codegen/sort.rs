@@ -255,6 +255,7 @@ impl Sorter<'_, '_> {
                 Param::RowCapacity,
                 Param::Buffer(key.buffer),
                 Param::Buffer(candidates),
+                Param::Buffer(self.qc.status),
             ],
         )?;
         while parts > 1 {
@@ -272,6 +273,7 @@ impl Sorter<'_, '_> {
                     Param::Constant(words),
                     Param::Buffer(candidates),
                     Param::Buffer(next),
+                    Param::Buffer(self.qc.status),
                 ],
             )?;
             parts = next_parts;

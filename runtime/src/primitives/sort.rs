@@ -162,7 +162,7 @@ pub enum SortKernel {
     /// `[count, capacity, limit, words, target]`: `target[i]` = the value of the key whose bits
     /// are word i's high half (a narrow key that is not nullable), for the first `limit` words.
     Decode { ty: DataType, descending: bool },
-    /// `[count, capacity, input, candidates]`: each of `parts` blocks writes the `k` smallest
+    /// `[count, capacity, input, candidates, status]`: each of `parts` blocks writes the `k` smallest
     /// words of its part, ascending (all ones where it has fewer).
     TopK {
         input: TopKInput,
@@ -212,7 +212,7 @@ impl SortKernel {
             SortKernel::Scatter => 6,
             SortKernel::Gather { .. } => 6,
             SortKernel::Decode { .. } => 5,
-            SortKernel::TopK { .. } => 4,
+            SortKernel::TopK { .. } => 5,
         }
     }
 }
@@ -378,9 +378,7 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
     ) -> CodegenResult<()> {
         let em = self.em;
         em.for_each_item(|item| {
-            let offset = em.item_offset(item)?;
-            let offset = em.b.build_int_z_extend(offset, em.i64(), "")?;
-            let position = em.b.build_int_add(tile_start, offset, "position")?;
+            let position = item_position(em, tile_start, item)?;
             let inside =
                 em.b.build_int_compare(IntPredicate::SLT, position, end, "")?;
             em.if_then(inside, || body(position))
@@ -392,22 +390,8 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
         let rows = self.rows()?;
         let column = self.pointer(2)?;
         let words = self.pointer(3)?;
-        // Rows are numbered in 32 bits.
         let rows = if first {
-            let too_many =
-                em.b.build_int_compare(IntPredicate::UGT, rows, em.const_i64(u32::MAX.into()), "")?;
-            em.if_then(too_many, || {
-                let status = self.pointer(4)?;
-                let word = em.offset_ptr(
-                    em.i32().into(),
-                    status,
-                    em.const_i64(status::SORT_TOO_LARGE.into()),
-                )?;
-                em.b.build_store(word, em.const_i32(1))?;
-                Ok(())
-            })?;
-            em.b.build_select(too_many, em.const_i64(0), rows, "")?
-                .into_int_value()
+            self.numbered_rows(rows, 4)?
         } else {
             rows
         };
@@ -462,9 +446,7 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
                     // digits spread over the counters. Finding equal digits by ballots made
                     // this kernel bound by its instructions (docs/PERFORMANCE.md).
                     em.for_each_item(|item| {
-                        let offset = em.item_offset(item)?;
-                        let offset = em.b.build_int_z_extend(offset, em.i64(), "")?;
-                        let position = em.b.build_int_add(tile_start, offset, "")?;
+                        let position = item_position(em, tile_start, item)?;
                         let (valid, word) = self.word_or_zero(words, position, start, end)?;
                         let digit = digit_of(em, word, shift)?;
                         let first = shfl_idx(em, digit, 0)?;
@@ -835,7 +817,7 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
     fn top_k(&self, input: TopKInput, k: u32, parts: u32) -> CodegenResult<()> {
         let em = self.em;
         let i64t = em.i64();
-        let rows = self.rows()?;
+        let rows = self.numbered_rows(self.rows()?, 4)?;
         let source = self.pointer(2)?;
         let out = self.pointer(3)?;
         let items = em.tile.items();
@@ -854,9 +836,7 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
                 em.b.build_store(any, em.i1().const_zero())?;
                 let bound = em.b.build_load(i64t, threshold, "")?.into_int_value();
                 em.for_each_item(|item| {
-                    let offset = em.item_offset(item)?;
-                    let offset = em.b.build_int_z_extend(offset, i64t, "")?;
-                    let position = em.b.build_int_add(tile_start, offset, "")?;
+                    let position = item_position(em, tile_start, item)?;
                     let inside =
                         em.b.build_int_compare(IntPredicate::SLT, position, end, "")?;
                     let at =
@@ -1026,6 +1006,27 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
         em.barrier()
     }
 
+    /// `rows`, or none when they are too many to number in 32 bits, which the status word at
+    /// parameter `status` then reports.
+    fn numbered_rows(&self, rows: IntValue<'ctx>, status: usize) -> CodegenResult<IntValue<'ctx>> {
+        let em = self.em;
+        let too_many =
+            em.b.build_int_compare(IntPredicate::UGT, rows, em.const_i64(u32::MAX.into()), "")?;
+        em.if_then(too_many, || {
+            let word = em.offset_ptr(
+                em.i32().into(),
+                self.pointer(status)?,
+                em.const_i64(status::SORT_TOO_LARGE.into()),
+            )?;
+            em.b.build_store(word, em.const_i32(1))?;
+            Ok(())
+        })?;
+        Ok(em
+            .b
+            .build_select(too_many, em.const_i64(0), rows, "")?
+            .into_int_value())
+    }
+
     /// `totals[pass]`: the digit totals of one pass.
     fn pass_totals(&self, param: usize, pass: IntValue<'ctx>) -> CodegenResult<PointerValue<'ctx>> {
         let em = self.em;
@@ -1051,6 +1052,17 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
         let word = em.b.build_select(valid, word, em.const_i64(0), "")?;
         Ok((valid, word.into_int_value()))
     }
+}
+
+/// The row of `item` of the tile at `tile_start` (striped, as the tile's loads are).
+fn item_position<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    tile_start: IntValue<'ctx>,
+    item: crate::emit::Item<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
+    let offset = em.item_offset(item)?;
+    let offset = em.b.build_int_z_extend(offset, em.i64(), "")?;
+    Ok(em.b.build_int_add(tile_start, offset, "position")?)
 }
 
 /// The counts array is digit-major: every part's count of digit 0, then of digit 1, ...
