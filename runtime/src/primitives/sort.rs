@@ -9,9 +9,10 @@
 //! of the words, `offsets` turns the counts into where each part's run of each digit starts
 //! (one block per digit), and `scatter` moves every word there. Scattering is stable, which
 //! least-significant-digit sorting needs: a block walks its part in order, a tile at a time; a
-//! warp ranks its words among equal digits with `match.any`, counts per warp and digit are
+//! warp ranks its words among equal digits with eight ballots, counts per warp and digit are
 //! scanned across warps, and the tile is ordered by digit in shared memory, so each digit's run
-//! is written out contiguously. `gather` finally reads every output column in the sorted order.
+//! is written out contiguously. `decode` turns the sorted words back into the first key's
+//! values, and `gather` reads every other output column in the sorted order.
 //!
 //! Top-k keeps, per block, the k smallest words seen so far in shared memory, sorted by a
 //! bitonic network; the k-th is a threshold, and only a tile's words below it are added to the
