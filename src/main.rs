@@ -199,6 +199,9 @@ pub struct MicroBenchArgs {
     /// The largest hash table to probe (of 32 KB, 256 KB, 2 MB, 16 MB, 128 MB, 512 MB).
     #[arg(long, default_value_t = 512 << 20)]
     max_table_bytes: u64,
+    /// Build rows (and probes) of the joins whose keys repeat (2^22 by default; 0: none).
+    #[arg(long, default_value_t = 1 << 22)]
+    chain_rows: usize,
     /// Key and value pairs to sort (2^28 by default).
     #[arg(long, default_value_t = 1 << 28)]
     sort_rows: usize,

@@ -1,7 +1,8 @@
 //! `tessera bench micro`: the thesis's operator micro-benchmarks (§3.4–3.5) as compiled queries
 //! over generated columns: selection `y > v` over int32 at selectivity 0.1, 0.5 and 0.9, and
 //! the projections `a*x1 + b*x2` and `sigmoid(a*x1 + b*x2)` over float pairs, join probes into
-//! tables of 32 KB to 512 MB, a sort of key and value pairs and top-k over floats (thesis ch. 4).
+//! tables of 32 KB to 512 MB, joins whose build keys repeat evenly or by Zipf's law, a sort of key
+//! and value pairs and top-k over floats (thesis ch. 4).
 //! Each line gives the median kernel time, the bytes the query must move (the columns read, the
 //! rows written), the floor (those bytes over the measured copy bandwidth) and time over floor;
 //! sorts and top-k also get the time of their own kernels against the bytes those must move.
@@ -203,6 +204,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
         probe_columns.push(("z".to_string(), Column::new(ColumnData::I32(skewed), None)));
     }
     tables.push(("probe".into(), probe_columns));
+    repeated_key_cases(args, &mut tables, &mut cases);
     sort_cases(args, &mut tables, &mut cases);
     let catalog = Arc::new(Catalog::try_from_columns(tables)?);
     let options = CompileOptions {
@@ -399,6 +401,61 @@ fn kernel_kinds(timings: &[tessera_runtime::exec::Timing]) -> Vec<(String, f64)>
             (k, ms)
         })
         .collect()
+}
+
+/// Joins whose build keys repeat: `--chain-rows` build rows over 2^16 keys, probed by as many
+/// uniform keys, so that either build side yields the same matches on average (64 a probe). One
+/// build side spreads its rows evenly over the keys, the other by Zipf's law (s = 1), so that a
+/// few keys have long chains: the skew this measures is the build side's.
+fn repeated_key_cases(
+    args: &MicroBenchArgs,
+    tables: &mut Vec<(String, Vec<(String, Column)>)>,
+    cases: &mut Vec<Case>,
+) {
+    const KEYS: u64 = 1 << 16;
+    let rows = args.chain_rows;
+    if rows == 0 {
+        return;
+    }
+    let probes = random_values(rows, 8, |u| ((u >> 11) % KEYS) as i32);
+    let even: Vec<i32> = (0..rows).map(|i| (i as u64 % KEYS) as i32).collect();
+    let zipf = random_values(rows, 9, |u| {
+        let unit = (u >> 11) as f64 / (1u64 << 53) as f64;
+        let rank = ((KEYS as f64 + 1.0).powf(unit) - 1.0) as u64;
+        (rank.wrapping_mul(0x9E37_79B1) % KEYS) as i32
+    });
+    for (name, keys) in [("even", even), ("zipf", zipf)] {
+        let mut per_key = vec![0i64; KEYS as usize];
+        for &k in &keys {
+            per_key[k as usize] += 1;
+        }
+        let matches: i64 = probes.iter().map(|&p| per_key[p as usize]).sum();
+        let longest = per_key.iter().copied().max().unwrap_or(0);
+        cases.push(Case {
+            name: format!("join, repeated keys ({name}, longest {longest})"),
+            script: format!(
+                "from chain_probe | join chain_{name} on p == key | aggregate {{ matches = sum(one) }}\n"
+            ),
+            rows_in: rows as u64,
+            check: Check::Value(matches),
+            table_bytes: 0,
+            sort_bytes: None,
+        });
+        tables.push((
+            format!("chain_{name}"),
+            vec![
+                ("key".to_string(), Column::new(ColumnData::I32(keys), None)),
+                (
+                    "one".to_string(),
+                    Column::new(ColumnData::I32(vec![1; rows]), None),
+                ),
+            ],
+        ));
+    }
+    tables.push((
+        "chain_probe".into(),
+        vec![("p".to_string(), Column::new(ColumnData::I32(probes), None))],
+    ));
 }
 
 /// A sort of `--sort-rows` key and value pairs, and top-k of the float column `x1` for each k
