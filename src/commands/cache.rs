@@ -25,6 +25,25 @@ pub fn folder() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache").join("tessera"))
 }
 
+/// The size and modification time of the running executable: a program compiled by another
+/// build of Tessera (the same version, a different compiler) is not reused.
+fn build_stamp() -> Vec<u8> {
+    let Some(metadata) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| std::fs::metadata(exe).ok())
+    else {
+        return Vec::new();
+    };
+    let modified = metadata
+        .modified()
+        .ok()
+        .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |since| since.as_nanos());
+    let mut stamp = metadata.len().to_le_bytes().to_vec();
+    stamp.extend_from_slice(&modified.to_le_bytes());
+    stamp
+}
+
 /// The cache key of a script compiled for `target` against `catalog`.
 pub fn key(
     source: &str,
@@ -36,6 +55,7 @@ pub fn key(
     let mut hash = Fnv::new();
     hash.add(env!("CARGO_PKG_VERSION").as_bytes());
     hash.add(&FORMAT_VERSION.to_le_bytes());
+    hash.add(&build_stamp());
     hash.add(source.as_bytes());
     hash.add(target.to_string().as_bytes());
     hash.add(tile.to_string().as_bytes());

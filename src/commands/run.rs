@@ -224,11 +224,17 @@ fn timing_report(
             t.finish_ms
         ));
         for k in &t.kernels {
+            // Sort kernels run over the query's output rather than a table.
+            let over = if k.table.is_empty() {
+                "output"
+            } else {
+                &k.table
+            };
             text.push_str(&format!(
                 "  {:<16} {:>10} rows of {:<10} {:>9.3} ms {:>10.1} MB\n",
                 k.name,
                 k.rows,
-                k.table,
+                over,
                 k.ms,
                 k.bytes as f64 / 1e6
             ));
