@@ -7,7 +7,9 @@ use inkwell::basic_block::BasicBlock;
 use inkwell::builder::{Builder, BuilderError};
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
-use inkwell::types::{BasicType, BasicTypeEnum, FunctionType, IntType, PointerType};
+use inkwell::types::{
+    BasicMetadataTypeEnum, BasicType, BasicTypeEnum, FunctionType, IntType, PointerType,
+};
 use inkwell::values::{BasicValue, BasicValueEnum, FunctionValue, IntValue, PointerValue};
 use inkwell::{AddressSpace, IntPredicate};
 use tessera_storage::DataType;
@@ -94,6 +96,65 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             // Adding metadata only fails for a name clash with a non-metadata global.
             let _ = self.module.add_global_metadata("nvvm.annotations", &node);
         }
+    }
+
+    /// Starts a kernel taking one 64-bit parameter per entry of `pointers`, a global pointer
+    /// where it is true. On the GPU they are the kernel's parameters; on the host the function
+    /// takes a block of 64-bit words holding them and the range of tiles (or parts) to run,
+    /// and reads them in. Returns the emitter and the parameters' values.
+    pub fn new_kernel(
+        ctx: &'ctx Context,
+        module: &'m Module<'ctx>,
+        target: Target,
+        tile: TileShape,
+        name: &str,
+        pointers: &[bool],
+    ) -> CodegenResult<(Emitter<'ctx, 'm>, Vec<BasicValueEnum<'ctx>>)> {
+        let i64t = ctx.i64_type();
+        let global = match target {
+            Target::Nvptx { .. } => ctx.ptr_type(AddressSpace::from(GLOBAL)),
+            Target::Host => ctx.ptr_type(AddressSpace::default()),
+        };
+        let ty = match target {
+            Target::Nvptx { .. } => {
+                let args: Vec<BasicMetadataTypeEnum> = pointers
+                    .iter()
+                    .map(|&pointer| if pointer { global.into() } else { i64t.into() })
+                    .collect();
+                ctx.void_type().fn_type(&args, false)
+            }
+            Target::Host => ctx
+                .void_type()
+                .fn_type(&[global.into(), i64t.into(), i64t.into()], false),
+        };
+        let em = Emitter::new_function(ctx, module, target, tile, name, ty, Linkage::External)?;
+        let parameter = |i: u32| {
+            em.function
+                .get_nth_param(i)
+                .ok_or_else(|| CodegenError::Invalid(format!("kernel parameter {i} is missing")))
+        };
+        let mut values = Vec::with_capacity(pointers.len());
+        match target {
+            Target::Nvptx { .. } => {
+                for i in 0..pointers.len() as u32 {
+                    values.push(parameter(i)?);
+                }
+                em.mark_kernel(tile.threads);
+            }
+            Target::Host => {
+                let block = parameter(0)?.into_pointer_value();
+                for (i, &pointer) in pointers.iter().enumerate() {
+                    let slot = em.offset_ptr(i64t.into(), block, em.const_i64(i as i64))?;
+                    let word = em.b.build_load(i64t, slot, "")?.into_int_value();
+                    values.push(if pointer {
+                        em.b.build_int_to_ptr(word, global, "")?.into()
+                    } else {
+                        word.into()
+                    });
+                }
+            }
+        }
+        Ok((em, values))
     }
 
     /// Marks the function to be inlined into every caller (primitives).

@@ -5,8 +5,7 @@
 use std::collections::HashMap;
 
 use inkwell::context::Context;
-use inkwell::module::{Linkage, Module};
-use inkwell::types::BasicMetadataTypeEnum;
+use inkwell::module::Module;
 use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::IntPredicate;
 use tessera_grammar::{Diagnostic, DiagnosticKind};
@@ -246,13 +245,6 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
     ) -> CodegenResult<Kernel<'k, 'ctx, 'm>> {
         let target = qc.target;
         let tile = qc.tile;
-        let i64t = context.i64_type();
-        let global = match target {
-            Target::Nvptx { .. } => {
-                context.ptr_type(inkwell::AddressSpace::from(tessera_runtime::emit::GLOBAL))
-            }
-            Target::Host => context.ptr_type(inkwell::AddressSpace::default()),
-        };
         let is_pointer = |p: &Param| {
             matches!(
                 p,
@@ -263,62 +255,8 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                     | Param::Buffer(_)
             )
         };
-        let fn_type = match target {
-            Target::Nvptx { .. } => {
-                let args: Vec<BasicMetadataTypeEnum> = params
-                    .iter()
-                    .map(|p| {
-                        if is_pointer(p) {
-                            global.into()
-                        } else {
-                            i64t.into()
-                        }
-                    })
-                    .collect();
-                context.void_type().fn_type(&args, false)
-            }
-            Target::Host => context
-                .void_type()
-                .fn_type(&[global.into(), i64t.into(), i64t.into()], false),
-        };
-        let em = Emitter::new_function(
-            context,
-            module,
-            target,
-            tile,
-            name,
-            fn_type,
-            Linkage::External,
-        )?;
-        let mut values = Vec::with_capacity(params.len());
-        match target {
-            Target::Nvptx { .. } => {
-                for i in 0..params.len() as u32 {
-                    values.push(em.function.get_nth_param(i).ok_or_else(|| {
-                        CodegenError::Invalid(format!("kernel parameter {i} is missing"))
-                    })?);
-                }
-                em.mark_kernel(tile.threads);
-            }
-            Target::Host => {
-                let block = em
-                    .function
-                    .get_nth_param(0)
-                    .ok_or_else(|| {
-                        CodegenError::Invalid("host kernels take a parameter block".into())
-                    })?
-                    .into_pointer_value();
-                for (i, param) in params.iter().enumerate() {
-                    let slot = em.offset_ptr(i64t.into(), block, em.const_i64(i as i64))?;
-                    let word = em.b.build_load(i64t, slot, "")?.into_int_value();
-                    values.push(if is_pointer(param) {
-                        em.b.build_int_to_ptr(word, global, "")?.into()
-                    } else {
-                        word.into()
-                    });
-                }
-            }
-        }
+        let pointers: Vec<bool> = params.iter().map(is_pointer).collect();
+        let (em, values) = Emitter::new_kernel(context, module, target, tile, name, &pointers)?;
         let flags = em.tile_array(em.i8().into(), "flags")?;
         let mut packed = Vec::new();
         for (param, words) in params.iter().zip(&values) {
@@ -355,7 +293,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             pipeline,
             params,
             values,
-            tile_start: i64t.const_zero(),
+            tile_start: context.i64_type().const_zero(),
             num_items: context.i32_type().const_zero(),
             flags,
             tiles: HashMap::new(),

@@ -172,7 +172,7 @@ fn count_slot<'ctx>(
     p.offset_ptr(p.i32().into(), counts, index)
 }
 
-/// The inclusive sum of `value` over lanes `0 ..= lane` of the warp.
+/// The inclusive sum of `value` (an `i32` or an `i64`) over lanes `0 ..= lane` of the warp.
 pub(crate) fn warp_inclusive_sum<'ctx>(
     p: &Emitter<'ctx, '_>,
     value: IntValue<'ctx>,
@@ -181,11 +181,15 @@ pub(crate) fn warp_inclusive_sum<'ctx>(
     let mut sum = value;
     let mut offset = 1;
     while offset < 32 {
-        let other = shfl_up(p, sum, offset)?;
+        let other = if value.get_type().get_bit_width() == 64 {
+            shfl_up_i64(p, sum, offset)?
+        } else {
+            shfl_up(p, sum, offset)?
+        };
         let has =
             p.b.build_int_compare(IntPredicate::UGE, lane, p.const_i32(i64::from(offset)), "")?;
         let add =
-            p.b.build_select(has, other, p.const_i32(0), "")?
+            p.b.build_select(has, other, value.get_type().const_zero(), "")?
                 .into_int_value();
         sum = p.b.build_int_add(sum, add, "")?;
         offset *= 2;
@@ -227,6 +231,23 @@ pub(crate) fn shfl_up<'ctx>(
     offset: u32,
 ) -> CodegenResult<IntValue<'ctx>> {
     shfl(p, "llvm.nvvm.shfl.sync.up.i32", value, offset, 0)
+}
+
+/// `shfl_up` of a 64-bit value, as its two halves.
+fn shfl_up_i64<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    value: IntValue<'ctx>,
+    offset: u32,
+) -> CodegenResult<IntValue<'ctx>> {
+    let (i32t, i64t) = (p.i32(), p.i64());
+    let low = p.b.build_int_truncate(value, i32t, "")?;
+    let high = p.b.build_right_shift(value, p.const_i64(32), false, "")?;
+    let high = p.b.build_int_truncate(high, i32t, "")?;
+    let low = p.b.build_int_z_extend(shfl_up(p, low, offset)?, i64t, "")?;
+    let high =
+        p.b.build_int_z_extend(shfl_up(p, high, offset)?, i64t, "")?;
+    let high = p.b.build_left_shift(high, p.const_i64(32), "")?;
+    Ok(p.b.build_or(high, low, "")?)
 }
 
 pub(crate) fn shfl_idx<'ctx>(

@@ -22,14 +22,14 @@
 //! threshold (sorted the wrong way) every tile is sorted, which is bitonic top-k's own cost.
 
 use inkwell::context::Context;
-use inkwell::module::{Linkage, Module};
+use inkwell::module::Module;
 use inkwell::values::{IntValue, PointerValue};
-use inkwell::{AddressSpace, AtomicOrdering, AtomicRMWBinOp, IntPredicate};
+use inkwell::{AtomicOrdering, AtomicRMWBinOp, IntPredicate};
 use tessera_storage::DataType;
 
 use super::hash::status;
-use super::load::{param_int, param_ptr};
-use super::scan::{ballot, popcount, shfl_idx, shfl_up, sreg, tile_ranks};
+use super::load::param_int;
+use super::scan::{ballot, popcount, shfl_idx, sreg, tile_ranks, warp_inclusive_sum};
 use crate::emit::{basic, CodegenResult, Emitter};
 use crate::tile::{Target, TileShape};
 
@@ -227,37 +227,16 @@ pub fn build_sort_kernel<'ctx>(
     kernel: SortKernel,
 ) -> CodegenResult<()> {
     let tile = kernel.tile(target);
-    let i64t = ctx.i64_type();
-    let ty = match target {
-        Target::Nvptx { .. } => ctx
-            .void_type()
-            .fn_type(&vec![i64t.into(); kernel.params()], false),
-        Target::Host => ctx.void_type().fn_type(
-            &[
-                ctx.ptr_type(AddressSpace::default()).into(),
-                i64t.into(),
-                i64t.into(),
-            ],
-            false,
-        ),
-    };
-    let em = Emitter::new_function(ctx, module, target, tile, name, ty, Linkage::External)?;
-    let mut params = Vec::with_capacity(kernel.params());
-    match target {
-        Target::Nvptx { .. } => {
-            for i in 0..kernel.params() as u32 {
-                params.push(param_int(&em, i)?);
-            }
-            em.mark_kernel(tile.threads);
-        }
-        Target::Host => {
-            let block = param_ptr(&em, 0)?;
-            for i in 0..kernel.params() {
-                let slot = em.offset_ptr(i64t.into(), block, em.const_i64(i as i64))?;
-                params.push(em.b.build_load(i64t, slot, "")?.into_int_value());
-            }
-        }
-    }
+    // Every parameter is a 64-bit number; addresses become pointers where they are used.
+    let (em, values) = Emitter::new_kernel(
+        ctx,
+        module,
+        target,
+        tile,
+        name,
+        &vec![false; kernel.params()],
+    )?;
+    let params = values.into_iter().map(|v| v.into_int_value()).collect();
     let k = SortEmitter { em: &em, params };
     match kernel {
         SortKernel::Keys {
@@ -386,6 +365,21 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
         })
     }
 
+    /// Runs `body(position)` for every row below `rows` of this block's part (the host: of each
+    /// part of its range), tile by tile: the shape of the kernels that treat rows one by one.
+    fn for_each_row_of_part(
+        &self,
+        rows: IntValue<'ctx>,
+        mut body: impl FnMut(IntValue<'ctx>) -> CodegenResult<()>,
+    ) -> CodegenResult<()> {
+        self.for_each_part(|index| {
+            let (start, end) = self.part_rows(rows, index, sort_parts(self.em.target))?;
+            self.for_each_tile(start, end, |tile_start| {
+                self.for_each_row(tile_start, end, &mut body)
+            })
+        })
+    }
+
     fn keys(&self, part: KeyPart, first: bool, nullable: bool) -> CodegenResult<()> {
         let em = self.em;
         let rows = self.rows()?;
@@ -396,31 +390,25 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
         } else {
             rows
         };
-        self.for_each_part(|index| {
-            let (start, end) = self.part_rows(rows, index, sort_parts(em.target))?;
-            self.for_each_tile(start, end, |tile_start| {
-                self.for_each_row(tile_start, end, |position| {
-                    let slot = em.offset_ptr(em.i64().into(), words, position)?;
-                    let row = if first {
-                        position
-                    } else {
-                        let word = em.b.build_load(em.i64(), slot, "")?.into_int_value();
-                        em.b.build_and(word, em.const_i64(u32::MAX.into()), "row")?
-                    };
-                    let mut bits = key_bits(em, part, column, row)?;
-                    if nullable {
-                        let validity = self.pointer(5)?;
-                        let valid = em.offset_ptr(em.i8().into(), validity, row)?;
-                        let valid = em.b.build_load(em.i8(), valid, "")?.into_int_value();
-                        let valid = em.truth(valid)?;
-                        bits =
-                            em.b.build_select(valid, bits, em.const_i32(0), "")?
-                                .into_int_value();
-                    }
-                    em.b.build_store(slot, word_of(em, bits, row)?)?;
-                    Ok(())
-                })
-            })
+        self.for_each_row_of_part(rows, |position| {
+            let slot = em.offset_ptr(em.i64().into(), words, position)?;
+            let row = if first {
+                position
+            } else {
+                row_of(em, em.b.build_load(em.i64(), slot, "")?.into_int_value())?
+            };
+            let mut bits = key_bits(em, part, column, row)?;
+            if nullable {
+                let validity = self.pointer(5)?;
+                let valid = em.offset_ptr(em.i8().into(), validity, row)?;
+                let valid = em.b.build_load(em.i8(), valid, "")?.into_int_value();
+                let valid = em.truth(valid)?;
+                bits =
+                    em.b.build_select(valid, bits, em.const_i32(0), "")?
+                        .into_int_value();
+            }
+            em.b.build_store(slot, word_of(em, bits, row)?)?;
+            Ok(())
         })
     }
 
@@ -779,18 +767,12 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
         let source = self.pointer(4)?;
         let target = self.pointer(5)?;
         let element = em.int_type(width * 8);
-        self.for_each_part(|index| {
-            let (start, end) = self.part_rows(rows, index, sort_parts(em.target))?;
-            self.for_each_tile(start, end, |tile_start| {
-                self.for_each_row(tile_start, end, |position| {
-                    let word = load_word(em, words, position)?;
-                    let row = em.b.build_and(word, em.const_i64(u32::MAX.into()), "row")?;
-                    let value =
-                        em.b.build_load(element, em.offset_ptr(element.into(), source, row)?, "")?;
-                    em.b.build_store(em.offset_ptr(element.into(), target, position)?, value)?;
-                    Ok(())
-                })
-            })
+        self.for_each_row_of_part(rows, |position| {
+            let row = row_of(em, load_word(em, words, position)?)?;
+            let value =
+                em.b.build_load(element, em.offset_ptr(element.into(), source, row)?, "")?;
+            em.b.build_store(em.offset_ptr(element.into(), target, position)?, value)?;
+            Ok(())
         })
     }
 
@@ -800,18 +782,13 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
         let words = self.pointer(3)?;
         let target = self.pointer(4)?;
         let elem = em.value_type(ty);
-        self.for_each_part(|index| {
-            let (start, end) = self.part_rows(rows, index, sort_parts(em.target))?;
-            self.for_each_tile(start, end, |tile_start| {
-                self.for_each_row(tile_start, end, |position| {
-                    let word = load_word(em, words, position)?;
-                    let high = em.b.build_right_shift(word, em.const_i64(32), false, "")?;
-                    let bits = em.b.build_int_truncate(high, em.i32(), "")?;
-                    let value = key_value(em, ty, descending, bits)?;
-                    em.b.build_store(em.offset_ptr(elem, target, position)?, value)?;
-                    Ok(())
-                })
-            })
+        self.for_each_row_of_part(rows, |position| {
+            let word = load_word(em, words, position)?;
+            let high = em.b.build_right_shift(word, em.const_i64(32), false, "")?;
+            let bits = em.b.build_int_truncate(high, em.i32(), "")?;
+            let value = key_value(em, ty, descending, bits)?;
+            em.b.build_store(em.offset_ptr(elem, target, position)?, value)?;
+            Ok(())
         })
     }
 
@@ -1099,6 +1076,11 @@ fn digit_of<'ctx>(
     Ok(em.b.build_int_truncate(digit, em.i32(), "digit")?)
 }
 
+/// The row a sort word names: its low 32 bits.
+fn row_of<'ctx>(em: &Emitter<'ctx, '_>, word: IntValue<'ctx>) -> CodegenResult<IntValue<'ctx>> {
+    Ok(em.b.build_and(word, em.const_i64(u32::MAX.into()), "row")?)
+}
+
 /// `bits << 32 | row`.
 fn word_of<'ctx>(
     em: &Emitter<'ctx, '_>,
@@ -1279,36 +1261,13 @@ fn block_exclusive_sum<'ctx>(
     if !em.target.is_gpu() {
         return Ok((em.const_i64(0), value));
     }
-    let i32t = em.i32();
     let i64t = em.i64();
     let warps = em.tile.warps();
     let sums = em.shared_array("tessera.sort.warp_sums", i64t.into(), warps)?;
     let tid = em.tid()?;
     let lane = em.b.build_and(tid, em.const_i32(31), "")?;
     let warp = em.b.build_right_shift(tid, em.const_i32(5), false, "")?;
-    let mut inclusive = value;
-    let mut offset = 1;
-    while offset < 32 {
-        let low = em.b.build_int_truncate(inclusive, i32t, "")?;
-        let high = em.b.build_int_truncate(
-            em.b.build_right_shift(inclusive, em.const_i64(32), false, "")?,
-            i32t,
-            "",
-        )?;
-        let low =
-            em.b.build_int_z_extend(shfl_up(em, low, offset)?, i64t, "")?;
-        let high =
-            em.b.build_int_z_extend(shfl_up(em, high, offset)?, i64t, "")?;
-        let other =
-            em.b.build_or(em.b.build_left_shift(high, em.const_i64(32), "")?, low, "")?;
-        let has =
-            em.b.build_int_compare(IntPredicate::UGE, lane, em.const_i32(offset.into()), "")?;
-        let add =
-            em.b.build_select(has, other, em.const_i64(0), "")?
-                .into_int_value();
-        inclusive = em.b.build_int_add(inclusive, add, "")?;
-        offset *= 2;
-    }
+    let inclusive = warp_inclusive_sum(em, value, lane)?;
     let last =
         em.b.build_int_compare(IntPredicate::EQ, lane, em.const_i32(31), "")?;
     em.if_then(last, || {
