@@ -192,15 +192,20 @@ pub fn modules_to_code(
     target: Target,
     threads: usize,
 ) -> Result<Vec<(KernelCode, f64)>, String> {
+    // The largest modules first: with fewer threads than kernels, the fact table's kernel (by
+    // far the largest) would otherwise start only after the dimension tables' builds, and the
+    // query would wait for them and then for it.
+    let mut order: Vec<usize> = (0..modules.len()).collect();
+    order.sort_by_key(|&index| std::cmp::Reverse(modules[index].bitcode.len()));
     let next = AtomicUsize::new(0);
     /// A kernel's code and the milliseconds it took, or why it failed.
     type Compiled = Result<(String, f64), String>;
     let done: Mutex<Vec<Option<Compiled>>> = Mutex::new(modules.iter().map(|_| None).collect());
     let work = || loop {
-        let index = next.fetch_add(1, Ordering::Relaxed);
-        let Some(module) = modules.get(index) else {
+        let Some(&index) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
             break;
         };
+        let module = &modules[index];
         let started = Instant::now();
         let code = kernel_to_code(module, target, GpuPasses::Reduced);
         let ms = started.elapsed().as_secs_f64() * 1e3;
