@@ -48,44 +48,82 @@ fn script_of(path: &Path) -> Option<String> {
     }
 }
 
-/// PTX with registers renamed in order of first use and their declarations dropped: two
-/// pipelines may number virtual registers differently for the same instructions.
+/// PTX with registers renamed in order of first use and their declarations dropped, comments
+/// dropped, and the two sources of a commutative instruction in a fixed order: two pipelines
+/// may number virtual registers, name blocks and order commutative operands differently for
+/// the same instructions.
 fn normalized(ptx: &str) -> String {
     let mut names = std::collections::HashMap::new();
     let mut out = String::with_capacity(ptx.len());
-    for line in ptx.lines().filter(|l| !l.trim_start().starts_with(".reg")) {
-        let mut chars = line.char_indices().peekable();
-        while let Some((start, c)) = chars.next() {
-            if c != '%' {
-                out.push(c);
-                continue;
-            }
-            let mut end = start + 1;
-            while let Some(&(i, next)) = chars.peek() {
-                if !next.is_ascii_alphanumeric() {
-                    break;
-                }
-                end = i + next.len_utf8();
-                chars.next();
-            }
-            let token = &line[start..end];
-            let kind: String = token[1..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphabetic())
-                .collect();
-            if token.len() > kind.len() + 1
-                && token[kind.len() + 1..].chars().all(|c| c.is_ascii_digit())
-            {
-                let next = names.len();
-                let id = *names.entry(token.to_string()).or_insert(next);
-                out.push_str(&format!("%{kind}#{id}"));
-            } else {
-                out.push_str(token);
-            }
-        }
+    let lines = ptx
+        .lines()
+        .map(|l| l.split_once("//").map_or(l, |(code, _)| code).trim_end())
+        .filter(|l| !l.trim_start().starts_with(".reg"));
+    for line in lines {
+        let renamed = rename_registers(line, &mut names);
+        out.push_str(&commutative_in_order(&renamed));
         out.push('\n');
     }
     out
+}
+
+/// `line` with each virtual register replaced by its number in order of first use.
+fn rename_registers(line: &str, names: &mut std::collections::HashMap<String, usize>) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.char_indices().peekable();
+    while let Some((start, c)) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let mut end = start + 1;
+        while let Some(&(i, next)) = chars.peek() {
+            if !next.is_ascii_alphanumeric() {
+                break;
+            }
+            end = i + next.len_utf8();
+            chars.next();
+        }
+        let token = &line[start..end];
+        let kind: String = token[1..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphabetic())
+            .collect();
+        if token.len() > kind.len() + 1
+            && token[kind.len() + 1..].chars().all(|c| c.is_ascii_digit())
+        {
+            let next = names.len();
+            let id = *names.entry(token.to_string()).or_insert(next);
+            out.push_str(&format!("%{kind}#{id}"));
+        } else {
+            out.push_str(token);
+        }
+    }
+    out
+}
+
+/// An `add`, `mul`, `and`, `or`, `xor`, `min` or `max` with its two sources sorted.
+fn commutative_in_order(line: &str) -> String {
+    let trimmed = line.trim_start();
+    let Some((opcode, operands)) = trimmed.split_once(char::is_whitespace) else {
+        return line.to_string();
+    };
+    let base = opcode.split('.').next().unwrap_or("");
+    let commutative = ["add", "mul", "and", "or", "xor", "min", "max"].contains(&base);
+    let parts: Vec<&str> = operands
+        .trim()
+        .trim_end_matches(';')
+        .split(',')
+        .map(str::trim)
+        .collect();
+    if !commutative || parts.len() != 3 {
+        return line.to_string();
+    }
+    let (mut a, mut b) = (parts[1], parts[2]);
+    if b < a {
+        std::mem::swap(&mut a, &mut b);
+    }
+    format!("{opcode} {}, {a}, {b};", parts[0])
 }
 
 /// Every script, on plain columns with the default tile and on packed columns (each column's

@@ -201,16 +201,17 @@ pub fn modules_to_code(
     /// A kernel's code and the milliseconds it took, or why it failed.
     type Compiled = Result<(String, f64), String>;
     let done: Mutex<Vec<Option<Compiled>>> = Mutex::new(modules.iter().map(|_| None).collect());
-    let work = || loop {
-        let Some(&index) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
-            break;
-        };
-        let module = &modules[index];
+    let compile_one = |index: usize| {
         let started = Instant::now();
-        let code = kernel_to_code(module, target, GpuPasses::Reduced);
+        let code = kernel_to_code(&modules[index], target, GpuPasses::Reduced);
         let ms = started.elapsed().as_secs_f64() * 1e3;
         if let Ok(mut done) = done.lock() {
             done[index] = Some(code.map(|text| (text, ms)));
+        }
+    };
+    let work = || {
+        while let Some(&index) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
+            compile_one(index);
         }
     };
     std::thread::scope(|scope| {

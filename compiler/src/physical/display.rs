@@ -90,6 +90,9 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
             Sink::Build { table, key } => {
                 let ht = &query.hash_tables[*table];
                 let mut layout = match ht.layout {
+                    HashLayout::Perfect { min, max } if ht.is_key_set() => {
+                        format!("perfect {min}..={max}, a bit per key")
+                    }
                     HashLayout::Perfect { min, max } => format!("perfect {min}..={max}"),
                     HashLayout::Open { capacity } => format!("open addressing, {capacity} slots"),
                 };

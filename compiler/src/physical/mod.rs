@@ -101,6 +101,13 @@ pub enum BuildKeys {
 }
 
 impl HashTable {
+    /// Whether the table is a set of keys, a bit per key (a perfect table with no payload).
+    pub fn is_key_set(&self) -> bool {
+        matches!(self.layout, HashLayout::Perfect { .. })
+            && self.payload.is_empty()
+            && self.keys != BuildKeys::Chained
+    }
+
     /// Bytes of device memory the table takes: a 4-byte key or presence word and the payload
     /// per slot (how the runtime lays it out, to within padding).
     pub fn bytes(&self, columns: &Columns) -> u64 {
@@ -113,6 +120,9 @@ impl HashTable {
             HashLayout::Perfect { min, max } => (max - min) as u64 + 1,
             HashLayout::Open { capacity } => capacity + 1,
         };
+        if self.is_key_set() {
+            return slots.div_ceil(32) * 4;
+        }
         if self.keys == BuildKeys::Chained {
             // A key and the head of its list per slot; the next row and the payload per row.
             return slots * 8 + self.max_rows * (4 + payload).next_multiple_of(4);

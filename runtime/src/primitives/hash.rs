@@ -5,6 +5,9 @@
 //! zeroed memory is an empty table; the one key that would look empty (the type's minimum) lives
 //! in an extra slot after the others.
 //!
+//! A perfect table with no payload is a set of keys: a bit per key (32 keys to a word), so that
+//! probing it reads a table 32 times smaller, which stays in L1 where the slots would not.
+//!
 //! A table whose build side may hold a key more than once chains its rows: the slot keeps the
 //! key and the head of a list, and each build row (in an array indexed by its row number) keeps
 //! the next row of the list and the payload. A probe walks the list, one match per round.
@@ -159,6 +162,13 @@ impl HashTableLayout {
         matches!(self.kind, HashKind::Perfect { .. }) && matches!(self.stride, 8 | 16)
     }
 
+    /// Whether the table is a set of keys, a bit per key: a perfect table with no payload.
+    pub fn is_key_set(&self) -> bool {
+        matches!(self.kind, HashKind::Perfect { .. })
+            && self.payload.is_empty()
+            && self.rows.is_none()
+    }
+
     pub fn slots(&self) -> u64 {
         match self.kind {
             HashKind::Perfect { slots, .. } => slots,
@@ -167,6 +177,9 @@ impl HashTableLayout {
     }
 
     pub fn bytes(&self) -> u64 {
+        if self.is_key_set() {
+            return self.slots().div_ceil(32) * 4;
+        }
         self.slots() * u64::from(self.stride)
     }
 
@@ -207,6 +220,9 @@ pub fn insert<'ctx>(
         let key = param_int(p, 3)?;
         let status = param_ptr(p, 4)?;
         let result = match owned.kind {
+            HashKind::Perfect { .. } if owned.is_key_set() => {
+                insert_key(p, &owned, table, param, slots, key, status)?.into()
+            }
             HashKind::Perfect { .. } => {
                 let slot = perfect_slot(p, &owned, table, param, slots, key, Some(status))?;
                 let done = p.ctx.append_basic_block(p.function, "done");
@@ -281,6 +297,12 @@ pub fn find<'ctx>(
         let slots = param_int(p, 2)?;
         let key = param_int(p, 3)?;
         let result: BasicValueEnum = match owned.kind {
+            HashKind::Perfect { .. } if owned.is_key_set() => {
+                let (word, bit, inside) = key_bit(p, table, param, slots, key)?;
+                let present = bit_is_set(p, word, bit)?;
+                let present = p.b.build_and(inside, present, "")?;
+                p.b.build_select(present, word, p.global_ptr().const_null(), "")?
+            }
             HashKind::Perfect { .. } => {
                 let slot = perfect_slot(p, &owned, table, param, slots, key, None)?;
                 let done = p.ctx.append_basic_block(p.function, "done");
@@ -312,6 +334,129 @@ pub fn find<'ctx>(
         "slot",
     )?;
     Ok(basic(call.try_as_basic_value().basic())?.into_pointer_value())
+}
+
+/// Whether a set of keys ([`HashTableLayout::is_key_set`]) holds `key`, without branching: a
+/// key outside the table's range reads the first word and is not held.
+pub fn set_contains<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    table: PointerValue<'ctx>,
+    key: IntValue<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
+    if !layout.is_key_set() {
+        return Err(CodegenError::Invalid(
+            "the table is not a set of keys".into(),
+        ));
+    }
+    let key_ty = key.get_type();
+    let ty = em.i1().fn_type(
+        &[
+            em.global_ptr().into(),
+            em.i64().into(),
+            em.i64().into(),
+            key_ty.into(),
+        ],
+        false,
+    );
+    let name = primitive_name(layout, "contains", key_ty.get_bit_width());
+    let f = primitive(em, &name, ty, |p| {
+        let (word, bit, inside) = key_bit(
+            p,
+            param_ptr(p, 0)?,
+            param_int(p, 1)?,
+            param_int(p, 2)?,
+            param_int(p, 3)?,
+        )?;
+        let present = bit_is_set(p, word, bit)?;
+        p.b.build_return(Some(&p.b.build_and(inside, present, "contains")?))?;
+        Ok(())
+    })?;
+    let (min, slots) = run_time_shape(em, layout);
+    let call = em.b.build_call(
+        f,
+        &[table.into(), min.into(), slots.into(), key.into()],
+        "contains",
+    )?;
+    Ok(basic(call.try_as_basic_value().basic())?.into_int_value())
+}
+
+/// Adds `key` to a set of keys; returns its word when the key was inserted, null when it was
+/// outside the range or (for a table refusing repeats) already there, which `status` records.
+fn insert_key<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    table: PointerValue<'ctx>,
+    min: IntValue<'ctx>,
+    slots: IntValue<'ctx>,
+    key: IntValue<'ctx>,
+    status: PointerValue<'ctx>,
+) -> CodegenResult<PointerValue<'ctx>> {
+    let (word, bit, inside) = key_bit(p, table, min, slots, key)?;
+    report_unless(p, inside, status, status::KEY_OUT_OF_RANGE)?;
+    let here = p.current_block()?;
+    let add = p.ctx.append_basic_block(p.function, "add_key");
+    let done = p.ctx.append_basic_block(p.function, "key_added");
+    p.b.build_conditional_branch(inside, add, done)?;
+    p.b.position_at_end(add);
+    let mask = p.b.build_left_shift(p.const_i32(1), bit, "")?;
+    let before = p.b.build_atomicrmw(
+        inkwell::AtomicRMWBinOp::Or,
+        word,
+        mask,
+        AtomicOrdering::Monotonic,
+    )?;
+    let had = p.b.build_and(before, mask, "")?;
+    let fresh =
+        p.b.build_int_compare(IntPredicate::EQ, had, p.const_i32(0), "")?;
+    let added = match layout.repeats {
+        KeyRepeats::Shared => word.as_basic_value_enum(),
+        KeyRepeats::Refused => {
+            report_unless(p, fresh, status, status::DUPLICATE_KEY)?;
+            p.b.build_select(fresh, word, p.global_ptr().const_null(), "")?
+        }
+    };
+    let add_end = p.current_block()?;
+    p.b.build_unconditional_branch(done)?;
+    p.b.position_at_end(done);
+    let phi = p.b.build_phi(p.global_ptr(), "word")?;
+    phi.add_incoming(&[(&p.global_ptr().const_null(), here), (&added, add_end)]);
+    Ok(phi.as_basic_value().into_pointer_value())
+}
+
+/// The word of a set of keys holding `key`'s bit, the bit's place in it, and whether the key is
+/// inside the table's range (a key outside it points at the first word).
+fn key_bit<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    table: PointerValue<'ctx>,
+    min: IntValue<'ctx>,
+    slots: IntValue<'ctx>,
+    key: IntValue<'ctx>,
+) -> CodegenResult<(PointerValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>)> {
+    let wide = p.b.build_int_s_extend_or_bit_cast(key, p.i64(), "")?;
+    let index = p.b.build_int_sub(wide, min, "index")?;
+    let inside =
+        p.b.build_int_compare(IntPredicate::ULT, index, slots, "inside")?;
+    let index =
+        p.b.build_select(inside, index, p.const_i64(0), "")?
+            .into_int_value();
+    let word = p.b.build_right_shift(index, p.const_i64(5), false, "")?;
+    let word = p.offset_ptr(p.i32().into(), table, word)?;
+    let bit = p.b.build_int_truncate(index, p.i32(), "")?;
+    let bit = p.b.build_and(bit, p.const_i32(31), "bit")?;
+    Ok((word, bit, inside))
+}
+
+/// Whether bit `bit` of the word at `word` is set.
+fn bit_is_set<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    word: PointerValue<'ctx>,
+    bit: IntValue<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
+    let bits = p.b.build_load(p.i32(), word, "key_bits")?.into_int_value();
+    let bits = p.b.build_right_shift(bits, bit, false, "")?;
+    let bits = p.b.build_and(bits, p.const_i32(1), "")?;
+    p.truth(bits)
 }
 
 /// Looks `key` up in a perfect table without branching: returns a slot that is always inside
@@ -403,14 +548,42 @@ pub fn read_slot<'ctx>(
         }
         return Ok((em.truth(present)?, fields));
     }
-    let words = layout.stride / 4;
-    let vector = em.i32().vec_type(words);
+    let whole = load_slot_words(em, layout, slot)?;
+    slot_fields(em, layout, whole)
+}
+
+/// The type a perfect table's slot is read as in one load: a vector of its two or four 32-bit
+/// words ([`HashTableLayout::loads_whole_slot`]).
+pub fn slot_words_type<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+) -> Option<inkwell::types::VectorType<'ctx>> {
+    (matches!(layout.kind, HashKind::Perfect { .. }) && layout.loads_whole_slot())
+        .then(|| em.i32().vec_type(layout.stride / 4))
+}
+
+/// Loads a perfect table's whole slot as [`slot_words_type`].
+pub fn load_slot_words<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    slot: PointerValue<'ctx>,
+) -> CodegenResult<inkwell::values::VectorValue<'ctx>> {
+    let vector = slot_words_type(em, layout)
+        .ok_or_else(|| CodegenError::Invalid("the slot is not read in one load".into()))?;
     let whole = em.b.build_load(vector, slot, "slot_words")?;
     if let Some(load) = whole.as_instruction_value() {
         load.set_alignment(layout.stride)
             .map_err(|e| CodegenError::Invalid(format!("slot alignment: {e}")))?;
     }
-    let whole = whole.into_vector_value();
+    Ok(whole.into_vector_value())
+}
+
+/// Whether a slot read by [`load_slot_words`] is occupied, and its payload fields.
+pub fn slot_fields<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    whole: inkwell::values::VectorValue<'ctx>,
+) -> CodegenResult<(IntValue<'ctx>, Vec<BasicValueEnum<'ctx>>)> {
     let word = |i: u32| {
         em.b.build_extract_element(whole, em.const_i32(i64::from(i)), "")
     };
@@ -452,6 +625,7 @@ pub fn payload_ptr<'ctx>(
 
 fn primitive_name(layout: &HashTableLayout, op: &str, key_bits: u32) -> String {
     let kind = match layout.kind {
+        HashKind::Perfect { .. } if layout.is_key_set() => "key_set",
         HashKind::Perfect { .. } => "perfect",
         HashKind::Open { .. } => "open",
     };
