@@ -304,7 +304,8 @@ fn reductions_fold_with_their_identity() {
 }
 
 /// Inserts `keys` into a table of `layout` (payload: the key times ten), then looks up `probes`;
-/// returns each probe's payload (or -1 when absent) and the status words.
+/// returns each probe's payload (or -1 when absent) and the status words. A set of keys has no
+/// payload: a probe that finds its key returns the key times ten all the same.
 fn build_and_probe(
     layout: &HashTableLayout,
     keys: &[i32],
@@ -324,6 +325,9 @@ fn build_and_probe(
                 em.b.build_load(em.i32(), em.offset_ptr(em.i32().into(), keys_ptr, i)?, "")?
                     .into_int_value();
             let slot = hash::insert(em, &layout_for_build, table, key, status_ptr)?;
+            if layout_for_build.is_key_set() {
+                return Ok(());
+            }
             let inserted = em.b.build_is_not_null(slot, "")?;
             em.if_then(inserted, || {
                 let (field, _) = hash::payload_ptr(em, &layout_for_build, slot, 0)?;
@@ -345,7 +349,17 @@ fn build_and_probe(
                 em.b.build_load(em.i32(), em.offset_ptr(em.i32().into(), probes_ptr, i)?, "")?
                     .into_int_value();
             let target = em.offset_ptr(em.i32().into(), out, i)?;
-            if branch_free {
+            if layout_for_probe.is_key_set() {
+                let present = if branch_free {
+                    hash::set_contains(em, &layout_for_probe, table, key)?
+                } else {
+                    let word = hash::find(em, &layout_for_probe, table, key)?;
+                    em.b.build_is_not_null(word, "")?
+                };
+                let found = em.b.build_int_mul(key, em.const_i32(10), "")?;
+                let value = em.b.build_select(present, found, em.const_i32(-1), "")?;
+                em.b.build_store(target, value)?;
+            } else if branch_free {
                 let (slot, inside) = hash::probe_perfect(em, &layout_for_probe, table, key)?;
                 let (present, fields) = hash::read_slot(em, &layout_for_probe, slot)?;
                 let hit = em.b.build_and(inside, present, "")?;
@@ -423,6 +437,54 @@ fn perfect_tables_report_duplicates_and_keys_out_of_range() {
     assert_eq!(status[status::DUPLICATE_KEY as usize], 1);
     let (_, status) = build_and_probe(&layout, &[3, 10], &[], false);
     assert_eq!(status[status::KEY_OUT_OF_RANGE as usize], 1);
+}
+
+#[test]
+fn sets_of_keys_find_what_was_built_across_words() {
+    // 70 keys: two whole words of bits and part of a third.
+    let layout = HashTableLayout::new(
+        HashKind::Perfect {
+            min: -10,
+            slots: 70,
+        },
+        DataType::I32,
+        &[],
+    );
+    assert!(layout.is_key_set());
+    assert_eq!(layout.bytes(), 12);
+    let keys = [-10, 21, 22, 53, 59, 0];
+    let probes = [
+        -10,
+        -11,
+        21,
+        23,
+        22,
+        53,
+        54,
+        59,
+        60,
+        0,
+        1,
+        i32::MIN,
+        i32::MAX,
+    ];
+    let expected: Vec<i32> = probes
+        .iter()
+        .map(|p| if keys.contains(p) { p * 10 } else { -1 })
+        .collect();
+    for branch_free in [false, true] {
+        let (found, status) = build_and_probe(&layout, &keys, &probes, branch_free);
+        assert_eq!(found, expected, "branch free: {branch_free}");
+        assert!(status.iter().all(|&w| w == 0));
+    }
+    let (_, status) = build_and_probe(&layout, &[22, 5, 22], &[], false);
+    assert_eq!(status[status::DUPLICATE_KEY as usize], 1);
+    let (_, status) = build_and_probe(&layout, &[3, 60], &[], false);
+    assert_eq!(status[status::KEY_OUT_OF_RANGE as usize], 1);
+    // Semi and anti joins share keys: a repeat is no error.
+    let (found, status) = build_and_probe(&layout.sharing_keys(), &[7, 7], &[7, 8], true);
+    assert_eq!(found, vec![70, -1]);
+    assert!(status.iter().all(|&w| w == 0));
 }
 
 #[test]
