@@ -96,13 +96,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             em.for_each_item(|item: Item| {
                 let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
                 let k = self.eval(key, item)?;
-                // Rejected items probe the table's first slot, so they all read one cached
-                // line rather than a random slot each.
-                let key_value = k.value.into_int_value();
-                let first = key_value.get_type().const_int(min as u64, true);
-                let steered =
-                    em.b.build_select(flag, key_value, first, "")?
-                        .into_int_value();
+                let steered = self.steered_key(flag, k.value.into_int_value(), min)?;
                 let (slot, inside) = hash::probe_perfect(em, layout, pointer, steered)?;
                 let (present, fields) = hash::read_slot(em, layout, slot)?;
                 let mut hit =
@@ -110,17 +104,8 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 if let Some(valid) = k.valid {
                     hit = em.b.build_and(hit, valid, "")?;
                 }
-                for (index, _, values) in &outputs {
-                    let value = fields[*index];
-                    let value =
-                        em.b.build_select(hit, value, value.get_type().const_zero(), "")?;
-                    em.set(*values, item, value)?;
-                }
-                let keep = match kind {
-                    JoinKind::Anti => em.b.build_and(flag, em.b.build_not(hit, "")?, "")?,
-                    _ => hit,
-                };
-                em.set(self.flags, item, em.flag(keep)?)
+                self.set_matched_payload(item, hit, &fields, &outputs)?;
+                self.keep_matched(item, flag, hit, kind)
             })?;
         } else if self.selected >= SLOTS_REQUESTED_TOGETHER_ABOVE
             && hash::slot_words_type(em, layout).is_some()
@@ -160,22 +145,14 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         em.for_each_item(|item: Item| {
             let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
             let k = self.eval(key, item)?;
-            let key_value = k.value.into_int_value();
-            let first = key_value.get_type().const_int(min as u64, true);
-            let steered =
-                em.b.build_select(flag, key_value, first, "")?
-                    .into_int_value();
+            let steered = self.steered_key(flag, k.value.into_int_value(), min)?;
             let present = hash::set_contains(em, layout, pointer, steered)?;
             let mut hit = em.b.build_and(flag, present, "hit")?;
             // A null key matches nothing.
             if let Some(valid) = k.valid {
                 hit = em.b.build_and(hit, valid, "")?;
             }
-            let keep = match kind {
-                JoinKind::Anti => em.b.build_and(flag, em.b.build_not(hit, "")?, "")?,
-                _ => hit,
-            };
-            em.set(self.flags, item, em.flag(keep)?)
+            self.keep_matched(item, flag, hit, kind)
         })
     }
 
@@ -235,18 +212,59 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             }
             let (present, fields) = hash::slot_fields(em, layout, whole)?;
             let hit = em.b.build_and(look, present, "hit")?;
-            for (index, _, values) in outputs {
-                let value = fields[*index];
-                let value =
-                    em.b.build_select(hit, value, value.get_type().const_zero(), "")?;
-                em.set(*values, item, value)?;
-            }
-            let keep = match kind {
-                JoinKind::Anti => em.b.build_and(flag, em.b.build_not(hit, "")?, "")?,
-                _ => hit,
-            };
-            em.set(self.flags, item, em.flag(keep)?)
+            self.set_matched_payload(item, hit, &fields, outputs)?;
+            self.keep_matched(item, flag, hit, kind)
         })
+    }
+
+    /// `key` for a selected item, the perfect table's first key for a rejected one: rejected
+    /// items then all read one cached line rather than a random one each.
+    fn steered_key(
+        &self,
+        flag: IntValue<'ctx>,
+        key: IntValue<'ctx>,
+        min: i64,
+    ) -> CodegenResult<IntValue<'ctx>> {
+        let first = key.get_type().const_int(min as u64, true);
+        Ok(self
+            .em
+            .b
+            .build_select(flag, key, first, "")?
+            .into_int_value())
+    }
+
+    /// Sets each payload column of `item` to the matched slot's field, or zero without a match.
+    fn set_matched_payload(
+        &self,
+        item: Item<'ctx>,
+        hit: IntValue<'ctx>,
+        fields: &[inkwell::values::BasicValueEnum<'ctx>],
+        outputs: &[(usize, crate::columns::ColumnId, TileArray<'ctx>)],
+    ) -> CodegenResult<()> {
+        let em = &self.em;
+        for (index, _, values) in outputs {
+            let value = fields[*index];
+            let value =
+                em.b.build_select(hit, value, value.get_type().const_zero(), "")?;
+            em.set(*values, item, value)?;
+        }
+        Ok(())
+    }
+
+    /// Keeps `item` selected when it matched (an anti join: when it was selected and did not).
+    fn keep_matched(
+        &self,
+        item: Item<'ctx>,
+        flag: IntValue<'ctx>,
+        hit: IntValue<'ctx>,
+        kind: JoinKind,
+    ) -> CodegenResult<()> {
+        let em = &self.em;
+        let keep = match kind {
+            JoinKind::Anti => em.b.build_and(flag, em.b.build_not(hit, "")?, "")?,
+            _ => hit,
+        };
+        em.set(self.flags, item, em.flag(keep)?)
     }
 
     /// Probes with a branch per item: only selected items touch the table (and open tables'
@@ -287,14 +305,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 })
             })?;
             let hit = em.b.build_load(em.i1(), found, "")?.into_int_value();
-            let keep = match kind {
-                JoinKind::Anti => {
-                    let missed = em.b.build_not(hit, "")?;
-                    em.b.build_and(flag, missed, "")?
-                }
-                _ => hit,
-            };
-            em.set(self.flags, item, em.flag(keep)?)
+            self.keep_matched(item, flag, hit, kind)
         })
     }
 

@@ -12,7 +12,7 @@
 //! key and the head of a list, and each build row (in an array indexed by its row number) keeps
 //! the next row of the list and the payload. A probe walks the list, one match per round.
 
-use inkwell::types::BasicTypeEnum;
+use inkwell::types::{BasicType, BasicTypeEnum};
 use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue};
 use inkwell::{AtomicOrdering, IntPredicate};
 use tessera_storage::DataType;
@@ -280,15 +280,7 @@ pub fn find<'ctx>(
     key: IntValue<'ctx>,
 ) -> CodegenResult<PointerValue<'ctx>> {
     let key_ty = em.int_type(key.get_type().get_bit_width());
-    let ty = em.global_ptr().fn_type(
-        &[
-            em.global_ptr().into(),
-            em.i64().into(),
-            em.i64().into(),
-            key_ty.into(),
-        ],
-        false,
-    );
+    let ty = lookup_fn_type(em, em.global_ptr().into(), key_ty);
     let name = primitive_name(layout, "find", key_ty.get_bit_width());
     let owned = layout.clone();
     let f = primitive(em, &name, ty, |p| {
@@ -327,13 +319,7 @@ pub fn find<'ctx>(
         p.b.build_return(Some(&result))?;
         Ok(())
     })?;
-    let (param, slots) = run_time_shape(em, layout);
-    let call = em.b.build_call(
-        f,
-        &[table.into(), param.into(), slots.into(), key.into()],
-        "slot",
-    )?;
-    Ok(basic(call.try_as_basic_value().basic())?.into_pointer_value())
+    Ok(call_lookup(em, f, layout, table, key, "slot")?.into_pointer_value())
 }
 
 /// Whether a set of keys ([`HashTableLayout::is_key_set`]) holds `key`, without branching: a
@@ -350,15 +336,7 @@ pub fn set_contains<'ctx>(
         ));
     }
     let key_ty = key.get_type();
-    let ty = em.i1().fn_type(
-        &[
-            em.global_ptr().into(),
-            em.i64().into(),
-            em.i64().into(),
-            key_ty.into(),
-        ],
-        false,
-    );
+    let ty = lookup_fn_type(em, em.i1().into(), key_ty);
     let name = primitive_name(layout, "contains", key_ty.get_bit_width());
     let f = primitive(em, &name, ty, |p| {
         let (word, bit, inside) = key_bit(
@@ -372,13 +350,43 @@ pub fn set_contains<'ctx>(
         p.b.build_return(Some(&p.b.build_and(inside, present, "contains")?))?;
         Ok(())
     })?;
-    let (min, slots) = run_time_shape(em, layout);
+    Ok(call_lookup(em, f, layout, table, key, "contains")?.into_int_value())
+}
+
+/// The signature of a primitive that looks a key up: the table, its run-time shape
+/// ([`run_time_shape`]) and the key, returning `result`.
+fn lookup_fn_type<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    result: BasicTypeEnum<'ctx>,
+    key_ty: inkwell::types::IntType<'ctx>,
+) -> inkwell::types::FunctionType<'ctx> {
+    result.fn_type(
+        &[
+            em.global_ptr().into(),
+            em.i64().into(),
+            em.i64().into(),
+            key_ty.into(),
+        ],
+        false,
+    )
+}
+
+/// Calls a primitive of [`lookup_fn_type`] on `table` and `key`.
+fn call_lookup<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    f: inkwell::values::FunctionValue<'ctx>,
+    layout: &HashTableLayout,
+    table: PointerValue<'ctx>,
+    key: IntValue<'ctx>,
+    name: &str,
+) -> CodegenResult<BasicValueEnum<'ctx>> {
+    let (shape, slots) = run_time_shape(em, layout);
     let call = em.b.build_call(
         f,
-        &[table.into(), min.into(), slots.into(), key.into()],
-        "contains",
+        &[table.into(), shape.into(), slots.into(), key.into()],
+        name,
     )?;
-    Ok(basic(call.try_as_basic_value().basic())?.into_int_value())
+    basic(call.try_as_basic_value().basic())
 }
 
 /// Adds `key` to a set of keys; returns its word when the key was inserted, null when it was
@@ -433,13 +441,7 @@ fn key_bit<'ctx>(
     slots: IntValue<'ctx>,
     key: IntValue<'ctx>,
 ) -> CodegenResult<(PointerValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>)> {
-    let wide = p.b.build_int_s_extend_or_bit_cast(key, p.i64(), "")?;
-    let index = p.b.build_int_sub(wide, min, "index")?;
-    let inside =
-        p.b.build_int_compare(IntPredicate::ULT, index, slots, "inside")?;
-    let index =
-        p.b.build_select(inside, index, p.const_i64(0), "")?
-            .into_int_value();
+    let (index, inside) = perfect_index(p, min, slots, key)?;
     let word = p.b.build_right_shift(index, p.const_i64(5), false, "")?;
     let word = p.offset_ptr(p.i32().into(), table, word)?;
     let bit = p.b.build_int_truncate(index, p.i32(), "")?;
@@ -447,7 +449,26 @@ fn key_bit<'ctx>(
     Ok((word, bit, inside))
 }
 
-/// Whether bit `bit` of the word at `word` is set.
+/// `key`'s index in a perfect table of `slots` keys from `min`, or 0 when the key is outside the
+/// table's range, and whether it is inside (an `i64` and an `i1`).
+fn perfect_index<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    min: IntValue<'ctx>,
+    slots: IntValue<'ctx>,
+    key: IntValue<'ctx>,
+) -> CodegenResult<(IntValue<'ctx>, IntValue<'ctx>)> {
+    let wide = p.b.build_int_s_extend_or_bit_cast(key, p.i64(), "")?;
+    let index = p.b.build_int_sub(wide, min, "index")?;
+    // Unsigned comparison: a key below `min` wraps to a huge index.
+    let inside =
+        p.b.build_int_compare(IntPredicate::ULT, index, slots, "inside")?;
+    let index =
+        p.b.build_select(inside, index, p.const_i64(0), "")?
+            .into_int_value();
+    Ok((index, inside))
+}
+
+/// Whether bit `bit` of the word at `word` is set./// Whether bit `bit` of the word at `word` is set.
 fn bit_is_set<'ctx>(
     p: &Emitter<'ctx, '_>,
     word: PointerValue<'ctx>,
@@ -470,24 +491,16 @@ pub fn probe_perfect<'ctx>(
     table: PointerValue<'ctx>,
     key: IntValue<'ctx>,
 ) -> CodegenResult<(PointerValue<'ctx>, IntValue<'ctx>)> {
-    let HashKind::Perfect { min, slots } = layout.kind else {
+    if !matches!(layout.kind, HashKind::Perfect { .. }) {
         return Err(CodegenError::Invalid(
             "probe_perfect needs a perfect table".into(),
         ));
-    };
+    }
     let key_ty = key.get_type();
     let result_ty = em
         .ctx
         .struct_type(&[em.global_ptr().into(), em.i1().into()], false);
-    let ty = result_ty.fn_type(
-        &[
-            em.global_ptr().into(),
-            em.i64().into(),
-            em.i64().into(),
-            key_ty.into(),
-        ],
-        false,
-    );
+    let ty = lookup_fn_type(em, result_ty.into(), key_ty);
     let name = primitive_name(layout, "probe", key_ty.get_bit_width());
     let stride = layout.stride;
     let f = primitive(em, &name, ty, |p| {
@@ -495,13 +508,7 @@ pub fn probe_perfect<'ctx>(
         let min = param_int(p, 1)?;
         let slots = param_int(p, 2)?;
         let key = param_int(p, 3)?;
-        let wide = p.b.build_int_s_extend_or_bit_cast(key, p.i64(), "")?;
-        let index = p.b.build_int_sub(wide, min, "index")?;
-        let inside =
-            p.b.build_int_compare(IntPredicate::ULT, index, slots, "inside")?;
-        let safe =
-            p.b.build_select(inside, index, p.const_i64(0), "")?
-                .into_int_value();
+        let (safe, inside) = perfect_index(p, min, slots, key)?;
         let offset =
             p.b.build_int_mul(safe, p.const_i64(i64::from(stride)), "")?;
         let slot = p.offset_ptr(p.i8().into(), table, offset)?;
@@ -511,17 +518,7 @@ pub fn probe_perfect<'ctx>(
         p.b.build_return(Some(&result))?;
         Ok(())
     })?;
-    let call = em.b.build_call(
-        f,
-        &[
-            table.into(),
-            em.const_i64(min).into(),
-            em.const_i64(slots as i64).into(),
-            key.into(),
-        ],
-        "probe",
-    )?;
-    let pair = basic(call.try_as_basic_value().basic())?.into_struct_value();
+    let pair = call_lookup(em, f, layout, table, key, "probe")?.into_struct_value();
     let slot =
         em.b.build_extract_value(pair, 0, "slot")?
             .into_pointer_value();
