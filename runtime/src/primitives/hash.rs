@@ -219,36 +219,20 @@ pub fn insert<'ctx>(
         let slots = param_int(p, 2)?;
         let key = param_int(p, 3)?;
         let status = param_ptr(p, 4)?;
-        let result = match owned.kind {
+        let result: BasicValueEnum = match owned.kind {
             HashKind::Perfect { .. } if owned.is_key_set() => {
                 insert_key(p, &owned, table, param, slots, key, status)?.into()
             }
             HashKind::Perfect { .. } => {
                 let slot = perfect_slot(p, &owned, table, param, slots, key, Some(status))?;
-                let done = p.ctx.append_basic_block(p.function, "done");
-                let claim = p.ctx.append_basic_block(p.function, "claim");
                 let found = p.b.build_is_not_null(slot, "")?;
-                let here = p.current_block()?;
-                p.b.build_conditional_branch(found, claim, done)?;
-                p.b.position_at_end(claim);
-                let previous = swap_word(p, slot, p.const_i32(0), p.const_i32(1))?;
-                let fresh =
-                    p.b.build_int_compare(IntPredicate::EQ, previous, p.const_i32(0), "")?;
-                let claimed = match owned.repeats {
-                    KeyRepeats::Shared => slot.as_basic_value_enum(),
-                    KeyRepeats::Refused => {
-                        let claimed =
-                            p.b.build_select(fresh, slot, p.global_ptr().const_null(), "")?;
-                        report_unless(p, fresh, status, status::DUPLICATE_KEY)?;
-                        claimed
-                    }
-                };
-                let claim_end = p.current_block()?;
-                p.b.build_unconditional_branch(done)?;
-                p.b.position_at_end(done);
-                let phi = p.b.build_phi(p.global_ptr(), "slot")?;
-                phi.add_incoming(&[(&p.global_ptr().const_null(), here), (&claimed, claim_end)]);
-                phi.as_basic_value()
+                claim(p, &owned, found, status, || {
+                    let previous = swap_word(p, slot, p.const_i32(0), p.const_i32(1))?;
+                    let fresh =
+                        p.b.build_int_compare(IntPredicate::EQ, previous, p.const_i32(0), "")?;
+                    Ok((slot, fresh))
+                })?
+                .into()
             }
             HashKind::Open { .. } => {
                 open_insert(p, &owned, table, param, slots, key, status)?.into()
@@ -402,33 +386,51 @@ fn insert_key<'ctx>(
 ) -> CodegenResult<PointerValue<'ctx>> {
     let (word, bit, inside) = key_bit(p, table, min, slots, key)?;
     report_unless(p, inside, status, status::KEY_OUT_OF_RANGE)?;
+    claim(p, layout, inside, status, || {
+        let mask = p.b.build_left_shift(p.const_i32(1), bit, "")?;
+        let before = p.b.build_atomicrmw(
+            inkwell::AtomicRMWBinOp::Or,
+            word,
+            mask,
+            AtomicOrdering::Monotonic,
+        )?;
+        let had = p.b.build_and(before, mask, "")?;
+        let fresh =
+            p.b.build_int_compare(IntPredicate::EQ, had, p.const_i32(0), "")?;
+        Ok((word, fresh))
+    })
+}
+
+/// Where a perfect table's insert (slots or a set of keys) takes its key, when `possible`: `take`
+/// claims it and says whether it was free. Returns the claimed place, or null when the key was
+/// not taken or, for a table refusing repeats, already there (recorded in `status`).
+fn claim<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    possible: IntValue<'ctx>,
+    status: PointerValue<'ctx>,
+    take: impl FnOnce() -> CodegenResult<(PointerValue<'ctx>, IntValue<'ctx>)>,
+) -> CodegenResult<PointerValue<'ctx>> {
+    let done = p.ctx.append_basic_block(p.function, "done");
+    let claim = p.ctx.append_basic_block(p.function, "claim");
     let here = p.current_block()?;
-    let add = p.ctx.append_basic_block(p.function, "add_key");
-    let done = p.ctx.append_basic_block(p.function, "key_added");
-    p.b.build_conditional_branch(inside, add, done)?;
-    p.b.position_at_end(add);
-    let mask = p.b.build_left_shift(p.const_i32(1), bit, "")?;
-    let before = p.b.build_atomicrmw(
-        inkwell::AtomicRMWBinOp::Or,
-        word,
-        mask,
-        AtomicOrdering::Monotonic,
-    )?;
-    let had = p.b.build_and(before, mask, "")?;
-    let fresh =
-        p.b.build_int_compare(IntPredicate::EQ, had, p.const_i32(0), "")?;
-    let added = match layout.repeats {
-        KeyRepeats::Shared => word.as_basic_value_enum(),
+    p.b.build_conditional_branch(possible, claim, done)?;
+    p.b.position_at_end(claim);
+    let (place, fresh) = take()?;
+    let claimed = match layout.repeats {
+        KeyRepeats::Shared => place.as_basic_value_enum(),
         KeyRepeats::Refused => {
+            let claimed =
+                p.b.build_select(fresh, place, p.global_ptr().const_null(), "")?;
             report_unless(p, fresh, status, status::DUPLICATE_KEY)?;
-            p.b.build_select(fresh, word, p.global_ptr().const_null(), "")?
+            claimed
         }
     };
-    let add_end = p.current_block()?;
+    let claim_end = p.current_block()?;
     p.b.build_unconditional_branch(done)?;
     p.b.position_at_end(done);
-    let phi = p.b.build_phi(p.global_ptr(), "word")?;
-    phi.add_incoming(&[(&p.global_ptr().const_null(), here), (&added, add_end)]);
+    let phi = p.b.build_phi(p.global_ptr(), "slot")?;
+    phi.add_incoming(&[(&p.global_ptr().const_null(), here), (&claimed, claim_end)]);
     Ok(phi.as_basic_value().into_pointer_value())
 }
 
