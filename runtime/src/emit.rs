@@ -505,6 +505,32 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         }
     }
 
+    /// Where this thread's first item lies in a tile of `elem`s starting at `base`. Computed
+    /// once, before a loop over items: every item's address is then this register and a
+    /// constant offset (`item_ptr`), which the code generator does not have to discover.
+    pub fn thread_first(
+        &self,
+        elem: BasicTypeEnum<'ctx>,
+        base: PointerValue<'ctx>,
+    ) -> CodegenResult<PointerValue<'ctx>> {
+        match self.target {
+            Target::Nvptx { .. } => self.offset_ptr(elem, base, self.tid()?),
+            Target::Host => Ok(base),
+        }
+    }
+
+    /// Where `item` of this thread lies, from its first item's address (`thread_first`).
+    pub fn item_ptr(
+        &self,
+        elem: BasicTypeEnum<'ctx>,
+        first: PointerValue<'ctx>,
+        item: Item<'ctx>,
+    ) -> CodegenResult<PointerValue<'ctx>> {
+        let threads = self.const_i32(i64::from(self.tile.threads));
+        let stride = self.b.build_int_nsw_mul(item.index, threads, "")?;
+        self.offset_ptr(elem, first, stride)
+    }
+
     /// Builds `then` under `condition`; the builder continues after it.
     pub fn if_then(
         &self,

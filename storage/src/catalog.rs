@@ -57,6 +57,9 @@ pub struct Catalog {
     tables: BTreeMap<String, TableInfo>,
     cache: Mutex<HashMap<(String, String), Arc<Column>>>,
     page_dictionaries: Mutex<HashMap<(String, String), PageDictionary>>,
+    /// Whether a loaded column's values are unique, once checked: planning asks it of every
+    /// join key, and checking means sorting or marking every value.
+    unique_values: Mutex<HashMap<(String, String), Option<bool>>>,
     /// One lock per table, held while that table's columns load, so that threads asking for
     /// the same columns at once read the files once; other tables load meanwhile.
     loading: HashMap<String, Mutex<()>>,
@@ -99,6 +102,7 @@ impl Catalog {
             tables,
             cache: Mutex::new(HashMap::new()),
             page_dictionaries: Mutex::new(HashMap::new()),
+            unique_values: Mutex::new(HashMap::new()),
             loading,
             compression: Compression::None,
             packed: Mutex::new(PackedColumns::default()),
@@ -173,6 +177,7 @@ impl Catalog {
             tables: infos,
             cache: Mutex::new(cache),
             page_dictionaries: Mutex::new(HashMap::new()),
+            unique_values: Mutex::new(HashMap::new()),
             loading,
             compression: Compression::None,
             packed: Mutex::new(PackedColumns::default()),
@@ -267,23 +272,27 @@ impl Catalog {
         Ok(found)
     }
 
-    /// One column, loaded on first use and cached.
     /// Whether no value of a key column occurs twice (`None` where the type has no such
-    /// notion): checked on the loaded column, else taken from the file's record of it, else
-    /// settled by the statistics when there are more values than the range holds, else checked
-    /// after loading the column.
+    /// notion): taken from the file's record of it, else checked once on the loaded column,
+    /// else settled by the statistics when there are more values than the range holds, else
+    /// checked after loading the column.
     pub fn unique(&self, table: &str, column: &str) -> Result<Option<bool>, StorageError> {
-        let key = (table.to_string(), column.to_string());
-        let loaded = lock(&self.cache).get(&key).cloned();
-        if let Some(loaded) = loaded {
-            return Ok(loaded.has_unique_values());
-        }
         let recorded = self
             .tables
             .get(table)
             .is_some_and(|t| t.unique.iter().any(|c| c == column));
         if recorded {
             return Ok(Some(true));
+        }
+        let key = (table.to_string(), column.to_string());
+        if let Some(&known) = lock(&self.unique_values).get(&key) {
+            return Ok(known);
+        }
+        let loaded = lock(&self.cache).get(&key).cloned();
+        if let Some(loaded) = loaded {
+            let unique = loaded.has_unique_values();
+            lock(&self.unique_values).insert(key, unique);
+            return Ok(unique);
         }
         // More values than the range has room for must repeat: no need to read them.
         let stats = self.stats(table, column)?;
@@ -293,9 +302,12 @@ impl Catalog {
                 return Ok(Some(false));
             }
         }
-        Ok(self.column(table, column)?.has_unique_values())
+        let unique = self.column(table, column)?.has_unique_values();
+        lock(&self.unique_values).insert(key, unique);
+        Ok(unique)
     }
 
+    /// One column, loaded on first use and cached.
     pub fn column(&self, table: &str, column: &str) -> Result<Arc<Column>, StorageError> {
         let mut columns = self.columns(table, &[column])?;
         columns.pop().ok_or_else(|| StorageError::UnknownColumn {

@@ -27,7 +27,9 @@ use tessera_storage::Catalog;
 
 use crate::physical::PhysicalQuery;
 
-pub use targets::{llvm_to_object, llvm_to_ptx, optimize_llvm, optimize_llvm_with, GpuPasses};
+pub use targets::{
+    llvm_to_object, llvm_to_ptx, optimize_llvm, optimize_llvm_with, GpuCodegen, GpuPasses,
+};
 
 /// One kernel's LLVM module, held as bitcode: kernels are built one after another (they share
 /// the query's buffers and hash tables), then optimized and emitted in parallel, each in a
@@ -203,7 +205,12 @@ pub fn modules_to_code(
     let done: Mutex<Vec<Option<Compiled>>> = Mutex::new(modules.iter().map(|_| None).collect());
     let compile_one = |index: usize| {
         let started = Instant::now();
-        let code = kernel_to_code(&modules[index], target, GpuPasses::Reduced);
+        let code = kernel_to_code(
+            &modules[index],
+            target,
+            GpuPasses::Reduced,
+            GpuCodegen::Quick,
+        );
         let ms = started.elapsed().as_secs_f64() * 1e3;
         if let Ok(mut done) = done.lock() {
             done[index] = Some(code.map(|text| (text, ms)));
@@ -238,11 +245,13 @@ pub fn modules_to_code(
         .collect()
 }
 
-/// Optimizes and emits one kernel: PTX text, or a hex-encoded host object file.
+/// Optimizes and emits one kernel: PTX text, or a hex-encoded host object file. `codegen`
+/// applies to the GPU only.
 pub fn kernel_to_code(
     module: &KernelModule,
     target: Target,
     gpu_passes: GpuPasses,
+    codegen: GpuCodegen,
 ) -> Result<String, String> {
     let context = Context::create();
     let llvm = module.parse(&context)?;
@@ -253,7 +262,7 @@ pub fn kernel_to_code(
     };
     optimize_llvm_with(&llvm, target, gpu_passes)?;
     match target {
-        Target::Nvptx { sm } => llvm_to_ptx(&llvm, sm),
+        Target::Nvptx { sm } => llvm_to_ptx(&llvm, sm, codegen),
         Target::Host => Ok(hex(&llvm_to_object(&llvm)?)),
     }
 }

@@ -28,7 +28,7 @@ fn initialize() -> Result<(), String> {
         .clone()
 }
 
-fn machine(target: Target) -> Result<TargetMachine, String> {
+fn machine(target: Target, codegen: GpuCodegen) -> Result<TargetMachine, String> {
     initialize()?;
     match target {
         Target::Nvptx { sm } => {
@@ -39,10 +39,10 @@ fn machine(target: Target) -> Result<TargetMachine, String> {
                     &triple,
                     &format!("sm_{sm}"),
                     PTX_FEATURES,
-                    // `-O2` code generation: on the SSB kernels it differs from `-O3` only in
-                    // the block layout of the Q1.x kernels (which ptxas schedules again anyway)
-                    // and takes a quarter less time (docs/PERFORMANCE.md).
-                    OptimizationLevel::Default,
+                    match codegen {
+                        GpuCodegen::Quick => OptimizationLevel::None,
+                        GpuCodegen::Thorough => OptimizationLevel::Default,
+                    },
                     RelocMode::Default,
                     CodeModel::Default,
                 )
@@ -69,10 +69,26 @@ fn machine(target: Target) -> Result<TargetMachine, String> {
 
 /// Sets the module's triple and data layout for `target`.
 pub(super) fn prepare_module(module: &Module<'_>, target: Target) -> Result<(), Diagnostic> {
-    let machine = machine(target).map_err(|e| Diagnostic::internal(Span::default(), e))?;
+    let machine =
+        machine(target, GpuCodegen::Quick).map_err(|e| Diagnostic::internal(Span::default(), e))?;
     module.set_triple(&machine.get_triple());
     module.set_data_layout(&machine.get_target_data().get_data_layout());
     Ok(())
+}
+
+/// The part of `-O2` code generation that changes the machine code ptxas makes, run by the
+/// optimizer so that code generation itself can run at `-O0` (`GpuCodegen::Quick`): loads and
+/// stores in their own address space instead of generic ones; address arithmetic split into a
+/// shared base and constant offsets, strength-reduced and reassociated across the unrolled
+/// items; a hash table slot's two words read with one vector load; address computations sunk
+/// next to their loads; and the empty blocks that leaves behind removed.
+macro_rules! FOR_PTX {
+    () => {
+        concat!(
+            "function(infer-address-spaces,separate-const-offset-from-gep,slsr,early-cse,",
+            "nary-reassociate,early-cse,load-store-vectorizer,codegenprepare,simplifycfg)"
+        )
+    };
 }
 
 /// LLVM's `-O1` function simplification, reduced to the passes that change Tessera's GPU
@@ -105,8 +121,22 @@ const GPU_PASSES: &str = concat!(
     "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>,",
     "loop-mssa(licm<allowspeculation>)),",
     // Shared arrays a kernel only writes (a packed column staged for a value no row needs).
-    "globalopt",
+    "globalopt,",
+    FOR_PTX!(),
 );
+
+/// How much work LLVM's NVPTX code generator does after the optimizer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuCodegen {
+    /// `-O0`, what Tessera emits: with `FOR_PTX` run by the optimizer, the rest of `-O2` code
+    /// generation (copy coalescing, machine CSE and LICM, scheduling, block placement) is work
+    /// ptxas does again, and it took half the LLVM time of a fact-table kernel
+    /// (docs/PERFORMANCE.md).
+    Quick,
+    /// `-O2`: tests compare two optimizer pipelines through it, since their outputs can differ
+    /// by copies and empty blocks that it removes and `-O0` keeps.
+    Thorough,
+}
 
 /// Which optimization pipeline GPU kernels go through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,10 +161,10 @@ pub fn optimize_llvm_with(
     target: Target,
     gpu: GpuPasses,
 ) -> Result<(), String> {
-    let machine = machine(target)?;
+    let machine = machine(target, GpuCodegen::Quick)?;
     let pipeline = match (target, gpu) {
         (Target::Nvptx { .. }, GpuPasses::Reduced) => GPU_PASSES,
-        (Target::Nvptx { .. }, GpuPasses::LlvmO1) => "default<O1>",
+        (Target::Nvptx { .. }, GpuPasses::LlvmO1) => concat!("default<O1>,", FOR_PTX!()),
         (Target::Host, _) => "default<O3>",
     };
     module
@@ -142,8 +172,8 @@ pub fn optimize_llvm_with(
         .map_err(|e| format!("LLVM optimization failed: {e}"))
 }
 
-pub fn llvm_to_ptx(module: &Module<'_>, sm: u32) -> Result<String, String> {
-    let machine = machine(Target::Nvptx { sm })?;
+pub fn llvm_to_ptx(module: &Module<'_>, sm: u32, codegen: GpuCodegen) -> Result<String, String> {
+    let machine = machine(Target::Nvptx { sm }, codegen)?;
     let buffer = machine
         .write_to_memory_buffer(module, FileType::Assembly)
         .map_err(|e| format!("PTX emission failed: {e}"))?;
@@ -153,7 +183,7 @@ pub fn llvm_to_ptx(module: &Module<'_>, sm: u32) -> Result<String, String> {
 }
 
 pub fn llvm_to_object(module: &Module<'_>) -> Result<Vec<u8>, String> {
-    let machine = machine(Target::Host)?;
+    let machine = machine(Target::Host, GpuCodegen::Quick)?;
     let buffer = machine
         .write_to_memory_buffer(module, FileType::Object)
         .map_err(|e| format!("object emission failed: {e}"))?;

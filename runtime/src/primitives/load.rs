@@ -38,6 +38,7 @@ pub fn load<'ctx>(
             ..out
         };
         let base = p.offset_ptr(elem, column, start)?;
+        let first = p.thread_first(elem, base)?;
         let full = p.b.build_int_compare(
             IntPredicate::EQ,
             count,
@@ -51,9 +52,7 @@ pub fn load<'ctx>(
 
         p.b.position_at_end(full_block);
         p.for_each_item(|item| {
-            let offset = p.item_offset(item)?;
-            let value =
-                p.b.build_load(elem, p.offset_ptr(elem, base, offset)?, "")?;
+            let value = p.b.build_load(elem, p.item_ptr(elem, first, item)?, "")?;
             p.set(out, item, value)
         })?;
         p.b.build_unconditional_branch(done)?;
@@ -65,8 +64,7 @@ pub fn load<'ctx>(
                 p.b.build_int_compare(IntPredicate::SLT, offset, count, "")?;
             p.set(out, item, elem.const_zero())?;
             p.if_then(inside, || {
-                let value =
-                    p.b.build_load(elem, p.offset_ptr(elem, base, offset)?, "")?;
+                let value = p.b.build_load(elem, p.item_ptr(elem, first, item)?, "")?;
                 p.set(out, item, value)
             })
         })?;
@@ -123,6 +121,7 @@ pub fn load_sel<'ctx>(
                 ..out
             };
             let base = p.offset_ptr(elem, column, start)?;
+            let first = p.thread_first(elem, base)?;
             p.for_each_item(|item| {
                 let selected = p.truth(p.get(flags, item)?.into_int_value())?;
                 // Rejected items hold zero, so later arithmetic on them is defined (and ignored).
@@ -131,9 +130,7 @@ pub fn load_sel<'ctx>(
                 // parallelism it buys.
                 p.set(out, item, elem.const_zero())?;
                 p.if_then(selected, || {
-                    let offset = p.item_offset(item)?;
-                    let value =
-                        p.b.build_load(elem, p.offset_ptr(elem, base, offset)?, "")?;
+                    let value = p.b.build_load(elem, p.item_ptr(elem, first, item)?, "")?;
                     p.set(out, item, value)
                 })
             })?;
