@@ -39,7 +39,9 @@ pub struct KernelModule {
     bitcode: Vec<u8>,
     /// The kernel has loops whose trip counts are known only when it runs (over a probe's
     /// matches, over a sort's parts): it takes LLVM's own `-O1`, since the reduced pipeline was
-    /// checked against it on kernels without such loops.
+    /// checked against it on kernels without such loops, and `-O2` code generation, whose loop
+    /// strength reduction and machine LICM such loops need (a chain walk at `-O0` took 16%
+    /// longer, docs/PERFORMANCE.md).
     runtime_loops: bool,
 }
 
@@ -255,10 +257,10 @@ pub fn kernel_to_code(
 ) -> Result<String, String> {
     let context = Context::create();
     let llvm = module.parse(&context)?;
-    let gpu_passes = if module.runtime_loops {
-        GpuPasses::LlvmO1
+    let (gpu_passes, codegen) = if module.runtime_loops {
+        (GpuPasses::LlvmO1, GpuCodegen::Thorough)
     } else {
-        gpu_passes
+        (gpu_passes, codegen)
     };
     optimize_llvm_with(&llvm, target, gpu_passes)?;
     match target {
