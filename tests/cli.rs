@@ -492,3 +492,33 @@ fn the_wisconsin_generator_writes_both_relations() {
         text(&refused.stderr)
     );
 }
+
+#[test]
+fn a_sort_on_one_key_carries_its_only_other_column_instead_of_gathering_it() {
+    let kernels = |select: &str| {
+        let script = format!("from supplier | select {select} | sort s_suppkey desc\n");
+        let path = std::env::temp_dir().join(format!(
+            "tessera-carried-{}-{}.tq",
+            std::process::id(),
+            select.len()
+        ));
+        std::fs::write(&path, script).expect("script written");
+        let output = tessera(&[
+            "compile",
+            path.to_str().expect("utf-8 path"),
+            "--data",
+            data(),
+            "--emit",
+            "ptx",
+        ]);
+        let _ = std::fs::remove_file(&path);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        text(&output.stdout)
+    };
+    let pair = kernels("s_suppkey, s_nation");
+    assert!(pair.contains("_sort_carried("), "{pair}");
+    assert!(!pair.contains("_sort_gather"), "{pair}");
+    let three = kernels("s_suppkey, s_nation, s_city");
+    assert!(!three.contains("_sort_carried("), "{three}");
+    assert!(three.contains("_sort_gather4("), "{three}");
+}

@@ -59,22 +59,28 @@ pub(super) fn sort_rows_on_device(
         names: HashMap::new(),
         like: columns[0].buffer,
     };
-    let words = match (limit, sort_keys.as_slice()) {
-        (Some(k), [(key, descending)])
-            if (1..=TOPK_MAX_K).contains(&k) && key.validity.is_none() && narrow(key.ty) =>
-        {
-            sorter.top_k(key, *descending, k as u32)?
-        }
-        _ => sorter.radix_sort(&sort_keys)?,
-    };
     // The sorted words hold the first key's bits, from which its values are decoded where they
     // fit (a gather reads a sector at random per row).
     let (first, first_descending) = &sort_keys[0];
     let decoded = (first.validity.is_none() && narrow(first.ty)).then_some(first.id);
+    let (words, carried) = match (limit, sort_keys.as_slice()) {
+        (Some(k), [(key, descending)])
+            if (1..=TOPK_MAX_K).contains(&k) && key.validity.is_none() && narrow(key.ty) =>
+        {
+            (sorter.top_k(key, *descending, k as u32)?, None)
+        }
+        _ => {
+            let carried = carried_column(&sort_keys, columns, decoded);
+            let words = sorter.radix_sort(&sort_keys, carried)?;
+            (words, carried.map(|c| c.id))
+        }
+    };
     let mut sorted = Vec::with_capacity(columns.len());
     for column in columns {
         let buffer = if decoded == Some(column.id) {
             sorter.decode(column, *first_descending, words, limit)?
+        } else if carried == Some(column.id) {
+            sorter.carried(column, words, limit)?
         } else {
             sorter.gather(column.buffer, column.ty.width() as u32, words, limit)?
         };
@@ -93,6 +99,31 @@ pub(super) fn sort_rows_on_device(
         count_buffer: *count_buffer,
     };
     Ok((shape, steps.into_iter().skip(1).collect()))
+}
+
+/// The column a radix sort carries in its words' low half instead of the row, saving its
+/// gather: the output's only column besides a decoded key, 4 bytes wide and never null, when
+/// the sort has one key part (later parts would look their rows up by the low half).
+fn carried_column<'c>(
+    keys: &[(RowColumn, bool)],
+    columns: &'c [RowColumn],
+    decoded: Option<u32>,
+) -> Option<&'c RowColumn> {
+    let [(key, _)] = keys else {
+        return None;
+    };
+    if decoded != Some(key.id) {
+        return None;
+    }
+    match columns
+        .iter()
+        .filter(|c| c.id != key.id)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        [only] if only.ty.width() == 4 && only.validity.is_none() => Some(only),
+        _ => None,
+    }
 }
 
 /// Keys whose order fits the 32 high bits of a sort word.
@@ -114,9 +145,14 @@ struct Sorter<'a, 'q> {
 }
 
 impl Sorter<'_, '_> {
-    /// Radix sorts words made from the keys, least significant part first; returns the buffer
-    /// holding the sorted words.
-    fn radix_sort(&mut self, keys: &[(RowColumn, bool)]) -> Result<usize, Diagnostic> {
+    /// Radix sorts words made from the keys, least significant part first, with `carried`'s
+    /// values in place of the rows when there is one; returns the buffer holding the sorted
+    /// words.
+    fn radix_sort(
+        &mut self,
+        keys: &[(RowColumn, bool)],
+        carried: Option<&RowColumn>,
+    ) -> Result<usize, Diagnostic> {
         // Each part with the buffer it is read from, the bits that can differ between rows, and
         // the validity that zeroes them in null rows.
         let mut parts = Vec::new();
@@ -159,22 +195,25 @@ impl Sorter<'_, '_> {
         let status = self.qc.status;
         let mut pass = 0;
         for (i, (part, column, bits, validity)) in parts.iter().enumerate() {
+            let carry = carried.filter(|_| parts.len() == 1);
             let keys = SortKernel::Keys {
                 part: *part,
                 first: i == 0,
                 nullable: validity.is_some(),
+                carry: carry.is_some(),
             };
-            self.launch(
-                keys,
-                vec![
-                    Param::Buffer(self.count),
-                    Param::RowCapacity,
-                    Param::Buffer(*column),
-                    Param::Buffer(words),
-                    Param::Buffer(status),
-                    Param::Buffer(validity.unwrap_or(status)),
-                ],
-            )?;
+            let mut params = vec![
+                Param::Buffer(self.count),
+                Param::RowCapacity,
+                Param::Buffer(*column),
+                Param::Buffer(words),
+                Param::Buffer(status),
+                Param::Buffer(validity.unwrap_or(status)),
+            ];
+            if let Some(carried) = carry {
+                params.push(Param::Buffer(carried.buffer));
+            }
+            self.launch(keys, params)?;
             for digit in 0..bits.div_ceil(DIGIT_BITS) {
                 let shift = Param::Constant(u64::from(32 + digit * DIGIT_BITS));
                 self.launch(
@@ -296,6 +335,28 @@ impl Sorter<'_, '_> {
                 ty: column.ty,
                 descending,
             },
+            vec![
+                Param::Buffer(self.count),
+                Param::RowCapacity,
+                Param::Constant(limit.unwrap_or(u64::MAX)),
+                Param::Buffer(words),
+                Param::Buffer(target),
+            ],
+        )?;
+        Ok(target)
+    }
+
+    /// The values of `column`, carried through the sort in the `words`' low halves (the first
+    /// `limit` rows).
+    fn carried(
+        &mut self,
+        column: &RowColumn,
+        words: usize,
+        limit: Option<u64>,
+    ) -> Result<usize, Diagnostic> {
+        let target = self.sorted_copy(column.buffer);
+        self.launch(
+            SortKernel::Carried,
             vec![
                 Param::Buffer(self.count),
                 Param::RowCapacity,

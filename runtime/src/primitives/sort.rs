@@ -142,13 +142,17 @@ pub enum TopKInput {
 /// (0: `capacity` rows), and at most `capacity` rows are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SortKernel {
-    /// `[count, capacity, column, words, status, validity]`: each word gets `part`'s bits of its
-    /// row, the row being the word's own position when `first`; when `nullable`, null rows get
-    /// zero bits (their `Null` part orders them), as `validity` (one byte per row) says.
+    /// `[count, capacity, column, words, status, validity, carried]`: each word gets `part`'s
+    /// bits of its row, the row being the word's own position when `first`; when `nullable`,
+    /// null rows get zero bits (their `Null` part orders them), as `validity` (one byte per row)
+    /// says. When `carry`, a word's low half holds the row's 4 bytes of `carried` instead of the
+    /// row: the value then rides through the sort and needs no gather (`Carried`), which only
+    /// a sort of one key part can afford, since later parts find their rows by the low half.
     Keys {
         part: KeyPart,
         first: bool,
         nullable: bool,
+        carry: bool,
     },
     /// `[count, capacity, words, counts, totals, pass, shift]`: per part, the count of each
     /// digit at `shift`; per digit, the total over parts, added to `totals[pass]`.
@@ -163,6 +167,9 @@ pub enum SortKernel {
     /// `[count, capacity, limit, words, target]`: `target[i]` = the value of the key whose bits
     /// are word i's high half (a narrow key that is not nullable), for the first `limit` words.
     Decode { ty: DataType, descending: bool },
+    /// `[count, capacity, limit, words, target]`: `target[i]` = word i's low half, the 4 bytes
+    /// `Keys` carried, for the first `limit` words.
+    Carried,
     /// `[count, capacity, input, candidates, status]`: each of `parts` blocks writes the `k` smallest
     /// words of its part, ascending (all ones where it has fewer).
     TopK {
@@ -200,6 +207,7 @@ impl SortKernel {
             SortKernel::Scatter => "scatter".into(),
             SortKernel::Gather { width } => format!("gather{width}"),
             SortKernel::Decode { .. } => "decode".into(),
+            SortKernel::Carried => "carried".into(),
             SortKernel::TopK { .. } => "top_k".into(),
         }
     }
@@ -207,12 +215,13 @@ impl SortKernel {
     /// How many parameters the kernel takes.
     pub fn params(self) -> usize {
         match self {
-            SortKernel::Keys { .. } => 6,
+            SortKernel::Keys { carry, .. } => 6 + usize::from(carry),
             SortKernel::Histogram => 7,
             SortKernel::Offsets => 3,
             SortKernel::Scatter => 6,
             SortKernel::Gather { .. } => 6,
             SortKernel::Decode { .. } => 5,
+            SortKernel::Carried => 5,
             SortKernel::TopK { .. } => 5,
         }
     }
@@ -243,12 +252,14 @@ pub fn build_sort_kernel<'ctx>(
             part,
             first,
             nullable,
-        } => k.keys(part, first, nullable)?,
+            carry,
+        } => k.keys(part, first, nullable, carry)?,
         SortKernel::Histogram => k.histogram()?,
         SortKernel::Offsets => k.offsets()?,
         SortKernel::Scatter => k.scatter()?,
         SortKernel::Gather { width } => k.gather(width)?,
         SortKernel::Decode { ty, descending } => k.decode(ty, descending)?,
+        SortKernel::Carried => k.carried()?,
         SortKernel::TopK {
             input,
             k: count,
@@ -380,7 +391,7 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
         })
     }
 
-    fn keys(&self, part: KeyPart, first: bool, nullable: bool) -> CodegenResult<()> {
+    fn keys(&self, part: KeyPart, first: bool, nullable: bool, carry: bool) -> CodegenResult<()> {
         let em = self.em;
         let rows = self.rows()?;
         let column = self.pointer(2)?;
@@ -407,7 +418,14 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
                     em.b.build_select(valid, bits, em.const_i32(0), "")?
                         .into_int_value();
             }
-            em.b.build_store(slot, word_of(em, bits, row)?)?;
+            let low = if carry {
+                let carried = em.offset_ptr(em.i32().into(), self.pointer(6)?, row)?;
+                let value = em.b.build_load(em.i32(), carried, "")?.into_int_value();
+                em.b.build_int_z_extend(value, em.i64(), "")?
+            } else {
+                row
+            };
+            em.b.build_store(slot, word_of(em, bits, low)?)?;
             Ok(())
         })
     }
@@ -792,6 +810,19 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
         })
     }
 
+    fn carried(&self) -> CodegenResult<()> {
+        let em = self.em;
+        let rows = umin(em, self.rows()?, self.param(2))?;
+        let words = self.pointer(3)?;
+        let target = self.pointer(4)?;
+        self.for_each_row_of_part(rows, |position| {
+            let word = load_word(em, words, position)?;
+            let low = em.b.build_int_truncate(word, em.i32(), "")?;
+            em.b.build_store(em.offset_ptr(em.i32().into(), target, position)?, low)?;
+            Ok(())
+        })
+    }
+
     fn top_k(&self, input: TopKInput, k: u32, parts: u32) -> CodegenResult<()> {
         let em = self.em;
         let i64t = em.i64();
@@ -1081,15 +1112,15 @@ fn row_of<'ctx>(em: &Emitter<'ctx, '_>, word: IntValue<'ctx>) -> CodegenResult<I
     Ok(em.b.build_and(word, em.const_i64(u32::MAX.into()), "row")?)
 }
 
-/// `bits << 32 | row`.
+/// `bits << 32 | low`: the row, or the 4 bytes a sort carries instead.
 fn word_of<'ctx>(
     em: &Emitter<'ctx, '_>,
     bits: IntValue<'ctx>,
-    row: IntValue<'ctx>,
+    low: IntValue<'ctx>,
 ) -> CodegenResult<IntValue<'ctx>> {
     let high = em.b.build_int_z_extend(bits, em.i64(), "")?;
     let high = em.b.build_left_shift(high, em.const_i64(32), "")?;
-    Ok(em.b.build_or(high, row, "word")?)
+    Ok(em.b.build_or(high, low, "word")?)
 }
 
 /// A key part's bits for `row` (an `i32`): unsigned order of the bits is the key's order.
