@@ -78,9 +78,13 @@ pub(super) fn sort_rows_on_device(
     let mut sorted = Vec::with_capacity(columns.len());
     for column in columns {
         let buffer = if decoded == Some(column.id) {
-            sorter.decode(column, *first_descending, words, limit)?
+            let decode = SortKernel::Decode {
+                ty: column.ty,
+                descending: *first_descending,
+            };
+            sorter.column_from_words(column, decode, words, limit)?
         } else if carried == Some(column.id) {
-            sorter.carried(column, words, limit)?
+            sorter.column_from_words(column, SortKernel::Carried, words, limit)?
         } else {
             sorter.gather(column.buffer, column.ty.width() as u32, words, limit)?
         };
@@ -321,42 +325,18 @@ impl Sorter<'_, '_> {
         Ok(candidates)
     }
 
-    /// The values of the key `column` from the sorted `words` (the first `limit` rows).
-    fn decode(
+    /// `column`'s values in sorted order, written by `kernel` (`Decode` for the first key,
+    /// `Carried` for a carried column) from the sorted `words` (the first `limit` rows).
+    fn column_from_words(
         &mut self,
         column: &RowColumn,
-        descending: bool,
+        kernel: SortKernel,
         words: usize,
         limit: Option<u64>,
     ) -> Result<usize, Diagnostic> {
         let target = self.sorted_copy(column.buffer);
         self.launch(
-            SortKernel::Decode {
-                ty: column.ty,
-                descending,
-            },
-            vec![
-                Param::Buffer(self.count),
-                Param::RowCapacity,
-                Param::Constant(limit.unwrap_or(u64::MAX)),
-                Param::Buffer(words),
-                Param::Buffer(target),
-            ],
-        )?;
-        Ok(target)
-    }
-
-    /// The values of `column`, carried through the sort in the `words`' low halves (the first
-    /// `limit` rows).
-    fn carried(
-        &mut self,
-        column: &RowColumn,
-        words: usize,
-        limit: Option<u64>,
-    ) -> Result<usize, Diagnostic> {
-        let target = self.sorted_copy(column.buffer);
-        self.launch(
-            SortKernel::Carried,
+            kernel,
             vec![
                 Param::Buffer(self.count),
                 Param::RowCapacity,
