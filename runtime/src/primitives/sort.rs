@@ -23,7 +23,8 @@
 
 use inkwell::context::Context;
 use inkwell::module::Module;
-use inkwell::values::{IntValue, PointerValue};
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::{AtomicOrdering, AtomicRMWBinOp, IntPredicate};
 use tessera_storage::DataType;
 
@@ -796,29 +797,34 @@ impl<'ctx> SortEmitter<'_, 'ctx, '_> {
 
     fn decode(&self, ty: DataType, descending: bool) -> CodegenResult<()> {
         let em = self.em;
-        let rows = umin(em, self.rows()?, self.param(2))?;
-        let words = self.pointer(3)?;
-        let target = self.pointer(4)?;
-        let elem = em.value_type(ty);
-        self.for_each_row_of_part(rows, |position| {
-            let word = load_word(em, words, position)?;
+        self.write_each_word(em.value_type(ty), |word| {
             let high = em.b.build_right_shift(word, em.const_i64(32), false, "")?;
             let bits = em.b.build_int_truncate(high, em.i32(), "")?;
-            let value = key_value(em, ty, descending, bits)?;
-            em.b.build_store(em.offset_ptr(elem, target, position)?, value)?;
-            Ok(())
+            key_value(em, ty, descending, bits)
         })
     }
 
     fn carried(&self) -> CodegenResult<()> {
         let em = self.em;
+        self.write_each_word(em.i32().into(), |word| {
+            Ok(em.b.build_int_truncate(word, em.i32(), "")?.into())
+        })
+    }
+
+    /// `[count, capacity, limit, words, target]`: `target[i] = value(word i)`, an `elem`, for
+    /// the first `limit` sorted words.
+    fn write_each_word(
+        &self,
+        elem: BasicTypeEnum<'ctx>,
+        value: impl Fn(IntValue<'ctx>) -> CodegenResult<BasicValueEnum<'ctx>>,
+    ) -> CodegenResult<()> {
+        let em = self.em;
         let rows = umin(em, self.rows()?, self.param(2))?;
         let words = self.pointer(3)?;
         let target = self.pointer(4)?;
         self.for_each_row_of_part(rows, |position| {
-            let word = load_word(em, words, position)?;
-            let low = em.b.build_int_truncate(word, em.i32(), "")?;
-            em.b.build_store(em.offset_ptr(em.i32().into(), target, position)?, low)?;
+            let value = value(load_word(em, words, position)?)?;
+            em.b.build_store(em.offset_ptr(elem, target, position)?, value)?;
             Ok(())
         })
     }
