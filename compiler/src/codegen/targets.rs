@@ -28,6 +28,7 @@ fn initialize() -> Result<(), String> {
         .clone()
 }
 
+/// LLVM's machine for `target`; `codegen` applies to the GPU (host code is always `-O3`).
 fn machine(target: Target, codegen: GpuCodegen) -> Result<TargetMachine, String> {
     initialize()?;
     match target {
@@ -130,8 +131,8 @@ const GPU_PASSES: &str = concat!(
 pub enum GpuCodegen {
     /// `-O0`, what Tessera emits: with `FOR_PTX` run by the optimizer, the rest of `-O2` code
     /// generation (copy coalescing, machine CSE and LICM, scheduling, block placement) is work
-    /// ptxas does again, and it took half the LLVM time of a fact-table kernel
-    /// (docs/PERFORMANCE.md).
+    /// ptxas does again, and it was two thirds of a fact-table kernel's LLVM time, four times
+    /// what `-O0` takes (docs/PERFORMANCE.md).
     Quick,
     /// `-O2`: tests compare two optimizer pipelines through it, since their outputs can differ
     /// by copies and empty blocks that it removes and `-O0` keeps.
