@@ -494,6 +494,18 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         Ok(global.as_pointer_value())
     }
 
+    /// Bytes of shared memory the module has declared so far (every kernel and primitive of
+    /// the module shares them: one kernel per module).
+    pub fn shared_bytes_declared(&self) -> u64 {
+        self.module
+            .get_globals()
+            .filter(|g| {
+                g.as_pointer_value().get_type().get_address_space() == AddressSpace::from(SHARED)
+            })
+            .map(|g| any_type_bytes(g.get_value_type()))
+            .sum()
+    }
+
     /// The position of `item` within the tile, `item * threads + tid` (striped).
     pub fn item_offset(&self, item: Item<'ctx>) -> CodegenResult<IntValue<'ctx>> {
         let threads = self.const_i32(i64::from(self.tile.threads));
@@ -618,4 +630,35 @@ pub fn basic<'ctx>(value: Option<BasicValueEnum<'ctx>>) -> CodegenResult<BasicVa
     value.ok_or_else(|| {
         CodegenError::Invalid("a call expected to return a value returned none".into())
     })
+}
+
+/// Bytes a value of `ty` takes in memory (the types kernels keep in arrays: integers, floats,
+/// vectors and arrays of them).
+pub fn byte_width(ty: BasicTypeEnum<'_>) -> u32 {
+    use inkwell::types::AnyType;
+    any_type_bytes(ty.as_any_type_enum()) as u32
+}
+
+fn any_type_bytes(ty: inkwell::types::AnyTypeEnum<'_>) -> u64 {
+    use inkwell::types::{AnyType, AnyTypeEnum};
+    match ty {
+        AnyTypeEnum::IntType(t) => u64::from(t.get_bit_width()).div_ceil(8),
+        AnyTypeEnum::FloatType(t) => {
+            let ctx = t.get_context();
+            if t == ctx.f64_type() {
+                8
+            } else if t == ctx.f32_type() {
+                4
+            } else {
+                2
+            }
+        }
+        AnyTypeEnum::ArrayType(t) => {
+            u64::from(t.len()) * any_type_bytes(t.get_element_type().as_any_type_enum())
+        }
+        AnyTypeEnum::VectorType(t) => {
+            u64::from(t.get_size()) * any_type_bytes(t.get_element_type().as_any_type_enum())
+        }
+        _ => 8,
+    }
 }

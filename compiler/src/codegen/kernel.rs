@@ -143,13 +143,7 @@ fn collect_params(
     let mut packed_bytes = 0;
     let mut packed: Vec<(&str, &str)> = Vec::new();
     let mut used: Vec<ColumnId> = exprs.iter().flat_map(|e| e.columns_used()).collect();
-    match sink {
-        SinkPlan::Build { table, .. } => {
-            used.extend(qc.query.hash_tables[*table].payload.iter().copied());
-        }
-        SinkPlan::Materialize { columns, .. } => used.extend(columns.iter().map(|c| c.id)),
-        _ => {}
-    }
+    used.extend(sink.columns_used(qc));
     for id in used.into_iter().filter(|id| pipeline.scanned.contains(id)) {
         let info = columns.get(id);
         if let Some(origin) = &info.origin {
@@ -218,14 +212,14 @@ fn collect_params(
     for step in &pipeline.steps {
         if let Step::Probe { table, .. } = step {
             push(Param::Buffer(qc.tables[*table].1));
-            if let Some(rows) = qc.chain_rows[*table] {
+            if let Some(rows) = qc.chains[*table].and_then(|chain| chain.rows) {
                 push(Param::Buffer(rows));
             }
         }
     }
     if let SinkPlan::Build { table, .. } = sink {
-        if let Some(rows) = qc.chain_rows[*table] {
-            push(Param::Buffer(rows));
+        if let Some(chain) = qc.chains[*table] {
+            push(Param::Buffer(chain.records));
         }
     }
     for buffer in sink.buffers(qc) {
@@ -453,7 +447,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                 selectivity,
             } = step
             {
-                if qc.chain_rows[*table].is_some() {
+                if qc.chains[*table].is_some() {
                     let rest = &steps[index + 1..];
                     return self.probe_chained(qc, *table, key, *selectivity, rest, sink, state);
                 }

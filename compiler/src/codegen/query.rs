@@ -5,9 +5,11 @@ use std::collections::HashMap;
 
 use inkwell::context::Context;
 use tessera_grammar::Diagnostic;
+use tessera_runtime::primitives::chain::{build_chain_kernel, ChainKernel};
 use tessera_runtime::primitives::hash::{status, HashKind, HashTableLayout};
 use tessera_runtime::program::{
-    hash_table_buffer, Assumption, BufferSpec, Fill, HostOp, QueryProgram, ResultSpec,
+    hash_table_buffer, Assumption, BufferSpec, Extent, Fill, HostOp, KernelLaunch, Param,
+    QueryProgram, ResultSpec,
 };
 use tessera_runtime::{Target, TileShape};
 use tessera_storage::{Catalog, DataType};
@@ -28,13 +30,25 @@ pub(super) struct QueryContext<'q> {
     pub status: usize,
     /// Per hash table: its layout and buffer.
     pub tables: Vec<(HashTableLayout, usize)>,
-    /// Per hash table: the buffer of its rows, when it is chained.
-    pub chain_rows: Vec<Option<usize>>,
+    /// Per hash table: the buffers of its rows, when it is chained.
+    pub chains: Vec<Option<ChainBuffers>>,
     pub assumptions: Vec<Assumption>,
     /// The first slot count of the query's grouping hash table, if it has one.
     pub group_capacity: Option<u64>,
     /// Buffers of sinks that several pipelines share, by the sink's columns and the buffer's name.
     pub sink_buffers: HashMap<(Vec<crate::columns::ColumnId>, String), usize>,
+}
+
+/// The buffers of a chained table's rows.
+#[derive(Clone, Copy)]
+pub(super) struct ChainBuffers {
+    /// A record per row of the table that builds it (at its row number): the row's slot, its
+    /// rank among the slot's rows and its payload.
+    pub records: usize,
+    /// The rows' payloads grouped by key (none when the table brings no columns).
+    pub rows: Option<usize>,
+    /// How many rows slots have claimed room for (an `i32`).
+    pub placed: usize,
 }
 
 impl QueryContext<'_> {
@@ -112,7 +126,7 @@ pub(super) fn query_to_llvm(
         buffers: Vec::new(),
         status: 0,
         tables: Vec::new(),
-        chain_rows: Vec::new(),
+        chains: Vec::new(),
         assumptions: Vec::new(),
         group_capacity: None,
         sink_buffers: HashMap::new(),
@@ -160,19 +174,32 @@ pub(super) fn query_to_llvm(
         let buffer = qc.buffers.len();
         qc.buffers
             .push(hash_table_buffer(&format!("ht{}", table.id), &layout));
-        // A chained table's rows, one per row of the table that builds it (indexed by its row
-        // number).
-        let rows = match &layout.rows {
+        let chain = match &layout.rows {
             Some(rows) => {
                 let built_from = &query.pipelines[table.built_by].table;
-                let index = qc.buffer(format!("ht{} rows", table.id), 0, rows.stride, Fill::Zero);
-                qc.buffers[index].per_row_of.push(built_from.clone());
-                Some(index)
+                let per_build_row = |qc: &mut QueryContext<'_>, name: String, stride: u32| {
+                    let index = qc.buffer(name, 0, stride, Fill::Zero);
+                    qc.buffers[index].per_row_of.push(built_from.clone());
+                    index
+                };
+                let records = per_build_row(
+                    &mut qc,
+                    format!("ht{} records", table.id),
+                    rows.record_stride(),
+                );
+                let grouped = (rows.stride > 0)
+                    .then(|| per_build_row(&mut qc, format!("ht{} rows", table.id), rows.stride));
+                let placed = qc.buffer(format!("ht{} placed", table.id), 1, 4, Fill::Zero);
+                Some(ChainBuffers {
+                    records,
+                    rows: grouped,
+                    placed,
+                })
             }
             None => None,
         };
         qc.tables.push((layout, buffer));
-        qc.chain_rows.push(rows);
+        qc.chains.push(chain);
     }
 
     let mut kernels = Vec::with_capacity(query.pipelines.len());
@@ -190,7 +217,7 @@ pub(super) fn query_to_llvm(
             ));
         }
         let runtime_loops = pipeline.steps.iter().any(|step| {
-            matches!(step, crate::physical::Step::Probe { table, .. } if qc.chain_rows[*table].is_some())
+            matches!(step, crate::physical::Step::Probe { table, .. } if qc.chains[*table].is_some())
         });
         modules.push(KernelModule {
             kernel: name,
@@ -200,6 +227,9 @@ pub(super) fn query_to_llvm(
         kernels.push(launch);
         if result.is_some() {
             shape = result;
+        }
+        if let Sink::Build { table, .. } = &pipeline.sink {
+            group_chained_rows(index, &qc, *table, &pipeline.table, &mut kernels, modules)?;
         }
     }
     let Some(shape) = shape else {
@@ -261,4 +291,71 @@ pub(super) fn query_to_llvm(
         assumptions: qc.assumptions,
         group_capacity: qc.group_capacity,
     })
+}
+
+/// After the build of a chained table, the kernels that group its rows by key
+/// (`primitives::chain`): each slot's start, then each row's payload moved there.
+fn group_chained_rows(
+    index: usize,
+    qc: &QueryContext<'_>,
+    table: usize,
+    built_from: &str,
+    kernels: &mut Vec<KernelLaunch>,
+    modules: &mut Vec<KernelModule>,
+) -> Result<(), Diagnostic> {
+    let Some(chain) = qc.chains[table] else {
+        return Ok(());
+    };
+    let (layout, buffer) = &qc.tables[table];
+    let parts = ChainKernel::starts_parts(qc.target, layout.slots());
+    let mut launch = |kernel: ChainKernel, params: Vec<Param>, extent: Extent, from: &str| {
+        let name = format!("tessera_q{index}_ht{table}_{}", kernel.label());
+        let context = Context::create();
+        let module = context.create_module(&name);
+        super::targets::prepare_module(&module, qc.target)?;
+        let span = qc.query.span;
+        build_chain_kernel(&context, &module, qc.target, &name, kernel, layout, parts)
+            .map_err(|e| Diagnostic::internal(span, e.to_string()))?;
+        if let Err(message) = module.verify() {
+            return Err(Diagnostic::internal(
+                span,
+                format!("generated LLVM IR is invalid: {message}"),
+            ));
+        }
+        modules.push(KernelModule {
+            kernel: name.clone(),
+            bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),
+            runtime_loops: true,
+        });
+        kernels.push(KernelLaunch {
+            name,
+            table: from.to_string(),
+            tile: kernel.tile(qc.target),
+            params,
+            extent,
+        });
+        Ok(())
+    };
+    launch(
+        ChainKernel::Starts,
+        vec![Param::Buffer(*buffer), Param::Buffer(chain.placed)],
+        Extent::Parts(parts),
+        "",
+    )?;
+    if let Some(rows) = chain.rows {
+        launch(
+            ChainKernel::Place,
+            vec![
+                Param::Rows {
+                    table: built_from.to_string(),
+                },
+                Param::Buffer(chain.records),
+                Param::Buffer(*buffer),
+                Param::Buffer(rows),
+            ],
+            Extent::Tiles,
+            built_from,
+        )?;
+    }
+    Ok(())
 }

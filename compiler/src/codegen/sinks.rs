@@ -82,6 +82,23 @@ impl SinkPlan {
         }
     }
 
+    /// Every column the sink reads.
+    pub fn columns_used(&self, qc: &QueryContext<'_>) -> Vec<ColumnId> {
+        let mut used: Vec<ColumnId> = self
+            .expressions()
+            .iter()
+            .flat_map(|e| e.columns_used())
+            .collect();
+        match self {
+            SinkPlan::Build { table, .. } => {
+                used.extend(qc.query.hash_tables[*table].payload.iter().copied());
+            }
+            SinkPlan::Materialize { columns, .. } => used.extend(columns.iter().map(|c| c.id)),
+            _ => {}
+        }
+        used
+    }
+
     pub fn buffers(&self, qc: &QueryContext<'_>) -> Vec<usize> {
         match self {
             SinkPlan::HashGroups {
@@ -548,7 +565,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 })
             })
             .collect::<CodegenResult<Vec<_>>>()?;
-        let rows = qc.chain_rows[table].map(|b| self.buffer(b)).transpose()?;
+        let records = qc.chains[table]
+            .map(|chain| self.buffer(chain.records))
+            .transpose()?;
         let em = &self.em;
         em.for_each_item(|item| {
             let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
@@ -561,15 +580,16 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             em.if_then(take, || {
                 let slot = hash::insert(em, layout, pointer, k.value.into_int_value(), status)?;
                 let inserted = em.b.build_is_not_null(slot, "")?;
-                em.if_then(inserted, || match rows {
-                    // A chained table: the row joins its key's list, with its payload.
-                    Some(rows) => {
+                em.if_then(inserted, || match records {
+                    // A chained table: the slot counts the row, and the row is recorded at its
+                    // row number with its payload, to be grouped by key once all are in.
+                    Some(records) => {
                         let offset = em.item_offset(item)?;
                         let offset = em.b.build_int_s_extend(offset, em.i64(), "")?;
                         let row = em.b.build_int_add(self.tile_start, offset, "row")?;
-                        let place = hash::chain_row(em, layout, slot, rows, row)?;
+                        let place = hash::chain_record(em, layout, pointer, slot, records, row)?;
                         for (index, values) in fields.iter().enumerate() {
-                            let (field, _) = hash::row_field_ptr(em, layout, place, index)?;
+                            let (field, _) = hash::record_field_ptr(em, layout, place, index)?;
                             em.b.build_store(field, em.get(*values, item)?)?;
                         }
                         Ok(())

@@ -2,13 +2,16 @@
 //! (bringing the payload into registers), computed columns are evaluated into tile arrays.
 
 use inkwell::values::{IntValue, PointerValue};
+use inkwell::IntPredicate;
 use tessera_grammar::ast::JoinKind;
 use tessera_grammar::Diagnostic;
 use tessera_runtime::emit::Item;
 use tessera_runtime::emit::TileArray;
 use tessera_runtime::primitives::hash::{self, HashKind, HashTableLayout};
+use tessera_runtime::primitives::scan;
 use tessera_runtime::CodegenResult;
 
+use crate::columns::ColumnId;
 use crate::physical::Step;
 
 use super::kernel::{ColumnTile, Kernel};
@@ -27,6 +30,9 @@ const BRANCH_FREE_PROBE_ABOVE: f64 = 0.5;
 /// with its probes at 1-20% of rows, but Q3.3 and Q2.3 about 10% slower when probes at
 /// 0.02-0.8% took the same path).
 const SLOTS_REQUESTED_TOGETHER_ABOVE: f64 = 0.01;
+
+/// The static shared memory a thread block may have.
+const STATIC_SHARED_BYTES: u64 = 48 << 10;
 
 impl<'ctx> Kernel<'_, 'ctx, '_> {
     pub(super) fn step(
@@ -309,11 +315,14 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         })
     }
 
-    /// Probes a chained table, whose key may have several rows: each item's list of matches
-    /// is walked one match per round, and every round runs `rest` and the sink over the tile,
-    /// the rows with a match in that round selected and carrying its payload. Rounds go on
-    /// while any thread of the block has a match left (the same in every thread, so the
-    /// barriers of the steps and sink inside are reached by all).
+    /// Probes a chained table, whose key may have several rows, contiguous among the table's
+    /// rows. The matches of the tile are spread over the block: each item's match count is
+    /// scanned into where its matches begin among the tile's, and in rounds of a tile's worth
+    /// the block's items take consecutive matches, each finding its probe row by a binary
+    /// search of those beginnings and its probe row's columns in shared memory, and the steps
+    /// after the probe and the sink run once a round. A key with many rows thus keeps every
+    /// thread busy rather than one. Where the probe row's columns do not fit the block's
+    /// shared memory, each item walks its own matches instead, one a round.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn probe_chained(
         &mut self,
@@ -327,94 +336,329 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     ) -> Result<(), Diagnostic> {
         let span = self.query.span;
         let internal = |e: tessera_runtime::CodegenError| Diagnostic::internal(span, e.to_string());
-        let (cursor, outputs) = self.first_matches(qc, table, key).map_err(internal)?;
-        let em = &self.em;
-        let has_match = |item| -> CodegenResult<(IntValue<'ctx>, IntValue<'ctx>)> {
-            let tag = em.get(cursor, item)?.into_int_value();
-            let live =
-                em.b.build_int_compare(inkwell::IntPredicate::NE, tag, em.const_i32(0), "")?;
-            Ok((tag, live))
+        // Items change places from here on: the probe side's columns that later steps and the
+        // sink read are loaded now, and carried along.
+        let mut later: Vec<ColumnId> = rest.iter().flat_map(step_columns).collect();
+        later.extend(sink.columns_used(qc));
+        later.sort();
+        later.dedup();
+        let scanned: Vec<ColumnId> = later
+            .iter()
+            .copied()
+            .filter(|c| self.pipeline.scanned.contains(c))
+            .collect();
+        self.load_columns(&scanned).map_err(internal)?;
+        let carried: Vec<(ColumnId, ColumnTile<'ctx>)> = later
+            .iter()
+            .filter_map(|c| self.tiles.get(c).map(|tile| (*c, *tile)))
+            .collect();
+        let (counts, starts, outputs) = self.match_ranges(qc, table, key).map_err(internal)?;
+        let rows = qc.chains[table]
+            .and_then(|chain| chain.rows)
+            .map(|b| self.buffer(b))
+            .transpose()
+            .map_err(internal)?;
+        let ranges = MatchRanges {
+            table,
+            counts,
+            starts,
+            rows,
+            outputs: &outputs,
         };
-        let header = em.ctx.append_basic_block(em.function, "chain_round");
-        let round = em.ctx.append_basic_block(em.function, "chain_match");
-        let done = em.ctx.append_basic_block(em.function, "chain_done");
-        let next_round = || -> CodegenResult<()> {
-            em.b.build_unconditional_branch(header)?;
-            em.b.position_at_end(header);
-            let left = em.alloca(em.i1().into(), "matches_left")?;
-            em.b.build_store(left, em.i1().const_zero())?;
-            em.for_each_item(|item| {
-                let (_, live) = has_match(item)?;
-                let before = em.b.build_load(em.i1(), left, "")?.into_int_value();
-                em.b.build_store(left, em.b.build_or(before, live, "")?)?;
-                Ok(())
-            })?;
-            let left = em.b.build_load(em.i1(), left, "")?.into_int_value();
-            let any = em.block_any(left)?;
-            em.b.build_conditional_branch(any, round, done)?;
-            em.b.position_at_end(round);
-            let (layout, _) = &qc.tables[table];
-            let rows = qc.chain_rows[table]
-                .map(|b| self.buffer(b))
-                .transpose()?
-                .ok_or_else(|| tessera_runtime::CodegenError::Invalid("no chained rows".into()))?;
-            em.for_each_item(|item| {
-                let (tag, live) = has_match(item)?;
-                em.set(self.flags, item, em.flag(live)?)?;
-                for (_, _, values) in &outputs {
-                    em.set(*values, item, values.elem.const_zero())?;
-                }
-                em.if_then(live, || {
-                    let (place, next) = hash::chain_step(em, layout, rows, tag)?;
-                    for (index, _, values) in &outputs {
-                        let (field, ty) = hash::row_field_ptr(em, layout, place, *index)?;
-                        let value = em.b.build_load(ty, field, "")?;
-                        em.set(*values, item, value)?;
-                    }
-                    em.set(cursor, item, next)
-                })
-            })
-        };
-        next_round().map_err(internal)?;
-        for (_, id, values) in outputs {
+        let rounds = if self.spread_fits(&carried) {
+            self.selected = 1.0;
+            self.spread_matches(qc, &ranges, &carried)
+        } else {
+            self.selected *= selectivity.min(1.0);
+            self.walk_matches(qc, &ranges)
+        }
+        .map_err(internal)?;
+        for (_, id, values) in &outputs {
             self.tiles.insert(
-                id,
+                *id,
                 ColumnTile {
-                    values,
+                    values: *values,
                     valid: None,
                 },
             );
         }
-        self.selected *= selectivity.min(1.0);
         self.run_steps(qc, rest, sink, state)?;
+        self.end_rounds(rounds).map_err(internal)
+    }
+
+    /// Whether spreading matches over the block can stage the probe rows' `carried` columns,
+    /// where each match begins and its first build row in shared memory, beside what the
+    /// kernel has declared already and what the sink's scans and reductions may need.
+    fn spread_fits(&self, carried: &[(ColumnId, ColumnTile<'ctx>)]) -> bool {
         let em = &self.em;
-        em.b.build_unconditional_branch(header)
-            .map_err(|e| internal(e.into()))?;
-        em.b.position_at_end(done);
+        if !em.target.is_gpu() {
+            return true;
+        }
+        let items = u64::from(em.tile.items());
+        let width =
+            |array: TileArray<'ctx>| u64::from(tessera_runtime::emit::byte_width(array.elem));
+        let staged: u64 = carried
+            .iter()
+            .map(|(_, tile)| width(tile.values) + tile.valid.map_or(0, width))
+            .sum();
+        let needed = items * (staged + 8 + 4);
+        let reserve = u64::from(
+            tessera_runtime::primitives::reduce::SCRATCH_BYTES
+                + tessera_runtime::primitives::scan::shared_bytes(em)
+                + tessera_runtime::primitives::scan::offsets_shared_bytes(em)
+                + tessera_runtime::primitives::store::shared_bytes(em),
+        );
+        em.shared_bytes_declared() + reserve + needed <= STATIC_SHARED_BYTES
+    }
+
+    /// The rounds of `spread_matches`: see `probe_chained`.
+    fn spread_matches(
+        &mut self,
+        qc: &QueryContext<'_>,
+        ranges: &MatchRanges<'_, 'ctx>,
+        carried: &[(ColumnId, ColumnTile<'ctx>)],
+    ) -> CodegenResult<Rounds<'ctx>> {
+        let em = &self.em;
+        let items = em.tile.items();
+        let offsets = em.tile_array(em.i64().into(), "match_offsets")?;
+        let total = scan::tile_offsets(em, ranges.counts, offsets)?;
+        let name = |what: &str| format!("tessera.spread{}.{what}", ranges.table);
+        let begins = em.block_array(em.i64().into(), items, &name("begins"))?;
+        let firsts = em.block_array(em.i32().into(), items, &name("first_rows"))?;
+        let mut staged = Vec::with_capacity(carried.len());
+        for (id, tile) in carried {
+            let values = em.block_array(tile.values.elem, items, &name(&format!("c{}", id.0)))?;
+            let valid = match tile.valid {
+                Some(valid) => Some((
+                    valid,
+                    em.block_array(valid.elem, items, &name(&format!("c{}_valid", id.0)))?,
+                )),
+                None => None,
+            };
+            staged.push((*id, *tile, values, valid));
+        }
+        let at = |array: PointerValue<'ctx>, elem, position| em.offset_ptr(elem, array, position);
+        em.for_each_item(|item| {
+            let position = em.item_offset(item)?;
+            em.b.build_store(
+                at(begins, em.i64().into(), position)?,
+                em.get(offsets, item)?,
+            )?;
+            em.b.build_store(
+                at(firsts, em.i32().into(), position)?,
+                em.get(ranges.starts, item)?,
+            )?;
+            for (_, tile, values, valid) in &staged {
+                em.b.build_store(
+                    at(*values, tile.values.elem, position)?,
+                    em.get(tile.values, item)?,
+                )?;
+                if let Some((from, to)) = valid {
+                    em.b.build_store(at(*to, from.elem, position)?, em.get(*from, item)?)?;
+                }
+            }
+            Ok(())
+        })?;
+        em.barrier()?;
+        // Rounds while matches are left: `total` is the same in every thread, so all take the
+        // same branches and reach the barriers inside.
+        let base = em.alloca(em.i64().into(), "round_base")?;
+        em.b.build_store(base, em.const_i64(0))?;
+        let header = em.ctx.append_basic_block(em.function, "spread_round");
+        let round = em.ctx.append_basic_block(em.function, "spread_matches");
+        let done = em.ctx.append_basic_block(em.function, "spread_done");
+        em.b.build_unconditional_branch(header)?;
+        em.b.position_at_end(header);
+        let first = em.b.build_load(em.i64(), base, "")?.into_int_value();
+        let left =
+            em.b.build_int_compare(IntPredicate::SLT, first, total, "")?;
+        em.b.build_conditional_branch(left, round, done)?;
+        em.b.position_at_end(round);
+        let mut moved = Vec::with_capacity(staged.len());
+        for (id, tile, _, valid) in &staged {
+            let info = self.query.columns.get(*id);
+            let values = em.tile_array(tile.values.elem, &format!("{}_spread", info.name))?;
+            let valid = match valid {
+                Some((from, _)) => {
+                    Some(em.tile_array(from.elem, &format!("{}_valid_spread", info.name))?)
+                }
+                None => None,
+            };
+            moved.push(ColumnTile { values, valid });
+        }
+        em.for_each_item(|item| {
+            let position = em.item_offset(item)?;
+            let position = em.b.build_int_z_extend(position, em.i64(), "")?;
+            let index = em.b.build_int_add(first, position, "match")?;
+            let live =
+                em.b.build_int_compare(IntPredicate::SLT, index, total, "")?;
+            em.set(self.flags, item, em.flag(live)?)?;
+            for (_, _, values) in ranges.outputs {
+                em.set(*values, item, values.elem.const_zero())?;
+            }
+            for tile in &moved {
+                em.set(tile.values, item, tile.values.elem.const_zero())?;
+                if let Some(valid) = tile.valid {
+                    em.set(valid, item, valid.elem.const_zero())?;
+                }
+            }
+            em.if_then(live, || {
+                let source = source_of(em, begins, index, items)?;
+                let begin =
+                    em.b.build_load(em.i64(), at(begins, em.i64().into(), source)?, "")?;
+                let row =
+                    em.b.build_load(em.i32(), at(firsts, em.i32().into(), source)?, "")?;
+                let within = em.b.build_int_sub(index, begin.into_int_value(), "")?;
+                let row =
+                    em.b.build_int_z_extend(row.into_int_value(), em.i64(), "")?;
+                let row = em.b.build_int_add(row, within, "build_row")?;
+                for ((_, tile, values, valid), to) in staged.iter().zip(&moved) {
+                    let value = em.b.build_load(
+                        tile.values.elem,
+                        at(*values, tile.values.elem, source)?,
+                        "",
+                    )?;
+                    em.set(to.values, item, value)?;
+                    if let (Some((from, array)), Some(to)) = (valid, to.valid) {
+                        let value =
+                            em.b.build_load(from.elem, at(*array, from.elem, source)?, "")?;
+                        em.set(to, item, value)?;
+                    }
+                }
+                self.load_payload(qc, ranges, row, item)
+            })
+        })?;
+        for ((id, _, _, _), tile) in staged.iter().zip(moved) {
+            self.tiles.insert(*id, tile);
+        }
+        let next =
+            em.b.build_int_add(first, em.const_i64(i64::from(items)), "")?;
+        em.b.build_store(base, next)?;
+        Ok(Rounds {
+            header,
+            done,
+            spread: true,
+        })
+    }
+
+    /// The rounds of a probe whose items each walk their own matches, one a round; rounds go
+    /// on while any thread of the block has a match left.
+    fn walk_matches(
+        &mut self,
+        qc: &QueryContext<'_>,
+        ranges: &MatchRanges<'_, 'ctx>,
+    ) -> CodegenResult<Rounds<'ctx>> {
+        let em = &self.em;
+        let header = em.ctx.append_basic_block(em.function, "walk_round");
+        let round = em.ctx.append_basic_block(em.function, "walk_matches");
+        let done = em.ctx.append_basic_block(em.function, "walk_done");
+        em.b.build_unconditional_branch(header)?;
+        em.b.position_at_end(header);
+        let left = em.alloca(em.i1().into(), "matches_left")?;
+        em.b.build_store(left, em.i1().const_zero())?;
+        let has_match = |item| -> CodegenResult<IntValue<'ctx>> {
+            let count = em.get(ranges.counts, item)?.into_int_value();
+            Ok(em
+                .b
+                .build_int_compare(IntPredicate::NE, count, em.const_i32(0), "")?)
+        };
+        em.for_each_item(|item| {
+            let live = has_match(item)?;
+            let before = em.b.build_load(em.i1(), left, "")?.into_int_value();
+            em.b.build_store(left, em.b.build_or(before, live, "")?)?;
+            Ok(())
+        })?;
+        let left = em.b.build_load(em.i1(), left, "")?.into_int_value();
+        let any = em.block_any(left)?;
+        em.b.build_conditional_branch(any, round, done)?;
+        em.b.position_at_end(round);
+        em.for_each_item(|item| {
+            let live = has_match(item)?;
+            em.set(self.flags, item, em.flag(live)?)?;
+            for (_, _, values) in ranges.outputs {
+                em.set(*values, item, values.elem.const_zero())?;
+            }
+            em.if_then(live, || {
+                let count = em.get(ranges.counts, item)?.into_int_value();
+                let row = em.get(ranges.starts, item)?.into_int_value();
+                em.set(
+                    ranges.counts,
+                    item,
+                    em.b.build_int_sub(count, em.const_i32(1), "")?,
+                )?;
+                em.set(
+                    ranges.starts,
+                    item,
+                    em.b.build_int_add(row, em.const_i32(1), "")?,
+                )?;
+                let row = em.b.build_int_z_extend(row, em.i64(), "build_row")?;
+                self.load_payload(qc, ranges, row, item)
+            })
+        })?;
+        Ok(Rounds {
+            header,
+            done,
+            spread: false,
+        })
+    }
+
+    /// The payload of build row `row` (an `i64`) into `item` of the probe's output tiles.
+    fn load_payload(
+        &self,
+        qc: &QueryContext<'_>,
+        ranges: &MatchRanges<'_, 'ctx>,
+        row: IntValue<'ctx>,
+        item: Item<'ctx>,
+    ) -> CodegenResult<()> {
+        let em = &self.em;
+        let Some(rows) = ranges.rows else {
+            return Ok(());
+        };
+        let (layout, _) = &qc.tables[ranges.table];
+        for (index, _, values) in ranges.outputs {
+            let (field, ty) = hash::row_field_ptr(em, layout, rows, row, *index)?;
+            let value = em.b.build_load(ty, field, "")?;
+            em.set(*values, item, value)?;
+        }
         Ok(())
     }
 
-    /// Each selected item's first match in a chained table (a row number plus one; 0 for
-    /// none), and the tile arrays its payload goes into.
+    /// Closes a probe's rounds: back to its next round, and after the last one,
+    /// (when its matches were spread) a barrier before the block's shared arrays are refilled.
+    fn end_rounds(&self, rounds: Rounds<'ctx>) -> CodegenResult<()> {
+        let em = &self.em;
+        em.b.build_unconditional_branch(rounds.header)?;
+        em.b.position_at_end(rounds.done);
+        if rounds.spread {
+            em.barrier()?;
+        }
+        Ok(())
+    }
+
+    /// Each selected item's matches in a chained table: how many (0 for none) and the first
+    /// of its rows (`i32`s), and the tile arrays the payload goes into.
     #[allow(clippy::type_complexity)]
-    fn first_matches(
+    fn match_ranges(
         &mut self,
         qc: &QueryContext<'_>,
         table: usize,
         key: &crate::expr::Expr,
     ) -> CodegenResult<(
         TileArray<'ctx>,
-        Vec<(usize, crate::columns::ColumnId, TileArray<'ctx>)>,
+        TileArray<'ctx>,
+        Vec<(usize, ColumnId, TileArray<'ctx>)>,
     )> {
         self.load_columns(&key.columns_used())?;
         let (layout, buffer) = &qc.tables[table];
         let pointer = self.buffer(*buffer)?;
         let outputs = self.payload_tiles(&qc.query.hash_tables[table].payload)?;
         let em = &self.em;
-        let cursor = em.tile_array(em.i32().into(), "chain")?;
+        let counts = em.tile_array(em.i32().into(), "match_counts")?;
+        let starts = em.tile_array(em.i32().into(), "first_rows")?;
         em.for_each_item(|item| {
             let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
-            em.set(cursor, item, em.const_i32(0))?;
+            em.set(counts, item, em.const_i32(0))?;
+            em.set(starts, item, em.const_i32(0))?;
             let k = self.eval(key, item)?;
             // A null key matches nothing.
             let look = match k.valid {
@@ -425,12 +669,13 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 let slot = hash::find(em, layout, pointer, k.value.into_int_value())?;
                 let hit = em.b.build_is_not_null(slot, "hit")?;
                 em.if_then(hit, || {
-                    let head = hash::chain_head(em, layout, slot)?;
-                    em.set(cursor, item, head)
+                    let (count, start) = hash::chain_range(em, layout, slot)?;
+                    em.set(counts, item, count)?;
+                    em.set(starts, item, start)
                 })
             })
         })?;
-        Ok((cursor, outputs))
+        Ok((counts, starts, outputs))
     }
 
     /// A tile array for each payload column a probe brings, with its place in the payload.
@@ -485,4 +730,68 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         self.tiles.insert(column, ColumnTile { values, valid });
         Ok(())
     }
+}
+
+/// A chained probe's matches per item, and where their payload comes from and goes.
+struct MatchRanges<'o, 'ctx> {
+    table: usize,
+    counts: TileArray<'ctx>,
+    starts: TileArray<'ctx>,
+    /// The table's rows grouped by key (none when it brings no columns).
+    rows: Option<PointerValue<'ctx>>,
+    outputs: &'o [(usize, ColumnId, TileArray<'ctx>)],
+}
+
+/// The rounds of a chained probe being generated: where the next round starts, and the block
+/// after the last.
+struct Rounds<'ctx> {
+    header: inkwell::basic_block::BasicBlock<'ctx>,
+    done: inkwell::basic_block::BasicBlock<'ctx>,
+    /// The matches were spread over the block through shared memory.
+    spread: bool,
+}
+
+/// The columns a step reads.
+fn step_columns(step: &Step) -> Vec<ColumnId> {
+    match step {
+        Step::Filter { predicate, .. } => predicate.columns_used(),
+        Step::Probe { key, .. } => key.columns_used(),
+        Step::Compute { expr, .. } => expr.columns_used(),
+    }
+}
+
+/// The position of the tile's item whose matches include match `index` (an `i64`): the last
+/// position whose matches begin at or before it, found by halving steps over `begins` (the
+/// `items` positions' beginnings, in order).
+fn source_of<'ctx>(
+    em: &tessera_runtime::Emitter<'ctx, '_>,
+    begins: PointerValue<'ctx>,
+    index: IntValue<'ctx>,
+    items: u32,
+) -> CodegenResult<IntValue<'ctx>> {
+    let mut position = em.const_i32(0);
+    let mut step = items.next_power_of_two() / 2;
+    while step > 0 {
+        let candidate =
+            em.b.build_int_add(position, em.const_i32(i64::from(step)), "")?;
+        let inside = em.b.build_int_compare(
+            IntPredicate::ULT,
+            candidate,
+            em.const_i32(i64::from(items)),
+            "",
+        )?;
+        let clamped =
+            em.b.build_select(inside, candidate, em.const_i32(i64::from(items - 1)), "")?
+                .into_int_value();
+        let begin = em.offset_ptr(em.i64().into(), begins, clamped)?;
+        let begin = em.b.build_load(em.i64(), begin, "")?.into_int_value();
+        let before =
+            em.b.build_int_compare(IntPredicate::SLE, begin, index, "")?;
+        let take = em.b.build_and(inside, before, "")?;
+        position =
+            em.b.build_select(take, candidate, position, "")?
+                .into_int_value();
+        step /= 2;
+    }
+    Ok(position)
 }

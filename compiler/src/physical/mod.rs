@@ -124,8 +124,9 @@ impl HashTable {
             return slots.div_ceil(32) * 4;
         }
         if self.keys == BuildKeys::Chained {
-            // A key and the head of its list per slot; the next row and the payload per row.
-            return slots * 8 + self.max_rows * (4 + payload).next_multiple_of(4);
+            // A key, a count and a start per slot; per row a record (slot, rank, payload) and
+            // the payload again, grouped by key.
+            return slots * 16 + self.max_rows * (8 + 2 * payload.next_multiple_of(4));
         }
         let stride = (4 + payload).next_multiple_of(4);
         // Small perfect-table slots are padded to a power of two (one vector load per probe).

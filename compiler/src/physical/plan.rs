@@ -26,6 +26,20 @@ const PERFECT_SLOTS_PER_ROW: u64 = 64;
 const PERFECT_SLOTS_ANYWAY: u64 = 1 << 16;
 /// ...and never more than this.
 const MAX_PERFECT_SLOTS: u64 = 1 << 27;
+/// Whether `plan`'s rows come out of a join in the same pipeline (a join under filters and
+/// projections, not under a grouping or a sort, which end pipelines).
+fn pipeline_joins(plan: &LogicalPlan) -> bool {
+    match plan {
+        LogicalPlan::Join(_) | LogicalPlan::Product(_) => true,
+        LogicalPlan::Filter(_) | LogicalPlan::Project(_) => {
+            plan.inputs().into_iter().any(pipeline_joins)
+        }
+        _ => false,
+    }
+}
+
+/// The most rows a build side whose keys may repeat can have.
+const MAX_CHAINED_ROWS: u64 = (1 << 30) - 1;
 
 /// Splits one optimized logical query into pipelines.
 pub fn logical_to_pipelines(
@@ -471,8 +485,13 @@ impl Planner<'_> {
         // An inner join builds its table from the side whose key is unique when only one is:
         // each probe then finds at most one row, and the side with repeats is scanned once
         // rather than walked match by match.
-        if join.kind == JoinKind::Inner && !self.unique_key(right_key) && self.unique_key(left_key)
-        {
+        // Keys that repeat on both sides: the side that joins nothing itself builds, since a
+        // build's rows each take one record, which a row matched several times cannot.
+        let joins_within = |plan: &LogicalPlan| pipeline_joins(plan);
+        let swap = !self.unique_key(right_key)
+            && (self.unique_key(left_key)
+                || (joins_within(&join.right) && !joins_within(&join.left)));
+        if join.kind == JoinKind::Inner && swap {
             return self.join(&crate::logical::Join {
                 left: join.right.clone(),
                 right: join.left.clone(),
@@ -505,14 +524,26 @@ impl Planner<'_> {
             JoinKind::Inner => BuildKeys::Chained,
             _ => BuildKeys::Shared,
         };
-        // A chained table names its rows with 32-bit numbers.
-        if keys == BuildKeys::Chained && build_rows >= i32::MAX as u64 {
+        // A chained table names its rows, and its build records their slots, with 32-bit
+        // numbers (an open table has up to twice as many slots as rows).
+        if keys == BuildKeys::Chained && build_rows > MAX_CHAINED_ROWS {
             return Err(Diagnostic::unsupported(
                 join.span,
                 format!(
-                    "the joined relation has {build_rows} rows and its keys may repeat; such joins take at most {} rows",
-                    i32::MAX - 1
+                    "the joined relation has {build_rows} rows and its keys may repeat; such joins take at most {MAX_CHAINED_ROWS} rows"
                 ),
+            ));
+        }
+        let repeats_rows = |open: &OpenPipeline| {
+            open.steps.iter().any(|step| {
+                matches!(step, Step::Probe { table, .. }
+                    if self.hash_tables[*table].keys == BuildKeys::Chained)
+            })
+        };
+        if keys == BuildKeys::Chained && builds.iter().any(repeats_rows) {
+            return Err(Diagnostic::unsupported(
+                join.span,
+                "both sides of this join repeat their keys and join others on repeated keys; such joins are not supported yet",
             ));
         }
         if keys == BuildKeys::Chained && builds.len() > 1 {

@@ -8,9 +8,12 @@
 //! A perfect table with no payload is a set of keys: a bit per key (32 keys to a word), so that
 //! probing it reads a table 32 times smaller, which stays in L1 where the slots would not.
 //!
-//! A table whose build side may hold a key more than once chains its rows: the slot keeps the
-//! key and the head of a list, and each build row (in an array indexed by its row number) keeps
-//! the next row of the list and the payload. A probe walks the list, one match per round.
+//! A table whose build side may hold a key more than once groups its rows by key: the slot keeps
+//! the key, how many rows hold it and where they start in an array of rows, contiguous per key.
+//! The build records each row (at its row number) with its slot, its rank among the slot's rows
+//! and its payload; two small kernels (`primitives::chain`) then give each slot its start and
+//! move every record's payload to its place. A probe finds each match's row as `start + i`, so
+//! the matches of one key can be spread over a block's threads (`scan::tile_offsets`).
 
 use inkwell::types::{BasicType, BasicTypeEnum};
 use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue};
@@ -58,7 +61,8 @@ pub struct HashTableLayout {
     pub kind: HashKind,
     /// The key's type (open tables store it; perfect tables store a presence word).
     pub key: DataType,
-    /// The slot's payload: the payload columns, or for a chained table the head of its list.
+    /// The slot's payload: the payload columns, or for a chained table the count and start of
+    /// its rows.
     pub payload: Vec<PayloadField>,
     /// Bytes per slot.
     pub stride: u32,
@@ -77,14 +81,29 @@ pub enum KeyRepeats {
     Shared,
 }
 
-/// A chained table's row: the next row of its list (a row number plus one, 0 at the end) at
-/// offset 0, then the payload columns.
+/// A chained table's rows: the payload columns of each, grouped by key. A build record holds
+/// the row's slot (a `u32` index), its rank among the slot's rows plus one (0: not inserted),
+/// then the same fields `RECORD_HEADER` bytes further on.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RowLayout {
     pub payload: Vec<PayloadField>,
-    /// Bytes per row.
+    /// Bytes per row (0 when the table brings no columns, only matches).
     pub stride: u32,
 }
+
+/// Bytes of a build record before its payload: the slot index and the rank.
+pub const RECORD_HEADER: u32 = 8;
+
+impl RowLayout {
+    /// Bytes per build record: the header, then the row's payload.
+    pub fn record_stride(&self) -> u32 {
+        RECORD_HEADER + self.stride
+    }
+}
+
+/// Where a chained table's slot keeps its row count and its rows' start (payload fields 0, 1).
+pub const CHAIN_COUNT: usize = 0;
+pub const CHAIN_START: usize = 1;
 
 /// Places `payload` after `start` bytes: widest first, which keeps every field naturally
 /// aligned without padding between fields. Returns the fields in `payload`'s order and the
@@ -135,17 +154,22 @@ impl HashTableLayout {
         }
     }
 
-    /// A table whose keys may repeat: each slot heads a list of the rows holding its key,
-    /// which carry `payload`.
+    /// A table whose keys may repeat: each slot counts the rows holding its key and says
+    /// where they start among the table's rows, which carry `payload`.
     pub fn chained(kind: HashKind, key: DataType, payload: &[DataType]) -> HashTableLayout {
-        let (fields, stride) = place_fields(payload, 4, 4);
+        let (fields, stride) = if payload.is_empty() {
+            (Vec::new(), 0)
+        } else {
+            // The record header is 8 bytes, so fields aligned here stay aligned after it.
+            place_fields(payload, 0, 4)
+        };
         HashTableLayout {
             repeats: KeyRepeats::Shared,
             rows: Some(RowLayout {
                 payload: fields,
                 stride,
             }),
-            ..HashTableLayout::new(kind, key, &[DataType::I32])
+            ..HashTableLayout::new(kind, key, &[DataType::I32, DataType::I32])
         }
     }
 
@@ -638,61 +662,94 @@ fn primitive_name(layout: &HashTableLayout, op: &str, key_bits: u32) -> String {
     )
 }
 
-/// Puts build row `row` (an `i64` row number) at the head of `slot`'s list in a chained
-/// table whose rows are at `rows`; returns the row's place, for its payload.
-pub fn chain_row<'ctx>(
+/// Records build row `row` (an `i64` row number) of `slot` in a chained table: the slot counts
+/// it, and its record (in `records`, at its row number) keeps the slot and the row's rank among
+/// the slot's rows. Returns where the record's payload goes (`record_field_ptr`).
+pub fn chain_record<'ctx>(
     em: &Emitter<'ctx, '_>,
     layout: &HashTableLayout,
+    table: PointerValue<'ctx>,
     slot: PointerValue<'ctx>,
-    rows: PointerValue<'ctx>,
+    records: PointerValue<'ctx>,
     row: IntValue<'ctx>,
 ) -> CodegenResult<PointerValue<'ctx>> {
     let row_layout = chain_rows(layout)?;
-    let (head, _) = payload_ptr(em, layout, slot, 0)?;
-    let tag = em.b.build_int_truncate(row, em.i32(), "")?;
-    let tag = em.b.build_int_add(tag, em.const_i32(1), "row_tag")?;
-    let previous = em.b.build_atomicrmw(
-        inkwell::AtomicRMWBinOp::Xchg,
-        head,
-        tag,
+    let (count, _) = payload_ptr(em, layout, slot, CHAIN_COUNT)?;
+    let rank = em.b.build_atomicrmw(
+        inkwell::AtomicRMWBinOp::Add,
+        count,
+        em.const_i32(1),
         AtomicOrdering::Monotonic,
     )?;
-    let offset =
-        em.b.build_int_mul(row, em.const_i64(i64::from(row_layout.stride)), "")?;
-    let place = em.offset_ptr(em.i8().into(), rows, offset)?;
-    em.b.build_store(place, previous)?;
-    Ok(place)
+    let stride = i64::from(row_layout.record_stride());
+    let offset = em.b.build_int_mul(row, em.const_i64(stride), "")?;
+    let record = em.offset_ptr(em.i8().into(), records, offset)?;
+    let index = slot_index(em, layout, table, slot)?;
+    em.b.build_store(record, index)?;
+    let rank_ptr = em.offset_ptr(em.i8().into(), record, em.const_i64(4))?;
+    em.b.build_store(rank_ptr, em.b.build_int_add(rank, em.const_i32(1), "")?)?;
+    em.offset_ptr(
+        em.i8().into(),
+        record,
+        em.const_i64(i64::from(RECORD_HEADER)),
+    )
 }
 
-/// The first row of `slot`'s list (a row number plus one; 0 for none).
-pub fn chain_head<'ctx>(
+/// The index of `slot` in `table`, as a `u32`.
+fn slot_index<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    table: PointerValue<'ctx>,
+    slot: PointerValue<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
+    let at = em.b.build_ptr_to_int(slot, em.i64(), "")?;
+    let base = em.b.build_ptr_to_int(table, em.i64(), "")?;
+    let bytes = em.b.build_int_sub(at, base, "")?;
+    let index =
+        em.b.build_int_unsigned_div(bytes, em.const_i64(i64::from(layout.stride)), "slot_index")?;
+    Ok(em.b.build_int_truncate(index, em.i32(), "")?)
+}
+
+/// How many rows `slot` of a chained table has, and where the first of them is (`i32`s).
+pub fn chain_range<'ctx>(
     em: &Emitter<'ctx, '_>,
     layout: &HashTableLayout,
     slot: PointerValue<'ctx>,
-) -> CodegenResult<IntValue<'ctx>> {
-    let (head, _) = payload_ptr(em, layout, slot, 0)?;
-    Ok(em.b.build_load(em.i32(), head, "head")?.into_int_value())
+) -> CodegenResult<(IntValue<'ctx>, IntValue<'ctx>)> {
+    let (count, _) = payload_ptr(em, layout, slot, CHAIN_COUNT)?;
+    let (start, _) = payload_ptr(em, layout, slot, CHAIN_START)?;
+    let count =
+        em.b.build_load(em.i32(), count, "matches")?
+            .into_int_value();
+    let start =
+        em.b.build_load(em.i32(), start, "first_row")?
+            .into_int_value();
+    Ok((count, start))
 }
 
-/// The row a list entry `tag` (a row number plus one) names, and the entry after it.
-pub fn chain_step<'ctx>(
+/// A pointer to payload field `index` of row `row` (an `i64`) of a chained table's rows.
+pub fn row_field_ptr<'ctx>(
     em: &Emitter<'ctx, '_>,
     layout: &HashTableLayout,
     rows: PointerValue<'ctx>,
-    tag: IntValue<'ctx>,
-) -> CodegenResult<(PointerValue<'ctx>, IntValue<'ctx>)> {
+    row: IntValue<'ctx>,
+    index: usize,
+) -> CodegenResult<(PointerValue<'ctx>, BasicTypeEnum<'ctx>)> {
     let row_layout = chain_rows(layout)?;
-    let row = em.b.build_int_sub(tag, em.const_i32(1), "")?;
-    let row = em.b.build_int_z_extend(row, em.i64(), "")?;
+    let field = row_layout
+        .payload
+        .get(index)
+        .ok_or_else(|| CodegenError::Invalid(format!("no row field {index}")))?;
     let offset =
         em.b.build_int_mul(row, em.const_i64(i64::from(row_layout.stride)), "")?;
-    let place = em.offset_ptr(em.i8().into(), rows, offset)?;
-    let next = em.b.build_load(em.i32(), place, "next")?.into_int_value();
-    Ok((place, next))
+    let offset =
+        em.b.build_int_add(offset, em.const_i64(i64::from(field.offset)), "")?;
+    let ptr = em.offset_ptr(em.i8().into(), rows, offset)?;
+    Ok((ptr, em.value_type(field.ty)))
 }
 
-/// A pointer to payload field `index` of a chained table's row at `place`.
-pub fn row_field_ptr<'ctx>(
+/// A pointer to payload field `index` of a build record whose payload starts at `place`.
+pub fn record_field_ptr<'ctx>(
     em: &Emitter<'ctx, '_>,
     layout: &HashTableLayout,
     place: PointerValue<'ctx>,
@@ -706,7 +763,8 @@ pub fn row_field_ptr<'ctx>(
     Ok((ptr, em.value_type(field.ty)))
 }
 
-fn chain_rows(layout: &HashTableLayout) -> CodegenResult<&RowLayout> {
+/// The layout of a chained table's rows.
+pub fn chain_rows(layout: &HashTableLayout) -> CodegenResult<&RowLayout> {
     layout
         .rows
         .as_ref()

@@ -3,6 +3,7 @@
 //! it, and created in a module the first time a kernel asks for it. On the GPU a tile's arrays
 //! live in registers once inlined; on the host the same code runs with one thread per tile.
 
+pub mod chain;
 pub mod group;
 pub mod hash;
 pub mod load;

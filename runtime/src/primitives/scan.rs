@@ -107,45 +107,7 @@ fn ranks_gpu<'ctx>(
         })
     })?;
     p.barrier()?;
-    // The first warp turns the counts into exclusive prefix sums, 32 at a time.
-    let first_warp =
-        p.b.build_int_compare(IntPredicate::EQ, warp, p.const_i32(0), "")?;
-    p.if_then(first_warp, || {
-        let mut carry = p.const_i32(0);
-        for chunk in 0..counts_len.div_ceil(32) {
-            let index =
-                p.b.build_int_add(lane, p.const_i32(i64::from(chunk * 32)), "")?;
-            let inside = p.b.build_int_compare(
-                IntPredicate::ULT,
-                index,
-                p.const_i32(i64::from(counts_len)),
-                "",
-            )?;
-            let slot = p.offset_ptr(p.i32().into(), counts, index)?;
-            let value = p.alloca(p.i32().into(), "count")?;
-            p.b.build_store(value, p.const_i32(0))?;
-            p.if_then(inside, || {
-                let v = p.b.build_load(p.i32(), slot, "")?;
-                p.b.build_store(value, v)?;
-                Ok(())
-            })?;
-            let value = p.b.build_load(p.i32(), value, "")?.into_int_value();
-            let inclusive = warp_inclusive_sum(p, value, lane)?;
-            let exclusive = p.b.build_int_sub(inclusive, value, "")?;
-            let exclusive = p.b.build_int_add(exclusive, carry, "")?;
-            p.if_then(inside, || {
-                p.b.build_store(slot, exclusive)?;
-                Ok(())
-            })?;
-            let chunk_total = shfl_idx(p, inclusive, 31)?;
-            carry = p.b.build_int_add(carry, chunk_total, "carry")?;
-        }
-        p.if_then(leader, || {
-            let total = p.offset_ptr(p.i32().into(), counts, p.const_i32(i64::from(counts_len)))?;
-            p.b.build_store(total, carry)?;
-            Ok(())
-        })
-    })?;
+    scan_counts(p, counts, p.i32(), counts_len, lane, warp, leader)?;
     p.barrier()?;
     p.for_each_item(|item| {
         let slot = count_slot(p, counts, item.index, warp)?;
@@ -157,6 +119,182 @@ fn ranks_gpu<'ctx>(
     // Each warp reads only its own counts and the total before the next tile's scan writes
     // them again after its first barrier, so no barrier is needed here.
     Ok(p.b.build_load(p.i32(), total, "total")?.into_int_value())
+}
+
+/// The first warp turns `counts[0 .. len]` (in shared memory, `i32` or `i64`, as the array's
+/// element type says through `ty`) into exclusive prefix sums, 32 at a time, and writes the
+/// total at `counts[len]` (lane 0, the `leader`, does).
+#[allow(clippy::too_many_arguments)]
+fn scan_counts<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    counts: PointerValue<'ctx>,
+    ty: inkwell::types::IntType<'ctx>,
+    len: u32,
+    lane: IntValue<'ctx>,
+    warp: IntValue<'ctx>,
+    leader: IntValue<'ctx>,
+) -> CodegenResult<()> {
+    let first_warp =
+        p.b.build_int_compare(IntPredicate::EQ, warp, p.const_i32(0), "")?;
+    p.if_then(first_warp, || {
+        let mut carry = ty.const_zero();
+        for chunk in 0..len.div_ceil(32) {
+            let index =
+                p.b.build_int_add(lane, p.const_i32(i64::from(chunk * 32)), "")?;
+            let inside =
+                p.b.build_int_compare(IntPredicate::ULT, index, p.const_i32(i64::from(len)), "")?;
+            let slot = p.offset_ptr(ty.into(), counts, index)?;
+            let value = p.alloca(ty.into(), "count")?;
+            p.b.build_store(value, ty.const_zero())?;
+            p.if_then(inside, || {
+                let v = p.b.build_load(ty, slot, "")?;
+                p.b.build_store(value, v)?;
+                Ok(())
+            })?;
+            let value = p.b.build_load(ty, value, "")?.into_int_value();
+            let inclusive = warp_inclusive_sum(p, value, lane)?;
+            let exclusive = p.b.build_int_sub(inclusive, value, "")?;
+            let exclusive = p.b.build_int_add(exclusive, carry, "")?;
+            p.if_then(inside, || {
+                p.b.build_store(slot, exclusive)?;
+                Ok(())
+            })?;
+            let chunk_total = if ty.get_bit_width() == 64 {
+                shfl_idx_i64(p, inclusive, 31)?
+            } else {
+                shfl_idx(p, inclusive, 31)?
+            };
+            carry = p.b.build_int_add(carry, chunk_total, "carry")?;
+        }
+        p.if_then(leader, || {
+            let total = p.offset_ptr(ty.into(), counts, p.const_i32(i64::from(len)))?;
+            p.b.build_store(total, carry)?;
+            Ok(())
+        })
+    })
+}
+
+/// `value` (an `i64`) as lane `lane` holds it.
+fn shfl_idx_i64<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    value: IntValue<'ctx>,
+    lane: u32,
+) -> CodegenResult<IntValue<'ctx>> {
+    let low = p.b.build_int_truncate(value, p.i32(), "")?;
+    let high = p.b.build_right_shift(value, p.const_i64(32), false, "")?;
+    let high = p.b.build_int_truncate(high, p.i32(), "")?;
+    let low =
+        p.b.build_int_z_extend(shfl_idx(p, low, lane)?, p.i64(), "")?;
+    let high =
+        p.b.build_int_z_extend(shfl_idx(p, high, lane)?, p.i64(), "")?;
+    let high = p.b.build_left_shift(high, p.const_i64(32), "")?;
+    Ok(p.b.build_or(high, low, "")?)
+}
+
+/// Shared memory `tile_offsets` takes on the GPU: an `i64` per (item, warp) and the total.
+pub fn offsets_shared_bytes(em: &Emitter<'_, '_>) -> u32 {
+    if em.target.is_gpu() {
+        (em.tile.items_per_thread * em.tile.warps() + 1) * 8
+    } else {
+        0
+    }
+}
+
+/// Writes into `offsets` (an `i64` per item) the sum of `counts` (an `i32` per item, none
+/// negative) over the items before it in row order, and returns the tile's total (an `i64`,
+/// the same in every thread): where each item's run begins when every item writes `count`
+/// values, one after another.
+pub fn tile_offsets<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    counts: TileArray<'ctx>,
+    offsets: TileArray<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
+    let ty = em
+        .i64()
+        .fn_type(&[em.local_ptr().into(), em.local_ptr().into()], false);
+    let f = primitive(em, "tessera.scan.offsets", ty, |p| {
+        let param = |i: u32| {
+            p.function
+                .get_nth_param(i)
+                .map(|v| v.into_pointer_value())
+                .ok_or_else(|| CodegenError::Invalid("offsets take counts and offsets".into()))
+        };
+        let counts = TileArray {
+            ptr: param(0)?,
+            ..counts
+        };
+        let offsets = TileArray {
+            ptr: param(1)?,
+            ..offsets
+        };
+        let count_at = |item| -> CodegenResult<IntValue<'ctx>> {
+            let count = p.get(counts, item)?.into_int_value();
+            Ok(p.b.build_int_z_extend(count, p.i64(), "")?)
+        };
+        let total = if p.target.is_gpu() {
+            let warps = p.tile.warps();
+            let len = p.tile.items_per_thread * warps;
+            let sums = p.shared_array("tessera.scan.sums", p.i64().into(), len + 1)?;
+            let tid = p.tid()?;
+            let lane = p.b.build_and(tid, p.const_i32(31), "lane")?;
+            let warp = p.b.build_right_shift(tid, p.const_i32(5), false, "warp")?;
+            let last =
+                p.b.build_int_compare(IntPredicate::EQ, lane, p.const_i32(31), "")?;
+            p.for_each_item(|item| {
+                let count = count_at(item)?;
+                let inclusive = warp_inclusive_sum(p, count, lane)?;
+                p.set(offsets, item, p.b.build_int_sub(inclusive, count, "")?)?;
+                let slot = sum_slot(p, sums, item.index, warp)?;
+                p.if_then(last, || {
+                    p.b.build_store(slot, inclusive)?;
+                    Ok(())
+                })
+            })?;
+            p.barrier()?;
+            let leader =
+                p.b.build_int_compare(IntPredicate::EQ, lane, p.const_i32(0), "")?;
+            scan_counts(p, sums, p.i64(), len, lane, warp, leader)?;
+            p.barrier()?;
+            p.for_each_item(|item| {
+                let slot = sum_slot(p, sums, item.index, warp)?;
+                let before = p.b.build_load(p.i64(), slot, "")?.into_int_value();
+                let within = p.get(offsets, item)?.into_int_value();
+                p.set(offsets, item, p.b.build_int_add(before, within, "offset")?)
+            })?;
+            let total = p.offset_ptr(p.i64().into(), sums, p.const_i32(i64::from(len)))?;
+            // As with `tile_ranks`: the next call writes the sums only after its first barrier.
+            p.b.build_load(p.i64(), total, "total")?.into_int_value()
+        } else {
+            let running = p.alloca(p.i64().into(), "running")?;
+            p.b.build_store(running, p.const_i64(0))?;
+            p.for_each_item(|item| {
+                let before = p.b.build_load(p.i64(), running, "")?.into_int_value();
+                p.set(offsets, item, before)?;
+                let after = p.b.build_int_add(before, count_at(item)?, "")?;
+                p.b.build_store(running, after)?;
+                Ok(())
+            })?;
+            p.b.build_load(p.i64(), running, "")?.into_int_value()
+        };
+        p.b.build_return(Some(&total))?;
+        Ok(())
+    })?;
+    let call =
+        em.b.build_call(f, &[counts.ptr.into(), offsets.ptr.into()], "matches")?;
+    Ok(basic(call.try_as_basic_value().basic())?.into_int_value())
+}
+
+/// `sums[item * warps + warp]`, of `i64`s.
+fn sum_slot<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    sums: PointerValue<'ctx>,
+    item: IntValue<'ctx>,
+    warp: IntValue<'ctx>,
+) -> CodegenResult<PointerValue<'ctx>> {
+    let warps = p.const_i32(i64::from(p.tile.warps()));
+    let index =
+        p.b.build_int_add(p.b.build_int_mul(item, warps, "")?, warp, "")?;
+    p.offset_ptr(p.i64().into(), sums, index)
 }
 
 /// `counts[item * warps + warp]`.

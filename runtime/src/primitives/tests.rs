@@ -237,6 +237,47 @@ fn init_flags_marks_the_rows_of_the_tile() {
 }
 
 #[test]
+fn tile_offsets_say_where_each_items_run_begins() {
+    let context = Context::create();
+    let module = context.create_module("offsets");
+    function(&context, &module, "offsets", |em| {
+        let counts = em.tile_array(em.i32().into(), "counts").expect("array");
+        let offsets = em.tile_array(em.i64().into(), "offsets").expect("array");
+        let input = arg(em, 0).into_pointer_value();
+        em.for_each_item(|item| {
+            let at = em.offset_ptr(em.i32().into(), input, item.index)?;
+            em.set(counts, item, em.b.build_load(em.i32(), at, "")?)
+        })
+        .expect("read counts");
+        let total = super::scan::tile_offsets(em, counts, offsets).expect("offsets");
+        store_tile(em, offsets, arg(em, 1).into_pointer_value());
+        em.b.build_store(arg(em, 2).into_pointer_value(), total)
+            .expect("store total");
+    });
+    let object = link(&module);
+    // Counts past 2^31 together: the offsets are 64-bit.
+    let counts: [i32; 8] = [3, 0, 0, 1, i32::MAX, 0, i32::MAX, 2];
+    let mut offsets = [-1i64; 8];
+    let mut total = -1i64;
+    call(
+        &object,
+        "offsets",
+        counts.as_ptr() as *mut u8,
+        offsets.as_mut_ptr().cast(),
+        (&mut total as *mut i64).cast(),
+        8,
+    );
+    let mut expected = [0i64; 8];
+    let mut running = 0i64;
+    for (i, count) in counts.iter().enumerate() {
+        expected[i] = running;
+        running += i64::from(*count);
+    }
+    assert_eq!(offsets, expected);
+    assert_eq!(total, running);
+}
+
+#[test]
 fn reductions_fold_with_their_identity() {
     // On the host a block is one thread, so a block reduction is the thread's own fold;
     // `combine` and `identity` are what every reduction is made of, on both targets.
