@@ -43,6 +43,11 @@ pub struct KernelModule {
     /// strength reduction and machine LICM such loops need (a chain walk at `-O0` took 16%
     /// longer, docs/PERFORMANCE.md).
     runtime_loops: bool,
+    /// The kernel decodes packed columns and probes no table: it takes `-O2` code generation,
+    /// which the decoder's address arithmetic needs (decode-and-sum 0.726 -> 0.674 ms on an
+    /// H100). Probing kernels keep `-O0`: there `-O2` was mixed (packed Q1.x 4-7% faster, Q3.x
+    /// and Q4.3 10-15% slower; docs/PERFORMANCE.md).
+    packed_scan: bool,
 }
 
 impl KernelModule {
@@ -259,6 +264,8 @@ pub fn kernel_to_code(
     let llvm = module.parse(&context)?;
     let (gpu_passes, codegen) = if module.runtime_loops {
         (GpuPasses::LlvmO1, GpuCodegen::Thorough)
+    } else if module.packed_scan {
+        (gpu_passes, GpuCodegen::Thorough)
     } else {
         (gpu_passes, codegen)
     };

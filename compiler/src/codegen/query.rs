@@ -216,6 +216,10 @@ pub(super) fn query_to_llvm(
                 format!("generated LLVM IR is invalid: {message}"),
             ));
         }
+        let probes = pipeline
+            .steps
+            .iter()
+            .any(|step| matches!(step, crate::physical::Step::Probe { .. }));
         let runtime_loops = pipeline.steps.iter().any(|step| {
             matches!(step, crate::physical::Step::Probe { table, .. } if qc.chains[*table].is_some())
         });
@@ -223,6 +227,11 @@ pub(super) fn query_to_llvm(
             kernel: name,
             bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),
             runtime_loops,
+            packed_scan: !probes
+                && launch
+                    .params
+                    .iter()
+                    .any(|p| matches!(p, Param::PackedWords { .. })),
         });
         kernels.push(launch);
         if result.is_some() {
@@ -326,6 +335,7 @@ fn group_chained_rows(
             kernel: name.clone(),
             bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),
             runtime_loops: true,
+            packed_scan: false,
         });
         kernels.push(KernelLaunch {
             name,

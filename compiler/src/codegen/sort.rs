@@ -430,6 +430,7 @@ impl Sorter<'_, '_> {
                     kernel: name.clone(),
                     bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),
                     runtime_loops: true,
+                    packed_scan: false,
                 });
                 self.names.insert(key, name.clone());
                 name
