@@ -522,3 +522,49 @@ fn a_sort_on_one_key_carries_its_only_other_column_instead_of_gathering_it() {
     assert!(!three.contains("_sort_carried("), "{three}");
     assert!(three.contains("_sort_gather4("), "{three}");
 }
+
+#[test]
+fn a_join_on_repeated_keys_spreads_matches_over_the_block_while_the_probe_rows_columns_fit() {
+    let rounds = |carried: &str, target: &str| {
+        let script = format!(
+            "from (from lineorder | where lo_orderkey <= 40) as a\n\
+             | join (from lineorder | where lo_quantity <= 25) as b on a.lo_discount == b.lo_discount\n\
+             | aggregate {{ pairs = count(), {carried}, q = sum(b.lo_quantity) }}\n"
+        );
+        let path = std::env::temp_dir().join(format!(
+            "tessera-spread-{}-{}-{target}.tq",
+            std::process::id(),
+            carried.len()
+        ));
+        std::fs::write(&path, script).expect("script written");
+        let output = tessera(&[
+            "compile",
+            path.to_str().expect("utf-8 path"),
+            "--data",
+            data(),
+            "--emit",
+            "llvm",
+            "--target",
+            target,
+        ]);
+        let _ = std::fs::remove_file(&path);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let llvm = text(&output.stdout);
+        let spread = llvm.contains("\nspread_round:");
+        let walk = llvm.contains("\nwalk_round:");
+        assert!(spread != walk, "one way of rounds: {llvm}");
+        if spread {
+            "spread"
+        } else {
+            "walk"
+        }
+    };
+    // Two carried columns fit the staging budget of a 256x4 GPU tile and of a 2048-row host
+    // tile; four do not fit the host's, so both ways run in the CPU's conformance tests.
+    let two = "r = sum(a.lo_revenue), k = max(a.lo_orderkey)";
+    let four = "r = sum(a.lo_revenue), k = max(a.lo_orderkey), c = min(a.lo_custkey), p = max(a.lo_partkey)";
+    assert_eq!(rounds(two, "host"), "spread");
+    assert_eq!(rounds(two, "sm_90"), "spread");
+    assert_eq!(rounds(four, "host"), "walk");
+    assert_eq!(rounds(four, "sm_90"), "spread");
+}

@@ -322,7 +322,8 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     /// search of those beginnings and its probe row's columns in shared memory, and the steps
     /// after the probe and the sink run once a round. A key with many rows thus keeps every
     /// thread busy rather than one. Where the probe row's columns do not fit the block's
-    /// shared memory, each item walks its own matches instead, one a round.
+    /// static shared memory (`spread_fits`), each item walks its own matches instead, one a
+    /// round.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn probe_chained(
         &mut self,
@@ -389,11 +390,10 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     /// Whether spreading matches over the block can stage the probe rows' `carried` columns,
     /// where each match begins and its first build row in shared memory, beside what the
     /// kernel has declared already and what the sink's scans and reductions may need.
+    /// The host applies the same bound to its staged arrays (a tile's working set beside its
+    /// columns, kept within what a core's caches hold), so that both ways are exercised there.
     fn spread_fits(&self, carried: &[(ColumnId, ColumnTile<'ctx>)]) -> bool {
         let em = &self.em;
-        if !em.target.is_gpu() {
-            return true;
-        }
         let items = u64::from(em.tile.items());
         let width =
             |array: TileArray<'ctx>| u64::from(tessera_runtime::emit::byte_width(array.elem));
