@@ -10,7 +10,7 @@ use inkwell::module::Module;
 use inkwell::values::{IntValue, PointerValue};
 use inkwell::{AtomicOrdering, IntPredicate};
 
-use super::hash::{chain_rows, payload_ptr, HashTableLayout, CHAIN_COUNT, CHAIN_START};
+use super::hash::{chain_rows, payload_ptr, slot_at, HashTableLayout, CHAIN_COUNT, CHAIN_START};
 use super::load::param_int;
 use super::scan::{shfl_idx, warp_inclusive_sum};
 use crate::emit::{CodegenResult, Emitter};
@@ -105,16 +105,15 @@ pub fn build_chain_kernel<'ctx>(
     Ok(())
 }
 
-/// The slot at `index` (an `i64`).
-fn slot_at<'ctx>(
-    em: &Emitter<'ctx, '_>,
-    layout: &HashTableLayout,
-    table: PointerValue<'ctx>,
-    index: IntValue<'ctx>,
-) -> CodegenResult<PointerValue<'ctx>> {
-    let offset =
-        em.b.build_int_mul(index, em.const_i64(i64::from(layout.stride)), "")?;
-    em.offset_ptr(em.i8().into(), table, offset)
+/// The first index this GPU thread takes and the step to its next, when the grid's threads
+/// take every index in turn.
+fn grid_stride<'ctx>(em: &Emitter<'ctx, '_>) -> CodegenResult<(IntValue<'ctx>, IntValue<'ctx>)> {
+    let threads = em.const_i64(i64::from(em.tile.threads));
+    let block = em.b.build_int_z_extend(em.block_index()?, em.i64(), "")?;
+    let first = em.b.build_int_mul(block, threads, "")?;
+    let grid = em.b.build_int_z_extend(em.grid_size()?, em.i64(), "")?;
+    let step = em.b.build_int_mul(grid, threads, "")?;
+    Ok((first, step))
 }
 
 fn starts<'ctx>(
@@ -136,10 +135,7 @@ fn starts<'ctx>(
     match em.target {
         Target::Nvptx { .. } => {
             // Whole warps go round the loop together, so that they can add up their counts.
-            let threads = i64::from(em.tile.threads);
-            let block = em.b.build_int_z_extend(em.block_index()?, em.i64(), "")?;
-            let first = em.b.build_int_mul(block, em.const_i64(threads), "")?;
-            let step = em.const_i64(threads * i64::from(parts));
+            let (first, step) = grid_stride(em)?;
             let tid = em.tid()?;
             let lane = em.b.build_and(tid, em.const_i32(31), "lane")?;
             let tid = em.b.build_int_z_extend(tid, em.i64(), "")?;
@@ -267,13 +263,9 @@ fn place<'ctx>(
     };
     match em.target {
         Target::Nvptx { .. } => {
-            let threads = i64::from(em.tile.threads);
-            let block = em.b.build_int_z_extend(em.block_index()?, em.i64(), "")?;
+            let (first, step) = grid_stride(em)?;
             let tid = em.b.build_int_z_extend(em.tid()?, em.i64(), "")?;
-            let first = em.b.build_int_mul(block, em.const_i64(threads), "")?;
             let first = em.b.build_int_add(first, tid, "")?;
-            let grid = em.b.build_int_z_extend(em.grid_size()?, em.i64(), "")?;
-            let step = em.b.build_int_mul(grid, em.const_i64(threads), "")?;
             em.for_range(first, rows, step, copy)
         }
         Target::Host => {

@@ -990,7 +990,8 @@ fn hash<'ctx>(
     Ok(p.b.build_and(high, mask, "hash")?)
 }
 
-fn slot_at<'ctx>(
+/// Slot `index` (an `i64`) of `table`.
+pub(super) fn slot_at<'ctx>(
     p: &Emitter<'ctx, '_>,
     layout: &HashTableLayout,
     table: PointerValue<'ctx>,

@@ -14,11 +14,56 @@ use super::primitive;
 
 /// Shared memory the GPU scan takes: a count per (item, warp) and the total.
 pub fn shared_bytes(em: &Emitter<'_, '_>) -> u32 {
+    per_item_and_warp_bytes(em, 4)
+}
+
+/// Shared memory for a value of `width` bytes per (item, warp) and one more (none on the host).
+fn per_item_and_warp_bytes(em: &Emitter<'_, '_>, width: u32) -> u32 {
     if em.target.is_gpu() {
-        (em.tile.items_per_thread * em.tile.warps() + 1) * 4
+        (em.tile.items_per_thread * em.tile.warps() + 1) * width
     } else {
         0
     }
+}
+
+/// Calls primitive `name` on two tile arrays, building it the first time with `body` (which
+/// gets the arrays as the primitive's parameters); returns the `ret` value the primitive
+/// returns, the same in every thread.
+fn two_tile_primitive<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    name: &str,
+    ret: inkwell::types::IntType<'ctx>,
+    (first, second): (TileArray<'ctx>, TileArray<'ctx>),
+    label: &str,
+    body: impl FnOnce(
+        &Emitter<'ctx, '_>,
+        TileArray<'ctx>,
+        TileArray<'ctx>,
+    ) -> CodegenResult<IntValue<'ctx>>,
+) -> CodegenResult<IntValue<'ctx>> {
+    let ty = ret.fn_type(&[em.local_ptr().into(), em.local_ptr().into()], false);
+    let f = primitive(em, name, ty, |p| {
+        let param = |i: u32| {
+            p.function
+                .get_nth_param(i)
+                .map(|v| v.into_pointer_value())
+                .ok_or_else(|| CodegenError::Invalid(format!("{name} takes two tile arrays")))
+        };
+        let first = TileArray {
+            ptr: param(0)?,
+            ..first
+        };
+        let second = TileArray {
+            ptr: param(1)?,
+            ..second
+        };
+        let result = body(p, first, second)?;
+        p.b.build_return(Some(&result))?;
+        Ok(())
+    })?;
+    let call =
+        em.b.build_call(f, &[first.ptr.into(), second.ptr.into()], label)?;
+    Ok(basic(call.try_as_basic_value().basic())?.into_int_value())
 }
 
 /// Writes into `ranks` (an `i32` per item) each selected item's rank among the tile's selected
@@ -29,35 +74,20 @@ pub fn tile_ranks<'ctx>(
     flags: TileArray<'ctx>,
     ranks: TileArray<'ctx>,
 ) -> CodegenResult<IntValue<'ctx>> {
-    let ty = em
-        .i32()
-        .fn_type(&[em.local_ptr().into(), em.local_ptr().into()], false);
-    let f = primitive(em, "tessera.scan.ranks", ty, |p| {
-        let param = |i: u32| {
-            p.function
-                .get_nth_param(i)
-                .map(|v| v.into_pointer_value())
-                .ok_or_else(|| CodegenError::Invalid("scan takes flags and ranks".into()))
-        };
-        let flags = TileArray {
-            ptr: param(0)?,
-            ..flags
-        };
-        let ranks = TileArray {
-            ptr: param(1)?,
-            ..ranks
-        };
-        let total = if p.target.is_gpu() {
-            ranks_gpu(p, flags, ranks)?
-        } else {
-            ranks_host(p, flags, ranks)?
-        };
-        p.b.build_return(Some(&total))?;
-        Ok(())
-    })?;
-    let call =
-        em.b.build_call(f, &[flags.ptr.into(), ranks.ptr.into()], "selected")?;
-    Ok(basic(call.try_as_basic_value().basic())?.into_int_value())
+    two_tile_primitive(
+        em,
+        "tessera.scan.ranks",
+        em.i32(),
+        (flags, ranks),
+        "selected",
+        |p, flags, ranks| {
+            if p.target.is_gpu() {
+                ranks_gpu(p, flags, ranks)
+            } else {
+                ranks_host(p, flags, ranks)
+            }
+        },
+    )
 }
 
 fn ranks_host<'ctx>(
@@ -193,11 +223,7 @@ fn shfl_idx_i64<'ctx>(
 
 /// Shared memory `tile_offsets` takes on the GPU: an `i64` per (item, warp) and the total.
 pub fn offsets_shared_bytes(em: &Emitter<'_, '_>) -> u32 {
-    if em.target.is_gpu() {
-        (em.tile.items_per_thread * em.tile.warps() + 1) * 8
-    } else {
-        0
-    }
+    per_item_and_warp_bytes(em, 8)
 }
 
 /// Writes into `offsets` (an `i64` per item) the sum of `counts` (an `i32` per item, none
@@ -209,79 +235,65 @@ pub fn tile_offsets<'ctx>(
     counts: TileArray<'ctx>,
     offsets: TileArray<'ctx>,
 ) -> CodegenResult<IntValue<'ctx>> {
-    let ty = em
-        .i64()
-        .fn_type(&[em.local_ptr().into(), em.local_ptr().into()], false);
-    let f = primitive(em, "tessera.scan.offsets", ty, |p| {
-        let param = |i: u32| {
-            p.function
-                .get_nth_param(i)
-                .map(|v| v.into_pointer_value())
-                .ok_or_else(|| CodegenError::Invalid("offsets take counts and offsets".into()))
-        };
-        let counts = TileArray {
-            ptr: param(0)?,
-            ..counts
-        };
-        let offsets = TileArray {
-            ptr: param(1)?,
-            ..offsets
-        };
-        let count_at = |item| -> CodegenResult<IntValue<'ctx>> {
-            let count = p.get(counts, item)?.into_int_value();
-            Ok(p.b.build_int_z_extend(count, p.i64(), "")?)
-        };
-        let total = if p.target.is_gpu() {
-            let warps = p.tile.warps();
-            let len = p.tile.items_per_thread * warps;
-            let sums = p.shared_array("tessera.scan.sums", p.i64().into(), len + 1)?;
-            let tid = p.tid()?;
-            let lane = p.b.build_and(tid, p.const_i32(31), "lane")?;
-            let warp = p.b.build_right_shift(tid, p.const_i32(5), false, "warp")?;
-            let last =
-                p.b.build_int_compare(IntPredicate::EQ, lane, p.const_i32(31), "")?;
-            p.for_each_item(|item| {
-                let count = count_at(item)?;
-                let inclusive = warp_inclusive_sum(p, count, lane)?;
-                p.set(offsets, item, p.b.build_int_sub(inclusive, count, "")?)?;
-                let slot = sum_slot(p, sums, item.index, warp)?;
-                p.if_then(last, || {
-                    p.b.build_store(slot, inclusive)?;
+    two_tile_primitive(
+        em,
+        "tessera.scan.offsets",
+        em.i64(),
+        (counts, offsets),
+        "matches",
+        |p, counts, offsets| {
+            let count_at = |item| -> CodegenResult<IntValue<'ctx>> {
+                let count = p.get(counts, item)?.into_int_value();
+                Ok(p.b.build_int_z_extend(count, p.i64(), "")?)
+            };
+            let total = if p.target.is_gpu() {
+                let warps = p.tile.warps();
+                let len = p.tile.items_per_thread * warps;
+                let sums = p.shared_array("tessera.scan.sums", p.i64().into(), len + 1)?;
+                let tid = p.tid()?;
+                let lane = p.b.build_and(tid, p.const_i32(31), "lane")?;
+                let warp = p.b.build_right_shift(tid, p.const_i32(5), false, "warp")?;
+                let last =
+                    p.b.build_int_compare(IntPredicate::EQ, lane, p.const_i32(31), "")?;
+                p.for_each_item(|item| {
+                    let count = count_at(item)?;
+                    let inclusive = warp_inclusive_sum(p, count, lane)?;
+                    p.set(offsets, item, p.b.build_int_sub(inclusive, count, "")?)?;
+                    let slot = sum_slot(p, sums, item.index, warp)?;
+                    p.if_then(last, || {
+                        p.b.build_store(slot, inclusive)?;
+                        Ok(())
+                    })
+                })?;
+                p.barrier()?;
+                let leader =
+                    p.b.build_int_compare(IntPredicate::EQ, lane, p.const_i32(0), "")?;
+                scan_counts(p, sums, p.i64(), len, lane, warp, leader)?;
+                p.barrier()?;
+                p.for_each_item(|item| {
+                    let slot = sum_slot(p, sums, item.index, warp)?;
+                    let before = p.b.build_load(p.i64(), slot, "")?.into_int_value();
+                    let within = p.get(offsets, item)?.into_int_value();
+                    p.set(offsets, item, p.b.build_int_add(before, within, "offset")?)
+                })?;
+                let total = p.offset_ptr(p.i64().into(), sums, p.const_i32(i64::from(len)))?;
+                // As with `tile_ranks`: the next call writes the sums only after its first barrier.
+                p.b.build_load(p.i64(), total, "total")?.into_int_value()
+            } else {
+                let running = p.alloca(p.i64().into(), "running")?;
+                p.b.build_store(running, p.const_i64(0))?;
+                p.for_each_item(|item| {
+                    let before = p.b.build_load(p.i64(), running, "")?.into_int_value();
+                    p.set(offsets, item, before)?;
+                    let after = p.b.build_int_add(before, count_at(item)?, "")?;
+                    p.b.build_store(running, after)?;
                     Ok(())
-                })
-            })?;
-            p.barrier()?;
-            let leader =
-                p.b.build_int_compare(IntPredicate::EQ, lane, p.const_i32(0), "")?;
-            scan_counts(p, sums, p.i64(), len, lane, warp, leader)?;
-            p.barrier()?;
-            p.for_each_item(|item| {
-                let slot = sum_slot(p, sums, item.index, warp)?;
-                let before = p.b.build_load(p.i64(), slot, "")?.into_int_value();
-                let within = p.get(offsets, item)?.into_int_value();
-                p.set(offsets, item, p.b.build_int_add(before, within, "offset")?)
-            })?;
-            let total = p.offset_ptr(p.i64().into(), sums, p.const_i32(i64::from(len)))?;
-            // As with `tile_ranks`: the next call writes the sums only after its first barrier.
-            p.b.build_load(p.i64(), total, "total")?.into_int_value()
-        } else {
-            let running = p.alloca(p.i64().into(), "running")?;
-            p.b.build_store(running, p.const_i64(0))?;
-            p.for_each_item(|item| {
-                let before = p.b.build_load(p.i64(), running, "")?.into_int_value();
-                p.set(offsets, item, before)?;
-                let after = p.b.build_int_add(before, count_at(item)?, "")?;
-                p.b.build_store(running, after)?;
-                Ok(())
-            })?;
-            p.b.build_load(p.i64(), running, "")?.into_int_value()
-        };
-        p.b.build_return(Some(&total))?;
-        Ok(())
-    })?;
-    let call =
-        em.b.build_call(f, &[counts.ptr.into(), offsets.ptr.into()], "matches")?;
-    Ok(basic(call.try_as_basic_value().basic())?.into_int_value())
+                })?;
+                p.b.build_load(p.i64(), running, "")?.into_int_value()
+            };
+            Ok(total)
+        },
+    )
 }
 
 /// `sums[item * warps + warp]`, of `i64`s.
