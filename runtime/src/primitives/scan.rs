@@ -129,7 +129,7 @@ fn ranks_gpu<'ctx>(
         let mask = ballot(p, flag)?;
         let earlier = p.b.build_and(mask, below, "")?;
         p.set(ranks, item, popcount(p, earlier)?)?;
-        let slot = count_slot(p, counts, item.index, warp)?;
+        let slot = item_warp_slot(p, counts, p.i32(), item.index, warp)?;
         let count = popcount(p, mask)?;
         p.if_then(leader, || {
             p.b.build_store(slot, count)?;
@@ -140,7 +140,7 @@ fn ranks_gpu<'ctx>(
     scan_counts(p, counts, p.i32(), counts_len, lane, warp, leader)?;
     p.barrier()?;
     p.for_each_item(|item| {
-        let slot = count_slot(p, counts, item.index, warp)?;
+        let slot = item_warp_slot(p, counts, p.i32(), item.index, warp)?;
         let before = p.b.build_load(p.i32(), slot, "")?.into_int_value();
         let within = p.get(ranks, item)?.into_int_value();
         p.set(ranks, item, p.b.build_int_add(before, within, "rank")?)
@@ -259,7 +259,7 @@ pub fn tile_offsets<'ctx>(
                     let count = count_at(item)?;
                     let inclusive = warp_inclusive_sum(p, count, lane)?;
                     p.set(offsets, item, p.b.build_int_sub(inclusive, count, "")?)?;
-                    let slot = sum_slot(p, sums, item.index, warp)?;
+                    let slot = item_warp_slot(p, sums, p.i64(), item.index, warp)?;
                     p.if_then(last, || {
                         p.b.build_store(slot, inclusive)?;
                         Ok(())
@@ -271,7 +271,7 @@ pub fn tile_offsets<'ctx>(
                 scan_counts(p, sums, p.i64(), len, lane, warp, leader)?;
                 p.barrier()?;
                 p.for_each_item(|item| {
-                    let slot = sum_slot(p, sums, item.index, warp)?;
+                    let slot = item_warp_slot(p, sums, p.i64(), item.index, warp)?;
                     let before = p.b.build_load(p.i64(), slot, "")?.into_int_value();
                     let within = p.get(offsets, item)?.into_int_value();
                     p.set(offsets, item, p.b.build_int_add(before, within, "offset")?)
@@ -296,30 +296,18 @@ pub fn tile_offsets<'ctx>(
     )
 }
 
-/// `sums[item * warps + warp]`, of `i64`s.
-fn sum_slot<'ctx>(
+/// `array[item * warps + warp]`, of `ty`: the slot of one (item, warp) pair's count.
+fn item_warp_slot<'ctx>(
     p: &Emitter<'ctx, '_>,
-    sums: PointerValue<'ctx>,
+    array: PointerValue<'ctx>,
+    ty: inkwell::types::IntType<'ctx>,
     item: IntValue<'ctx>,
     warp: IntValue<'ctx>,
 ) -> CodegenResult<PointerValue<'ctx>> {
     let warps = p.const_i32(i64::from(p.tile.warps()));
     let index =
         p.b.build_int_add(p.b.build_int_mul(item, warps, "")?, warp, "")?;
-    p.offset_ptr(p.i64().into(), sums, index)
-}
-
-/// `counts[item * warps + warp]`.
-fn count_slot<'ctx>(
-    p: &Emitter<'ctx, '_>,
-    counts: PointerValue<'ctx>,
-    item: IntValue<'ctx>,
-    warp: IntValue<'ctx>,
-) -> CodegenResult<PointerValue<'ctx>> {
-    let warps = p.const_i32(i64::from(p.tile.warps()));
-    let index =
-        p.b.build_int_add(p.b.build_int_mul(item, warps, "")?, warp, "")?;
-    p.offset_ptr(p.i32().into(), counts, index)
+    p.offset_ptr(ty.into(), array, index)
 }
 
 /// The inclusive sum of `value` (an `i32` or an `i64`) over lanes `0 ..= lane` of the warp.
