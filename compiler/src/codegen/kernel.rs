@@ -12,7 +12,7 @@ use tessera_grammar::{Diagnostic, DiagnosticKind};
 use tessera_runtime::emit::TileArray;
 use tessera_runtime::primitives::unpack::{PackedColumn, StagedColumn, TileWords};
 use tessera_runtime::primitives::{load, unpack};
-use tessera_runtime::program::{Extent, KernelLaunch, Param, ResultShape};
+use tessera_runtime::program::{Extent, Fill, KernelLaunch, Param, ResultShape};
 use tessera_runtime::{CodegenError, CodegenResult, Emitter, Target};
 use tessera_storage::compress::Scheme;
 
@@ -55,6 +55,9 @@ pub(super) struct Kernel<'k, 'ctx, 'm> {
     tile_loop: Option<TileLoop<'ctx>>,
     /// The packed columns the kernel reads, and their tiles once staged.
     packed: Vec<PackedSlot<'ctx>>,
+    /// On the GPU, the buffer counting the tiles blocks have taken, when blocks take their
+    /// next tile from it rather than striding over the grid.
+    tile_counter: Option<usize>,
 }
 
 /// A packed column of the kernel: `table.column` as the kernel receives it, and on the GPU the
@@ -74,6 +77,9 @@ struct TileLoop<'ctx> {
     exit: inkwell::basic_block::BasicBlock<'ctx>,
     tile: inkwell::values::PhiValue<'ctx>,
     stride: IntValue<'ctx>,
+    /// The block's next tile, when taken from the kernel's tile counter rather than `stride`
+    /// tiles on.
+    taken: Option<IntValue<'ctx>>,
     /// On the GPU, per packed column: where the current tile lies (phis) and where the block's
     /// next tile lies, loaded during this one.
     words_ahead: Vec<([inkwell::values::PhiValue<'ctx>; 3], TileWords<'ctx>)>,
@@ -89,9 +95,22 @@ pub(super) fn pipeline_to_kernel<'ctx>(
     let span = qc.query.span;
     let internal = |e: CodegenError| Diagnostic::internal(span, e.to_string());
     let (sink, shape) = plan_sink(qc, pipeline)?;
-    let params = collect_params(qc, pipeline, &sink)?;
+    // A tile's rounds of matches on repeated keys take as long as its matches: blocks take
+    // tiles from a counter rather than every grid-th one, so that one with a heavy tile
+    // leaves the others to the rest.
+    let tile_counter = (qc.target.is_gpu()
+        && pipeline
+            .steps
+            .iter()
+            .any(|step| matches!(step, Step::Probe { table, .. } if qc.chains[*table].is_some())))
+    .then(|| qc.buffer(format!("p{} tiles taken", pipeline.id), 1, 4, Fill::Zero));
+    let mut params = collect_params(qc, pipeline, &sink)?;
+    if let Some(counter) = tile_counter {
+        params.push(Param::Buffer(counter));
+    }
     let tile = qc.tile;
     let mut kernel = Kernel::new(context, module, qc, pipeline, params, name).map_err(internal)?;
+    kernel.tile_counter = tile_counter;
     let state = kernel.sink_prologue(qc, &sink, name)?;
     kernel.open_tiles().map_err(internal)?;
     kernel.body(qc, &sink, &state)?;
@@ -294,6 +313,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             selected: 1.0,
             tile_loop: None,
             packed,
+            tile_counter: None,
         })
     }
 
@@ -360,11 +380,26 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
         let (tile_start, num_items) = tile_extent(em, index, rows)?;
         self.num_items = num_items;
         self.tile_start = tile_start;
+        let taken = match self.tile_counter {
+            Some(counter) => {
+                let counter = self.param(&Param::Buffer(counter))?.into_pointer_value();
+                Some(taken_tile(
+                    em,
+                    counter,
+                    stride,
+                    &format!("{}.next_tile", em.function.get_name().to_string_lossy()),
+                )?)
+            }
+            None => None,
+        };
         let mut words_ahead = Vec::with_capacity(current.len());
         if !current.is_empty() {
             // The block's next tile (or this one again, past the last), requested now so that
             // its words' place is known when it starts.
-            let next = em.b.build_int_add(index, stride, "")?;
+            let next = match taken {
+                Some(next) => next,
+                None => em.b.build_int_add(index, stride, "")?,
+            };
             let inside = em.b.build_int_compare(IntPredicate::SLT, next, end, "")?;
             let next = em.b.build_select(inside, next, index, "")?;
             let (start, count) = tile_extent(em, next.into_int_value(), rows)?;
@@ -386,6 +421,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             exit,
             tile,
             stride,
+            taken,
             words_ahead,
         });
         Ok(())
@@ -399,8 +435,13 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             .ok_or_else(|| CodegenError::Invalid("no tile loop to close".into()))?;
         let em = &self.em;
         let latch = em.current_block()?;
-        let tile = tile_loop.tile.as_basic_value().into_int_value();
-        let next = em.b.build_int_add(tile, tile_loop.stride, "next_tile")?;
+        let next = match tile_loop.taken {
+            Some(next) => next,
+            None => {
+                let tile = tile_loop.tile.as_basic_value().into_int_value();
+                em.b.build_int_add(tile, tile_loop.stride, "next_tile")?
+            }
+        };
         tile_loop.tile.add_incoming(&[(&next, latch)]);
         for (phis, next) in &tile_loop.words_ahead {
             for (phi, value) in phis.iter().zip(next.to_array()) {
@@ -559,6 +600,38 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
 
 /// The first row (an `i64`) and the number of rows (an `i32`) of tile `index` of a table of
 /// `rows` rows.
+/// The tile this block takes after the current one: the grid's first tiles go one to a block,
+/// and then each block takes the next not yet taken (`grid` plus the count of tiles taken, an
+/// `i64`). Thread 0 takes it; the first barrier keeps it from overwriting the shared word
+/// before every thread has read the last one, the second from being read before it is written.
+fn taken_tile<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    counter: inkwell::values::PointerValue<'ctx>,
+    grid: IntValue<'ctx>,
+    name: &str,
+) -> CodegenResult<IntValue<'ctx>> {
+    let shared = em.shared_array(name, em.i64().into(), 1)?;
+    em.barrier()?;
+    let first_thread =
+        em.b.build_int_compare(IntPredicate::EQ, em.tid()?, em.const_i32(0), "")?;
+    em.if_then(first_thread, || {
+        let taken = em.b.build_atomicrmw(
+            inkwell::AtomicRMWBinOp::Add,
+            counter,
+            em.const_i32(1),
+            inkwell::AtomicOrdering::Monotonic,
+        )?;
+        let taken = em.b.build_int_z_extend(taken, em.i64(), "")?;
+        em.b.build_store(shared, em.b.build_int_add(grid, taken, "")?)?;
+        Ok(())
+    })?;
+    em.barrier()?;
+    Ok(em
+        .b
+        .build_load(em.i64(), shared, "next_tile")?
+        .into_int_value())
+}
+
 fn tile_extent<'ctx>(
     em: &Emitter<'ctx, '_>,
     index: IntValue<'ctx>,
