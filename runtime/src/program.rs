@@ -85,10 +85,12 @@ pub enum Param {
         column: String,
     },
     /// A bit-packed column's words (`tessera_storage::compress`), then two spare zero words.
+    /// The code makes room for blocks of at most `block_words` words (checked when it runs).
     PackedWords {
         table: String,
         column: String,
         scheme: Scheme,
+        block_words: u32,
     },
     /// Where each 128-value block of a bit-packed column begins among its words.
     BlockStarts {

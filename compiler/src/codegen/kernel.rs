@@ -175,10 +175,21 @@ fn collect_params(
             } else {
                 Scheme::None
             };
-            // On the GPU every packed column takes its own shared memory; past the budget,
-            // columns are read plain.
+            // On the GPU every packed column takes its own shared memory: room for a tile of
+            // its widest blocks. Which columns are packed is decided as if each took room for
+            // 32-bit values: past that budget, columns are read plain, and packing every
+            // column of SSB's fact kernels was slower (geomean 1.045 against 0.937 ms on the
+            // H100, docs/PERFORMANCE.md). The host decodes from the column itself.
+            let mut block_words = unpack::MAX_BLOCK_WORDS;
             if scheme != Scheme::None && qc.target.is_gpu() {
-                let bytes = unpack::shared_bytes(qc.tile, scheme);
+                block_words = qc
+                    .catalog
+                    .packed(&table, &column, scheme)
+                    .map_err(|e| {
+                        Diagnostic::new(DiagnosticKind::Data, qc.query.span, e.to_string())
+                    })?
+                    .widest_block();
+                let bytes = unpack::shared_bytes(qc.tile, scheme, unpack::MAX_BLOCK_WORDS);
                 let counted = packed.contains(&(table.as_str(), column.as_str()));
                 if !counted && packed_bytes + bytes > PACKED_SHARED_BYTES {
                     scheme = Scheme::None;
@@ -194,6 +205,7 @@ fn collect_params(
                     table: table.clone(),
                     column: column.clone(),
                     scheme,
+                    block_words,
                 });
                 push(Param::BlockStarts {
                     table,
@@ -277,6 +289,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                 table,
                 column,
                 scheme,
+                block_words,
             } = param
             else {
                 continue;
@@ -294,6 +307,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                 column: column.clone(),
                 packed: PackedColumn {
                     scheme: *scheme,
+                    block_words: *block_words,
                     words: words.into_pointer_value(),
                     block_starts: values[starts].into_pointer_value(),
                 },
@@ -581,7 +595,9 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
         }
         self.packed
             .iter()
-            .map(|slot| unpack::shared_bytes(self.em.tile, slot.packed.scheme))
+            .map(|slot| {
+                unpack::shared_bytes(self.em.tile, slot.packed.scheme, slot.packed.block_words)
+            })
             .sum()
     }
 

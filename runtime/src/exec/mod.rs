@@ -392,9 +392,17 @@ fn bind(
                 table,
                 column: name,
                 scheme,
+                block_words,
             } => {
                 let packed = catalog.packed(table, name, *scheme)?;
                 check_rows(table, name, packed.len, rows)?;
+                // The GPU stages a tile's blocks in room for blocks this wide.
+                if packed.widest_block() > *block_words {
+                    return Err(RuntimeError::Stale(format!(
+                        "`{table}.{name}` now packs blocks of {} words, compiled for at most {block_words}",
+                        packed.widest_block()
+                    )));
+                }
                 column(
                     format!("{table}.{name}.{scheme}"),
                     ColumnBytes::PackedWords(packed),

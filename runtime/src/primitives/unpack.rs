@@ -26,10 +26,6 @@ use crate::tile::{Target, TileShape};
 use super::load::{param_int, param_ptr};
 use super::primitive;
 
-/// The most words one block takes: a DFOR base, the reference and width words, and 128 values
-/// of 32 bits.
-const MAX_BLOCK_WORDS: u32 = 3 + BLOCK_LEN as u32;
-
 /// Whether kernels with tiles of `tile` can read packed columns: a tile must hold whole
 /// 128-value blocks, and on the GPU a block needs a thread per miniblock of its tile.
 pub fn fits(target: Target, tile: TileShape) -> bool {
@@ -38,16 +34,23 @@ pub fn fits(target: Target, tile: TileShape) -> bool {
         && (!target.is_gpu() || blocks * MINIBLOCKS as u32 <= tile.threads)
 }
 
-/// Shared memory one packed column takes per thread block on the GPU.
-pub fn shared_bytes(tile: TileShape, scheme: Scheme) -> u32 {
-    GpuLayout::new(tile).words(tile, scheme) * 4
+/// Shared memory one packed column whose blocks take at most `block_words` words takes per
+/// thread block on the GPU.
+pub fn shared_bytes(tile: TileShape, scheme: Scheme, block_words: u32) -> u32 {
+    GpuLayout::new(tile, block_words).words(tile, scheme) * 4
 }
+
+/// Words a block of any packed column can take: a DFOR base, the reference and width words,
+/// and 128 values of 32 bits.
+pub const MAX_BLOCK_WORDS: u32 = 3 + BLOCK_LEN as u32;
 
 /// A packed column as a kernel receives it: its scheme, its words (with
 /// [`DEVICE_SPARE_WORDS`] zero words after them) and its block starts.
 #[derive(Clone, Copy)]
 pub struct PackedColumn<'ctx> {
     pub scheme: Scheme,
+    /// Words its widest block takes, at most: the room a staged tile's blocks get.
+    pub block_words: u32,
     pub words: PointerValue<'ctx>,
     pub block_starts: PointerValue<'ctx>,
 }
@@ -110,7 +113,7 @@ pub fn tile_words<'ctx>(
         end: start(blocks)?,
         header: start(header_block(
             em,
-            header_lane(em, GpuLayout::new(em.tile))?,
+            header_lane(em, GpuLayout::new(em.tile, column.block_words))?,
             blocks,
         )?)?,
     })
@@ -133,7 +136,8 @@ pub fn stage<'ctx>(
     let i32t: BasicTypeEnum = em.i32().into();
     let entry = em.i32().vec_type(MINIBLOCK_FIELDS);
     let vector = em.i32().vec_type(VECTOR_WORDS);
-    let layout = GpuLayout::new(em.tile);
+    // Every column's layout has the same blocks and header threads; its words differ.
+    let layout = GpuLayout::new(em.tile, MAX_BLOCK_WORDS);
     let blocks = blocks_in(em, num_items)?;
     let tid = em.tid()?;
 
@@ -142,6 +146,7 @@ pub fn stage<'ctx>(
     let mut staged = Vec::with_capacity(columns.len());
     let mut pending = Vec::with_capacity(columns.len());
     for (name, column, at) in columns {
+        let room = GpuLayout::new(em.tile, column.block_words);
         let array = |elem: BasicTypeEnum<'ctx>, len: u32, part: &str| {
             em.block_array(elem, len, &format!("tessera.unpack.{name}.{part}"))
         };
@@ -153,7 +158,7 @@ pub fn stage<'ctx>(
             _ => None,
         };
         staged.push(StagedColumn {
-            words: array(i32t, layout.vectors * VECTOR_WORDS, "words")?,
+            words: array(i32t, room.vectors * VECTOR_WORDS, "words")?,
             miniblocks: array(
                 entry.into(),
                 layout.blocks * MINIBLOCKS as u32,
@@ -176,8 +181,8 @@ pub fn stage<'ctx>(
         let vectors =
             em.b.build_right_shift(vectors, em.const_i32(2), false, "vectors")?;
         let last_vector = em.b.build_int_sub(vectors, em.const_i32(1), "")?;
-        let mut copies = Vec::with_capacity(layout.copies_per_thread as usize);
-        for copy in 0..layout.copies_per_thread {
+        let mut copies = Vec::with_capacity(room.copies_per_thread as usize);
+        for copy in 0..room.copies_per_thread {
             let index =
                 em.b.build_int_add(tid, em.const_i32(i64::from(copy * em.tile.threads)), "")?;
             let beyond =
@@ -417,11 +422,12 @@ struct GpuLayout {
 }
 
 impl GpuLayout {
-    fn new(tile: TileShape) -> GpuLayout {
+    /// The layout for a tile of `tile` whose blocks take at most `block_words` words.
+    fn new(tile: TileShape, block_words: u32) -> GpuLayout {
         let blocks = tile.items() / BLOCK_LEN as u32;
         // The words of the tile's blocks, the up to three before them in their 16-byte
         // vector, and the word after them that a decoder reads (and ignores).
-        let most_words = blocks * MAX_BLOCK_WORDS + 3 + 1;
+        let most_words = blocks * block_words.min(MAX_BLOCK_WORDS) + 3 + 1;
         let vectors = most_words.div_ceil(VECTOR_WORDS);
         GpuLayout {
             blocks,

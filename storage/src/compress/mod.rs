@@ -245,6 +245,16 @@ impl Encoded {
     pub fn blocks(&self) -> usize {
         self.len.div_ceil(BLOCK_LEN)
     }
+
+    /// Words the largest block takes (0 for [`Scheme::None`] or an empty column): what a
+    /// decoder copying whole blocks must make room for.
+    pub fn widest_block(&self) -> u32 {
+        self.block_starts
+            .windows(2)
+            .map(|pair| pair[1].saturating_sub(pair[0]))
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// Encodes `values` in `scheme`, the blocks in parallel.

@@ -373,3 +373,22 @@ fn schemes_parse_and_display() {
         Err(CompressError::UnknownScheme("rle".to_string()))
     );
 }
+
+#[test]
+fn the_widest_block_bounds_every_blocks_words() {
+    // A block of equal values, one spanning up to 16 bits, one spanning 5: the middle one is
+    // the widest.
+    let mut values = vec![7; BLOCK_LEN];
+    values.extend((0..BLOCK_LEN as i32).map(|i| (i * 511) % (1 << 16)));
+    values.extend((0..BLOCK_LEN as i32).map(|i| i % 32));
+    let encoded = encode(&values, Scheme::For);
+    let words: Vec<u32> = encoded
+        .block_starts
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .collect();
+    assert_eq!(encoded.widest_block(), words[1]);
+    assert!(words[1] > words[0] && words[1] > words[2], "{words:?}");
+    assert_eq!(encode(&[], Scheme::For).widest_block(), 0);
+    assert_eq!(encode(&values, Scheme::None).widest_block(), 0);
+}
