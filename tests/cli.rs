@@ -497,23 +497,11 @@ fn the_wisconsin_generator_writes_both_relations() {
 fn a_sort_on_one_key_carries_its_only_other_column_instead_of_gathering_it() {
     let kernels = |select: &str| {
         let script = format!("from supplier | select {select} | sort s_suppkey desc\n");
-        let path = std::env::temp_dir().join(format!(
-            "tessera-carried-{}-{}.tq",
-            std::process::id(),
-            select.len()
-        ));
-        std::fs::write(&path, script).expect("script written");
-        let output = tessera(&[
-            "compile",
-            path.to_str().expect("utf-8 path"),
-            "--data",
-            data(),
-            "--emit",
-            "ptx",
-        ]);
-        let _ = std::fs::remove_file(&path);
-        assert!(output.status.success(), "{}", text(&output.stderr));
-        text(&output.stdout)
+        compiled(
+            &format!("carried-{}", select.len()),
+            &script,
+            &["--emit", "ptx"],
+        )
     };
     let pair = kernels("s_suppkey, s_nation");
     assert!(pair.contains("_sort_carried("), "{pair}");
@@ -531,25 +519,11 @@ fn a_join_on_repeated_keys_spreads_matches_over_the_block_while_the_probe_rows_c
              | join (from lineorder | where lo_quantity <= 25) as b on a.lo_discount == b.lo_discount\n\
              | aggregate {{ pairs = count(), {carried}, q = sum(b.lo_quantity) }}\n"
         );
-        let path = std::env::temp_dir().join(format!(
-            "tessera-spread-{}-{}-{target}.tq",
-            std::process::id(),
-            carried.len()
-        ));
-        std::fs::write(&path, script).expect("script written");
-        let output = tessera(&[
-            "compile",
-            path.to_str().expect("utf-8 path"),
-            "--data",
-            data(),
-            "--emit",
-            "llvm",
-            "--target",
-            target,
-        ]);
-        let _ = std::fs::remove_file(&path);
-        assert!(output.status.success(), "{}", text(&output.stderr));
-        let llvm = text(&output.stdout);
+        let llvm = compiled(
+            &format!("spread-{}-{target}", carried.len()),
+            &script,
+            &["--emit", "llvm", "--target", target],
+        );
         let spread = llvm.contains("\nspread_round:");
         let walk = llvm.contains("\nwalk_round:");
         assert!(spread != walk, "one way of rounds: {llvm}");
@@ -567,4 +541,22 @@ fn a_join_on_repeated_keys_spreads_matches_over_the_block_while_the_probe_rows_c
     assert_eq!(rounds(two, "sm_90"), "spread");
     assert_eq!(rounds(four, "host"), "walk");
     assert_eq!(rounds(four, "sm_90"), "spread");
+}
+
+/// What `tessera compile` prints for `script` over the test data, with `args` after the data;
+/// `label` names its temporary file.
+fn compiled(label: &str, script: &str, args: &[&str]) -> String {
+    let path = std::env::temp_dir().join(format!("tessera-{label}-{}.tq", std::process::id()));
+    std::fs::write(&path, script).expect("script written");
+    let mut all = vec![
+        "compile",
+        path.to_str().expect("utf-8 path"),
+        "--data",
+        data(),
+    ];
+    all.extend_from_slice(args);
+    let output = tessera(&all);
+    let _ = std::fs::remove_file(&path);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    text(&output.stdout)
 }

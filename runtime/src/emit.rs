@@ -157,6 +157,22 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         Ok((em, values))
     }
 
+    /// A kernel taking `count` 64-bit numbers (addresses become pointers where they are used),
+    /// and their values.
+    pub fn new_word_kernel(
+        ctx: &'ctx Context,
+        module: &'m Module<'ctx>,
+        target: Target,
+        tile: TileShape,
+        name: &str,
+        count: usize,
+    ) -> CodegenResult<(Emitter<'ctx, 'm>, Vec<IntValue<'ctx>>)> {
+        let (em, values) =
+            Emitter::new_kernel(ctx, module, target, tile, name, &vec![false; count])?;
+        let words = values.into_iter().map(|v| v.into_int_value()).collect();
+        Ok((em, words))
+    }
+
     /// Marks the function to be inlined into every caller (primitives).
     pub fn always_inline(&self) {
         let kind = Attribute::get_named_enum_kind_id("alwaysinline");

@@ -78,15 +78,7 @@ pub fn build_chain_kernel<'ctx>(
     parts: u32,
 ) -> CodegenResult<()> {
     let tile = kernel.tile(target);
-    let (em, values) = Emitter::new_kernel(
-        ctx,
-        module,
-        target,
-        tile,
-        name,
-        &vec![false; kernel.params()],
-    )?;
-    let params: Vec<IntValue<'ctx>> = values.into_iter().map(|v| v.into_int_value()).collect();
+    let (em, params) = Emitter::new_word_kernel(ctx, module, target, tile, name, kernel.params())?;
     let pointer = |i: usize| -> CodegenResult<PointerValue<'ctx>> {
         Ok(em.b.build_int_to_ptr(params[i], em.global_ptr(), "")?)
     };

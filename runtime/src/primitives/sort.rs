@@ -237,16 +237,7 @@ pub fn build_sort_kernel<'ctx>(
     kernel: SortKernel,
 ) -> CodegenResult<()> {
     let tile = kernel.tile(target);
-    // Every parameter is a 64-bit number; addresses become pointers where they are used.
-    let (em, values) = Emitter::new_kernel(
-        ctx,
-        module,
-        target,
-        tile,
-        name,
-        &vec![false; kernel.params()],
-    )?;
-    let params = values.into_iter().map(|v| v.into_int_value()).collect();
+    let (em, params) = Emitter::new_word_kernel(ctx, module, target, tile, name, kernel.params())?;
     let k = SortEmitter { em: &em, params };
     match kernel {
         SortKernel::Keys {
