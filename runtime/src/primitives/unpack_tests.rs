@@ -36,6 +36,7 @@ fn unpack_on_host(values: &[i32], scheme: Scheme) -> Vec<i32> {
         let count = em.b.build_int_truncate(count, em.i32(), "").expect("trunc");
         let column = PackedColumn {
             scheme,
+            block_words: super::unpack::MAX_BLOCK_WORDS,
             words: arg(em, 0).into_pointer_value(),
             block_starts: arg(em, 1).into_pointer_value(),
         };
