@@ -488,8 +488,9 @@ impl Planner<'_> {
         // Keys that repeat on both sides: the side that joins nothing itself builds, since a
         // build's rows each take one record, which a row matched several times cannot.
         let joins_within = |plan: &LogicalPlan| pipeline_joins(plan);
-        let swap = !self.unique_key(right_key)
-            && (self.unique_key(left_key)
+        let right_unique = self.unique_in(&join.right, right_key);
+        let swap = !right_unique
+            && (self.unique_in(&join.left, left_key)
                 || (joins_within(&join.right) && !joins_within(&join.left)));
         if join.kind == JoinKind::Inner && swap {
             return self.join(&crate::logical::Join {
@@ -518,7 +519,7 @@ impl Planner<'_> {
                 .collect(),
             _ => Vec::new(),
         };
-        let unique = self.unique_key(right_key);
+        let unique = right_unique;
         let keys = match join.kind {
             JoinKind::Inner if unique => BuildKeys::Unique,
             JoinKind::Inner => BuildKeys::Chained,
@@ -611,6 +612,60 @@ impl Planner<'_> {
         key.as_column()
             .and_then(|c| self.estimator.unique(c))
             .unwrap_or(false)
+    }
+
+    /// Whether `key` holds no value twice among the rows `plan` produces: its column is unique
+    /// in its table, and no join in `plan` repeats the rows the column comes from.
+    fn unique_in(&self, plan: &LogicalPlan, key: &Expr) -> bool {
+        match key.as_column() {
+            Some(column) => self.unique_key(key) && self.kept_once(plan, column),
+            None => false,
+        }
+    }
+
+    /// Whether each row that `column` comes from appears at most once in `plan`'s rows. An
+    /// inner join repeats one side's rows when the other side's key may repeat; a product
+    /// repeats both. A column that cannot be followed to a side counts as repeated.
+    fn kept_once(&self, plan: &LogicalPlan, column: ColumnId) -> bool {
+        match plan {
+            LogicalPlan::Join(join) => {
+                let [(left_key, right_key)] = join.keys.as_slice() else {
+                    return false;
+                };
+                let (own, other, other_key) = if join.left.output().contains(&column) {
+                    (&join.left, &join.right, right_key)
+                } else if join.right.output().contains(&column) {
+                    (&join.right, &join.left, left_key)
+                } else {
+                    return false;
+                };
+                let other_matches_once = match join.kind {
+                    JoinKind::Semi | JoinKind::Anti => true,
+                    JoinKind::Inner | JoinKind::Left => self.unique_in(other, other_key),
+                };
+                other_matches_once && self.kept_once(own, column)
+            }
+            LogicalPlan::Product(_) => false,
+            LogicalPlan::Filter(_) | LogicalPlan::Sort(_) | LogicalPlan::Limit(_) => plan
+                .inputs()
+                .into_iter()
+                .all(|input| self.kept_once(input, column)),
+            LogicalPlan::Project(project) => match project
+                .outputs
+                .iter()
+                .find(|(id, _)| *id == column)
+                .and_then(|(_, expr)| expr.as_column())
+            {
+                Some(source) => self.kept_once(&project.input, source),
+                None => false,
+            },
+            // The statistics of the column itself say (scans; groupings and set operations
+            // produce columns of their own).
+            LogicalPlan::Scan(_)
+            | LogicalPlan::Aggregate(_)
+            | LogicalPlan::Distinct(_)
+            | LogicalPlan::SetOperation(_) => true,
+        }
     }
 
     /// Ends each of `opens` with its own copy of `sink`.
