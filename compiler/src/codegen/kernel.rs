@@ -131,15 +131,7 @@ pub(super) fn pipeline_to_kernel<'ctx>(
 
 /// Every expression the pipeline evaluates.
 fn expressions<'a>(pipeline: &'a Pipeline, sink: &'a SinkPlan) -> Vec<&'a Expr> {
-    let mut exprs: Vec<&Expr> = pipeline
-        .steps
-        .iter()
-        .map(|step| match step {
-            Step::Filter { predicate, .. } => predicate,
-            Step::Probe { key, .. } => key,
-            Step::Compute { expr, .. } => expr,
-        })
-        .collect();
+    let mut exprs: Vec<&Expr> = pipeline.steps.iter().map(Step::expr).collect();
     exprs.extend(sink.expressions());
     exprs
 }
@@ -614,8 +606,6 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
     }
 }
 
-/// The first row (an `i64`) and the number of rows (an `i32`) of tile `index` of a table of
-/// `rows` rows.
 /// The tile this block takes after the current one: the grid's first tiles go one to a block,
 /// and then each block takes the next not yet taken (`grid` plus the count of tiles taken, an
 /// `i64`). Thread 0 takes it; the first barrier keeps it from overwriting the shared word
@@ -648,6 +638,8 @@ fn taken_tile<'ctx>(
         .into_int_value())
 }
 
+/// The first row (an `i64`) and the number of rows (an `i32`) of tile `index` of a table of
+/// `rows` rows.
 fn tile_extent<'ctx>(
     em: &Emitter<'ctx, '_>,
     index: IntValue<'ctx>,

@@ -450,9 +450,9 @@ pub(super) struct SharedGroups<'ctx> {
 /// Shared memory a block may spend on its copy of the group arrays (static shared memory is
 /// limited to 48 KB per block; the reduction scratch needs a little of it).
 const SHARED_GROUP_BYTES: u64 = 40 << 10;
-/// The static shared memory a thread block may have, which unpacking packed columns and the
-/// reduction scratch share with the group arrays.
-const STATIC_SHARED_BYTES: u64 = 48 << 10;
+/// The static shared memory a thread block may have, which the group arrays share with
+/// unpacking packed columns, the reduction scratch and a probe's spread matches.
+pub(super) const STATIC_SHARED_BYTES: u64 = 48 << 10;
 
 impl<'ctx> Kernel<'_, 'ctx, '_> {
     /// Code before the loop over tiles: initializes what the sink keeps across tiles.

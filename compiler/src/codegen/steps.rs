@@ -31,9 +31,6 @@ const BRANCH_FREE_PROBE_ABOVE: f64 = 0.5;
 /// 0.02-0.8% took the same path).
 const SLOTS_REQUESTED_TOGETHER_ABOVE: f64 = 0.01;
 
-/// The static shared memory a thread block may have.
-const STATIC_SHARED_BYTES: u64 = 48 << 10;
-
 impl<'ctx> Kernel<'_, 'ctx, '_> {
     pub(super) fn step(
         &mut self,
@@ -339,7 +336,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let internal = |e: tessera_runtime::CodegenError| Diagnostic::internal(span, e.to_string());
         // Items change places from here on: the probe side's columns that later steps and the
         // sink read are loaded now, and carried along.
-        let mut later: Vec<ColumnId> = rest.iter().flat_map(step_columns).collect();
+        let mut later: Vec<ColumnId> = rest.iter().flat_map(|s| s.expr().columns_used()).collect();
         later.extend(sink.columns_used(qc));
         later.sort();
         later.dedup();
@@ -408,7 +405,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 + tessera_runtime::primitives::scan::offsets_shared_bytes(em)
                 + tessera_runtime::primitives::store::shared_bytes(em),
         );
-        em.shared_bytes_declared() + reserve + needed <= STATIC_SHARED_BYTES
+        em.shared_bytes_declared() + reserve + needed <= super::sinks::STATIC_SHARED_BYTES
     }
 
     /// The rounds of `spread_matches`: see `probe_chained`.
@@ -749,15 +746,6 @@ struct Rounds<'ctx> {
     done: inkwell::basic_block::BasicBlock<'ctx>,
     /// The matches were spread over the block through shared memory.
     spread: bool,
-}
-
-/// The columns a step reads.
-fn step_columns(step: &Step) -> Vec<ColumnId> {
-    match step {
-        Step::Filter { predicate, .. } => predicate.columns_used(),
-        Step::Probe { key, .. } => key.columns_used(),
-        Step::Compute { expr, .. } => expr.columns_used(),
-    }
 }
 
 /// The position of the tile's item whose matches include match `index` (an `i64`): the last

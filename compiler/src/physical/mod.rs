@@ -58,6 +58,17 @@ pub enum Step {
     Compute { column: ColumnId, expr: Expr },
 }
 
+impl Step {
+    /// The expression the step evaluates: its predicate, key or computed value.
+    pub fn expr(&self) -> &Expr {
+        match self {
+            Step::Filter { predicate, .. } => predicate,
+            Step::Probe { key, .. } => key,
+            Step::Compute { expr, .. } => expr,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum Sink {
     /// Inserts each selected row's `key` with the table's payload columns.

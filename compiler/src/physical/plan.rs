@@ -850,17 +850,12 @@ fn sink_columns(sink: &Sink, tables: &[HashTable]) -> Vec<ColumnId> {
 fn drop_unused_computes(steps: Vec<Step>, needed: &mut Vec<ColumnId>) -> Vec<Step> {
     let mut kept = Vec::with_capacity(steps.len());
     for step in steps.into_iter().rev() {
-        let uses = match &step {
-            Step::Compute { column, expr } => {
-                if !needed.contains(column) {
-                    continue;
-                }
-                expr.columns_used()
+        if let Step::Compute { column, .. } = &step {
+            if !needed.contains(column) {
+                continue;
             }
-            Step::Filter { predicate, .. } => predicate.columns_used(),
-            Step::Probe { key, .. } => key.columns_used(),
-        };
-        needed.extend(uses);
+        }
+        needed.extend(step.expr().columns_used());
         kept.push(step);
     }
     kept.reverse();
@@ -918,13 +913,7 @@ fn order_steps(steps: Vec<Step>, tables: &[HashTable], probe_costs: &[f64]) -> V
             Step::Compute { column, .. } => vec![*column],
         }
     };
-    let uses = |step: &Step| -> Vec<ColumnId> {
-        match step {
-            Step::Filter { predicate, .. } => predicate.columns_used(),
-            Step::Probe { key, .. } => key.columns_used(),
-            Step::Compute { expr, .. } => expr.columns_used(),
-        }
-    };
+    let uses = |step: &Step| -> Vec<ColumnId> { step.expr().columns_used() };
     let rank = |step: &Step| -> (u8, f64) {
         match step {
             Step::Filter { selectivity, .. } => (0, *selectivity),

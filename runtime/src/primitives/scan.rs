@@ -210,15 +210,7 @@ fn shfl_idx_i64<'ctx>(
     value: IntValue<'ctx>,
     lane: u32,
 ) -> CodegenResult<IntValue<'ctx>> {
-    let low = p.b.build_int_truncate(value, p.i32(), "")?;
-    let high = p.b.build_right_shift(value, p.const_i64(32), false, "")?;
-    let high = p.b.build_int_truncate(high, p.i32(), "")?;
-    let low =
-        p.b.build_int_z_extend(shfl_idx(p, low, lane)?, p.i64(), "")?;
-    let high =
-        p.b.build_int_z_extend(shfl_idx(p, high, lane)?, p.i64(), "")?;
-    let high = p.b.build_left_shift(high, p.const_i64(32), "")?;
-    Ok(p.b.build_or(high, low, "")?)
+    shuffle_halves(p, value, |half| shfl_idx(p, half, lane))
 }
 
 /// Shared memory `tile_offsets` takes on the GPU: an `i64` per (item, warp) and the total.
@@ -377,13 +369,21 @@ fn shfl_up_i64<'ctx>(
     value: IntValue<'ctx>,
     offset: u32,
 ) -> CodegenResult<IntValue<'ctx>> {
+    shuffle_halves(p, value, |half| shfl_up(p, half, offset))
+}
+
+/// An `i64` moved between lanes as its two 32-bit halves, each by `shuffle`.
+fn shuffle_halves<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    value: IntValue<'ctx>,
+    shuffle: impl Fn(IntValue<'ctx>) -> CodegenResult<IntValue<'ctx>>,
+) -> CodegenResult<IntValue<'ctx>> {
     let (i32t, i64t) = (p.i32(), p.i64());
     let low = p.b.build_int_truncate(value, i32t, "")?;
     let high = p.b.build_right_shift(value, p.const_i64(32), false, "")?;
     let high = p.b.build_int_truncate(high, i32t, "")?;
-    let low = p.b.build_int_z_extend(shfl_up(p, low, offset)?, i64t, "")?;
-    let high =
-        p.b.build_int_z_extend(shfl_up(p, high, offset)?, i64t, "")?;
+    let low = p.b.build_int_z_extend(shuffle(low)?, i64t, "")?;
+    let high = p.b.build_int_z_extend(shuffle(high)?, i64t, "")?;
     let high = p.b.build_left_shift(high, p.const_i64(32), "")?;
     Ok(p.b.build_or(high, low, "")?)
 }
