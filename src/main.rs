@@ -72,6 +72,10 @@ pub struct CompileArgs {
     /// with GPU-FOR (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
     #[arg(long, default_value = "none", value_parser = parse_compression)]
     compress: tessera_storage::compress::Compression,
+    /// Whether joins into large tables first partition the rows that probe them by the part of
+    /// the table each reaches: `auto` (tables over 32 MB), `always` or `never`.
+    #[arg(long, default_value = "auto", value_parser = parse_partition_joins)]
+    partition_joins: tessera_compiler::physical::PartitionJoins,
 }
 
 fn parse_tile(text: &str) -> Result<tessera_runtime::TileShape, String> {
@@ -95,6 +99,18 @@ fn parse_tile(text: &str) -> Result<tessera_runtime::TileShape, String> {
 
 fn parse_compression(text: &str) -> Result<tessera_storage::compress::Compression, String> {
     tessera_storage::compress::Compression::parse(text).map_err(|e| e.to_string())
+}
+
+fn parse_partition_joins(text: &str) -> Result<tessera_compiler::physical::PartitionJoins, String> {
+    use tessera_compiler::physical::PartitionJoins;
+    match text {
+        "auto" => Ok(PartitionJoins::Auto),
+        "always" => Ok(PartitionJoins::Always),
+        "never" => Ok(PartitionJoins::Never),
+        _ => Err(format!(
+            "`{text}` is not a choice; use auto, always or never"
+        )),
+    }
 }
 
 fn parse_target(text: &str) -> Result<tessera_runtime::Target, String> {
@@ -132,6 +148,10 @@ pub struct RunArgs {
     /// with GPU-FOR (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
     #[arg(long, default_value = "none", value_parser = parse_compression)]
     compress: tessera_storage::compress::Compression,
+    /// Whether joins into large tables first partition the rows that probe them by the part of
+    /// the table each reaches: `auto` (tables over 32 MB), `always` or `never`.
+    #[arg(long, default_value = "auto", value_parser = parse_partition_joins)]
+    partition_joins: tessera_compiler::physical::PartitionJoins,
 }
 
 #[derive(clap::Args)]
@@ -149,6 +169,10 @@ pub struct TestArgs {
     /// with GPU-FOR (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
     #[arg(long, default_value = "none", value_parser = parse_compression)]
     compress: tessera_storage::compress::Compression,
+    /// Whether joins into large tables first partition the rows that probe them by the part of
+    /// the table each reaches: `auto` (tables over 32 MB), `always` or `never`.
+    #[arg(long, default_value = "auto", value_parser = parse_partition_joins)]
+    partition_joins: tessera_compiler::physical::PartitionJoins,
 }
 
 #[derive(clap::Args)]

@@ -9,7 +9,7 @@ use tessera_storage::Catalog;
 
 use crate::codegen::{modules_to_code, pipelines_to_modules, worker_threads, KernelModule};
 use crate::logical::logical_to_string;
-use crate::physical::physical_to_string;
+use crate::physical::{physical_to_string, PartitionJoins};
 use crate::script::Compilation;
 use crate::typed::typed_to_string;
 
@@ -96,6 +96,7 @@ pub fn emit(
         target,
         target.default_tile(),
         verbose,
+        PartitionJoins::default(),
     )
 }
 
@@ -107,6 +108,7 @@ pub fn emit_for_tile(
     target: Target,
     tile: TileShape,
     verbose: bool,
+    partition_joins: PartitionJoins,
 ) -> Result<String, EmitError> {
     if stage == Stage::Tokens {
         return Ok(tokens_to_string(&source_to_tokens(source)?, source));
@@ -116,7 +118,7 @@ pub fn emit_for_tile(
         return Ok(ast_to_string(&ast));
     }
     let catalog = catalog.ok_or(EmitError::NeedsData)?;
-    let compilation = Compilation::run(ast, catalog)?;
+    let compilation = Compilation::run_with(ast, catalog, partition_joins)?;
     Ok(match stage {
         Stage::Typed => typed_to_string(&compilation.typed),
         Stage::Logical => logical_to_string(&compilation.logical),

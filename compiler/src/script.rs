@@ -10,7 +10,7 @@ use tessera_storage::{Catalog, Schema, StorageError};
 use crate::analyze::{ast_to_typed, declared_tables, DeclaredTable};
 use crate::logical::{typed_to_logical, LogicalQuery};
 use crate::optimize::{optimize, PassTrace};
-use crate::physical::{logical_to_pipelines, PhysicalQuery};
+use crate::physical::{logical_to_pipelines, PartitionJoins, PhysicalQuery};
 use crate::typed::TypedScript;
 
 /// The tables of the standard library's schemas (SSB), used to read `.tbl` files the script
@@ -57,6 +57,15 @@ pub struct Compilation {
 impl Compilation {
     /// Runs every stage from the syntax tree to pipelines.
     pub fn run(ast: Script, catalog: &Catalog) -> Result<Compilation, Vec<Diagnostic>> {
+        Compilation::run_with(ast, catalog, PartitionJoins::default())
+    }
+
+    /// Like `run`, choosing which join probes partition their rows first.
+    pub fn run_with(
+        ast: Script,
+        catalog: &Catalog,
+        partition_joins: PartitionJoins,
+    ) -> Result<Compilation, Vec<Diagnostic>> {
         let typed = ast_to_typed(&ast, catalog)?;
         let logical = typed_to_logical(&typed, catalog);
         let mut trace = Vec::new();
@@ -64,7 +73,7 @@ impl Compilation {
             optimize(logical.clone(), catalog, Some(&mut trace)).map_err(|d| vec![d])?;
         let physical = optimized
             .iter()
-            .map(|q| logical_to_pipelines(q, catalog))
+            .map(|q| logical_to_pipelines(q, catalog, partition_joins))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|d| vec![d])?;
         Ok(Compilation {

@@ -213,6 +213,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         target,
         tile: args.tile,
         compress: args.compress,
+        partition_joins: Default::default(),
     };
     let device = gpu
         .as_ref()

@@ -52,6 +52,7 @@ pub fn run(args: &DecodeBenchArgs) -> Result<(), Failure> {
             target,
             tile: args.run.tile,
             compress,
+            partition_joins: Default::default(),
         };
         let timed = time_query(&script, &options, &shared, &args.run, false, &mut bandwidth)?;
         let mut times = timed.times;

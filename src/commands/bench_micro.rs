@@ -211,6 +211,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
         target,
         tile: args.run.tile,
         compress: Compression::None,
+        partition_joins: Default::default(),
     };
     let mut results = Vec::with_capacity(cases.len());
     let mut bandwidth = None;

@@ -8,6 +8,7 @@
 
 use std::path::PathBuf;
 
+use tessera_compiler::physical::PartitionJoins;
 use tessera_grammar::ast::{Item, Pipeline, RelationSource, Script, StageKind};
 use tessera_runtime::program::{Program, FORMAT_VERSION};
 use tessera_runtime::{Target, TileShape};
@@ -51,6 +52,7 @@ pub fn key(
     catalog: &Catalog,
     target: Target,
     tile: TileShape,
+    partition_joins: PartitionJoins,
 ) -> String {
     let mut hash = Fnv::new();
     hash.add(env!("CARGO_PKG_VERSION").as_bytes());
@@ -60,6 +62,7 @@ pub fn key(
     hash.add(target.to_string().as_bytes());
     hash.add(tile.to_string().as_bytes());
     hash.add(catalog.compression().name().as_bytes());
+    hash.add(format!("{partition_joins:?}").as_bytes());
     let mut tables = Vec::new();
     for item in &ast.items {
         match item {

@@ -24,6 +24,7 @@ pub fn run(args: &CompileArgs) -> Result<(), Failure> {
         target: args.target,
         tile: args.tile,
         compress: args.compress,
+        partition_joins: args.partition_joins,
     };
     if let Some(stage) = args.emit {
         let text = emit(&script, stage, args.data.as_deref(), args.verbose, &options)?;
@@ -107,6 +108,7 @@ pub fn emit(
         target,
         tile,
         verbose,
+        options.partition_joins,
     );
     emitted.map_err(|e| match e {
         EmitError::Script(diagnostics) => script.fail(diagnostics),

@@ -63,6 +63,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             target,
             tile: args.tile,
             compress: args.compress,
+            partition_joins: args.partition_joins,
         };
         let mut compiled = compile_script(&script, &args.data, &options, true)?;
         let outcomes = match execute_program(&compiled.program, &compiled.catalog, &mut printer) {

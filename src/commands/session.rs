@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tessera_compiler::codegen::{pipelines_to_program_timed, CodegenTimes};
+use tessera_compiler::physical::PartitionJoins;
 use tessera_compiler::Compilation;
 use tessera_grammar::source_to_ast;
 use tessera_runtime::exec::gpu::{probe, GpuInfo};
@@ -52,6 +53,8 @@ pub struct CompileOptions {
     pub target: Target,
     pub tile: Option<TileShape>,
     pub compress: Compression,
+    /// Which join probes partition their rows first.
+    pub partition_joins: PartitionJoins,
 }
 
 impl CompileOptions {
@@ -116,7 +119,16 @@ pub fn compile_with_catalog(
     let started = Instant::now();
     let target = options.target;
     let tile = options.tile_shape();
-    let key = use_cache.then(|| cache::key(&script.source, &ast, &catalog, target, tile));
+    let key = use_cache.then(|| {
+        cache::key(
+            &script.source,
+            &ast,
+            &catalog,
+            target,
+            tile,
+            options.partition_joins,
+        )
+    });
     if let Some(program) = key.as_deref().and_then(cache::load) {
         return Ok(Compiled {
             program,
@@ -128,7 +140,8 @@ pub fn compile_with_catalog(
             from_cache: true,
         });
     }
-    let compilation = Compilation::run(ast, &catalog).map_err(|d| script.fail(d))?;
+    let compilation = Compilation::run_with(ast, &catalog, options.partition_joins)
+        .map_err(|d| script.fail(d))?;
     let plan_ms = started.elapsed().as_secs_f64() * 1e3;
     let mut codegen = CodegenTimes::default();
     let program =

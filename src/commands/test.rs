@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use tessera_compiler::physical::PartitionJoins;
 use tessera_storage::compress::Compression;
 use tessera_storage::gen::ssb::generate_ssb;
 use tessera_storage::gen::wisconsin::generate_wisconsin;
@@ -36,13 +37,19 @@ pub fn run(args: &TestArgs) -> Result<(), Failure> {
         target,
         tile: None,
         compress: args.compress,
+        partition_joins: args.partition_joins,
     };
     let compression = match args.compress {
         Compression::None => String::new(),
         other => format!(", columns packed: {other}"),
     };
+    let partitioning = match args.partition_joins {
+        PartitionJoins::Auto => "",
+        PartitionJoins::Always => ", every join partitioned",
+        PartitionJoins::Never => ", no join partitioned",
+    };
     println!(
-        "running {} conformance files on {device}{compression}",
+        "running {} conformance files on {device}{compression}{partitioning}",
         files.len()
     );
     let mut datasets: HashMap<String, PathBuf> = HashMap::new();

@@ -18,9 +18,9 @@ use tessera_storage::compress::Scheme;
 
 use crate::columns::ColumnId;
 use crate::expr::{Expr, ExprKind};
-use crate::physical::{PhysicalQuery, Pipeline, Step};
+use crate::physical::{Input, PhysicalQuery, Pipeline, Step};
 
-use super::query::QueryContext;
+use super::query::{PartitionBuffers, QueryContext};
 use super::sinks::{plan_sink, SinkPlan, SinkState};
 
 /// Shared memory per thread block that staging packed columns may take on the GPU, of the 48 KiB
@@ -58,6 +58,8 @@ pub(super) struct Kernel<'k, 'ctx, 'm> {
     /// On the GPU, the buffer counting the tiles blocks have taken, when blocks take their
     /// next tile from it rather than striding over the grid.
     tile_counter: Option<usize>,
+    /// For a pipeline over a partitioning's rows, that partitioning's buffers.
+    partitioned: Option<PartitionBuffers>,
 }
 
 /// A packed column of the kernel: `table.column` as the kernel receives it, and on the GPU the
@@ -111,6 +113,9 @@ pub(super) fn pipeline_to_kernel<'ctx>(
     let tile = qc.tile;
     let mut kernel = Kernel::new(context, module, qc, pipeline, params, name).map_err(internal)?;
     kernel.tile_counter = tile_counter;
+    if let Input::Partitioned(partitioning) = pipeline.input {
+        kernel.partitioned = Some(qc.partitions[partitioning].clone());
+    }
     let state = kernel.sink_prologue(qc, &sink, name)?;
     kernel.open_tiles().map_err(internal)?;
     kernel.body(qc, &sink, &state)?;
@@ -155,6 +160,20 @@ fn collect_params(
     let mut packed: Vec<(&str, &str)> = Vec::new();
     let mut used: Vec<ColumnId> = exprs.iter().flat_map(|e| e.columns_used()).collect();
     used.extend(sink.columns_used(qc));
+    if let Input::Partitioned(partitioning) = pipeline.input {
+        // The scanned columns are the partitioning's buffers.
+        let buffers = &qc.partitions[partitioning];
+        push(Param::Buffer(buffers.total));
+        for (column, values, valid) in &buffers.columns {
+            if used.contains(column) {
+                push(Param::Buffer(*values));
+                if let Some(valid) = valid {
+                    push(Param::Buffer(*valid));
+                }
+            }
+        }
+        used.clear();
+    }
     for id in used.into_iter().filter(|id| pipeline.scanned.contains(id)) {
         let info = columns.get(id);
         if let Some(origin) = &info.origin {
@@ -320,14 +339,26 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             tile_loop: None,
             packed,
             tile_counter: None,
+            partitioned: None,
         })
     }
 
     /// Starts the loop over this block's (or host thread's) tiles; inside it, `tile_start` and
     /// `num_items` describe the current tile.
     fn open_tiles(&mut self) -> CodegenResult<()> {
+        // A pipeline over a partitioning's rows reads how many there are; its grid is sized for
+        // the most there can be.
+        let rows = match &self.partitioned {
+            Some(buffers) => {
+                let total = self.buffer(buffers.total)?;
+                self.em
+                    .b
+                    .build_load(self.em.i64(), total, "rows")?
+                    .into_int_value()
+            }
+            None => self.values[0].into_int_value(),
+        };
         let em = &self.em;
-        let rows = self.values[0].into_int_value();
         let items = em.const_i64(i64::from(em.tile.items()));
         let (first, end, stride) = match em.target {
             Target::Nvptx { .. } => {
@@ -530,6 +561,32 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                 continue;
             }
             let info = self.query.columns.get(id);
+            if let Some(buffers) = &self.partitioned {
+                let (_, values_buffer, valid_buffer) = buffers
+                    .columns
+                    .iter()
+                    .find(|(column, _, _)| *column == id)
+                    .copied()
+                    .ok_or_else(|| {
+                        CodegenError::Invalid(format!("{} was not partitioned", info.name))
+                    })?;
+                let values = self
+                    .em
+                    .tile_array(self.em.value_type(info.ty), &info.name)?;
+                self.load_into(self.buffer(values_buffer)?, values)?;
+                let valid = match valid_buffer {
+                    Some(buffer) => {
+                        let valid = self
+                            .em
+                            .tile_array(self.em.i8().into(), &format!("{}_valid", info.name))?;
+                        self.load_into(self.buffer(buffer)?, valid)?;
+                        Some(valid)
+                    }
+                    None => None,
+                };
+                self.tiles.insert(id, ColumnTile { values, valid });
+                continue;
+            }
             let origin = info.origin.clone().ok_or_else(|| {
                 CodegenError::Invalid(format!("scanned column {} has no origin", info.name))
             })?;

@@ -7,6 +7,7 @@
 mod expr;
 mod kernel;
 mod materialize;
+mod partition;
 mod query;
 mod sinks;
 mod sort;

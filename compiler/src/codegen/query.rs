@@ -7,6 +7,7 @@ use inkwell::context::Context;
 use tessera_grammar::Diagnostic;
 use tessera_runtime::primitives::chain::{build_chain_kernel, ChainKernel};
 use tessera_runtime::primitives::hash::{status, HashKind, HashTableLayout};
+use tessera_runtime::primitives::partition::PartitionStarts;
 use tessera_runtime::program::{
     hash_table_buffer, Assumption, BufferSpec, Extent, Fill, HostOp, KernelLaunch, Param,
     QueryProgram, ResultSpec,
@@ -14,7 +15,9 @@ use tessera_runtime::program::{
 use tessera_runtime::{Target, TileShape};
 use tessera_storage::{Catalog, DataType};
 
-use crate::physical::{BuildKeys, HashLayout, HostStep, PhysicalQuery, Sink};
+use crate::physical::{
+    BuildKeys, HashLayout, HostStep, Input, PartitionPass, Partitioning, PhysicalQuery, Sink,
+};
 
 use super::kernel::pipeline_to_kernel;
 use super::KernelModule;
@@ -33,6 +36,8 @@ pub(super) struct QueryContext<'q> {
     /// Per hash table: the buffers of its rows, when it is chained.
     pub chains: Vec<Option<ChainBuffers>>,
     pub assumptions: Vec<Assumption>,
+    /// Per partitioning: its buffers.
+    pub partitions: Vec<PartitionBuffers>,
     /// The first slot count of the query's grouping hash table, if it has one.
     pub group_capacity: Option<u64>,
     /// Buffers of sinks that several pipelines share, by the sink's columns and the buffer's name.
@@ -49,6 +54,17 @@ pub(super) struct ChainBuffers {
     pub rows: Option<usize>,
     /// How many rows slots have claimed room for (an `i32`).
     pub placed: usize,
+}
+
+/// The buffers of a partitioning (`physical::Partitioning`).
+#[derive(Clone)]
+pub(super) struct PartitionBuffers {
+    /// Per part (`i64`): its row count after the counting pass, then where its next row goes.
+    pub cursors: usize,
+    /// The number of rows written (`i64`).
+    pub total: usize,
+    /// Per column written: its values and, when it may be null, its validity bytes.
+    pub columns: Vec<(crate::columns::ColumnId, usize, Option<usize>)>,
 }
 
 impl QueryContext<'_> {
@@ -127,6 +143,7 @@ pub(super) fn query_to_llvm(
         status: 0,
         tables: Vec::new(),
         chains: Vec::new(),
+        partitions: Vec::new(),
         assumptions: Vec::new(),
         group_capacity: None,
         sink_buffers: HashMap::new(),
@@ -202,6 +219,11 @@ pub(super) fn query_to_llvm(
         qc.chains.push(chain);
     }
 
+    for partitioning in &query.partitionings {
+        let buffers = partition_buffers(&mut qc, partitioning);
+        qc.partitions.push(buffers);
+    }
+
     let mut kernels = Vec::with_capacity(query.pipelines.len());
     let mut shape = None;
     for pipeline in &query.pipelines {
@@ -239,6 +261,13 @@ pub(super) fn query_to_llvm(
         }
         if let Sink::Build { table, .. } = &pipeline.sink {
             group_chained_rows(index, &qc, *table, &pipeline.table, &mut kernels, modules)?;
+        }
+        if let Sink::Partition {
+            partitioning,
+            pass: PartitionPass::Count,
+        } = &pipeline.sink
+        {
+            partition_starts(index, &qc, *partitioning, &mut kernels, modules)?;
         }
     }
     let Some(shape) = shape else {
@@ -367,5 +396,90 @@ fn group_chained_rows(
             built_from,
         )?;
     }
+    Ok(())
+}
+
+/// Allocates a partitioning's buffers: a cursor per part, the row total, and a buffer per
+/// column written (room for every row of the table the partitioning pipelines scan).
+fn partition_buffers(qc: &mut QueryContext<'_>, partitioning: &Partitioning) -> PartitionBuffers {
+    let query = qc.query;
+    let id = partitioning.id;
+    let table = query
+        .pipelines
+        .iter()
+        .find(|p| p.input == Input::Partitioned(id))
+        .map(|p| p.table.clone())
+        .unwrap_or_default();
+    let cursors = qc.buffer(
+        format!("part{id} cursors"),
+        u64::from(partitioning.parts),
+        8,
+        Fill::Zero,
+    );
+    let total = qc.buffer(format!("part{id} rows"), 1, 8, Fill::Zero);
+    let per_row = |qc: &mut QueryContext<'_>, name: String, width: u32| {
+        let index = qc.buffer(name, 0, width, Fill::Zero);
+        qc.buffers[index].per_row_of.push(table.clone());
+        index
+    };
+    let columns = partitioning
+        .columns
+        .iter()
+        .map(|&column| {
+            let info = query.columns.get(column);
+            let values = per_row(
+                qc,
+                format!("part{id} {}", info.name),
+                info.ty.width() as u32,
+            );
+            let valid = info
+                .nullable
+                .then(|| per_row(qc, format!("part{id} {}_valid", info.name), 1));
+            (column, values, valid)
+        })
+        .collect();
+    PartitionBuffers {
+        cursors,
+        total,
+        columns,
+    }
+}
+
+/// After a partitioning's counting pass, the kernel giving each part its run of rows.
+fn partition_starts(
+    index: usize,
+    qc: &QueryContext<'_>,
+    partitioning: usize,
+    kernels: &mut Vec<KernelLaunch>,
+    modules: &mut Vec<KernelModule>,
+) -> Result<(), Diagnostic> {
+    let span = qc.query.span;
+    let buffers = &qc.partitions[partitioning];
+    let parts = qc.query.partitionings[partitioning].parts;
+    let name = format!("tessera_q{index}_part{partitioning}_starts");
+    let context = Context::create();
+    let module = context.create_module(&name);
+    super::targets::prepare_module(&module, qc.target)?;
+    PartitionStarts::build(&context, &module, qc.target, &name, parts)
+        .map_err(|e| Diagnostic::internal(span, e.to_string()))?;
+    if let Err(message) = module.verify() {
+        return Err(Diagnostic::internal(
+            span,
+            format!("generated LLVM IR is invalid: {message}"),
+        ));
+    }
+    modules.push(KernelModule {
+        kernel: name.clone(),
+        bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),
+        runtime_loops: true,
+        packed_scan: false,
+    });
+    kernels.push(KernelLaunch {
+        name,
+        table: String::new(),
+        tile: PartitionStarts::tile(qc.target),
+        params: vec![Param::Buffer(buffers.cursors), Param::Buffer(buffers.total)],
+        extent: Extent::Parts(1),
+    });
     Ok(())
 }

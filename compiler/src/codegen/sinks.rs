@@ -19,10 +19,11 @@ use tessera_storage::DataType;
 
 use crate::columns::ColumnId;
 use crate::expr::Expr;
-use crate::physical::{GroupLayout, KeyDomain, Pipeline, Sink};
+use crate::physical::{GroupLayout, KeyDomain, PartitionPass, Pipeline, Sink};
 
 use super::kernel::Kernel;
 use super::materialize::{plan_rows, WrittenColumn};
+use super::partition::PartCounts;
 use super::query::QueryContext;
 
 pub(super) enum SinkPlan {
@@ -41,6 +42,11 @@ pub(super) enum SinkPlan {
     Materialize {
         columns: Vec<WrittenColumn>,
         count_buffer: usize,
+    },
+    /// Rows counted, or written, per part of a partitioning.
+    Partition {
+        partitioning: usize,
+        pass: PartitionPass,
     },
     Aggregate {
         keys: Vec<(ColumnId, Expr, KeyDomain)>,
@@ -71,7 +77,7 @@ impl SinkPlan {
                 .chain(aggregates.iter().filter_map(|a| a.arg.as_ref()))
                 .collect(),
             SinkPlan::Build { key, .. } => vec![key],
-            SinkPlan::Materialize { .. } => Vec::new(),
+            SinkPlan::Materialize { .. } | SinkPlan::Partition { .. } => Vec::new(),
             SinkPlan::Aggregate {
                 keys, aggregates, ..
             } => keys
@@ -94,6 +100,14 @@ impl SinkPlan {
                 used.extend(qc.query.hash_tables[*table].payload.iter().copied());
             }
             SinkPlan::Materialize { columns, .. } => used.extend(columns.iter().map(|c| c.id)),
+            SinkPlan::Partition { partitioning, .. } => {
+                used.extend(
+                    qc.query.partitionings[*partitioning]
+                        .columns
+                        .iter()
+                        .copied(),
+                );
+            }
             _ => {}
         }
         used
@@ -132,6 +146,17 @@ impl SinkPlan {
                 .flat_map(|a| std::iter::once(a.buffer).chain(a.count))
                 .chain(*presence)
                 .collect(),
+            SinkPlan::Partition { partitioning, pass } => {
+                let buffers = &qc.partitions[*partitioning];
+                let mut used = vec![buffers.cursors];
+                if *pass == PartitionPass::Write {
+                    for (_, values, valid) in &buffers.columns {
+                        used.push(*values);
+                        used.extend(*valid);
+                    }
+                }
+                used
+            }
         }
     }
 }
@@ -147,6 +172,13 @@ pub(super) fn plan_sink(
             SinkPlan::Build {
                 table: *table,
                 key: key.clone(),
+            },
+            None,
+        )),
+        Sink::Partition { partitioning, pass } => Ok((
+            SinkPlan::Partition {
+                partitioning: *partitioning,
+                pass: *pass,
             },
             None,
         )),
@@ -429,6 +461,8 @@ pub(super) enum SinkState<'ctx> {
     Scalar(Vec<Accumulator<'ctx>>),
     /// Dense groups: a block-local copy of the group arrays when they fit in shared memory.
     Dense(Option<SharedGroups<'ctx>>),
+    /// A partitioning pass's per-part arrays.
+    Partition(PartCounts<'ctx>),
 }
 
 pub(super) struct Accumulator<'ctx> {
@@ -467,6 +501,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             SinkPlan::Build { .. } | SinkPlan::HashGroups { .. } | SinkPlan::Materialize { .. } => {
                 Ok(SinkState::Nothing)
             }
+            SinkPlan::Partition { partitioning, pass } => self
+                .partition_prologue(qc, *partitioning, *pass)
+                .map(SinkState::Partition),
             SinkPlan::Aggregate {
                 keys, aggregates, ..
             } if keys.is_empty() => self.scalar_prologue(aggregates).map(SinkState::Scalar),
@@ -492,6 +529,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let span = self.query.span;
         let result = match (sink, state) {
             (SinkPlan::Build { table, key }, _) => self.build(qc, *table, key),
+            (SinkPlan::Partition { partitioning, pass }, SinkState::Partition(counts)) => {
+                self.partition_tile(qc, *partitioning, *pass, counts)
+            }
             (
                 SinkPlan::Materialize {
                     columns,
@@ -527,7 +567,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     /// Code after the loop over tiles: combines what the block kept into the global result.
     pub(super) fn sink_epilogue(
         &mut self,
-        _qc: &QueryContext<'_>,
+        qc: &QueryContext<'_>,
         sink: &SinkPlan,
         state: &SinkState<'ctx>,
     ) -> Result<(), Diagnostic> {
@@ -544,6 +584,13 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 },
                 SinkState::Dense(Some(shared)),
             ) => self.shared_groups_epilogue(aggregates, *presence, shared),
+            (
+                SinkPlan::Partition {
+                    partitioning,
+                    pass: PartitionPass::Count,
+                },
+                SinkState::Partition(counts),
+            ) => self.partition_counts_epilogue(qc, *partitioning, counts),
             _ => Ok(()),
         };
         result.map_err(|e| Diagnostic::internal(span, e.to_string()))

@@ -6,7 +6,9 @@ use tessera_grammar::ast::JoinKind;
 
 use crate::columns::Columns;
 
-use super::{BuildKeys, GroupLayout, HashLayout, HostStep, PhysicalQuery, Sink, Step};
+use super::{
+    BuildKeys, GroupLayout, HashLayout, HostStep, Input, PartitionPass, PhysicalQuery, Sink, Step,
+};
 
 pub fn physical_to_string(queries: &[PhysicalQuery]) -> String {
     let mut out = String::new();
@@ -28,11 +30,18 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
         .collect();
     let _ = writeln!(out, "query {index} -> {}", names.join(", "));
     for pipeline in &query.pipelines {
-        let _ = writeln!(
-            out,
-            "  pipeline {}: scan {} ({} rows)",
-            pipeline.id, pipeline.table, pipeline.rows
-        );
+        let _ = match pipeline.input {
+            Input::Table => writeln!(
+                out,
+                "  pipeline {}: scan {} ({} rows)",
+                pipeline.id, pipeline.table, pipeline.rows
+            ),
+            Input::Partitioned(id) => writeln!(
+                out,
+                "  pipeline {}: scan partitioning {id}, in order of its parts (at most {} rows of {})",
+                pipeline.id, pipeline.rows, pipeline.table
+            ),
+        };
         for step in &pipeline.steps {
             let _ = match step {
                 Step::Filter {
@@ -171,6 +180,22 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                 columns: materialized,
             } => {
                 writeln!(out, "    materialize {}", names_of(materialized, columns))
+            }
+            Sink::Partition { partitioning, pass } => {
+                let partitioning = &query.partitionings[*partitioning];
+                let pass = match pass {
+                    PartitionPass::Count => "count",
+                    PartitionPass::Write => "write",
+                };
+                writeln!(
+                    out,
+                    "    partition {} by the slot of {} in ht{}, {} parts: {pass} {}",
+                    partitioning.id,
+                    columns.get(partitioning.key).name,
+                    partitioning.table,
+                    partitioning.parts,
+                    names_of(&partitioning.columns, columns)
+                )
             }
         };
     }

@@ -24,6 +24,8 @@ pub struct PhysicalQuery {
     pub pipelines: Vec<Pipeline>,
     pub hash_tables: Vec<HashTable>,
     pub columns: Columns,
+    /// The probe sides written out partitioned before their join (see [`Partitioning`]).
+    pub partitionings: Vec<Partitioning>,
     /// Work on the host over the last pipeline's output.
     pub host_steps: Vec<HostStep>,
     /// The result's columns, as the user sees them.
@@ -34,13 +36,74 @@ pub struct PhysicalQuery {
 #[derive(Clone, Debug)]
 pub struct Pipeline {
     pub id: usize,
+    /// The table scanned, or whose rows an earlier pipeline partitioned (`input`).
     pub table: String,
+    /// The most rows the pipeline reads.
     pub rows: u64,
+    /// Where the scanned columns come from.
+    pub input: Input,
     /// The columns the scan produces (those the pipeline reads).
     pub scanned: Vec<ColumnId>,
     pub steps: Vec<Step>,
     pub sink: Sink,
 }
+
+/// Where a pipeline's rows come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// The stored columns of its table.
+    Table,
+    /// The rows of partitioning `id`, written by the pipelines ending in
+    /// `Sink::Partition { partitioning: id, .. }`, in the order of their partitions.
+    Partitioned(usize),
+}
+
+/// A join probe into a table too large for the cache, split from the steps before it: the
+/// rows reaching it are written out grouped by the part of the table their key falls in (Rui
+/// and Tu's partitioned join), and a pipeline over those rows probes. Its blocks work through
+/// the rows in order, so at any time they probe a few parts of the table, which stay in the L2
+/// cache, instead of reading a sector from device memory per probe.
+#[derive(Clone, Debug)]
+pub struct Partitioning {
+    pub id: usize,
+    /// The hash table whose slots divide the rows.
+    pub table: usize,
+    /// The column holding each row's probe key.
+    pub key: ColumnId,
+    /// The columns written out (the key among them), which the probing pipeline scans.
+    pub columns: Vec<ColumnId>,
+    /// How many parts (a power of two).
+    pub parts: u32,
+}
+
+/// The two passes of a partitioning pipeline: the rows are counted per part, then written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartitionPass {
+    Count,
+    Write,
+}
+
+/// Whether join probes into large tables partition their rows first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PartitionJoins {
+    /// When the table is larger than [`PARTITION_TABLE_BYTES`].
+    #[default]
+    Auto,
+    /// Every probe of a table that a pipeline can be split before (for testing the path).
+    Always,
+    Never,
+}
+
+/// Tables larger than this are probed after partitioning (`PartitionJoins::Auto`): most of an
+/// H100's 50 MB L2, beyond which a probe reads its slot from device memory.
+pub const PARTITION_TABLE_BYTES: u64 = 32 << 20;
+
+/// The bytes of table each part covers: a block's window of rows then spans one or two parts,
+/// which the L2 holds with room to spare.
+pub const PARTITION_PART_BYTES: u64 = 8 << 20;
+
+/// The most parts a partitioning has (a block counts its rows per part in shared memory).
+pub const MAX_PARTITION_PARTS: u32 = 512;
 
 #[derive(Clone, Debug)]
 pub enum Step {
@@ -81,6 +144,11 @@ pub enum Sink {
     },
     /// Writes the selected rows' columns out.
     Materialize { columns: Vec<ColumnId> },
+    /// Counts, or writes, the selected rows of partitioning `partitioning` per part.
+    Partition {
+        partitioning: usize,
+        pass: PartitionPass,
+    },
 }
 
 /// A hash table filled by one pipeline and probed by another.

@@ -14,8 +14,9 @@ use crate::logical::{LogicalPlan, LogicalQuery};
 
 use super::estimate::Estimator;
 use super::{
-    BuildKeys, GroupLayout, HashLayout, HashTable, HostStep, KeyDomain, PhysicalQuery, Pipeline,
-    Sink, Step,
+    BuildKeys, GroupLayout, HashLayout, HashTable, HostStep, Input, KeyDomain, PartitionJoins,
+    PartitionPass, Partitioning, PhysicalQuery, Pipeline, Sink, Step, MAX_PARTITION_PARTS,
+    PARTITION_PART_BYTES, PARTITION_TABLE_BYTES,
 };
 
 /// Dense group arrays up to this many slots; a hash table beyond.
@@ -45,8 +46,11 @@ const MAX_CHAINED_ROWS: u64 = (1 << 30) - 1;
 pub fn logical_to_pipelines(
     query: &LogicalQuery,
     catalog: &Catalog,
+    partition_joins: PartitionJoins,
 ) -> Result<PhysicalQuery, Diagnostic> {
     let mut planner = Planner {
+        partition_joins,
+        partitionings: Vec::new(),
         estimator: Estimator {
             catalog,
             columns: &query.columns,
@@ -64,6 +68,7 @@ pub fn logical_to_pipelines(
     Ok(PhysicalQuery {
         pipelines: planner.pipelines,
         hash_tables: planner.hash_tables,
+        partitionings: planner.partitionings,
         columns: planner.columns,
         host_steps: planner.host_steps,
         output: query.output.clone(),
@@ -95,6 +100,8 @@ struct Planner<'a> {
     span: Span,
     pipelines: Vec<Pipeline>,
     hash_tables: Vec<HashTable>,
+    partitionings: Vec<Partitioning>,
+    partition_joins: PartitionJoins,
     host_steps: Vec<HostStep>,
 }
 
@@ -676,20 +683,160 @@ impl Planner<'_> {
     }
 
     fn finish(&mut self, open: OpenPipeline, sink: Sink) {
-        let id = self.pipelines.len();
         let mut needed = sink_columns(&sink, &self.hash_tables);
-        let steps = drop_unused_computes(open.steps, &mut needed);
+        let OpenPipeline {
+            table,
+            rows,
+            scanned,
+            steps,
+        } = open;
+        let steps = drop_unused_computes(steps, &mut needed);
         let probe_costs: Vec<f64> = self
             .hash_tables
             .iter()
             .map(|t| probe_cost(t.bytes(self.estimator.columns)))
             .collect();
-        self.pipelines.push(Pipeline {
+        let steps = order_steps(steps, &self.hash_tables, &probe_costs);
+        match self.partition_point(&steps) {
+            Some(at) => {
+                let open = OpenPipeline {
+                    table,
+                    rows,
+                    scanned,
+                    steps: Vec::new(),
+                };
+                self.finish_partitioned(open, steps, at, sink)
+            }
+            None => self.pipelines.push(Pipeline {
+                id: self.pipelines.len(),
+                table,
+                rows,
+                input: Input::Table,
+                scanned,
+                steps,
+                sink,
+            }),
+        }
+    }
+
+    /// The step before which a pipeline is split to partition its rows: the first probe of a
+    /// table large enough (`PartitionJoins`) that no probe of repeated keys precedes (the rows
+    /// written are at most the scanned ones).
+    fn partition_point(&self, steps: &[Step]) -> Option<usize> {
+        for (at, step) in steps.iter().enumerate() {
+            let Step::Probe { table, .. } = step else {
+                continue;
+            };
+            let table = &self.hash_tables[*table];
+            let large = match self.partition_joins {
+                PartitionJoins::Never => false,
+                PartitionJoins::Always => true,
+                PartitionJoins::Auto => table.bytes(self.estimator.columns) > PARTITION_TABLE_BYTES,
+            };
+            if large {
+                return Some(at);
+            }
+            if table.keys == BuildKeys::Chained {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Ends `open` (with `steps`, ordered) as three pipelines: two over its table running the steps
+    /// before `at`, which count and then write the rows reaching the probe at `at` by part of
+    /// its table, and one over those rows running the rest.
+    fn finish_partitioned(&mut self, open: OpenPipeline, steps: Vec<Step>, at: usize, sink: Sink) {
+        let Step::Probe { table, key, .. } = &steps[at] else {
+            return;
+        };
+        let (table, key) = (*table, key.clone());
+        let mut before = steps;
+        let mut after = before.split_off(at);
+        let key_column = match key.as_column() {
+            Some(column) => column,
+            None => {
+                let column = self.columns.add(ColumnInfo {
+                    name: format!("partition_key{}", self.partitionings.len()),
+                    ty: key.ty,
+                    nullable: key.nullable,
+                    origin: None,
+                });
+                before.push(Step::Compute {
+                    column,
+                    expr: key.clone(),
+                });
+                column
+            }
+        };
+        // The probe (and the build key computed from it) read the key as written.
+        let written_key = Expr::column(key_column, &self.columns, key.span);
+        for step in &mut after {
+            match step {
+                Step::Probe { key: k, .. } | Step::Compute { expr: k, .. } if *k == key => {
+                    *k = written_key.clone();
+                }
+                _ => {}
+            }
+        }
+        // What the rest reads and does not produce itself is written out.
+        let mut produced = Vec::new();
+        let mut read = sink_columns(&sink, &self.hash_tables);
+        for step in &after {
+            read.extend(step.expr().columns_used());
+            match step {
+                Step::Compute { column, .. } => produced.push(*column),
+                Step::Probe {
+                    table,
+                    kind: JoinKind::Inner,
+                    ..
+                } => produced.extend(self.hash_tables[*table].payload.iter().copied()),
+                _ => {}
+            }
+        }
+        let mut columns = vec![key_column];
+        for column in read {
+            if !produced.contains(&column) && !columns.contains(&column) {
+                columns.push(column);
+            }
+        }
+        let bytes = self.hash_tables[table].bytes(self.estimator.columns);
+        let mut parts = bytes
+            .div_ceil(PARTITION_PART_BYTES)
+            .next_power_of_two()
+            .clamp(2, u64::from(MAX_PARTITION_PARTS)) as u32;
+        if self.partition_joins == PartitionJoins::Always {
+            parts = parts.max(8);
+        }
+        let id = self.partitionings.len();
+        self.partitionings.push(Partitioning {
             id,
+            table,
+            key: key_column,
+            columns: columns.clone(),
+            parts,
+        });
+        for pass in [PartitionPass::Count, PartitionPass::Write] {
+            self.pipelines.push(Pipeline {
+                id: self.pipelines.len(),
+                table: open.table.clone(),
+                rows: open.rows,
+                input: Input::Table,
+                scanned: open.scanned.clone(),
+                steps: before.clone(),
+                sink: Sink::Partition {
+                    partitioning: id,
+                    pass,
+                },
+            });
+        }
+        self.pipelines.push(Pipeline {
+            id: self.pipelines.len(),
             table: open.table,
             rows: open.rows,
-            scanned: open.scanned,
-            steps: order_steps(steps, &self.hash_tables, &probe_costs),
+            input: Input::Partitioned(id),
+            scanned: columns,
+            steps: after,
             sink,
         });
     }
@@ -842,6 +989,8 @@ fn sink_columns(sink: &Sink, tables: &[HashTable]) -> Vec<ColumnId> {
             )
             .collect(),
         Sink::Materialize { columns } => columns.clone(),
+        // Partitioning pipelines are made from finished ones.
+        Sink::Partition { .. } => Vec::new(),
     }
 }
 

@@ -786,6 +786,20 @@ fn run_time_shape<'ctx>(
     }
 }
 
+/// The slot where a probe of `key` starts (an `i64` below the table's slot count): `key - min`
+/// in a perfect table (0 for a key outside its range), the key's hash in an open one.
+pub fn home_slot<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
+    key: IntValue<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
+    let (param, slots) = run_time_shape(em, layout);
+    match layout.kind {
+        HashKind::Perfect { .. } => Ok(perfect_index(em, param, slots, key)?.0),
+        HashKind::Open { .. } => hash(em, key, param),
+    }
+}
+
 /// The slot of `key` in a perfect table, or null (recorded in `status` when given) when the key
 /// is outside the table's range.
 fn perfect_slot<'ctx>(

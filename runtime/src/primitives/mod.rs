@@ -8,6 +8,7 @@ pub mod group;
 pub mod hash;
 pub mod load;
 pub mod math;
+pub mod partition;
 pub mod reduce;
 pub mod scan;
 pub mod sort;
