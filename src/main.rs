@@ -223,6 +223,9 @@ pub struct MicroBenchArgs {
     /// The largest hash table to probe (of 32 KB, 256 KB, 2 MB, 16 MB, 128 MB, 512 MB).
     #[arg(long, default_value_t = 512 << 20)]
     max_table_bytes: u64,
+    /// Whether joins into large tables partition their probes first (as `run`).
+    #[arg(long, default_value = "auto", value_parser = parse_partition_joins)]
+    partition_joins: tessera_compiler::physical::PartitionJoins,
     /// Build rows (and probes) of the joins whose keys repeat (2^22 by default; 0: none).
     #[arg(long, default_value_t = 1 << 22)]
     chain_rows: usize,

@@ -560,3 +560,77 @@ fn compiled(label: &str, script: &str, args: &[&str]) -> String {
     assert!(output.status.success(), "{}", text(&output.stderr));
     text(&output.stdout)
 }
+
+#[test]
+fn a_join_partitions_its_probes_only_when_asked_or_its_table_is_large() {
+    let script =
+        "from lineorder | join part on lo_partkey == p_partkey | group p_brand1 { n = count() }\n";
+    let plan = |mode: &str| {
+        compiled(
+            &format!("partition-{mode}"),
+            script,
+            &["--emit", "physical", "--partition-joins", mode],
+        )
+    };
+    // The part table of the test data is far below the 32 MB past which `auto` partitions.
+    for mode in ["auto", "never"] {
+        let physical = plan(mode);
+        assert!(!physical.contains("partition"), "{mode}: {physical}");
+    }
+    let physical = plan("always");
+    assert!(
+        physical.contains("by the slot of lo_partkey in ht0, 8 parts: count lo_partkey")
+            && physical.contains("8 parts: write lo_partkey")
+            && physical.contains("scan partitioning 0, in order of its parts"),
+        "{physical}"
+    );
+    let output = tessera(&[
+        "run",
+        "examples/ssb/q11.tq",
+        "--data",
+        data(),
+        "--device",
+        "cpu",
+        "--partition-joins",
+        "sometimes",
+    ]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`sometimes` is not a choice; use auto, always or never"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn partitioned_rows_give_the_same_result_whether_staged_by_part_or_written_directly() {
+    // A tile of 2048 rows reorders its rows by part in a block array before writing them; one
+    // of 4 rows has fewer places than the 8 parts and writes each row straight to its part.
+    let script = "from lineorder | join supplier on lo_suppkey == s_suppkey\n\
+                  | group s_nation { revenue = sum(lo_revenue), n = count() } | sort s_nation\n";
+    let path = std::env::temp_dir().join(format!("tessera-partition-{}.tq", std::process::id()));
+    std::fs::write(&path, script).expect("script written");
+    let run = |args: &[&str]| {
+        let mut all = vec![
+            "run",
+            path.to_str().expect("utf-8 path"),
+            "--data",
+            data(),
+            "--device",
+            "cpu",
+            "--format",
+            "csv",
+        ];
+        all.extend_from_slice(args);
+        let output = tessera(&all);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        text(&output.stdout)
+    };
+    let plain = run(&["--partition-joins", "never"]);
+    let staged = run(&["--partition-joins", "always"]);
+    let direct = run(&["--partition-joins", "always", "--tile", "1x4"]);
+    let _ = std::fs::remove_file(&path);
+    assert!(plain.lines().count() > 5, "{plain}");
+    assert_eq!(plain, staged);
+    assert_eq!(plain, direct);
+}

@@ -12,6 +12,7 @@
 use std::sync::Arc;
 
 use rayon::prelude::*;
+use tessera_compiler::physical::{PartitionJoins, PARTITION_TABLE_BYTES};
 use tessera_runtime::program::ResultShape;
 use tessera_storage::compress::Compression;
 use tessera_storage::{Catalog, Column, ColumnData, Value};
@@ -159,7 +160,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
             format!("join probe, {} table", size(bytes)),
             &format!("k % {slots}"),
             bytes,
-            args.probe_rows,
+            args,
             expected,
         ));
         let keys: Vec<i32> = (0..slots as i32).collect();
@@ -198,7 +199,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
             format!("join probe, {} table, Zipf keys", size(bytes)),
             "z",
             bytes,
-            args.probe_rows,
+            args,
             expected,
         ));
         probe_columns.push(("z".to_string(), Column::new(ColumnData::I32(skewed), None)));
@@ -211,7 +212,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
         target,
         tile: args.run.tile,
         compress: Compression::None,
-        partition_joins: Default::default(),
+        partition_joins: args.partition_joins,
     };
     let mut results = Vec::with_capacity(cases.len());
     let mut bandwidth = None;
@@ -550,9 +551,17 @@ fn row_bytes(shape: &ResultShape) -> u64 {
 }
 
 /// Probes of `probe` keys (`key`, an expression of the probe table's columns) into the table of
-/// `bytes`, summing the payload, which must come to `expected`.
-fn probe_case(name: String, key: &str, bytes: u64, probes: usize, expected: i64) -> Case {
+/// `bytes`, summing the payload, which must come to `expected`. The floor counts the probe
+/// column and the build columns; past the L2 it adds a sector per probe, unless the join is
+/// partitioned, when each part of the table is read from device memory once.
+fn probe_case(name: String, key: &str, bytes: u64, args: &MicroBenchArgs, expected: i64) -> Case {
     let slots = bytes / 8;
+    let probes = args.probe_rows;
+    let partitioned = match args.partition_joins {
+        PartitionJoins::Never => false,
+        PartitionJoins::Always => true,
+        PartitionJoins::Auto => bytes > PARTITION_TABLE_BYTES,
+    };
     Case {
         name,
         script: format!(
@@ -560,7 +569,7 @@ fn probe_case(name: String, key: &str, bytes: u64, probes: usize, expected: i64)
         ),
         rows_in: probes as u64,
         check: Check::Value(expected),
-        table_bytes: if bytes > L2_RESIDENT_BYTES {
+        table_bytes: if !partitioned && bytes > L2_RESIDENT_BYTES {
             probes as u64 * SECTOR_BYTES
         } else {
             0

@@ -99,12 +99,14 @@ pub(super) fn pipeline_to_kernel<'ctx>(
     let (sink, shape) = plan_sink(qc, pipeline)?;
     // A tile's rounds of matches on repeated keys take as long as its matches: blocks take
     // tiles from a counter rather than every grid-th one, so that one with a heavy tile
-    // leaves the others to the rest.
+    // leaves the others to the rest. Over a partitioning's rows the counter keeps the blocks
+    // on neighbouring tiles, hence on one or two parts of the table: striding, blocks drift
+    // apart over the run, and their tiles come to span more parts than the L2 holds.
     let tile_counter = (qc.target.is_gpu()
-        && pipeline
-            .steps
-            .iter()
-            .any(|step| matches!(step, Step::Probe { table, .. } if qc.chains[*table].is_some())))
+        && (matches!(pipeline.input, Input::Partitioned(_))
+            || pipeline.steps.iter().any(
+                |step| matches!(step, Step::Probe { table, .. } if qc.chains[*table].is_some()),
+            )))
     .then(|| qc.buffer(format!("p{} tiles taken", pipeline.id), 1, 4, Fill::Zero));
     let mut params = collect_params(qc, pipeline, &sink)?;
     if let Some(counter) = tile_counter {
