@@ -1,8 +1,9 @@
-//! The physical plan: a query as pipelines. A pipeline scans one table tile by tile and runs
-//! its steps (filters, hash probes, computed columns) on each tile in registers, ending in a
-//! sink (a hash-table build, an aggregation, or materialized rows); it is one kernel. Hash-table
-//! builds run before the pipelines that probe them. What remains after the last pipeline (sorting
-//! a small result, `take`) runs on the host.
+//! The physical plan: a query as pipelines. A pipeline scans one table tile by tile (or the rows
+//! an earlier pipeline partitioned) and runs its steps (filters, hash probes, computed columns)
+//! on each tile in registers, ending in a sink (a hash-table build, an aggregation, materialized
+//! rows, or rows counted or written by part); it is one kernel. Hash-table builds run before the
+//! pipelines that probe them. What remains after the last pipeline (sorting a small result,
+//! `take`) runs on the host.
 
 mod display;
 mod estimate;
