@@ -9,7 +9,7 @@ use inkwell::module::Module;
 use inkwell::values::IntValue;
 use inkwell::{AtomicOrdering, AtomicRMWBinOp, IntPredicate};
 
-use super::hash::{home_slot, HashTableLayout};
+use super::hash::{home_slot, HashKind, HashTableLayout};
 use crate::emit::{CodegenResult, Emitter};
 use crate::tile::{Target, TileShape};
 
@@ -22,7 +22,12 @@ pub fn part_of<'ctx>(
     key: IntValue<'ctx>,
 ) -> CodegenResult<IntValue<'ctx>> {
     let slot = home_slot(em, layout, key)?;
-    let slot_bits = 64 - (layout.slots().max(1) - 1).leading_zeros();
+    // Probes start below `capacity` in an open table (its extra slot is for one key only).
+    let homes = match layout.kind {
+        HashKind::Perfect { slots, .. } => slots,
+        HashKind::Open { capacity } => capacity,
+    };
+    let slot_bits = 64 - (homes.max(1) - 1).leading_zeros();
     let shift = slot_bits.saturating_sub(parts.trailing_zeros());
     let part =
         em.b.build_right_shift(slot, em.const_i64(i64::from(shift)), false, "")?;

@@ -622,3 +622,72 @@ fn exp_and_ln_are_accurate() {
         }
     }
 }
+
+/// The parts of `layout` for each of `keys` (`i64`), through `partition::part_of` on the host.
+fn parts_of(layout: &HashTableLayout, parts: u32, keys: &[i64]) -> Vec<i32> {
+    let context = Context::create();
+    let module = context.create_module("parts");
+    function(&context, &module, "parts", |em| {
+        let input = arg(em, 0).into_pointer_value();
+        let output = arg(em, 1).into_pointer_value();
+        em.for_range(
+            em.const_i64(0),
+            arg(em, 3).into_int_value(),
+            em.const_i64(1),
+            |i| {
+                let key =
+                    em.b.build_load(em.i64(), em.offset_ptr(em.i64().into(), input, i)?, "")?;
+                let part = super::partition::part_of(em, layout, parts, key.into_int_value())?;
+                em.b.build_store(em.offset_ptr(em.i32().into(), output, i)?, part)?;
+                Ok(())
+            },
+        )
+        .expect("loop");
+    });
+    let object = link(&module);
+    let mut out = vec![-1i32; keys.len()];
+    call(
+        &object,
+        "parts",
+        keys.as_ptr() as *mut u8,
+        out.as_mut_ptr().cast(),
+        std::ptr::null_mut(),
+        keys.len() as i64,
+    );
+    out
+}
+
+#[test]
+fn parts_are_ranges_of_consecutive_slots() {
+    // A perfect table of 1000 slots from 100 in 8 parts: slots 0-127 in part 0, 128-255 in 1,
+    // ..., the last part short; keys outside the range fall in part 0 (they match nothing).
+    let perfect = HashTableLayout::new(
+        HashKind::Perfect {
+            min: 100,
+            slots: 1000,
+        },
+        DataType::I64,
+        &[DataType::I32],
+    );
+    let keys: Vec<i64> = (100..1100).chain([99, 5000, -7]).collect();
+    let parts = parts_of(&perfect, 8, &keys);
+    for (key, part) in keys.iter().zip(&parts) {
+        let expected = if (100..1100).contains(key) {
+            ((key - 100) / 128) as i32
+        } else {
+            0
+        };
+        assert_eq!(*part, expected, "key {key}");
+    }
+    // An open table: a key's part is where its probe starts, the top bits of its home slot, so
+    // every part holds keys and each key's part is below the count.
+    let open = HashTableLayout::new(HashKind::Open { capacity: 1 << 12 }, DataType::I32, &[]);
+    let keys: Vec<i64> = (0..4096).map(|k| k * 7919 - 9000).collect();
+    let parts = parts_of(&open, 16, &keys);
+    let mut seen = [0usize; 16];
+    for part in &parts {
+        assert!((0..16).contains(part), "part {part}");
+        seen[*part as usize] += 1;
+    }
+    assert!(seen.iter().all(|n| *n > 100), "{seen:?}");
+}
