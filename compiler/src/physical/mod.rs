@@ -188,6 +188,19 @@ impl HashTable {
             && self.keys != BuildKeys::Chained
     }
 
+    /// Bytes of the table's slots, where probes land at random: all of it, but for a chained
+    /// table, whose rows a probe reads as one run per key, only the slots.
+    pub fn slot_bytes(&self, columns: &Columns) -> u64 {
+        if self.keys == BuildKeys::Chained {
+            let slots = match self.layout {
+                HashLayout::Perfect { min, max } => (max - min) as u64 + 1,
+                HashLayout::Open { capacity } => capacity + 1,
+            };
+            return slots * 16;
+        }
+        self.bytes(columns)
+    }
+
     /// Bytes of device memory the table takes: a 4-byte key or presence word and the payload
     /// per slot (how the runtime lays it out, to within padding).
     pub fn bytes(&self, columns: &Columns) -> u64 {

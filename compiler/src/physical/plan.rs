@@ -731,7 +731,9 @@ impl Planner<'_> {
             let large = match self.partition_joins {
                 PartitionJoins::Never => false,
                 PartitionJoins::Always => true,
-                PartitionJoins::Auto => table.bytes(self.estimator.columns) > PARTITION_TABLE_BYTES,
+                PartitionJoins::Auto => {
+                    table.slot_bytes(self.estimator.columns) > PARTITION_TABLE_BYTES
+                }
             };
             if large {
                 return Some(at);
@@ -800,7 +802,7 @@ impl Planner<'_> {
                 columns.push(column);
             }
         }
-        let bytes = self.hash_tables[table].bytes(self.estimator.columns);
+        let bytes = self.hash_tables[table].slot_bytes(self.estimator.columns);
         let mut parts = bytes
             .div_ceil(PARTITION_PART_BYTES)
             .next_power_of_two()
