@@ -121,7 +121,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         // goes straight there.
         em.for_each_strided(em.const_i64(i64::from(state.parts)), |part| {
             let count = load_count(self, state.counts, part)?;
-            claim_room(em, count, cursors, starts, part)
+            claim_room(em, count, cursors, Some(starts), part)
         })?;
         em.barrier()?;
         em.for_each_item(|item| {
@@ -186,7 +186,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             em.if_then(inside, || {
                 let count = load_count(self, state.counts, part)?;
                 em.set(counts, item, count)?;
-                claim_room(em, count, cursors, starts, part)
+                claim_room(em, count, cursors, Some(starts), part)
             })
         })?;
         let firsts_tile = em.tile_array(em.i64().into(), "part_firsts")?;
@@ -284,18 +284,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         em.barrier()?;
         em.for_each_strided(em.const_i64(i64::from(state.parts)), |part| {
             let count = load_count(self, state.counts, part)?;
-            let any =
-                em.b.build_int_compare(IntPredicate::NE, count, em.const_i32(0), "")?;
-            em.if_then(any, || {
-                let count = em.b.build_int_z_extend(count, em.i64(), "")?;
-                em.b.build_atomicrmw(
-                    AtomicRMWBinOp::Add,
-                    em.offset_ptr(em.i64().into(), cursors, part)?,
-                    count,
-                    AtomicOrdering::Monotonic,
-                )?;
-                Ok(())
-            })
+            claim_room(em, count, cursors, None, part)
         })
     }
 
@@ -327,13 +316,14 @@ fn load_count<'ctx>(
         .into_int_value())
 }
 
-/// Claims room for `count` rows (an `i32`) of part `part` in its run: the part's cursor moves
-/// on by `count`, and where it was goes to `starts[part]`.
+/// Moves part `part`'s cursor on by `count` rows (an `i32`), when there are any: room claimed
+/// in its run, whose start goes to `starts[part]` when given (while counting, the cursors are
+/// the counts).
 fn claim_room<'ctx>(
     em: &Emitter<'ctx, '_>,
     count: IntValue<'ctx>,
     cursors: PointerValue<'ctx>,
-    starts: PointerValue<'ctx>,
+    starts: Option<PointerValue<'ctx>>,
     part: IntValue<'ctx>,
 ) -> CodegenResult<()> {
     let any =
@@ -346,7 +336,9 @@ fn claim_room<'ctx>(
             count,
             AtomicOrdering::Monotonic,
         )?;
-        em.b.build_store(em.offset_ptr(em.i64().into(), starts, part)?, start)?;
+        if let Some(starts) = starts {
+            em.b.build_store(em.offset_ptr(em.i64().into(), starts, part)?, start)?;
+        }
         Ok(())
     })
 }

@@ -348,24 +348,9 @@ fn group_chained_rows(
     let parts = ChainKernel::starts_parts(qc.target, layout.slots());
     let mut launch = |kernel: ChainKernel, params: Vec<Param>, extent: Extent, from: &str| {
         let name = format!("tessera_q{index}_ht{table}_{}", kernel.label());
-        let context = Context::create();
-        let module = context.create_module(&name);
-        super::targets::prepare_module(&module, qc.target)?;
-        let span = qc.query.span;
-        build_chain_kernel(&context, &module, qc.target, &name, kernel, layout, parts)
-            .map_err(|e| Diagnostic::internal(span, e.to_string()))?;
-        if let Err(message) = module.verify() {
-            return Err(Diagnostic::internal(
-                span,
-                format!("generated LLVM IR is invalid: {message}"),
-            ));
-        }
-        modules.push(KernelModule {
-            kernel: name.clone(),
-            bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),
-            runtime_loops: true,
-            packed_scan: false,
-        });
+        runtime_kernel(qc, &name, modules, |context, module| {
+            build_chain_kernel(context, module, qc.target, &name, kernel, layout, parts)
+        })?;
         kernels.push(KernelLaunch {
             name,
             table: from.to_string(),
@@ -453,15 +438,38 @@ fn partition_starts(
     kernels: &mut Vec<KernelLaunch>,
     modules: &mut Vec<KernelModule>,
 ) -> Result<(), Diagnostic> {
-    let span = qc.query.span;
     let buffers = &qc.partitions[partitioning];
     let parts = qc.query.partitionings[partitioning].parts;
     let name = format!("tessera_q{index}_part{partitioning}_starts");
+    runtime_kernel(qc, &name, modules, |context, module| {
+        PartitionStarts::build(context, module, qc.target, &name, parts)
+    })?;
+    kernels.push(KernelLaunch {
+        name,
+        table: String::new(),
+        tile: PartitionStarts::tile(qc.target),
+        params: vec![Param::Buffer(buffers.cursors), Param::Buffer(buffers.total)],
+        extent: Extent::Parts(1),
+    });
+    Ok(())
+}
+
+/// Builds one of the runtime's own kernels (not a pipeline's) with `build` in a module of its
+/// own named `name`, and adds it to `modules`.
+fn runtime_kernel<'ctx>(
+    qc: &QueryContext<'_>,
+    name: &str,
+    modules: &mut Vec<KernelModule>,
+    build: impl for<'c> FnOnce(
+        &'c Context,
+        &inkwell::module::Module<'c>,
+    ) -> tessera_runtime::CodegenResult<()>,
+) -> Result<(), Diagnostic> {
+    let span = qc.query.span;
     let context = Context::create();
-    let module = context.create_module(&name);
+    let module = context.create_module(name);
     super::targets::prepare_module(&module, qc.target)?;
-    PartitionStarts::build(&context, &module, qc.target, &name, parts)
-        .map_err(|e| Diagnostic::internal(span, e.to_string()))?;
+    build(&context, &module).map_err(|e| Diagnostic::internal(span, e.to_string()))?;
     if let Err(message) = module.verify() {
         return Err(Diagnostic::internal(
             span,
@@ -469,17 +477,10 @@ fn partition_starts(
         ));
     }
     modules.push(KernelModule {
-        kernel: name.clone(),
+        kernel: name.to_string(),
         bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),
         runtime_loops: true,
         packed_scan: false,
-    });
-    kernels.push(KernelLaunch {
-        name,
-        table: String::new(),
-        tile: PartitionStarts::tile(qc.target),
-        params: vec![Param::Buffer(buffers.cursors), Param::Buffer(buffers.total)],
-        extent: Extent::Parts(1),
     });
     Ok(())
 }
