@@ -584,6 +584,20 @@ fn a_join_partitions_its_probes_only_when_asked_or_its_table_is_large() {
             && physical.contains("scan partitioning 0, in order of its parts"),
         "{physical}"
     );
+    // Each later probe splits the pipeline over the partitioned rows again.
+    let script = std::fs::read_to_string(common::repo().join("examples/ssb/q21.tq"))
+        .expect("example script");
+    let physical = compiled(
+        "partition-q21",
+        &script,
+        &["--emit", "physical", "--partition-joins", "always"],
+    );
+    assert!(
+        physical.contains("scan partitioning 1, in order of its parts")
+            && physical.contains("partition 2 by the slot of lo_orderdate in ht0")
+            && physical.contains("scan partitioning 2, in order of its parts"),
+        "{physical}"
+    );
     let output = tessera(&[
         "run",
         "examples/ssb/q11.tq",

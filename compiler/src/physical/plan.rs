@@ -85,6 +85,14 @@ enum Flow {
     OnHost,
 }
 
+/// Where a pipeline's rows come from, once its steps are known.
+struct Scan {
+    table: String,
+    rows: u64,
+    input: Input,
+    scanned: Vec<ColumnId>,
+}
+
 struct OpenPipeline {
     table: String,
     rows: u64,
@@ -697,32 +705,36 @@ impl Planner<'_> {
             .map(|t| probe_cost(t.bytes(self.estimator.columns)))
             .collect();
         let steps = order_steps(steps, &self.hash_tables, &probe_costs);
-        match self.partition_point(&steps) {
-            Some(at) => {
-                let open = OpenPipeline {
-                    table,
-                    rows,
-                    scanned,
-                    steps: Vec::new(),
-                };
-                self.finish_partitioned(open, steps, at, sink)
-            }
+        let scan = Scan {
+            table,
+            rows,
+            input: Input::Table,
+            scanned,
+        };
+        self.finish_ordered(scan, steps, 0, sink);
+    }
+
+    /// Ends a pipeline over `scan` running `steps` (ordered) into `sink`, split before the
+    /// first probe at or after `from` that partitions its rows.
+    fn finish_ordered(&mut self, scan: Scan, steps: Vec<Step>, from: usize, sink: Sink) {
+        match self.partition_point(&steps, from) {
+            Some(at) => self.finish_partitioned(scan, steps, at, sink),
             None => self.pipelines.push(Pipeline {
                 id: self.pipelines.len(),
-                table,
-                rows,
-                input: Input::Table,
-                scanned,
+                table: scan.table,
+                rows: scan.rows,
+                input: scan.input,
+                scanned: scan.scanned,
                 steps,
                 sink,
             }),
         }
     }
 
-    /// The step before which a pipeline is split to partition its rows: the first probe of a
-    /// table large enough (`PartitionJoins`) that no probe of repeated keys precedes (the rows
-    /// written are at most the scanned ones).
-    fn partition_point(&self, steps: &[Step]) -> Option<usize> {
+    /// The step before which a pipeline is split to partition its rows: the first probe at or
+    /// after `from` of a table large enough (`PartitionJoins`) that no probe of repeated keys
+    /// precedes (the rows written are at most the scanned ones).
+    fn partition_point(&self, steps: &[Step], from: usize) -> Option<usize> {
         for (at, step) in steps.iter().enumerate() {
             let Step::Probe { table, .. } = step else {
                 continue;
@@ -735,7 +747,7 @@ impl Planner<'_> {
                     table.slot_bytes(self.estimator.columns) > PARTITION_TABLE_BYTES
                 }
             };
-            if large {
+            if large && at >= from {
                 return Some(at);
             }
             if table.keys == BuildKeys::Chained {
@@ -745,10 +757,11 @@ impl Planner<'_> {
         None
     }
 
-    /// Ends `open` (with `steps`, ordered) as three pipelines: two over its table running the steps
-    /// before `at`, which count and then write the rows reaching the probe at `at` by part of
-    /// its table, and one over those rows running the rest.
-    fn finish_partitioned(&mut self, open: OpenPipeline, steps: Vec<Step>, at: usize, sink: Sink) {
+    /// Ends a pipeline over `scan` running `steps` (ordered) as three or more: two running the
+    /// steps before `at`, which count and then write the rows reaching the probe at `at` by
+    /// part of its table, and the rest over those rows (split again before a later probe that
+    /// partitions).
+    fn finish_partitioned(&mut self, scan: Scan, steps: Vec<Step>, at: usize, sink: Sink) {
         let Step::Probe { table, key, .. } = &steps[at] else {
             return;
         };
@@ -821,10 +834,10 @@ impl Planner<'_> {
         for pass in [PartitionPass::Count, PartitionPass::Write] {
             self.pipelines.push(Pipeline {
                 id: self.pipelines.len(),
-                table: open.table.clone(),
-                rows: open.rows,
-                input: Input::Table,
-                scanned: open.scanned.clone(),
+                table: scan.table.clone(),
+                rows: scan.rows,
+                input: scan.input,
+                scanned: scan.scanned.clone(),
                 steps: before.clone(),
                 sink: Sink::Partition {
                     partitioning: id,
@@ -832,15 +845,13 @@ impl Planner<'_> {
                 },
             });
         }
-        self.pipelines.push(Pipeline {
-            id: self.pipelines.len(),
-            table: open.table,
-            rows: open.rows,
+        let rest = Scan {
+            table: scan.table,
+            rows: scan.rows,
             input: Input::Partitioned(id),
             scanned: columns,
-            steps: after,
-            sink,
-        });
+        };
+        self.finish_ordered(rest, after, 1, sink);
     }
 
     fn hash_layout(&self, key: &Expr, rows: u64) -> HashLayout {
