@@ -240,6 +240,13 @@ impl Analyzer<'_> {
                 .with_secondary(r.span, format!("this is `{}`", r.ty))
                 .with_hint("cast one side with `as` so both have the same type"));
             }
+            if l.ty.is_float() {
+                return Err(Diagnostic::unsupported(
+                    conjunct.span,
+                    "joining on floating-point keys is not supported",
+                )
+                .with_hint("cast both keys to an integer type with `as`"));
+            }
             if l.ty == DataType::Str && !self.same_dictionary(&l, &r) {
                 return Err(Diagnostic::unsupported(
                     conjunct.span,
