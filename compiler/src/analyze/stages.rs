@@ -240,10 +240,10 @@ impl Analyzer<'_> {
                 .with_secondary(r.span, format!("this is `{}`", r.ty))
                 .with_hint("cast one side with `as` so both have the same type"));
             }
-            if l.ty.is_float() {
+            if l.ty.is_float() || l.ty == DataType::Bool {
                 return Err(Diagnostic::unsupported(
                     conjunct.span,
-                    "joining on floating-point keys is not supported",
+                    format!("joining on `{}` keys is not supported", l.ty),
                 )
                 .with_hint("cast both keys to an integer type with `as`"));
             }
