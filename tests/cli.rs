@@ -359,22 +359,28 @@ fn stats_show_each_columns_encoding_and_bits_per_value() {
 
 #[test]
 fn an_unknown_compression_scheme_is_refused() {
-    let output = tessera(&[
+    refused_option(
+        &["--compress", "zip"],
+        "unknown compression scheme `zip` (expected none, auto, for or dfor)",
+    );
+}
+
+/// Runs Q1.1 on the CPU with `option` and checks that the command line refuses it (exit 2),
+/// saying `message`.
+fn refused_option(option: &[&str], message: &str) {
+    let mut args = vec![
         "run",
         "examples/ssb/q11.tq",
         "--data",
         data(),
         "--device",
         "cpu",
-        "--compress",
-        "zip",
-    ]);
+    ];
+    args.extend_from_slice(option);
+    let output = tessera(&args);
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("unknown compression scheme `zip` (expected none, auto, for or dfor)"),
-        "{stderr}"
-    );
+    assert!(stderr.contains(message), "{stderr}");
 }
 
 #[test]
@@ -598,21 +604,9 @@ fn a_join_partitions_its_probes_only_when_asked_or_its_table_is_large() {
             && physical.contains("scan partitioning 2, in order of its parts"),
         "{physical}"
     );
-    let output = tessera(&[
-        "run",
-        "examples/ssb/q11.tq",
-        "--data",
-        data(),
-        "--device",
-        "cpu",
-        "--partition-joins",
-        "sometimes",
-    ]);
-    let stderr = text(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("`sometimes` is not a choice; use auto, always or never"),
-        "{stderr}"
+    refused_option(
+        &["--partition-joins", "sometimes"],
+        "`sometimes` is not a choice; use auto, always or never",
     );
 }
 
