@@ -448,9 +448,18 @@ fn micro_benchmarks_run_and_report_their_floor() {
 fn rows_of_a_selection_print_as_csv() {
     let script =
         "from supplier | where s_suppkey <= 3 | select s_suppkey, s_name | sort s_suppkey\n";
-    let path = std::env::temp_dir().join(format!("tessera-rows-{}.tq", std::process::id()));
+    assert_eq!(
+        csv_on_the_cpu("rows", script, &[]),
+        "s_suppkey,s_name\n1,Supplier#000000001\n2,Supplier#000000002\n3,Supplier#000000003\n"
+    );
+}
+
+/// What `tessera run` prints as CSV for `script` over the test data on the CPU, with `args`
+/// after the rest; `label` names its temporary file.
+fn csv_on_the_cpu(label: &str, script: &str, args: &[&str]) -> String {
+    let path = std::env::temp_dir().join(format!("tessera-{label}-{}.tq", std::process::id()));
     std::fs::write(&path, script).expect("script written");
-    let output = tessera(&[
+    let mut all = vec![
         "run",
         path.to_str().expect("utf-8 path"),
         "--data",
@@ -459,13 +468,12 @@ fn rows_of_a_selection_print_as_csv() {
         "cpu",
         "--format",
         "csv",
-    ]);
+    ];
+    all.extend_from_slice(args);
+    let output = tessera(&all);
     let _ = std::fs::remove_file(&path);
     assert!(output.status.success(), "{}", text(&output.stderr));
-    assert_eq!(
-        text(&output.stdout),
-        "s_suppkey,s_name\n1,Supplier#000000001\n2,Supplier#000000002\n3,Supplier#000000003\n"
-    );
+    text(&output.stdout)
 }
 
 #[test]
@@ -616,28 +624,10 @@ fn partitioned_rows_give_the_same_result_whether_staged_by_part_or_written_direc
     // of 4 rows has fewer places than the 8 parts and writes each row straight to its part.
     let script = "from lineorder | join supplier on lo_suppkey == s_suppkey\n\
                   | group s_nation { revenue = sum(lo_revenue), n = count() } | sort s_nation\n";
-    let path = std::env::temp_dir().join(format!("tessera-partition-{}.tq", std::process::id()));
-    std::fs::write(&path, script).expect("script written");
-    let run = |args: &[&str]| {
-        let mut all = vec![
-            "run",
-            path.to_str().expect("utf-8 path"),
-            "--data",
-            data(),
-            "--device",
-            "cpu",
-            "--format",
-            "csv",
-        ];
-        all.extend_from_slice(args);
-        let output = tessera(&all);
-        assert!(output.status.success(), "{}", text(&output.stderr));
-        text(&output.stdout)
-    };
+    let run = |args: &[&str]| csv_on_the_cpu("partition", script, args);
     let plain = run(&["--partition-joins", "never"]);
     let staged = run(&["--partition-joins", "always"]);
     let direct = run(&["--partition-joins", "always", "--tile", "1x4"]);
-    let _ = std::fs::remove_file(&path);
     assert!(plain.lines().count() > 5, "{plain}");
     assert_eq!(plain, staged);
     assert_eq!(plain, direct);
