@@ -457,23 +457,9 @@ fn rows_of_a_selection_print_as_csv() {
 /// What `tessera run` prints as CSV for `script` over the test data on the CPU, with `args`
 /// after the rest; `label` names its temporary file.
 fn csv_on_the_cpu(label: &str, script: &str, args: &[&str]) -> String {
-    let path = std::env::temp_dir().join(format!("tessera-{label}-{}.tq", std::process::id()));
-    std::fs::write(&path, script).expect("script written");
-    let mut all = vec![
-        "run",
-        path.to_str().expect("utf-8 path"),
-        "--data",
-        data(),
-        "--device",
-        "cpu",
-        "--format",
-        "csv",
-    ];
+    let mut all = vec!["--device", "cpu", "--format", "csv"];
     all.extend_from_slice(args);
-    let output = tessera(&all);
-    let _ = std::fs::remove_file(&path);
-    assert!(output.status.success(), "{}", text(&output.stderr));
-    text(&output.stdout)
+    on_script("run", label, script, &all)
 }
 
 #[test]
@@ -560,10 +546,16 @@ fn a_join_on_repeated_keys_spreads_matches_over_the_block_while_the_probe_rows_c
 /// What `tessera compile` prints for `script` over the test data, with `args` after the data;
 /// `label` names its temporary file.
 fn compiled(label: &str, script: &str, args: &[&str]) -> String {
+    on_script("compile", label, script, args)
+}
+
+/// What `tessera COMMAND SCRIPT --data DATA ARGS` prints, `script` written to a temporary file
+/// named after `label`; the command must succeed.
+fn on_script(command: &str, label: &str, script: &str, args: &[&str]) -> String {
     let path = std::env::temp_dir().join(format!("tessera-{label}-{}.tq", std::process::id()));
     std::fs::write(&path, script).expect("script written");
     let mut all = vec![
-        "compile",
+        command,
         path.to_str().expect("utf-8 path"),
         "--data",
         data(),

@@ -12,7 +12,6 @@
 use std::sync::Arc;
 
 use rayon::prelude::*;
-use tessera_compiler::physical::{PartitionJoins, PARTITION_TABLE_BYTES};
 use tessera_runtime::program::ResultShape;
 use tessera_storage::compress::Compression;
 use tessera_storage::{Catalog, Column, ColumnData, Value};
@@ -557,11 +556,7 @@ fn row_bytes(shape: &ResultShape) -> u64 {
 fn probe_case(name: String, key: &str, bytes: u64, args: &MicroBenchArgs, expected: i64) -> Case {
     let slots = bytes / 8;
     let probes = args.probe_rows;
-    let partitioned = match args.partition_joins {
-        PartitionJoins::Never => false,
-        PartitionJoins::Always => true,
-        PartitionJoins::Auto => bytes > PARTITION_TABLE_BYTES,
-    };
+    let partitioned = args.partition_joins.partitions(bytes);
     Case {
         name,
         script: format!(

@@ -563,75 +563,71 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                 continue;
             }
             let info = self.query.columns.get(id);
-            if let Some(buffers) = &self.partitioned {
-                let (_, values_buffer, valid_buffer) = buffers
-                    .columns
-                    .iter()
-                    .find(|(column, _, _)| *column == id)
-                    .copied()
-                    .ok_or_else(|| {
-                        CodegenError::Invalid(format!("{} was not partitioned", info.name))
-                    })?;
-                let values = self
-                    .em
-                    .tile_array(self.em.value_type(info.ty), &info.name)?;
-                self.load_into(self.buffer(values_buffer)?, values)?;
-                let valid = match valid_buffer {
-                    Some(buffer) => {
-                        let valid = self
-                            .em
-                            .tile_array(self.em.i8().into(), &format!("{}_valid", info.name))?;
-                        self.load_into(self.buffer(buffer)?, valid)?;
-                        Some(valid)
-                    }
-                    None => None,
-                };
-                self.tiles.insert(id, ColumnTile { values, valid });
-                continue;
-            }
-            let origin = info.origin.clone().ok_or_else(|| {
-                CodegenError::Invalid(format!("scanned column {} has no origin", info.name))
-            })?;
-            let elem = self.em.value_type(info.ty);
-            let values = self.em.tile_array(elem, &info.name)?;
-            let packed = self
-                .packed
-                .iter()
-                .find(|slot| slot.table == origin.table && slot.column == origin.column);
-            match packed {
-                // A packed tile is decoded whole, however few rows are still selected.
-                Some(slot) => unpack::unpack(
-                    &self.em,
-                    &slot.packed,
-                    slot.staged.as_ref(),
-                    self.tile_start,
-                    self.num_items,
-                    values,
-                )?,
-                None => {
-                    let column = self
-                        .param(&Param::Column {
-                            table: origin.table.clone(),
-                            column: origin.column.clone(),
-                        })?
-                        .into_pointer_value();
-                    self.load_into(column, values)?;
+            let values = self
+                .em
+                .tile_array(self.em.value_type(info.ty), &info.name)?;
+            // Where the validity bytes are, when the column may be null.
+            let validity = match &self.partitioned {
+                Some(buffers) => {
+                    let (_, values_buffer, valid_buffer) = buffers
+                        .columns
+                        .iter()
+                        .find(|(column, _, _)| *column == id)
+                        .copied()
+                        .ok_or_else(|| {
+                            CodegenError::Invalid(format!("{} was not partitioned", info.name))
+                        })?;
+                    self.load_into(self.buffer(values_buffer)?, values)?;
+                    valid_buffer.map(|buffer| self.buffer(buffer)).transpose()?
                 }
-            }
-            let valid = if info.nullable {
-                let valid = self
-                    .em
-                    .tile_array(self.em.i8().into(), &format!("{}_valid", info.name))?;
-                let bytes = self
-                    .param(&Param::Validity {
-                        table: origin.table,
-                        column: origin.column,
-                    })?
-                    .into_pointer_value();
-                self.load_into(bytes, valid)?;
-                Some(valid)
-            } else {
-                None
+                None => {
+                    let origin = info.origin.clone().ok_or_else(|| {
+                        CodegenError::Invalid(format!("scanned column {} has no origin", info.name))
+                    })?;
+                    let packed = self
+                        .packed
+                        .iter()
+                        .find(|slot| slot.table == origin.table && slot.column == origin.column);
+                    match packed {
+                        // A packed tile is decoded whole, however few rows are still selected.
+                        Some(slot) => unpack::unpack(
+                            &self.em,
+                            &slot.packed,
+                            slot.staged.as_ref(),
+                            self.tile_start,
+                            self.num_items,
+                            values,
+                        )?,
+                        None => {
+                            let column = self
+                                .param(&Param::Column {
+                                    table: origin.table.clone(),
+                                    column: origin.column.clone(),
+                                })?
+                                .into_pointer_value();
+                            self.load_into(column, values)?;
+                        }
+                    }
+                    if info.nullable {
+                        let bytes = self.param(&Param::Validity {
+                            table: origin.table,
+                            column: origin.column,
+                        })?;
+                        Some(bytes.into_pointer_value())
+                    } else {
+                        None
+                    }
+                }
+            };
+            let valid = match validity {
+                Some(bytes) => {
+                    let valid = self
+                        .em
+                        .tile_array(self.em.i8().into(), &format!("{}_valid", info.name))?;
+                    self.load_into(bytes, valid)?;
+                    Some(valid)
+                }
+                None => None,
             };
             self.tiles.insert(id, ColumnTile { values, valid });
         }

@@ -95,6 +95,17 @@ pub enum PartitionJoins {
     Never,
 }
 
+impl PartitionJoins {
+    /// Whether a probe into a table whose slots take `slot_bytes` partitions its rows first.
+    pub fn partitions(self, slot_bytes: u64) -> bool {
+        match self {
+            PartitionJoins::Never => false,
+            PartitionJoins::Always => true,
+            PartitionJoins::Auto => slot_bytes > PARTITION_TABLE_BYTES,
+        }
+    }
+}
+
 /// Tables larger than this are probed after partitioning (`PartitionJoins::Auto`): most of an
 /// H100's 50 MB L2, beyond which a probe reads its slot from device memory.
 pub const PARTITION_TABLE_BYTES: u64 = 32 << 20;

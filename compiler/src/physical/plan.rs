@@ -16,7 +16,7 @@ use super::estimate::Estimator;
 use super::{
     BuildKeys, GroupLayout, HashLayout, HashTable, HostStep, Input, KeyDomain, PartitionJoins,
     PartitionPass, Partitioning, PhysicalQuery, Pipeline, Sink, Step, MAX_PARTITION_PARTS,
-    PARTITION_PART_BYTES, PARTITION_TABLE_BYTES,
+    PARTITION_PART_BYTES,
 };
 
 /// Dense group arrays up to this many slots; a hash table beyond.
@@ -740,13 +740,9 @@ impl Planner<'_> {
                 continue;
             };
             let table = &self.hash_tables[*table];
-            let large = match self.partition_joins {
-                PartitionJoins::Never => false,
-                PartitionJoins::Always => true,
-                PartitionJoins::Auto => {
-                    table.slot_bytes(self.estimator.columns) > PARTITION_TABLE_BYTES
-                }
-            };
+            let large = self
+                .partition_joins
+                .partitions(table.slot_bytes(self.estimator.columns));
             if large && at >= from {
                 return Some(at);
             }
