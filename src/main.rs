@@ -69,7 +69,8 @@ pub struct CompileArgs {
     #[arg(long, value_parser = parse_tile)]
     tile: Option<tessera_runtime::TileShape>,
     /// How the integer columns kernels read are stored on the device: plain (`none`), bit-packed
-    /// with GPU-FOR (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
+    /// at one width per column (`pack`) or as dictionary codes (`dict`), in blocks with GPU-FOR
+    /// (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
     #[arg(long, default_value = "none", value_parser = parse_compression)]
     compress: tessera_storage::compress::Compression,
     /// Whether joins into large tables first partition the rows that probe them by the part of
@@ -145,7 +146,8 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_tile)]
     tile: Option<tessera_runtime::TileShape>,
     /// How the integer columns kernels read are stored on the device: plain (`none`), bit-packed
-    /// with GPU-FOR (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
+    /// at one width per column (`pack`) or as dictionary codes (`dict`), in blocks with GPU-FOR
+    /// (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
     #[arg(long, default_value = "none", value_parser = parse_compression)]
     compress: tessera_storage::compress::Compression,
     /// Whether joins into large tables first partition the rows that probe them by the part of
@@ -166,7 +168,8 @@ pub struct TestArgs {
     #[arg(long, value_enum, default_value = "auto")]
     device: commands::session::DeviceChoice,
     /// How the integer columns kernels read are stored on the device: plain (`none`), bit-packed
-    /// with GPU-FOR (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
+    /// at one width per column (`pack`) or as dictionary codes (`dict`), in blocks with GPU-FOR
+    /// (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
     #[arg(long, default_value = "none", value_parser = parse_compression)]
     compress: tessera_storage::compress::Compression,
     /// Whether joins into large tables first partition the rows that probe them by the part of
@@ -294,7 +297,8 @@ pub struct BenchArgs {
     #[arg(long, value_parser = parse_tile)]
     tile: Option<tessera_runtime::TileShape>,
     /// How the integer columns kernels read are stored on the device: plain (`none`), bit-packed
-    /// with GPU-FOR (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
+    /// at one width per column (`pack`) or as dictionary codes (`dict`), in blocks with GPU-FOR
+    /// (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
     #[arg(long, default_value = "none", value_parser = parse_compression)]
     compress: tessera_storage::compress::Compression,
 }

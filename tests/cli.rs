@@ -317,6 +317,12 @@ fn packed_columns_are_decoded_by_the_unpack_primitive() {
         assert!(packed.contains("tessera.unpack"), "{target}");
         let plain = emit("none");
         assert!(!plain.contains("tessera.unpack"), "{target}: {plain}");
+        // Columns at one width are decoded straight from memory, staging nothing.
+        if target == "host" {
+            let fixed = emit("pack");
+            assert!(fixed.contains("tessera.unpack_fixed.pack"), "{fixed}");
+            assert!(!fixed.contains("tessera.unpack.for"), "{fixed}");
+        }
     }
 }
 
@@ -330,10 +336,19 @@ fn stats_show_each_columns_encoding_and_bits_per_value() {
         .find(|line| line.contains("lo_orderdate"))
         .unwrap_or_else(|| panic!("no lo_orderdate line: {stdout}"));
     let fields: Vec<&str> = orderdate.split_whitespace().collect();
-    assert!(["for", "dfor"].contains(&fields[4]), "{orderdate}");
+    // About 2,400 distinct dates over a range of 78,000 `yyyymmdd` values: their ranks take 12
+    // bits, where a frame of reference (`pack`, or per block of 128) takes 15 to 18.
+    assert_eq!(fields[4], "dict", "{orderdate}");
     let bits: f64 = fields[5].parse().expect("bits per value");
-    // yyyymmdd dates within a block of 128 rows span at most a few years: 15 to 18 bits.
-    assert!((14.0..19.0).contains(&bits), "{orderdate}");
+    let dictionary_bits = 2_556.0 * 32.0 / 60_175.0;
+    assert!(
+        (12.0..12.01 + dictionary_bits).contains(&bits),
+        "{orderdate}"
+    );
+    for beside in &fields[8..11] {
+        let beside: f64 = beside.parse().expect("bits per value");
+        assert!((14.0..19.0).contains(&beside), "{orderdate}");
+    }
     assert!(stdout.contains("total:"), "{stdout}");
 
     let plain = tessera(&[
@@ -361,7 +376,7 @@ fn stats_show_each_columns_encoding_and_bits_per_value() {
 fn an_unknown_compression_scheme_is_refused() {
     refused_option(
         &["--compress", "zip"],
-        "unknown compression scheme `zip` (expected none, auto, for or dfor)",
+        "unknown compression scheme `zip` (expected none, auto, pack, dict, for or dfor)",
     );
 }
 

@@ -30,11 +30,12 @@ fn conformance_files_pass_on_the_cpu() {
     conformance_on_the_cpu(&[]);
 }
 
-/// The same files with every integer column the kernels read bit-packed, GPU-FOR, GPU-DFOR, or
-/// per column the smaller: results must not change with the encoding.
+/// The same files with every integer column the kernels read bit-packed (at one width, as
+/// dictionary codes, GPU-FOR, GPU-DFOR) or per column the smallest: results must not change with
+/// the encoding.
 #[test]
 fn conformance_files_pass_on_packed_columns() {
-    for compression in ["for", "dfor", "auto"] {
+    for compression in ["pack", "dict", "for", "dfor", "auto"] {
         let stdout = conformance_on_the_cpu(&["--compress", compression]);
         assert!(
             stdout.contains("columns packed"),

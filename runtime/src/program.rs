@@ -98,6 +98,20 @@ pub enum Param {
         column: String,
         scheme: Scheme,
     },
+    /// A column packed at one width (`pack`, `dict`): its codes' bit stream, then spare zero
+    /// words. The code reads codes of `width` bits (checked when it runs).
+    FixedWords {
+        table: String,
+        column: String,
+        scheme: Scheme,
+        width: u32,
+    },
+    /// What a `pack` or `dict` column's codes decode through: its reference, or its dictionary.
+    Dictionary {
+        table: String,
+        column: String,
+        scheme: Scheme,
+    },
     Buffer(usize),
     /// The slot count of the query's grouping hash table (a power of two), chosen at run time.
     GroupCapacity,

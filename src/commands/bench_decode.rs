@@ -46,7 +46,12 @@ pub fn run(args: &DecodeBenchArgs) -> Result<(), Failure> {
     };
     let mut results = Vec::new();
     let mut bandwidth = None;
-    for compress in [Compression::None, Compression::For, Compression::Dfor] {
+    for compress in [
+        Compression::None,
+        Compression::Pack,
+        Compression::For,
+        Compression::Dfor,
+    ] {
         let shared = Arc::new(catalog.with_compression(compress));
         let options = CompileOptions {
             target,

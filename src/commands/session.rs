@@ -58,10 +58,12 @@ pub struct CompileOptions {
 }
 
 impl CompileOptions {
-    /// The tile shape asked for, or the target's default for plain or packed columns.
+    /// The tile shape asked for, or the target's default for plain columns or columns packed in
+    /// blocks.
     pub fn tile_shape(&self) -> TileShape {
         self.tile.unwrap_or_else(|| match self.compress {
-            Compression::None => self.target.default_tile(),
+            // Columns at one width are decoded item by item, with nothing staged per tile.
+            Compression::None | Compression::Pack | Compression::Dict => self.target.default_tile(),
             _ => self.target.default_packed_tile(),
         })
     }

@@ -1,6 +1,6 @@
 //! `tessera stats`: per column of a data directory, how kernels would store it: its encoding
-//! under `--compress`, bits per value, and the size next to the plain one, with the GPU-FOR and
-//! GPU-DFOR sizes beside for the integer columns.
+//! under `--compress`, bits per value, and the size next to the plain one, with the sizes in
+//! `pack`, GPU-FOR and GPU-DFOR beside for the integer columns.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -30,8 +30,18 @@ pub fn run(args: &StatsArgs) -> Result<(), Failure> {
         None => catalog.tables().map(|t| t.name.clone()).collect(),
     };
     let mut out = format!(
-        "{:<12} {:<18} {:<5} {:>12} {:<8} {:>10} {:>11} {:>8} {:>8} {:>8}\n",
-        "table", "column", "type", "rows", "stored", "bits/value", "MiB", "of plain", "for", "dfor"
+        "{:<12} {:<18} {:<5} {:>12} {:<8} {:>10} {:>11} {:>8} {:>8} {:>8} {:>8}\n",
+        "table",
+        "column",
+        "type",
+        "rows",
+        "stored",
+        "bits/value",
+        "MiB",
+        "of plain",
+        "pack",
+        "for",
+        "dfor"
     );
     let mut total_plain = 0u64;
     let mut total_stored = 0u64;
@@ -73,17 +83,19 @@ fn table_stats(
         let bits_of = |scheme: Scheme| -> Result<f64, Failure> {
             Ok(catalog.packed(table, &field.name, scheme)?.bits_per_value())
         };
-        let (scheme, stored, for_bits, dfor_bits) = if packable(field.ty) {
+        let (scheme, stored, bits_beside) = if packable(field.ty) {
             let scheme = catalog.scheme(table, &field.name)?;
             let stored = match scheme {
                 Scheme::None => plain,
                 packed => catalog.packed(table, &field.name, packed)?.bytes() as u64,
             };
-            let for_bits = format!("{:.2}", bits_of(Scheme::For)?);
-            let dfor_bits = format!("{:.2}", bits_of(Scheme::Dfor)?);
-            (scheme, stored, for_bits, dfor_bits)
+            let mut beside = Vec::with_capacity(3);
+            for scheme in [Scheme::Pack, Scheme::For, Scheme::Dfor] {
+                beside.push(format!("{:.2}", bits_of(scheme)?));
+            }
+            (scheme, stored, beside)
         } else {
-            (Scheme::None, plain, "-".into(), "-".into())
+            (Scheme::None, plain, vec!["-".to_string(); 3])
         };
         let bits = if rows == 0 {
             0.0
@@ -92,7 +104,7 @@ fn table_stats(
         };
         let _ = writeln!(
             out,
-            "{:<12} {:<18} {:<5} {:>12} {:<8} {:>10.2} {:>11.1} {:>7.0}% {:>8} {:>8}",
+            "{:<12} {:<18} {:<5} {:>12} {:<8} {:>10.2} {:>11.1} {:>7.0}% {:>8} {:>8} {:>8}",
             table,
             field.name,
             field.ty.name(),
@@ -101,8 +113,9 @@ fn table_stats(
             bits,
             mib(stored),
             percent(stored, plain),
-            for_bits,
-            dfor_bits
+            bits_beside[0],
+            bits_beside[1],
+            bits_beside[2]
         );
         plain_total += plain;
         stored_total += stored;

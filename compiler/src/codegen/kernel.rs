@@ -11,6 +11,7 @@ use inkwell::IntPredicate;
 use tessera_grammar::{Diagnostic, DiagnosticKind};
 use tessera_runtime::emit::TileArray;
 use tessera_runtime::primitives::unpack::{PackedColumn, StagedColumn, TileWords};
+use tessera_runtime::primitives::unpack_fixed::{unpack_fixed, FixedColumn, Rows};
 use tessera_runtime::primitives::{load, unpack};
 use tessera_runtime::program::{Extent, Fill, KernelLaunch, Param, ResultShape};
 use tessera_runtime::{CodegenError, CodegenResult, Emitter, Target};
@@ -53,8 +54,10 @@ pub(super) struct Kernel<'k, 'ctx, 'm> {
     pub selected: f64,
     /// The loop over tiles while its body is generated.
     tile_loop: Option<TileLoop<'ctx>>,
-    /// The packed columns the kernel reads, and their tiles once staged.
+    /// The columns packed in blocks the kernel reads, and their tiles once staged.
     packed: Vec<PackedSlot<'ctx>>,
+    /// The columns packed at one width the kernel reads.
+    fixed: Vec<FixedSlot<'ctx>>,
     /// On the GPU, the buffer counting the tiles blocks have taken, when blocks take their
     /// next tile from it rather than striding over the grid.
     tile_counter: Option<usize>,
@@ -69,6 +72,13 @@ struct PackedSlot<'ctx> {
     column: String,
     packed: PackedColumn<'ctx>,
     staged: Option<StagedColumn<'ctx>>,
+}
+
+/// A column packed at one width: `table.column` as the kernel receives it.
+struct FixedSlot<'ctx> {
+    table: String,
+    column: String,
+    fixed: FixedColumn<'ctx>,
 }
 
 /// A block's loop over its tiles: on the GPU the grid strides over all tiles (a persistent
@@ -180,27 +190,26 @@ fn collect_params(
         let info = columns.get(id);
         if let Some(origin) = &info.origin {
             let (table, column) = (origin.table.clone(), origin.column.clone());
-            // Tiles that cannot read packed columns (not whole 128-value blocks) read them plain.
-            let mut scheme = if unpack::fits(qc.target, qc.tile) {
-                qc.catalog.scheme(&table, &column).map_err(|e| {
-                    Diagnostic::new(DiagnosticKind::Data, qc.query.span, e.to_string())
-                })?
-            } else {
-                Scheme::None
+            let data_error = |e: tessera_storage::StorageError| {
+                Diagnostic::new(DiagnosticKind::Data, qc.query.span, e.to_string())
             };
-            // On the GPU every packed column takes its own shared memory: room for a tile of
-            // its widest blocks. Which columns are packed is decided as if each took room for
-            // 32-bit values: past that budget, columns are read plain, and packing every
-            // column of SSB's fact kernels was slower (geomean 1.045 against 0.937 ms on the
-            // H100, docs/PERFORMANCE.md). The host decodes from the column itself.
+            let mut scheme = qc.catalog.scheme(&table, &column).map_err(data_error)?;
+            // Tiles that cannot read blocks (not whole 128-value blocks) read them plain.
+            if scheme.has_blocks() && !unpack::fits(qc.target, qc.tile) {
+                scheme = Scheme::None;
+            }
+            // On the GPU every column packed in blocks takes its own shared memory: room for a
+            // tile of its widest blocks. Which columns are packed is decided as if each took
+            // room for 32-bit values: past that budget, columns are read plain, and packing
+            // every column of SSB's fact kernels was slower (geomean 1.045 against 0.937 ms on
+            // the H100, docs/PERFORMANCE.md). The host decodes from the column itself, and
+            // columns at one width are decoded straight from memory everywhere.
             let mut block_words = unpack::MAX_BLOCK_WORDS;
-            if scheme != Scheme::None && qc.target.is_gpu() {
+            if scheme.has_blocks() && qc.target.is_gpu() {
                 block_words = qc
                     .catalog
                     .packed(&table, &column, scheme)
-                    .map_err(|e| {
-                        Diagnostic::new(DiagnosticKind::Data, qc.query.span, e.to_string())
-                    })?
+                    .map_err(data_error)?
                     .widest_block();
                 let bytes = unpack::shared_bytes(qc.tile, scheme, unpack::MAX_BLOCK_WORDS);
                 let counted = packed.contains(&(table.as_str(), column.as_str()));
@@ -213,6 +222,23 @@ fn collect_params(
             }
             if scheme == Scheme::None {
                 push(Param::Column { table, column });
+            } else if scheme.is_fixed_width() {
+                let width = qc
+                    .catalog
+                    .packed(&table, &column, scheme)
+                    .map_err(data_error)?
+                    .width;
+                push(Param::FixedWords {
+                    table: table.clone(),
+                    column: column.clone(),
+                    scheme,
+                    width,
+                });
+                push(Param::Dictionary {
+                    table,
+                    column,
+                    scheme,
+                });
             } else {
                 push(Param::PackedWords {
                     table: table.clone(),
@@ -290,12 +316,47 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                     | Param::Validity { .. }
                     | Param::PackedWords { .. }
                     | Param::BlockStarts { .. }
+                    | Param::FixedWords { .. }
+                    | Param::Dictionary { .. }
                     | Param::Buffer(_)
             )
         };
         let pointers: Vec<bool> = params.iter().map(is_pointer).collect();
         let (em, values) = Emitter::new_kernel(context, module, target, tile, name, &pointers)?;
         let flags = em.tile_array(em.i8().into(), "flags")?;
+        let mut fixed = Vec::new();
+        for (param, words) in params.iter().zip(&values) {
+            let Param::FixedWords {
+                table,
+                column,
+                scheme,
+                width,
+            } = param
+            else {
+                continue;
+            };
+            let dictionary = Param::Dictionary {
+                table: table.clone(),
+                column: column.clone(),
+                scheme: *scheme,
+            };
+            let dictionary = params
+                .iter()
+                .position(|p| *p == dictionary)
+                .ok_or_else(|| {
+                    CodegenError::Invalid(format!("{table}.{column} has no dictionary"))
+                })?;
+            fixed.push(FixedSlot {
+                table: table.clone(),
+                column: column.clone(),
+                fixed: FixedColumn {
+                    scheme: *scheme,
+                    width: *width,
+                    words: words.into_pointer_value(),
+                    dictionary: values[dictionary].into_pointer_value(),
+                },
+            });
+        }
         let mut packed = Vec::new();
         for (param, words) in params.iter().zip(&values) {
             let Param::PackedWords {
@@ -340,6 +401,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             selected: 1.0,
             tile_loop: None,
             packed,
+            fixed,
             tile_counter: None,
             partitioned: None,
         })
@@ -588,9 +650,14 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                         .packed
                         .iter()
                         .find(|slot| slot.table == origin.table && slot.column == origin.column);
-                    match packed {
-                        // A packed tile is decoded whole, however few rows are still selected.
-                        Some(slot) => unpack::unpack(
+                    let fixed = self
+                        .fixed
+                        .iter()
+                        .find(|slot| slot.table == origin.table && slot.column == origin.column);
+                    match (packed, fixed) {
+                        // A tile packed in blocks is decoded whole, however few rows are still
+                        // selected.
+                        (Some(slot), _) => unpack::unpack(
                             &self.em,
                             &slot.packed,
                             slot.staged.as_ref(),
@@ -598,7 +665,15 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                             self.num_items,
                             values,
                         )?,
-                        None => {
+                        (None, Some(slot)) => {
+                            let rows = if self.selected < LOAD_SEL_BELOW {
+                                Rows::Selected(self.flags)
+                            } else {
+                                Rows::First(self.num_items)
+                            };
+                            unpack_fixed(&self.em, &slot.fixed, self.tile_start, rows, values)?;
+                        }
+                        (None, None) => {
                             let column = self
                                 .param(&Param::Column {
                                     table: origin.table.clone(),

@@ -53,6 +53,8 @@ pub enum ColumnBytes {
     PackedWords(Arc<Encoded>),
     /// A bit-packed column's block starts.
     BlockStarts(Arc<Encoded>),
+    /// A `pack` or `dict` column's reference or dictionary (one zero word when it has none).
+    Dictionary(Arc<Encoded>),
 }
 
 impl ColumnBytes {
@@ -83,6 +85,17 @@ impl ColumnBytes {
                     .flat_map(|start| start.to_le_bytes())
                     .collect(),
             ),
+            ColumnBytes::Dictionary(packed) => {
+                let mut bytes: Vec<u8> = packed
+                    .dictionary
+                    .iter()
+                    .flat_map(|value| value.to_le_bytes())
+                    .collect();
+                if bytes.is_empty() {
+                    bytes.resize(4, 0);
+                }
+                Cow::Owned(bytes)
+            }
         }
     }
 
@@ -94,6 +107,7 @@ impl ColumnBytes {
             ColumnBytes::AllValid(rows) => *rows as u64,
             ColumnBytes::PackedWords(packed) => packed.data.len() as u64 * 4,
             ColumnBytes::BlockStarts(packed) => packed.block_starts.len() as u64 * 4,
+            ColumnBytes::Dictionary(packed) => packed.dictionary.len() as u64 * 4,
         }
     }
 }
@@ -420,6 +434,37 @@ fn bind(
                 column(
                     format!("{table}.{name}.{scheme}.starts"),
                     ColumnBytes::BlockStarts(packed),
+                )?
+            }
+            Param::FixedWords {
+                table,
+                column: name,
+                scheme,
+                width,
+            } => {
+                let packed = catalog.packed(table, name, *scheme)?;
+                check_rows(table, name, packed.len, rows)?;
+                // Shifts and masks are compiled for one width.
+                if packed.width != *width {
+                    return Err(RuntimeError::Stale(format!(
+                        "`{table}.{name}` now packs {} bits a value, compiled for {width}",
+                        packed.width
+                    )));
+                }
+                column(
+                    format!("{table}.{name}.{scheme}"),
+                    ColumnBytes::PackedWords(packed),
+                )?
+            }
+            Param::Dictionary {
+                table,
+                column: name,
+                scheme,
+            } => {
+                let packed = catalog.packed(table, name, *scheme)?;
+                column(
+                    format!("{table}.{name}.{scheme}.dictionary"),
+                    ColumnBytes::Dictionary(packed),
                 )?
             }
             Param::GroupCapacity => group_capacity,

@@ -14,6 +14,7 @@ pub mod scan;
 pub mod sort;
 pub mod store;
 pub mod unpack;
+pub mod unpack_fixed;
 
 use inkwell::module::Linkage;
 use inkwell::types::FunctionType;

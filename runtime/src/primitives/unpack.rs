@@ -568,7 +568,7 @@ fn width_mask<'ctx>(p: &Emitter<'ctx, '_>, width: IntValue<'ctx>) -> CodegenResu
 }
 
 /// The 32 bits at bit `shift % 32` of the 64-bit `high:low`: one `shf` instruction on the GPU.
-fn funnel_right<'ctx>(
+pub(super) fn funnel_right<'ctx>(
     p: &Emitter<'ctx, '_>,
     low: IntValue<'ctx>,
     high: IntValue<'ctx>,
@@ -849,7 +849,7 @@ fn decode_for<'ctx>(
     Ok(p.b.build_int_add(reference, difference, "unpacked")?)
 }
 
-fn load_i32<'ctx>(
+pub(super) fn load_i32<'ctx>(
     p: &Emitter<'ctx, '_>,
     base: PointerValue<'ctx>,
     index: IntValue<'ctx>,

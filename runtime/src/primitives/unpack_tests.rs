@@ -1,11 +1,13 @@
-//! `unpack` on the host target against the storage layer's encoder: every tile of a column,
-//! the last one partial, decodes to the values encoded, and items past the end are zero.
+//! `unpack` and `unpack_fixed` on the host target against the storage layer's encoder: every
+//! tile of a column, the last one partial, decodes to the values encoded, and items past the end
+//! (or not selected) are zero.
 
 use inkwell::context::Context;
 use tessera_storage::compress::{encode, Scheme};
 
 use super::tests::{arg, call, function_for_tile, link, store_tile};
 use super::unpack::{unpack, PackedColumn, DEVICE_SPARE_WORDS};
+use super::unpack_fixed::{unpack_fixed, FixedColumn, Rows};
 use crate::tile::TileShape;
 
 const TILE: TileShape = TileShape {
@@ -13,8 +15,9 @@ const TILE: TileShape = TileShape {
     items_per_thread: 256,
 };
 
-/// Decodes `values` packed in `scheme`, tile by tile, with the generated code.
-fn unpack_on_host(values: &[i32], scheme: Scheme) -> Vec<i32> {
+/// Decodes `values` packed in `scheme`, tile by tile, with the generated code; with `every`,
+/// only the rows whose index in their tile is a multiple of it (the others must be zero).
+fn unpack_on_host(values: &[i32], scheme: Scheme, every: Option<i32>) -> Vec<i32> {
     let encoded = encode(values, scheme);
     let context = Context::create();
     let module = context.create_module("unpack");
@@ -34,19 +37,57 @@ fn unpack_on_host(values: &[i32], scheme: Scheme) -> Vec<i32> {
                 .expect("select")
                 .into_int_value();
         let count = em.b.build_int_truncate(count, em.i32(), "").expect("trunc");
-        let column = PackedColumn {
-            scheme,
-            block_words: super::unpack::MAX_BLOCK_WORDS,
-            words: arg(em, 0).into_pointer_value(),
-            block_starts: arg(em, 1).into_pointer_value(),
-        };
-        unpack(em, &column, None, start, count, out).expect("unpack");
+        if scheme.is_fixed_width() {
+            let column = FixedColumn {
+                scheme,
+                width: encoded.width,
+                words: arg(em, 0).into_pointer_value(),
+                dictionary: arg(em, 1).into_pointer_value(),
+            };
+            let rows = match every {
+                None => Rows::First(count),
+                Some(every) => {
+                    let flags = em.tile_array(em.i8().into(), "flags").expect("flags");
+                    em.for_each_item(|item| {
+                        let offset = em.item_offset(item)?;
+                        let inside =
+                            em.b.build_int_compare(inkwell::IntPredicate::SLT, offset, count, "")?;
+                        let rest =
+                            em.b.build_int_signed_rem(offset, em.const_i32(every.into()), "")?;
+                        let multiple = em.b.build_int_compare(
+                            inkwell::IntPredicate::EQ,
+                            rest,
+                            em.const_i32(0),
+                            "",
+                        )?;
+                        let chosen = em.b.build_and(inside, multiple, "")?;
+                        em.set(flags, item, em.flag(chosen)?)
+                    })
+                    .expect("flags");
+                    Rows::Selected(flags)
+                }
+            };
+            unpack_fixed(em, &column, start, rows, out).expect("unpack_fixed");
+        } else {
+            let column = PackedColumn {
+                scheme,
+                block_words: super::unpack::MAX_BLOCK_WORDS,
+                words: arg(em, 0).into_pointer_value(),
+                block_starts: arg(em, 1).into_pointer_value(),
+            };
+            unpack(em, &column, None, start, count, out).expect("unpack");
+        }
         store_tile(em, out, arg(em, 2).into_pointer_value());
     });
     let object = link(&module);
     let mut words = encoded.data.clone();
     words.resize(words.len() + DEVICE_SPARE_WORDS, 0);
-    let mut starts = encoded.block_starts.clone();
+    let mut starts = if scheme.is_fixed_width() {
+        encoded.dictionary.iter().map(|&v| v as u32).collect()
+    } else {
+        encoded.block_starts.clone()
+    };
+    starts.push(0);
     let items = TILE.items() as usize;
     let mut decoded = Vec::with_capacity(values.len());
     for tile_start in (0..values.len()).step_by(items) {
@@ -64,6 +105,13 @@ fn unpack_on_host(values: &[i32], scheme: Scheme) -> Vec<i32> {
             out[count..].iter().all(|&v| v == 0),
             "{scheme}: items past the end of the column are not zero"
         );
+        if let Some(every) = every {
+            for (i, &v) in out[..count].iter().enumerate() {
+                if i % every as usize != 0 {
+                    assert_eq!(v, 0, "{scheme}: item {i} was not selected");
+                }
+            }
+        }
         decoded.extend_from_slice(&out[..count]);
     }
     decoded
@@ -81,8 +129,43 @@ fn words(seed: u64, len: usize) -> impl Iterator<Item = u32> {
 }
 
 fn check(name: &str, values: &[i32]) {
-    for scheme in [Scheme::For, Scheme::Dfor] {
-        assert_eq!(unpack_on_host(values, scheme), values, "{name} in {scheme}");
+    for scheme in [Scheme::For, Scheme::Dfor, Scheme::Pack, Scheme::Dict] {
+        assert_eq!(
+            unpack_on_host(values, scheme, None),
+            values,
+            "{name} in {scheme}"
+        );
+    }
+    for scheme in [Scheme::Pack, Scheme::Dict] {
+        let selected = unpack_on_host(values, scheme, Some(3));
+        for (i, (&got, &want)) in selected.iter().zip(values).enumerate() {
+            if i % TILE.items() as usize % 3 == 0 {
+                assert_eq!(got, want, "{name} in {scheme}, selected row {i}");
+            }
+        }
+    }
+}
+
+#[test]
+fn unpacks_every_fixed_width() {
+    for width in 0..=32u32 {
+        let values: Vec<i32> = words(u64::from(width) + 5, 600)
+            .map(|w| {
+                let code = if width == 32 {
+                    w
+                } else {
+                    w & ((1u32 << width) - 1)
+                };
+                code.wrapping_add(12_345) as i32
+            })
+            .collect();
+        let encoded = encode(&values, Scheme::Pack);
+        assert!(encoded.width <= width);
+        assert_eq!(
+            unpack_on_host(&values, Scheme::Pack, None),
+            values,
+            "{width} bits"
+        );
     }
 }
 

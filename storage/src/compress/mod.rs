@@ -1,12 +1,13 @@
-//! Bit-packed integer columns in the GPU-FOR and GPU-DFOR formats of Shanbhag's thesis
-//! ("Interactive analytics on GPUs", chapter 5): the CPU encoder, the choice between the
-//! schemes, and a CPU reference decoder that a GPU decoder must agree with word for word.
+//! Bit-packed integer columns: the GPU-FOR and GPU-DFOR formats of Shanbhag's thesis
+//! ("Interactive analytics on GPUs", chapter 5) and two whole-column formats at one bit width
+//! (`pack`, `dict`); the CPU encoders, the choice between the schemes, and a CPU reference
+//! decoder that a GPU decoder must agree with word for word.
 //!
 //! # Layout
 //!
 //! An [`Encoded`] column holds `len` values of type `i32` in `data`, a vector of 32-bit words.
 //! With [`Scheme::None`], `data[i]` is value `i` (its `i32` bits) and `block_starts` is empty.
-//! Otherwise the values are cut into blocks of [`BLOCK_LEN`] = 128 (the last block holds
+//! With `for` and `dfor` the values are cut into blocks of [`BLOCK_LEN`] = 128 (the last block holds
 //! `len % 128` real values when that is not zero) and block `b` occupies the words
 //! `data[block_starts[b] .. block_starts[b + 1]]`. `block_starts` has `ceil(len / 128) + 1`
 //! entries: it starts at 0, the blocks follow each other without gaps, and its final entry is
@@ -45,8 +46,23 @@
 //! Those words belong to the next miniblock or block, except after the last block, so a device
 //! copy of `data` wants two spare words at its end (or the decoder skips loads for width 0 and
 //! the second load when the value does not straddle).
+//!
+//! A `pack` or `dict` column has no blocks (`block_starts` is empty): every value's code takes
+//! the column's one `width` (0 to 32) and the codes form one bit stream, code `i` at stream bits
+//! `i*width .. (i+1)*width` as in a miniblock, in `ceil(len * width / 32)` words. With `pack`,
+//! `dictionary` holds one entry, the column's minimum `r`, and code `d` decodes to
+//! `(r as u32).wrapping_add(d) as i32`; with `dict`, `dictionary` holds the column's distinct
+//! values in ascending order and code `d` decodes to `dictionary[d]`. A value is found from its
+//! row alone, so a decoder reads only the rows it needs, at the cost of the block headers'
+//! adaptation: on columns whose values are spread evenly over their range (most keys and
+//! measures), the headers' 0.75 bits a value buy nothing, and a dictionary narrows a column of
+//! few distinct values spread over a wide range (dates as `yyyymmdd`) more than any frame of
+//! reference can. A decoder that loads two words per value reads one word past the stream.
 
+mod fixed;
 mod pack;
+
+pub use fixed::{code_at, AUTO_DICTIONARY_ENTRIES};
 #[cfg(test)]
 mod tests;
 
@@ -73,13 +89,26 @@ pub enum Scheme {
     For,
     /// GPU-DFOR: deltas within each block of 128, then GPU-FOR.
     Dfor,
+    /// Every value's difference from the column's minimum, in one width for the whole column.
+    Pack,
+    /// Every value's rank among the column's distinct values, in one width for the whole column.
+    Dict,
 }
 
 impl Scheme {
-    /// Reads `none`, `for` or `dfor`, in any case.
+    /// Every scheme, in the order `auto` prefers them on a tie (the simpler decodes faster).
+    pub const ALL: [Scheme; 5] = [
+        Scheme::None,
+        Scheme::Pack,
+        Scheme::Dict,
+        Scheme::For,
+        Scheme::Dfor,
+    ];
+
+    /// Reads `none`, `for`, `dfor`, `pack` or `dict`, in any case.
     pub fn parse(text: &str) -> Result<Scheme, CompressError> {
         let text = text.trim();
-        [Scheme::None, Scheme::For, Scheme::Dfor]
+        Scheme::ALL
             .into_iter()
             .find(|scheme| scheme.name().eq_ignore_ascii_case(text))
             .ok_or_else(|| CompressError::UnknownScheme(text.to_string()))
@@ -90,7 +119,20 @@ impl Scheme {
             Scheme::None => "none",
             Scheme::For => "for",
             Scheme::Dfor => "dfor",
+            Scheme::Pack => "pack",
+            Scheme::Dict => "dict",
         }
+    }
+
+    /// Whether the scheme packs values in blocks of 128 with their own headers (GPU-FOR and
+    /// GPU-DFOR), which a decoder finds through the block starts.
+    pub fn has_blocks(self) -> bool {
+        matches!(self, Scheme::For | Scheme::Dfor)
+    }
+
+    /// Whether the scheme packs the whole column at one width (`pack`, `dict`).
+    pub fn is_fixed_width(self) -> bool {
+        matches!(self, Scheme::Pack | Scheme::Dict)
     }
 }
 
@@ -115,14 +157,16 @@ pub enum Compression {
     /// Plain 4-byte values.
     #[default]
     None,
-    /// Per column, the smallest of none, FOR and DFOR.
+    /// Per column, the smallest of none, pack, dict, FOR and DFOR.
     Auto,
     For,
     Dfor,
+    Pack,
+    Dict,
 }
 
 impl Compression {
-    /// Reads `none`, `auto`, `for` or `dfor`, in any case.
+    /// Reads `none`, `auto`, `for`, `dfor`, `pack` or `dict`, in any case.
     pub fn parse(text: &str) -> Result<Compression, CompressError> {
         if text.trim().eq_ignore_ascii_case("auto") {
             return Ok(Compression::Auto);
@@ -131,6 +175,8 @@ impl Compression {
             Scheme::None => Compression::None,
             Scheme::For => Compression::For,
             Scheme::Dfor => Compression::Dfor,
+            Scheme::Pack => Compression::Pack,
+            Scheme::Dict => Compression::Dict,
         })
     }
 
@@ -141,6 +187,8 @@ impl Compression {
             Compression::Auto => None,
             Compression::For => Some(Scheme::For),
             Compression::Dfor => Some(Scheme::Dfor),
+            Compression::Pack => Some(Scheme::Pack),
+            Compression::Dict => Some(Scheme::Dict),
         }
     }
 
@@ -169,7 +217,7 @@ impl FromStr for Compression {
 /// Why an encoding could not be made or an [`Encoded`] column could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CompressError {
-    #[error("unknown compression scheme `{0}` (expected none, auto, for or dfor)")]
+    #[error("unknown compression scheme `{0}` (expected none, auto, pack, dict, for or dfor)")]
     UnknownScheme(String),
     #[error("{words} words of {scheme} data do not fit the 32-bit block starts")]
     TooLarge { scheme: Scheme, words: usize },
@@ -207,6 +255,16 @@ pub enum CompressError {
         miniblock: usize,
         width: u32,
     },
+    #[error("{scheme} column has a bit width of {width}, over 32")]
+    Width { scheme: Scheme, width: u32 },
+    #[error("{scheme} column has a dictionary of {entries} values")]
+    Dictionary { scheme: Scheme, entries: usize },
+    #[error("row {row} has code {code}, the dictionary holds {entries} values")]
+    NoSuchEntry {
+        row: usize,
+        code: u32,
+        entries: usize,
+    },
     #[error("block {block} has {found} words, its header says {expected}")]
     BlockSize {
         block: usize,
@@ -221,15 +279,22 @@ pub struct Encoded {
     pub scheme: Scheme,
     /// Number of values, padding excluded.
     pub len: usize,
-    /// Where each block begins in `data`, in words, then `data.len()`; empty for [`Scheme::None`].
+    /// Where each block begins in `data`, in words, then `data.len()`; empty unless the scheme
+    /// [has blocks](Scheme::has_blocks).
     pub block_starts: Vec<u32>,
     pub data: Vec<u32>,
+    /// `pack` and `dict`: the bits every code takes; 0 for the others.
+    pub width: u32,
+    /// `pack`: the reference, alone; `dict`: the distinct values codes index; empty for the
+    /// others.
+    pub dictionary: Vec<i32>,
 }
 
 impl Encoded {
-    /// Storage size: the data and the block starts.
+    /// Storage size: the data, the block starts and the dictionary.
     pub fn bytes(&self) -> usize {
-        (self.data.len() + self.block_starts.len()) * std::mem::size_of::<u32>()
+        (self.data.len() + self.block_starts.len() + self.dictionary.len())
+            * std::mem::size_of::<u32>()
     }
 
     /// Storage size per value, in bits; 0 for an empty column.
@@ -273,13 +338,20 @@ pub fn encode(values: &[i32], scheme: Scheme) -> Encoded {
 /// Encodes `values` in `scheme`, the blocks in parallel; fails only with
 /// [`CompressError::TooLarge`].
 pub fn try_encode(values: &[i32], scheme: Scheme) -> Result<Encoded, CompressError> {
-    if scheme == Scheme::None {
-        return Ok(Encoded {
-            scheme,
-            len: values.len(),
-            block_starts: Vec::new(),
-            data: values.iter().map(|&v| v as u32).collect(),
-        });
+    match scheme {
+        Scheme::None => {
+            return Ok(Encoded {
+                scheme,
+                len: values.len(),
+                block_starts: Vec::new(),
+                data: values.iter().map(|&v| v as u32).collect(),
+                width: 0,
+                dictionary: Vec::new(),
+            })
+        }
+        Scheme::Pack => return Ok(fixed::encode_pack(values)),
+        Scheme::Dict => return Ok(fixed::encode_dict(values)),
+        Scheme::For | Scheme::Dfor => {}
     }
     // Block sizes are known only once a block is packed, so each block gets its own vector and
     // the offsets are a prefix sum over their lengths afterwards.
@@ -306,25 +378,36 @@ pub fn try_encode(values: &[i32], scheme: Scheme) -> Result<Encoded, CompressErr
         len: values.len(),
         block_starts,
         data,
+        width: 0,
+        dictionary: Vec::new(),
     })
 }
 
-/// The smallest of the three encodings of `values`; on a tie, `None` before `For` before `Dfor`
-/// (the simpler one decodes faster).
+/// The smallest encoding of `values`; on a tie, the first in [`Scheme::ALL`]. A dictionary is
+/// considered only when it holds at most [`fixed::AUTO_DICTIONARY_ENTRIES`] values.
 pub fn choose(values: &[i32]) -> Encoded {
-    let (for_, dfor) = rayon::join(
-        || try_encode(values, Scheme::For),
-        || try_encode(values, Scheme::Dfor),
+    let (pack, (for_, dfor)) = rayon::join(
+        || fixed::encode_pack(values),
+        || {
+            rayon::join(
+                || try_encode(values, Scheme::For),
+                || try_encode(values, Scheme::Dfor),
+            )
+        },
     );
+    let dict = fixed::small_dict(values, pack.width, fixed::AUTO_DICTIONARY_ENTRIES);
     let mut best: Option<Encoded> = None;
     let mut best_bytes = values.len() * std::mem::size_of::<u32>();
-    for candidate in [for_, dfor].into_iter().flatten() {
+    for candidate in [Some(pack), dict, for_.ok(), dfor.ok()]
+        .into_iter()
+        .flatten()
+    {
         if candidate.bytes() < best_bytes {
             best_bytes = candidate.bytes();
             best = Some(candidate);
         }
     }
-    // The plain copy is made only when it wins, so that choosing costs no third copy.
+    // The plain copy is made only when it wins, so that choosing costs no extra copy.
     best.unwrap_or_else(|| encode(values, Scheme::None))
 }
 
@@ -333,6 +416,11 @@ pub fn decode(encoded: &Encoded) -> Result<Vec<i32>, CompressError> {
     check_shape(encoded)?;
     if encoded.scheme == Scheme::None {
         return Ok(encoded.data.iter().map(|&w| w as i32).collect());
+    }
+    if encoded.scheme.is_fixed_width() {
+        let mut values = vec![0; encoded.len];
+        fixed::decode_range(encoded, 0, &mut values)?;
+        return Ok(values);
     }
     if let (Some(&first), Some(&last)) = (encoded.block_starts.first(), encoded.block_starts.last())
     {
@@ -399,6 +487,7 @@ fn check_shape(encoded: &Encoded) -> Result<(), CompressError> {
             (0, encoded.block_starts.len())
         }
         Scheme::For | Scheme::Dfor => (encoded.blocks() + 1, encoded.block_starts.len()),
+        Scheme::Pack | Scheme::Dict => return fixed::check(encoded),
     };
     if expected != found {
         return Err(CompressError::BlockCount {
@@ -426,6 +515,12 @@ fn decode_checked_block(
             *v = w as i32;
         }
         return Ok(());
+    }
+    if encoded.scheme.is_fixed_width() {
+        let start = block * BLOCK_LEN;
+        let count = encoded.len.saturating_sub(start).min(BLOCK_LEN);
+        out.fill(0);
+        return fixed::decode_range(encoded, start, &mut out[..count]);
     }
     let (start, end) = match (
         encoded.block_starts.get(block),

@@ -60,7 +60,7 @@ impl Frame {
 }
 
 /// Appends the `width` words of one miniblock's bit stream.
-fn pack_miniblock(diffs: &[u32], width: u32, out: &mut Vec<u32>) {
+pub(super) fn pack_miniblock(diffs: &[u32], width: u32, out: &mut Vec<u32>) {
     if width == 0 {
         return;
     }

@@ -32,14 +32,31 @@ fn random(len: usize, seed: u64) -> Vec<i32> {
 
 /// Encodes in every scheme and checks the structure, `decode` and `decode_block` against `values`.
 fn round_trip(values: &[i32]) {
-    for scheme in [Scheme::None, Scheme::For, Scheme::Dfor] {
+    for scheme in Scheme::ALL {
         let encoded = encode(values, scheme);
         let context = format!("{scheme}, {} values", values.len());
         assert_eq!(encoded.scheme, scheme, "{context}");
         assert_eq!(encoded.len, values.len(), "{context}");
-        if scheme == Scheme::None {
+        if !scheme.has_blocks() {
             assert!(encoded.block_starts.is_empty(), "{context}");
-        } else {
+        }
+        if scheme.is_fixed_width() {
+            assert!(encoded.width <= 32, "{context}");
+            assert_eq!(
+                encoded.data.len(),
+                (values.len() * encoded.width as usize).div_ceil(32),
+                "{context}"
+            );
+            for (i, &v) in values.iter().enumerate().step_by(97) {
+                let code = code_at(&encoded.data, encoded.width, i);
+                let decoded = match scheme {
+                    Scheme::Pack => (encoded.dictionary[0] as u32).wrapping_add(code) as i32,
+                    _ => encoded.dictionary[code as usize],
+                };
+                assert_eq!(decoded, v, "{context}, value {i}");
+            }
+        }
+        if scheme.has_blocks() {
             assert_eq!(
                 encoded.block_starts.len(),
                 encoded.blocks() + 1,
@@ -243,8 +260,72 @@ fn sixteen_bit_values_take_about_seventeen_bits_with_for() {
     );
     // 16 bits of payload and 3 words of overhead per 128 values.
     assert!(for_.bits_per_value() <= 17.0, "{}", for_.bits_per_value());
-    assert_eq!(choose(&values).scheme, Scheme::For);
     assert_eq!(decode(&for_).unwrap(), values);
+    // Spread evenly over their range, they gain nothing from the headers: one width for the
+    // column is smaller.
+    let pack = encode(&values, Scheme::Pack);
+    assert_eq!(pack.width, 16);
+    assert_eq!(pack.bytes(), (1_000_000 * 16 / 32 + 1) * 4);
+    assert_eq!(choose(&values).scheme, Scheme::Pack);
+}
+
+#[test]
+fn fixed_width_layout_matches_the_module_documentation() {
+    // Differences 0..40 from the reference -3 need 6 bits; code 5 straddles words 0 and 1.
+    let values: Vec<i32> = (0..40).map(|i| i - 3).collect();
+    let pack = encode(&values, Scheme::Pack);
+    assert_eq!((pack.width, pack.dictionary.clone()), (6, vec![-3]));
+    assert_eq!(pack.data.len(), (40 * 6usize).div_ceil(32));
+    assert_eq!(pack.data[0], (0..6u32).fold(0, |w, i| w | i << (6 * i)));
+    assert_eq!(pack.data[1] & 0b1111, 5 >> 2);
+    assert!(pack.block_starts.is_empty());
+
+    // Three distinct values far apart: their ranks take two bits.
+    let values = [19_981_231, 19_920_101, 19_950_615, 19_920_101, 19_981_231];
+    let dict = encode(&values, Scheme::Dict);
+    assert_eq!(dict.dictionary, vec![19_920_101, 19_950_615, 19_981_231]);
+    assert_eq!(dict.width, 2);
+    assert_eq!(dict.data, vec![2 | 0 << 2 | 1 << 4 | 0 << 6 | 2 << 8]);
+    assert_eq!(decode(&dict).unwrap(), values);
+
+    // One value: width 0, no words at all.
+    let equal = encode(&[7; 300], Scheme::Pack);
+    assert_eq!((equal.width, equal.data.len(), equal.bytes()), (0, 0, 4));
+    assert_eq!(decode(&equal).unwrap(), vec![7; 300]);
+}
+
+#[test]
+fn dates_as_yyyymmdd_choose_a_dictionary() {
+    // Seven years of 28-day months in `yyyymmdd`: 2,352 values over a range of 61,000.
+    let days: Vec<i32> = (1992..1999)
+        .flat_map(|year| {
+            (1..=12)
+                .flat_map(move |month| (1..=28).map(move |day| year * 10_000 + month * 100 + day))
+        })
+        .collect();
+    let mut rng = XorShift(1998);
+    let values: Vec<i32> = (0..200_000)
+        .map(|_| days[rng.below(days.len() as u32) as usize])
+        .collect();
+    let chosen = choose(&values);
+    assert_eq!(chosen.scheme, Scheme::Dict);
+    assert_eq!(chosen.width, 12, "{} distinct values", days.len());
+    assert_eq!(encode(&values, Scheme::Pack).width, 16);
+    assert_eq!(decode(&chosen).unwrap(), values);
+}
+
+#[test]
+fn auto_takes_no_dictionary_of_more_than_its_limit() {
+    // Every other value of a range: a dictionary would save a bit but hold too many entries.
+    let values: Vec<i32> = (0..(AUTO_DICTIONARY_ENTRIES as i32 + 10) * 2)
+        .step_by(2)
+        .rev()
+        .collect();
+    let chosen = choose(&values);
+    assert_ne!(chosen.scheme, Scheme::Dict);
+    let dict = encode(&values, Scheme::Dict);
+    assert_eq!(dict.dictionary.len(), AUTO_DICTIONARY_ENTRIES + 10);
+    assert_eq!(decode(&dict).unwrap(), values);
 }
 
 #[test]
@@ -336,6 +417,39 @@ fn corrupt_columns_are_errors_not_panics() {
     none.block_starts.push(0);
     assert!(decode(&none).is_err());
 
+    for scheme in [Scheme::Pack, Scheme::Dict] {
+        let good = encode(&values, scheme);
+        let mut corrupt: Vec<(&str, Encoded)> = Vec::new();
+        let mut e = good.clone();
+        e.width = 33;
+        corrupt.push(("width over 32", e));
+        let mut e = good.clone();
+        e.data.pop();
+        corrupt.push(("truncated data", e));
+        let mut e = good.clone();
+        e.data.push(0);
+        corrupt.push(("trailing data", e));
+        let mut e = good.clone();
+        e.dictionary.clear();
+        corrupt.push(("no dictionary", e));
+        let mut e = good.clone();
+        e.block_starts = vec![0, 1];
+        corrupt.push(("block starts", e));
+        if scheme == Scheme::Dict {
+            let mut e = good.clone();
+            e.dictionary.truncate(10);
+            corrupt.push(("codes past the dictionary", e));
+        }
+        for (what, encoded) in &corrupt {
+            let result = decode(encoded);
+            assert!(result.is_err(), "{scheme}, {what}: decoded to {result:?}");
+            let mut block = [0; BLOCK_LEN];
+            for b in 0..encoded.blocks() + 2 {
+                let _ = decode_block(encoded, b, &mut block);
+            }
+        }
+    }
+
     let good = encode(&values, Scheme::For);
     let mut block = [0; BLOCK_LEN];
     assert_eq!(
@@ -359,7 +473,7 @@ fn none_blocks_decode_with_zero_padding() {
 
 #[test]
 fn schemes_parse_and_display() {
-    for scheme in [Scheme::None, Scheme::For, Scheme::Dfor] {
+    for scheme in Scheme::ALL {
         assert_eq!(scheme.to_string().parse::<Scheme>(), Ok(scheme));
         assert_eq!(
             Scheme::parse(&scheme.to_string().to_uppercase()),
@@ -368,6 +482,8 @@ fn schemes_parse_and_display() {
     }
     assert_eq!(Scheme::For.to_string(), "for");
     assert_eq!(Scheme::Dfor.to_string(), "dfor");
+    assert_eq!(Scheme::Pack.to_string(), "pack");
+    assert_eq!(Scheme::Dict.to_string(), "dict");
     assert_eq!(
         "rle".parse::<Scheme>(),
         Err(CompressError::UnknownScheme("rle".to_string()))
