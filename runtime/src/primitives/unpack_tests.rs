@@ -139,7 +139,7 @@ fn check(name: &str, values: &[i32]) {
     for scheme in [Scheme::Pack, Scheme::Dict] {
         let selected = unpack_on_host(values, scheme, Some(3));
         for (i, (&got, &want)) in selected.iter().zip(values).enumerate() {
-            if i % TILE.items() as usize % 3 == 0 {
+            if (i % TILE.items() as usize).is_multiple_of(3) {
                 assert_eq!(got, want, "{name} in {scheme}, selected row {i}");
             }
         }

@@ -285,7 +285,8 @@ fn fixed_width_layout_matches_the_module_documentation() {
     let dict = encode(&values, Scheme::Dict);
     assert_eq!(dict.dictionary, vec![19_920_101, 19_950_615, 19_981_231]);
     assert_eq!(dict.width, 2);
-    assert_eq!(dict.data, vec![2 | 0 << 2 | 1 << 4 | 0 << 6 | 2 << 8]);
+    // Codes 2, 0, 1, 0, 2 at two bits each.
+    assert_eq!(dict.data, vec![0b10_00_01_00_10]);
     assert_eq!(decode(&dict).unwrap(), values);
 
     // One value: width 0, no words at all.
