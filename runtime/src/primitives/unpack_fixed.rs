@@ -6,8 +6,17 @@
 //! its row alone: the one or two words that hold its code, a funnel shift, a mask, then the
 //! reference added (`pack`) or the dictionary entry looked up (`dict`). The items of a warp are
 //! consecutive rows, so their words are consecutive too and the loads coalesce as a plain
-//! column's do, over `width / 32` of the bytes. Nothing is staged and no thread waits for
-//! another, so the same code runs on the host, and only selected rows need be decoded.
+//! column's do, over `width / 32` of the bytes. On the GPU a thread's items are `threads` rows
+//! apart, a whole number of words when `threads * width` is a multiple of 32, so its code starts
+//! at the same bit of every item's first word, and the words are constant offsets from one
+//! address. Nothing is staged and no thread waits for another, so the same code runs on the
+//! host, and only selected rows need be decoded.
+//!
+//! Tried on the H100 and not kept: lane `i` of a warp loading word `i` of the warp's `width`
+//! words (one coalesced request) and each lane taking its two words by shuffles, a warp of
+//! rejected rows loading nothing. Decode-and-sum took 0.517 ms against 0.491, packed SSB 0.692
+//! against 0.632 (`docs/runs/2026-11-23-h100-fixed-width.txt`): the two shuffles cost more than
+//! the second load, which the first one's sector serves.
 
 use inkwell::values::{IntValue, PointerValue};
 use inkwell::IntPredicate;
@@ -90,13 +99,7 @@ pub fn unpack_fixed<'ctx>(
             Scheme::Pack => Some(load_i32(p, dictionary, p.const_i64(0))?),
             _ => None,
         };
-        let decoder = Decoder {
-            words,
-            dictionary,
-            reference,
-            width,
-            start,
-        };
+        let decoder = Decoder::new(p, words, dictionary, reference, width, start)?;
         match rows {
             Rows::First(_) => {
                 let count = param_int(p, 3)?;
@@ -111,16 +114,10 @@ pub fn unpack_fixed<'ctx>(
                 let done = p.ctx.append_basic_block(p.function, "done");
                 p.b.build_conditional_branch(full, full_block, partial_block)?;
                 p.b.position_at_end(full_block);
-                p.for_each_item(|item| p.set(out, item, decoder.value(p, item)?))?;
+                decoder.decode(p, out, Take::All)?;
                 p.b.build_unconditional_branch(done)?;
                 p.b.position_at_end(partial_block);
-                p.for_each_item(|item| {
-                    let offset = p.item_offset(item)?;
-                    let inside =
-                        p.b.build_int_compare(IntPredicate::SLT, offset, count, "")?;
-                    p.set(out, item, out.elem.const_zero())?;
-                    p.if_then(inside, || p.set(out, item, decoder.value(p, item)?))
-                })?;
+                decoder.decode(p, out, Take::Inside(count))?;
                 p.b.build_unconditional_branch(done)?;
                 p.b.position_at_end(done);
             }
@@ -129,11 +126,7 @@ pub fn unpack_fixed<'ctx>(
                     ptr: param_ptr(p, 3)?,
                     ..flags
                 };
-                p.for_each_item(|item| {
-                    let selected = p.truth(p.get(flags, item)?.into_int_value())?;
-                    p.set(out, item, out.elem.const_zero())?;
-                    p.if_then(selected, || p.set(out, item, decoder.value(p, item)?))
-                })?;
+                decoder.decode(p, out, Take::Flags(flags))?;
             }
         }
         p.b.build_return(None)?;
@@ -153,6 +146,36 @@ pub fn unpack_fixed<'ctx>(
     Ok(())
 }
 
+/// Which items a decoder writes (the others are zero).
+#[derive(Clone, Copy)]
+enum Take<'ctx> {
+    All,
+    /// The first `count`.
+    Inside(IntValue<'ctx>),
+    /// Those whose flag is set.
+    Flags(TileArray<'ctx>),
+}
+
+impl<'ctx> Take<'ctx> {
+    /// Whether this thread's `item` is taken; `None` when every item is.
+    fn item(
+        self,
+        p: &Emitter<'ctx, '_>,
+        item: Item<'ctx>,
+    ) -> CodegenResult<Option<IntValue<'ctx>>> {
+        Ok(match self {
+            Take::All => None,
+            Take::Inside(count) => Some(p.b.build_int_compare(
+                IntPredicate::SLT,
+                p.item_offset(item)?,
+                count,
+                "inside",
+            )?),
+            Take::Flags(flags) => Some(p.truth(p.get(flags, item)?.into_int_value())?),
+        })
+    }
+}
+
 /// What decoding an item needs inside the primitive.
 struct Decoder<'ctx> {
     words: PointerValue<'ctx>,
@@ -161,35 +184,137 @@ struct Decoder<'ctx> {
     reference: Option<IntValue<'ctx>>,
     width: u32,
     start: IntValue<'ctx>,
+    /// On the GPU, where `threads * width` is whole words: the word holding the thread's first
+    /// code and the bit it starts at, the same bit for all the thread's items.
+    thread_first: Option<(PointerValue<'ctx>, IntValue<'ctx>)>,
 }
 
 impl<'ctx> Decoder<'ctx> {
-    fn value(&self, p: &Emitter<'ctx, '_>, item: Item<'ctx>) -> CodegenResult<IntValue<'ctx>> {
-        let code = self.code(p, item)?;
-        match self.reference {
-            Some(reference) => Ok(p.b.build_int_add(reference, code, "unpacked")?),
-            None => {
-                let index = p.b.build_int_z_extend(code, p.i64(), "")?;
-                load_i32(p, self.dictionary, index)
-            }
+    fn new(
+        p: &Emitter<'ctx, '_>,
+        words: PointerValue<'ctx>,
+        dictionary: PointerValue<'ctx>,
+        reference: Option<IntValue<'ctx>>,
+        width: u32,
+        start: IntValue<'ctx>,
+    ) -> CodegenResult<Decoder<'ctx>> {
+        let mut decoder = Decoder {
+            words,
+            dictionary,
+            reference,
+            width,
+            start,
+            thread_first: None,
+        };
+        if p.target.is_gpu() && width > 0 && (p.tile.threads * width).is_multiple_of(32) {
+            let tid = p.b.build_int_z_extend(p.tid()?, p.i64(), "")?;
+            let row = p.b.build_int_add(start, tid, "row")?;
+            let (word, shift) = decoder.word_and_shift(p, row)?;
+            let first = p.offset_ptr(p.i32().into(), words, word)?;
+            decoder.thread_first = Some((first, shift));
         }
+        Ok(decoder)
     }
 
-    /// The item's code: bits `row * width ..` of the stream.
-    fn code(&self, p: &Emitter<'ctx, '_>, item: Item<'ctx>) -> CodegenResult<IntValue<'ctx>> {
-        if self.width == 0 {
-            return Ok(p.const_i32(0));
+    /// Decodes the items `take` chooses into `out`, the others being zero. Every item's words
+    /// are requested before any is used, and every dictionary entry before any is stored: a
+    /// thread waits for memory once per round rather than once per item, which loads under a
+    /// branch would otherwise cost.
+    fn decode(
+        &self,
+        p: &Emitter<'ctx, '_>,
+        out: TileArray<'ctx>,
+        take: Take<'ctx>,
+    ) -> CodegenResult<()> {
+        let taken =
+            |item: Item<'ctx>, then: &dyn Fn() -> CodegenResult<()>| match take.item(p, item)? {
+                None => then(),
+                Some(condition) => p.if_then(condition, then),
+            };
+        let low = p.tile_array(p.i32().into(), "low")?;
+        let high = p.tile_array(p.i32().into(), "high")?;
+        if self.width > 0 {
+            p.for_each_item(|item| {
+                p.set(low, item, p.const_i32(0))?;
+                p.set(high, item, p.const_i32(0))?;
+                taken(item, &|| {
+                    let (word, _) = self.code_word(p, item)?;
+                    p.set(low, item, load_i32(p, word, p.const_i64(0))?)?;
+                    p.set(high, item, load_i32(p, word, p.const_i64(1))?)
+                })
+            })?;
         }
-        let offset = p.b.build_int_z_extend(p.item_offset(item)?, p.i64(), "")?;
-        let row = p.b.build_int_add(self.start, offset, "row")?;
+        p.for_each_item(|item| {
+            let code = self.code(p, item, low, high)?;
+            match self.reference {
+                Some(reference) => {
+                    let value = p.b.build_int_add(reference, code, "unpacked")?;
+                    let value = match take.item(p, item)? {
+                        None => value,
+                        Some(condition) => {
+                            p.b.build_select(condition, value, p.const_i32(0), "")?
+                                .into_int_value()
+                        }
+                    };
+                    p.set(out, item, value)
+                }
+                None => {
+                    p.set(out, item, out.elem.const_zero())?;
+                    taken(item, &|| {
+                        let index = p.b.build_int_z_extend(code, p.i64(), "")?;
+                        p.set(out, item, load_i32(p, self.dictionary, index)?)
+                    })
+                }
+            }
+        })
+    }
+
+    /// The word of the stream that holds the first bit of `row`'s code, and the bit.
+    fn word_and_shift(
+        &self,
+        p: &Emitter<'ctx, '_>,
+        row: IntValue<'ctx>,
+    ) -> CodegenResult<(IntValue<'ctx>, IntValue<'ctx>)> {
         let bit =
             p.b.build_int_nuw_mul(row, p.const_i64(i64::from(self.width)), "bit")?;
         let word = p.b.build_right_shift(bit, p.const_i64(5), false, "word")?;
-        let low = load_i32(p, self.words, word)?;
-        let next = p.b.build_int_add(word, p.const_i64(1), "")?;
-        let high = load_i32(p, self.words, next)?;
         let shift = p.b.build_int_truncate(bit, p.i32(), "")?;
         let shift = p.b.build_and(shift, p.const_i32(31), "shift")?;
+        Ok((word, shift))
+    }
+
+    /// The word of the stream holding the first bit of the item's code, and the bit.
+    fn code_word(
+        &self,
+        p: &Emitter<'ctx, '_>,
+        item: Item<'ctx>,
+    ) -> CodegenResult<(PointerValue<'ctx>, IntValue<'ctx>)> {
+        // Item `k` is `k * threads` rows on: `k * threads * width / 32` words on, at the same bit.
+        if let Some((first, shift)) = self.thread_first {
+            let words_apart = p.const_i32(i64::from(p.tile.threads * self.width / 32));
+            let apart = p.b.build_int_nuw_mul(item.index, words_apart, "")?;
+            return Ok((p.offset_ptr(p.i32().into(), first, apart)?, shift));
+        }
+        let offset = p.b.build_int_z_extend(p.item_offset(item)?, p.i64(), "")?;
+        let row = p.b.build_int_add(self.start, offset, "row")?;
+        let (word, shift) = self.word_and_shift(p, row)?;
+        Ok((p.offset_ptr(p.i32().into(), self.words, word)?, shift))
+    }
+
+    /// The item's code, from the two words loaded for it.
+    fn code(
+        &self,
+        p: &Emitter<'ctx, '_>,
+        item: Item<'ctx>,
+        low: TileArray<'ctx>,
+        high: TileArray<'ctx>,
+    ) -> CodegenResult<IntValue<'ctx>> {
+        if self.width == 0 {
+            return Ok(p.const_i32(0));
+        }
+        let (_, shift) = self.code_word(p, item)?;
+        let low = p.get(low, item)?.into_int_value();
+        let high = p.get(high, item)?.into_int_value();
         let bits = funnel_right(p, low, high, shift)?;
         if self.width == 32 {
             return Ok(bits);
