@@ -363,6 +363,15 @@ pub(crate) fn shfl_up<'ctx>(
     shfl(p, "llvm.nvvm.shfl.sync.up.i32", value, offset, 0)
 }
 
+/// The value of the lane `offset` above this one (its own, past the warp's last lane).
+pub(crate) fn shfl_down<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    value: IntValue<'ctx>,
+    offset: u32,
+) -> CodegenResult<IntValue<'ctx>> {
+    shfl(p, "llvm.nvvm.shfl.sync.down.i32", value, offset, 31)
+}
+
 /// `shfl_up` of a 64-bit value, as its two halves.
 fn shfl_up_i64<'ctx>(
     p: &Emitter<'ctx, '_>,

@@ -6,11 +6,14 @@
 //! its row alone: the one or two words that hold its code, a funnel shift, a mask, then the
 //! reference added (`pack`) or the dictionary entry looked up (`dict`). The items of a warp are
 //! consecutive rows, so their words are consecutive too and the loads coalesce as a plain
-//! column's do, over `width / 32` of the bytes. On the GPU a thread's items are `threads` rows
-//! apart, a whole number of words when `threads * width` is a multiple of 32, so its code starts
-//! at the same bit of every item's first word, and the words are constant offsets from one
-//! address. Nothing is staged and no thread waits for another, so the same code runs on the
-//! host, and only selected rows need be decoded.
+//! column's do, over `width / 32` of the bytes. On the GPU, decoding every item of a tile, each
+//! lane loads only the word its code starts in: when the code runs on into the next word, that
+//! word is where the next lane's code starts, and a shuffle brings it over (the warp's last code
+//! ends its words, since the warp's first row is a multiple of 32). Decoding selected rows, a
+//! lane loads its two words only when its row is taken. A thread's items are `threads` rows
+//! apart, a whole number of words, so its code starts at the same bit of every item's word, and
+//! the words are constant offsets from one address. On the host an item loads its own two
+//! words. Nothing is staged and no barrier is needed.
 //!
 //! Tried on the H100 and not kept: lane `i` of a warp loading word `i` of the warp's `width`
 //! words (one coalesced request) and each lane taking its two words by shuffles, a warp of
@@ -26,6 +29,7 @@ use crate::emit::{CodegenError, CodegenResult, Emitter, Item, TileArray};
 
 use super::load::{param_int, param_ptr, type_name};
 use super::primitive;
+use super::scan::shfl_down;
 use super::unpack::{funnel_right, load_i32};
 
 /// A `pack` or `dict` column as a kernel receives it.
@@ -184,8 +188,8 @@ struct Decoder<'ctx> {
     reference: Option<IntValue<'ctx>>,
     width: u32,
     start: IntValue<'ctx>,
-    /// On the GPU, where `threads * width` is whole words: the word holding the thread's first
-    /// code and the bit it starts at, the same bit for all the thread's items.
+    /// On the GPU, where warps are whole: the word holding the thread's first code and the bit
+    /// it starts at, the same bit for all the thread's items.
     thread_first: Option<(PointerValue<'ctx>, IntValue<'ctx>)>,
 }
 
@@ -206,7 +210,7 @@ impl<'ctx> Decoder<'ctx> {
             start,
             thread_first: None,
         };
-        if p.target.is_gpu() && width > 0 && (p.tile.threads * width).is_multiple_of(32) {
+        if p.target.is_gpu() && width > 0 && p.tile.threads.is_multiple_of(32) {
             let tid = p.b.build_int_z_extend(p.tid()?, p.i64(), "")?;
             let row = p.b.build_int_add(start, tid, "row")?;
             let (word, shift) = decoder.word_and_shift(p, row)?;
@@ -237,6 +241,10 @@ impl<'ctx> Decoder<'ctx> {
             p.for_each_item(|item| {
                 p.set(low, item, p.const_i32(0))?;
                 p.set(high, item, p.const_i32(0))?;
+                if self.next_word_by_shuffle(take) {
+                    let (word, _) = self.code_word(p, item)?;
+                    return p.set(low, item, load_i32(p, word, p.const_i64(0))?);
+                }
                 taken(item, &|| {
                     let (word, _) = self.code_word(p, item)?;
                     p.set(low, item, load_i32(p, word, p.const_i64(0))?)?;
@@ -245,7 +253,7 @@ impl<'ctx> Decoder<'ctx> {
             })?;
         }
         p.for_each_item(|item| {
-            let code = self.code(p, item, low, high)?;
+            let code = self.code(p, item, low, high, self.next_word_by_shuffle(take))?;
             match self.reference {
                 Some(reference) => {
                     let value = p.b.build_int_add(reference, code, "unpacked")?;
@@ -267,6 +275,15 @@ impl<'ctx> Decoder<'ctx> {
                 }
             }
         })
+    }
+
+    /// Whether a lane takes the word after its code's first from the next lane rather than
+    /// loading it: on the GPU, when every item is decoded. Where rows are selected, a lane loads
+    /// both its words only when its row is taken, and a warp of rejected rows does nothing; a
+    /// shuffle would need every lane, and cost the probing kernels that select rows more than
+    /// the second load (SSB geomean 0.669 ms against 0.635, `docs/runs/2026-11-23-h100-fixed-width.txt`).
+    fn next_word_by_shuffle(&self, take: Take<'ctx>) -> bool {
+        self.thread_first.is_some() && matches!(take, Take::All)
     }
 
     /// The word of the stream that holds the first bit of `row`'s code, and the bit.
@@ -308,13 +325,18 @@ impl<'ctx> Decoder<'ctx> {
         item: Item<'ctx>,
         low: TileArray<'ctx>,
         high: TileArray<'ctx>,
+        next_by_shuffle: bool,
     ) -> CodegenResult<IntValue<'ctx>> {
         if self.width == 0 {
             return Ok(p.const_i32(0));
         }
         let (_, shift) = self.code_word(p, item)?;
         let low = p.get(low, item)?.into_int_value();
-        let high = p.get(high, item)?.into_int_value();
+        let high = if next_by_shuffle {
+            shfl_down(p, low, 1)?
+        } else {
+            p.get(high, item)?.into_int_value()
+        };
         let bits = funnel_right(p, low, high, shift)?;
         if self.width == 32 {
             return Ok(bits);
