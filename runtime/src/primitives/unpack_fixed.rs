@@ -252,28 +252,20 @@ impl<'ctx> Decoder<'ctx> {
                 })
             })?;
         }
+        // Only taken items decode: a warp whose rows are all rejected skips the arithmetic too.
         p.for_each_item(|item| {
-            let code = self.code(p, item, low, high, self.next_word_by_shuffle(take))?;
-            match self.reference {
-                Some(reference) => {
-                    let value = p.b.build_int_add(reference, code, "unpacked")?;
-                    let value = match take.item(p, item)? {
-                        None => value,
-                        Some(condition) => {
-                            p.b.build_select(condition, value, p.const_i32(0), "")?
-                                .into_int_value()
-                        }
-                    };
-                    p.set(out, item, value)
-                }
-                None => {
-                    p.set(out, item, out.elem.const_zero())?;
-                    taken(item, &|| {
+            p.set(out, item, out.elem.const_zero())?;
+            taken(item, &|| {
+                let code = self.code(p, item, low, high, self.next_word_by_shuffle(take))?;
+                let value = match self.reference {
+                    Some(reference) => p.b.build_int_add(reference, code, "unpacked")?,
+                    None => {
                         let index = p.b.build_int_z_extend(code, p.i64(), "")?;
-                        p.set(out, item, load_i32(p, self.dictionary, index)?)
-                    })
-                }
-            }
+                        load_i32(p, self.dictionary, index)?
+                    }
+                };
+                p.set(out, item, value)
+            })
         })
     }
 
