@@ -157,7 +157,7 @@ pub enum Compression {
     /// Plain 4-byte values.
     #[default]
     None,
-    /// Per column, the smallest of none, pack, dict, FOR and DFOR.
+    /// Per column, the smallest of none, pack, dict, FOR and DFOR ([`choose`]).
     Auto,
     For,
     Dfor,
@@ -383,8 +383,16 @@ pub fn try_encode(values: &[i32], scheme: Scheme) -> Result<Encoded, CompressErr
     })
 }
 
-/// The smallest encoding of `values`; on a tie, the first in [`Scheme::ALL`]. A dictionary is
-/// considered only when it holds at most [`fixed::AUTO_DICTIONARY_ENTRIES`] values.
+/// Bits per value a scheme in blocks must save over the best at one width to be chosen: GPU-FOR
+/// blocks are staged through shared memory and decode slower (decode-and-sum of 500M values on
+/// the H100: 0.63 ms against 0.47 at one width, docs/PERFORMANCE.md), which a fraction of a bit
+/// does not pay for.
+pub const BLOCKS_MUST_SAVE_BITS: usize = 1;
+
+/// The encoding `auto` takes for `values`: the smallest of plain, `pack` and `dict` (a
+/// dictionary only when it holds at most [`fixed::AUTO_DICTIONARY_ENTRIES`] values), unless
+/// GPU-FOR or GPU-DFOR is smaller still by [`BLOCKS_MUST_SAVE_BITS`] a value. On a tie, the
+/// first in [`Scheme::ALL`].
 pub fn choose(values: &[i32]) -> Encoded {
     let (pack, (for_, dfor)) = rayon::join(
         || fixed::encode_pack(values),
@@ -396,14 +404,20 @@ pub fn choose(values: &[i32]) -> Encoded {
         },
     );
     let dict = fixed::small_dict(values, pack.width, fixed::AUTO_DICTIONARY_ENTRIES);
+    let margin = values.len() * BLOCKS_MUST_SAVE_BITS / 8;
     let mut best: Option<Encoded> = None;
     let mut best_bytes = values.len() * std::mem::size_of::<u32>();
     for candidate in [Some(pack), dict, for_.ok(), dfor.ok()]
         .into_iter()
         .flatten()
     {
-        if candidate.bytes() < best_bytes {
-            best_bytes = candidate.bytes();
+        let handicap = if candidate.scheme.has_blocks() {
+            margin
+        } else {
+            0
+        };
+        if candidate.bytes() + handicap < best_bytes {
+            best_bytes = candidate.bytes() + handicap;
             best = Some(candidate);
         }
     }

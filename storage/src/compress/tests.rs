@@ -316,6 +316,35 @@ fn dates_as_yyyymmdd_choose_a_dictionary() {
 }
 
 #[test]
+fn auto_takes_blocks_only_when_they_save_a_bit_a_value() {
+    // Blocks of 128 values under 2^16, some of them under 2^8: the narrow ones make GPU-FOR
+    // smaller than one width for the column, by a little when they are few.
+    let mut rng = XorShift(8);
+    let column = |narrow_every: u32, rng: &mut XorShift| -> Vec<i32> {
+        (0..1000u32)
+            .flat_map(|block| {
+                let bits = if block % narrow_every == 0 { 8 } else { 16 };
+                (0..BLOCK_LEN).map(move |_| bits)
+            })
+            .map(|bits| rng.below(1 << bits) as i32)
+            .collect()
+    };
+    let few = column(10, &mut rng);
+    let (pack, for_) = (encode(&few, Scheme::Pack), encode(&few, Scheme::For));
+    assert!(
+        for_.bytes() < pack.bytes(),
+        "{} {}",
+        for_.bytes(),
+        pack.bytes()
+    );
+    assert!(for_.bytes() + few.len() / 8 > pack.bytes());
+    assert_eq!(choose(&few).scheme, Scheme::Pack);
+    let many = column(2, &mut rng);
+    assert_eq!(choose(&many).scheme, Scheme::For);
+    assert_eq!(decode(&choose(&many)).unwrap(), many);
+}
+
+#[test]
 fn auto_takes_no_dictionary_of_more_than_its_limit() {
     // Every other value of a range: a dictionary would save a bit but hold too many entries.
     let values: Vec<i32> = (0..(AUTO_DICTIONARY_ENTRIES as i32 + 10) * 2)
