@@ -406,19 +406,18 @@ fn bind(
                 table,
                 column: name,
                 scheme,
-                block_words,
+                ..
+            }
+            | Param::FixedWords {
+                table,
+                column: name,
+                scheme,
+                ..
             } => {
                 let packed = catalog.packed(table, name, *scheme)?;
                 check_rows(table, name, packed.len, rows)?;
-                // The GPU stages a tile's blocks in room for blocks this wide (host programs
-                // make room for any block, and need not look).
-                if *block_words < crate::primitives::unpack::MAX_BLOCK_WORDS {
-                    let widest = packed.widest_block();
-                    if widest > *block_words {
-                        return Err(RuntimeError::Stale(format!(
-                            "`{table}.{name}` now packs blocks of {widest} words, compiled for at most {block_words}"
-                        )));
-                    }
+                if let Some(change) = packing_changed(param, &packed) {
+                    return Err(RuntimeError::Stale(format!("`{table}.{name}` {change}")));
                 }
                 column(
                     format!("{table}.{name}.{scheme}"),
@@ -434,26 +433,6 @@ fn bind(
                 column(
                     format!("{table}.{name}.{scheme}.starts"),
                     ColumnBytes::BlockStarts(packed),
-                )?
-            }
-            Param::FixedWords {
-                table,
-                column: name,
-                scheme,
-                width,
-            } => {
-                let packed = catalog.packed(table, name, *scheme)?;
-                check_rows(table, name, packed.len, rows)?;
-                // Shifts and masks are compiled for one width.
-                if packed.width != *width {
-                    return Err(RuntimeError::Stale(format!(
-                        "`{table}.{name}` now packs {} bits a value, compiled for {width}",
-                        packed.width
-                    )));
-                }
-                column(
-                    format!("{table}.{name}.{scheme}"),
-                    ColumnBytes::PackedWords(packed),
                 )?
             }
             Param::Dictionary {
@@ -507,6 +486,28 @@ fn table_rows(catalog: &Catalog, table: &str) -> Result<u64, RuntimeError> {
         .table(table)
         .map(|t| t.rows)
         .ok_or_else(|| RuntimeError::Storage(StorageError::UnknownTable(table.to_string())))
+}
+
+/// How a packed column no longer fits the code compiled for it, if it does not: the GPU stages a
+/// tile's blocks in room for the widest block it was compiled for (host programs make room for
+/// any block, and need not look), and shifts and masks are compiled for one width.
+fn packing_changed(param: &Param, packed: &Encoded) -> Option<String> {
+    match param {
+        Param::PackedWords { block_words, .. }
+            if *block_words < crate::primitives::unpack::MAX_BLOCK_WORDS
+                && packed.widest_block() > *block_words =>
+        {
+            Some(format!(
+                "now packs blocks of {} words, compiled for at most {block_words}",
+                packed.widest_block()
+            ))
+        }
+        Param::FixedWords { width, .. } if packed.width != *width => Some(format!(
+            "now packs {} bits a value, compiled for {width}",
+            packed.width
+        )),
+        _ => None,
+    }
 }
 
 fn check_rows(table: &str, column: &str, found: usize, rows: u64) -> Result<(), RuntimeError> {

@@ -39,37 +39,28 @@ pub fn load<'ctx>(
         };
         let base = p.offset_ptr(elem, column, start)?;
         let first = p.thread_first(elem, base)?;
-        let full = p.b.build_int_compare(
-            IntPredicate::EQ,
+        full_or_last_tile(
+            p,
             count,
-            p.const_i32(i64::from(p.tile.items())),
-            "full",
+            || {
+                p.for_each_item(|item| {
+                    let value = p.b.build_load(elem, p.item_ptr(elem, first, item)?, "")?;
+                    p.set(out, item, value)
+                })
+            },
+            || {
+                p.for_each_item(|item| {
+                    let offset = p.item_offset(item)?;
+                    let inside =
+                        p.b.build_int_compare(IntPredicate::SLT, offset, count, "")?;
+                    p.set(out, item, elem.const_zero())?;
+                    p.if_then(inside, || {
+                        let value = p.b.build_load(elem, p.item_ptr(elem, first, item)?, "")?;
+                        p.set(out, item, value)
+                    })
+                })
+            },
         )?;
-        let full_block = p.ctx.append_basic_block(p.function, "full_tile");
-        let partial_block = p.ctx.append_basic_block(p.function, "last_tile");
-        let done = p.ctx.append_basic_block(p.function, "done");
-        p.b.build_conditional_branch(full, full_block, partial_block)?;
-
-        p.b.position_at_end(full_block);
-        p.for_each_item(|item| {
-            let value = p.b.build_load(elem, p.item_ptr(elem, first, item)?, "")?;
-            p.set(out, item, value)
-        })?;
-        p.b.build_unconditional_branch(done)?;
-
-        p.b.position_at_end(partial_block);
-        p.for_each_item(|item| {
-            let offset = p.item_offset(item)?;
-            let inside =
-                p.b.build_int_compare(IntPredicate::SLT, offset, count, "")?;
-            p.set(out, item, elem.const_zero())?;
-            p.if_then(inside, || {
-                let value = p.b.build_load(elem, p.item_ptr(elem, first, item)?, "")?;
-                p.set(out, item, value)
-            })
-        })?;
-        p.b.build_unconditional_branch(done)?;
-        p.b.position_at_end(done);
         p.b.build_return(None)?;
         Ok(())
     })?;
@@ -177,6 +168,34 @@ pub fn init_flags<'ctx>(
         Ok(())
     })?;
     em.b.build_call(f, &[num_items.into(), flags.ptr.into()], "")?;
+    Ok(())
+}
+
+/// Generates `full` for a tile of `count` items that is full, `last` otherwise (the last tile
+/// of a table, whose items past `count` must be left alone); the builder continues after both.
+pub(crate) fn full_or_last_tile<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    count: IntValue<'ctx>,
+    full: impl FnOnce() -> CodegenResult<()>,
+    last: impl FnOnce() -> CodegenResult<()>,
+) -> CodegenResult<()> {
+    let is_full = p.b.build_int_compare(
+        IntPredicate::EQ,
+        count,
+        p.const_i32(i64::from(p.tile.items())),
+        "full",
+    )?;
+    let full_block = p.ctx.append_basic_block(p.function, "full_tile");
+    let last_block = p.ctx.append_basic_block(p.function, "last_tile");
+    let done = p.ctx.append_basic_block(p.function, "done");
+    p.b.build_conditional_branch(is_full, full_block, last_block)?;
+    p.b.position_at_end(full_block);
+    full()?;
+    p.b.build_unconditional_branch(done)?;
+    p.b.position_at_end(last_block);
+    last()?;
+    p.b.build_unconditional_branch(done)?;
+    p.b.position_at_end(done);
     Ok(())
 }
 

@@ -27,7 +27,7 @@ use tessera_storage::compress::Scheme;
 
 use crate::emit::{CodegenError, CodegenResult, Emitter, Item, TileArray};
 
-use super::load::{param_int, param_ptr, type_name};
+use super::load::{full_or_last_tile, param_int, param_ptr, type_name};
 use super::primitive;
 use super::scan::shfl_down;
 use super::unpack::{funnel_right, load_i32};
@@ -107,23 +107,12 @@ pub fn unpack_fixed<'ctx>(
         match rows {
             Rows::First(_) => {
                 let count = param_int(p, 3)?;
-                let full = p.b.build_int_compare(
-                    IntPredicate::EQ,
+                full_or_last_tile(
+                    p,
                     count,
-                    p.const_i32(i64::from(p.tile.items())),
-                    "full",
+                    || decoder.decode(p, out, Take::All),
+                    || decoder.decode(p, out, Take::Inside(count)),
                 )?;
-                let full_block = p.ctx.append_basic_block(p.function, "full_tile");
-                let partial_block = p.ctx.append_basic_block(p.function, "last_tile");
-                let done = p.ctx.append_basic_block(p.function, "done");
-                p.b.build_conditional_branch(full, full_block, partial_block)?;
-                p.b.position_at_end(full_block);
-                decoder.decode(p, out, Take::All)?;
-                p.b.build_unconditional_branch(done)?;
-                p.b.position_at_end(partial_block);
-                decoder.decode(p, out, Take::Inside(count))?;
-                p.b.build_unconditional_branch(done)?;
-                p.b.position_at_end(done);
             }
             Rows::Selected(flags) => {
                 let flags = TileArray {

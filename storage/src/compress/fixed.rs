@@ -109,7 +109,7 @@ pub(super) fn small_dict(values: &[i32], pack_width: u32, entries: usize) -> Opt
     }
     let present = Bitmap::of(values, low, high);
     let distinct = present.count();
-    if distinct > entries || bits_for(distinct.saturating_sub(1) as u32) >= pack_width {
+    if distinct > entries || dict_width(distinct) >= pack_width {
         return None;
     }
     Some(dict_from_bitmap(values, &present))
@@ -121,32 +121,36 @@ fn range(low: i32, high: i32) -> u64 {
 
 /// `dict` with the dictionary `distinct` (ascending, every value of `values` in it).
 fn dict_from(values: &[i32], distinct: Vec<i32>) -> Encoded {
-    let width = bits_for(distinct.len().saturating_sub(1) as u32);
-    let codes = values.par_iter().map(|v| {
-        // Every value is in the dictionary, which is sorted.
-        distinct.binary_search(v).unwrap_or_default() as u32
-    });
-    Encoded {
-        scheme: Scheme::Dict,
-        len: values.len(),
-        block_starts: Vec::new(),
-        data: pack_codes(codes, values.len(), width),
-        width,
-        dictionary: distinct,
-    }
+    // Every value is in the dictionary, which is sorted.
+    let rank = |v: i32| distinct.binary_search(&v).unwrap_or_default() as u32;
+    let data = dict_codes(values, distinct.len(), rank);
+    dict_encoded(values.len(), data, distinct)
 }
 
 fn dict_from_bitmap(values: &[i32], present: &Bitmap) -> Encoded {
     let distinct = present.values();
-    let width = bits_for(distinct.len().saturating_sub(1) as u32);
     let ranks = present.ranks();
-    let codes = values.par_iter().map(|&v| present.rank(&ranks, v));
+    let data = dict_codes(values, distinct.len(), |v| present.rank(&ranks, v));
+    dict_encoded(values.len(), data, distinct)
+}
+
+/// The bit stream of every value's `rank` among `entries` distinct values.
+fn dict_codes(values: &[i32], entries: usize, rank: impl Fn(i32) -> u32 + Sync) -> Vec<u32> {
+    let codes = values.par_iter().map(|&v| rank(v));
+    pack_codes(codes, values.len(), dict_width(entries))
+}
+
+fn dict_width(entries: usize) -> u32 {
+    bits_for(entries.saturating_sub(1) as u32)
+}
+
+fn dict_encoded(len: usize, data: Vec<u32>, distinct: Vec<i32>) -> Encoded {
     Encoded {
         scheme: Scheme::Dict,
-        len: values.len(),
+        len,
         block_starts: Vec::new(),
-        data: pack_codes(codes, values.len(), width),
-        width,
+        data,
+        width: dict_width(distinct.len()),
         dictionary: distinct,
     }
 }
