@@ -428,23 +428,20 @@ fn bind(
                 table,
                 column: name,
                 scheme,
-            } => {
-                let packed = catalog.packed(table, name, *scheme)?;
-                column(
-                    format!("{table}.{name}.{scheme}.starts"),
-                    ColumnBytes::BlockStarts(packed),
-                )?
             }
-            Param::Dictionary {
+            | Param::Dictionary {
                 table,
                 column: name,
                 scheme,
             } => {
+                // What a packed column's words are read through: its block starts, or its
+                // reference or dictionary.
                 let packed = catalog.packed(table, name, *scheme)?;
-                column(
-                    format!("{table}.{name}.{scheme}.dictionary"),
-                    ColumnBytes::Dictionary(packed),
-                )?
+                let (part, source) = match param {
+                    Param::BlockStarts { .. } => ("starts", ColumnBytes::BlockStarts(packed)),
+                    _ => ("dictionary", ColumnBytes::Dictionary(packed)),
+                };
+                column(format!("{table}.{name}.{scheme}.{part}"), source)?
             }
             Param::GroupCapacity => group_capacity,
             Param::RowCapacity => output_capacity,
