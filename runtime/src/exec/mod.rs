@@ -579,3 +579,46 @@ pub(crate) fn filled(spec: &BufferSpec, bytes: u64) -> Vec<u8> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_storage::compress::{encode, Scheme};
+
+    fn fixed_words(width: u32) -> Param {
+        Param::FixedWords {
+            table: "t".into(),
+            column: "c".into(),
+            scheme: Scheme::Pack,
+            width,
+        }
+    }
+
+    #[test]
+    fn a_packed_column_no_longer_fitting_its_code_is_stale() {
+        // Values below 2^6 pack in 6 bits; code compiled for 5 or 7 bits cannot read them.
+        let packed = encode(&(0..64).collect::<Vec<i32>>(), Scheme::Pack);
+        assert_eq!(packing_changed(&fixed_words(6), &packed), None);
+        for width in [5, 7] {
+            let change = packing_changed(&fixed_words(width), &packed).expect("stale");
+            assert!(change.contains("6 bits"), "{change}");
+        }
+
+        let blocks = encode(
+            &(0..256).map(|i| i * 1000).collect::<Vec<i32>>(),
+            Scheme::For,
+        );
+        let widest = blocks.widest_block();
+        let room = |block_words| Param::PackedWords {
+            table: "t".into(),
+            column: "c".into(),
+            scheme: Scheme::For,
+            block_words,
+        };
+        assert_eq!(packing_changed(&room(widest), &blocks), None);
+        assert!(packing_changed(&room(widest - 1), &blocks).is_some());
+        // Host code makes room for any block.
+        let any = room(crate::primitives::unpack::MAX_BLOCK_WORDS);
+        assert_eq!(packing_changed(&any, &blocks), None);
+    }
+}
