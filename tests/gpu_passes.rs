@@ -129,7 +129,7 @@ fn commutative_in_order(line: &str) -> String {
 }
 
 /// Every script, on plain columns with the default tile and on packed columns (each column's
-/// smallest encoding) with the default tile and the packed default tile.
+/// smallest encoding) with the tiles for columns at one width and in blocks.
 #[test]
 fn gpu_passes_match_llvm_o1() {
     let target = Target::Nvptx { sm: 90 };
@@ -137,7 +137,7 @@ fn gpu_passes_match_llvm_o1() {
     assert!(scripts.len() >= 28, "found only {} scripts", scripts.len());
     for (compression, tile) in [
         (Compression::None, target.default_tile()),
-        (Compression::Auto, target.default_tile()),
+        (Compression::Auto, target.default_fixed_width_tile()),
         (Compression::Auto, target.default_packed_tile()),
     ] {
         for (name, source) in &scripts {

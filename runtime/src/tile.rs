@@ -53,6 +53,23 @@ impl Target {
     }
 }
 
+impl Target {
+    /// The tile shape of kernels reading columns packed at one width (`pack`, `dict`, and
+    /// `auto`, which packs most large columns so), unless a pipeline asks for another. Measured
+    /// on an H100 (SSB SF 20, `--compress auto`, docs/PERFORMANCE.md): geomean 0.606-0.616 ms
+    /// at 512x4 against 0.627 at 256x4, 0.607 at 1024x4 (Q1.x faster, probes slower), 0.707 at
+    /// 512x2 and 0.683 at 256x8; plain columns ran the same at 512x4 as at 256x4 (0.559 ms).
+    pub fn default_fixed_width_tile(self) -> TileShape {
+        match self {
+            Target::Nvptx { .. } => TileShape {
+                threads: 512,
+                items_per_thread: 4,
+            },
+            Target::Host => self.default_tile(),
+        }
+    }
+}
+
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

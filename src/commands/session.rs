@@ -58,15 +58,15 @@ pub struct CompileOptions {
 }
 
 impl CompileOptions {
-    /// The tile shape asked for, or the target's default for plain columns or columns packed in
-    /// blocks.
+    /// The tile shape asked for, or the target's default for plain columns, for columns packed at
+    /// one width, or for columns packed in blocks.
     pub fn tile_shape(&self) -> TileShape {
         self.tile.unwrap_or_else(|| match self.compress {
+            Compression::None => self.target.default_tile(),
             // Columns at one width are decoded item by item, with nothing staged per tile; `auto`
-            // packs SSB's fact columns so (docs/PERFORMANCE.md: at 256x4 its geomean was 0.632 ms
-            // on the H100, at 128x8 0.698, at 128x16 1.25).
-            Compression::None | Compression::Pack | Compression::Dict | Compression::Auto => {
-                self.target.default_tile()
+            // packs SSB's fact columns so.
+            Compression::Pack | Compression::Dict | Compression::Auto => {
+                self.target.default_fixed_width_tile()
             }
             Compression::For | Compression::Dfor => self.target.default_packed_tile(),
         })
