@@ -377,6 +377,18 @@ fn bytes_and_bits_per_value_count_data_and_block_starts() {
     assert_eq!(encode(&[1, 2, 3], Scheme::None).bits_per_value(), 32.0);
 }
 
+/// Every column of `corrupt` fails to decode whole, and decoding any block of it does not panic.
+fn refused_whole_and_by_block(scheme: Scheme, corrupt: &[(&str, Encoded)]) {
+    for (what, encoded) in corrupt {
+        let result = decode(encoded);
+        assert!(result.is_err(), "{scheme}, {what}: decoded to {result:?}");
+        let mut block = [0; BLOCK_LEN];
+        for b in 0..encoded.blocks() + 2 {
+            let _ = decode_block(encoded, b, &mut block);
+        }
+    }
+}
+
 #[test]
 fn corrupt_columns_are_errors_not_panics() {
     let values: Vec<i32> = (0..1000).map(|i| i * 37 % 1001).collect();
@@ -430,14 +442,7 @@ fn corrupt_columns_are_errors_not_panics() {
         e.block_starts.fill(0);
         corrupt.push(("empty blocks", e));
 
-        for (what, encoded) in &corrupt {
-            let result = decode(encoded);
-            assert!(result.is_err(), "{scheme}, {what}: decoded to {result:?}");
-            let mut block = [0; BLOCK_LEN];
-            for b in 0..encoded.blocks() + 2 {
-                let _ = decode_block(encoded, b, &mut block);
-            }
-        }
+        refused_whole_and_by_block(scheme, &corrupt);
     }
 
     let mut none = encode(&values, Scheme::None);
@@ -470,14 +475,7 @@ fn corrupt_columns_are_errors_not_panics() {
             e.dictionary.truncate(10);
             corrupt.push(("codes past the dictionary", e));
         }
-        for (what, encoded) in &corrupt {
-            let result = decode(encoded);
-            assert!(result.is_err(), "{scheme}, {what}: decoded to {result:?}");
-            let mut block = [0; BLOCK_LEN];
-            for b in 0..encoded.blocks() + 2 {
-                let _ = decode_block(encoded, b, &mut block);
-            }
-        }
+        refused_whole_and_by_block(scheme, &corrupt);
     }
 
     let good = encode(&values, Scheme::For);
