@@ -210,8 +210,8 @@ impl<'ctx> Decoder<'ctx> {
     }
 
     /// Decodes the items `take` chooses into `out`, the others being zero. Every item's words
-    /// are requested before any is used, and every dictionary entry before any is stored: a
-    /// thread waits for memory once per round rather than once per item, which loads under a
+    /// are requested before any is used (a dictionary entry, once looked up, is only stored), so
+    /// a thread waits for memory once per round rather than once per item, which loads under a
     /// branch would otherwise cost.
     fn decode(
         &self,
