@@ -25,20 +25,23 @@ pub(super) fn stream_words(len: usize, width: u32) -> usize {
     (len as u64 * u64::from(width)).div_ceil(32) as usize
 }
 
-/// The bit stream of `codes`, `width` bits each, packed 32 codes (`width` words) at a time in
-/// parallel.
-fn pack_codes(codes: impl IndexedParallelIterator<Item = u32>, len: usize, width: u32) -> Vec<u32> {
-    let codes: Vec<u32> = codes.collect();
-    let mut data = vec![0u32; stream_words(len, width)];
+/// The bit stream of every value's `code`, `width` bits each, packed 32 values (`width` words)
+/// at a time in parallel, straight from the values.
+fn pack_codes(values: &[i32], width: u32, code: impl Fn(i32) -> u32 + Sync) -> Vec<u32> {
+    let mut data = vec![0u32; stream_words(values.len(), width)];
     if width == 0 {
         return data;
     }
     data.par_chunks_mut(width as usize)
-        .zip(codes.par_chunks(MINIBLOCK_LEN))
+        .zip(values.par_chunks(MINIBLOCK_LEN))
         .for_each(|(words, chunk)| {
-            // A last chunk of fewer than 32 codes may own fewer than `width` words.
+            let mut codes = [0u32; MINIBLOCK_LEN];
+            for (c, &v) in codes.iter_mut().zip(chunk) {
+                *c = code(v);
+            }
+            // A last chunk of fewer than 32 values may own fewer than `width` words.
             let mut packed = Vec::with_capacity(width as usize);
-            pack_miniblock(chunk, width, &mut packed);
+            pack_miniblock(&codes[..chunk.len()], width, &mut packed);
             words.copy_from_slice(&packed[..words.len()]);
         });
     data
@@ -69,14 +72,11 @@ fn extremes(values: &[i32]) -> Option<(i32, i32)> {
 pub(super) fn encode_pack(values: &[i32]) -> Encoded {
     let (low, high) = extremes(values).unwrap_or((0, 0));
     let width = bits_for((high as u32).wrapping_sub(low as u32));
-    let codes = values
-        .par_iter()
-        .map(|&v| (v as u32).wrapping_sub(low as u32));
     Encoded {
         scheme: Scheme::Pack,
         len: values.len(),
         block_starts: Vec::new(),
-        data: pack_codes(codes, values.len(), width),
+        data: pack_codes(values, width, |v| (v as u32).wrapping_sub(low as u32)),
         width,
         dictionary: vec![low],
     }
@@ -136,8 +136,7 @@ fn dict_from_bitmap(values: &[i32], present: &Bitmap) -> Encoded {
 
 /// The bit stream of every value's `rank` among `entries` distinct values.
 fn dict_codes(values: &[i32], entries: usize, rank: impl Fn(i32) -> u32 + Sync) -> Vec<u32> {
-    let codes = values.par_iter().map(|&v| rank(v));
-    pack_codes(codes, values.len(), dict_width(entries))
+    pack_codes(values, dict_width(entries), rank)
 }
 
 fn dict_width(entries: usize) -> u32 {
