@@ -301,6 +301,9 @@ pub struct BenchArgs {
     /// (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
     #[arg(long, default_value = "none", value_parser = parse_compression)]
     compress: tessera_storage::compress::Compression,
+    /// Also print each query's kernels: the median time of each over the timed runs.
+    #[arg(long)]
+    kernels: bool,
 }
 
 #[derive(Subcommand)]

@@ -327,6 +327,34 @@ fn packed_columns_are_decoded_by_the_unpack_primitive() {
 }
 
 #[test]
+fn joins_probed_by_a_dictionary_column_are_keyed_by_its_codes() {
+    let emit = |compression: &str| {
+        let output = tessera(&[
+            "compile",
+            "examples/ssb/q21.tq",
+            "--data",
+            data(),
+            "--target",
+            "host",
+            "--emit",
+            "llvm",
+            "--compress",
+            compression,
+        ]);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        text(&output.stdout)
+    };
+    // `auto` stores `lo_orderdate` as dictionary codes: the date table's build finds each key's
+    // code, and the probe reads codes without decoding them.
+    let coded = emit("auto");
+    assert!(coded.contains("tessera.dict_code"), "{coded}");
+    assert!(coded.contains(".sel.codes.i32"), "{coded}");
+    let plain = emit("pack");
+    assert!(!plain.contains("tessera.dict_code"), "{plain}");
+    assert!(!plain.contains(".codes."), "{plain}");
+}
+
+#[test]
 fn stats_show_each_columns_encoding_and_bits_per_value() {
     let output = tessera(&["stats", data(), "--table", "lineorder"]);
     let stdout = text(&output.stdout);

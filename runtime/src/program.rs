@@ -11,7 +11,7 @@ use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
 
 /// Bumped whenever the format changes, so an old artifact is refused with a clear message.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {
@@ -99,18 +99,22 @@ pub enum Param {
         scheme: Scheme,
     },
     /// A column packed at one width (`pack`, `dict`): its codes' bit stream, then spare zero
-    /// words. The code reads codes of `width` bits (checked when it runs).
+    /// words. The code reads codes of `width` bits and, for `pack`, adds `reference` to them
+    /// (both checked when it runs).
     FixedWords {
         table: String,
         column: String,
         scheme: Scheme,
         width: u32,
+        reference: Option<i32>,
     },
-    /// What a `pack` or `dict` column's codes decode through: its reference, or its dictionary.
+    /// The values a `dict` column's codes index. Code that searches it was compiled for its
+    /// number of `entries` (checked when it runs).
     Dictionary {
         table: String,
         column: String,
         scheme: Scheme,
+        entries: Option<u32>,
     },
     Buffer(usize),
     /// The slot count of the query's grouping hash table (a power of two), chosen at run time.

@@ -59,6 +59,17 @@ struct QueryResult {
     load_ms: f64,
     rows: usize,
     crystal_ms: Option<f64>,
+    /// The query's kernels in launch order, each with its median time over the timed runs.
+    kernels: Vec<KernelMedian>,
+}
+
+#[derive(serde::Serialize)]
+struct KernelMedian {
+    name: String,
+    /// The table the kernel scans (empty for kernels over the query's output).
+    table: String,
+    rows: u64,
+    median_ms: f64,
 }
 
 #[derive(serde::Serialize)]
@@ -75,7 +86,6 @@ struct Report {
 /// Compilations of each query, timed.
 const COMPILES: usize = 5;
 
-/// The median of `values` (sorted in place); 0 for none.
 /// `count` values made from 64 random bits each, the same for every run: a counter hashed with
 /// splitmix64 (a stream per `seed`), so values are made in parallel.
 pub fn random_values<T: Send>(count: usize, seed: u64, value: impl Fn(u64) -> T + Sync) -> Vec<T> {
@@ -177,6 +187,7 @@ pub fn print_json(results: &impl serde::Serialize) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The median of `values` (sorted in place); 0 for none.
 pub fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     match values.len() {
@@ -265,12 +276,14 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
             .first()
             .ok_or_else(|| Failure::Message(format!("{name} has no query")))?;
         let mut times = Vec::with_capacity(args.runs);
+        let mut timings = Vec::with_capacity(args.runs);
         let mut bytes = 0;
         let mut rows = 0;
         for run in 0..args.warmup + args.runs {
             let outcome = run_query(backend.as_mut(), query, &compiled.catalog)?;
             if run >= args.warmup {
                 times.push(outcome.timing.kernel_ms());
+                timings.push(outcome.timing.kernels.clone());
             }
             bytes = outcome.timing.bytes();
             rows = outcome.table.rows.len();
@@ -292,6 +305,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
             crystal_ms: gpu
                 .is_some()
                 .then_some(CRYSTAL_H100_SF20[i] * args.sf / 20.0),
+            kernels: kernel_medians(&timings),
         });
     }
     let geomean = |values: &mut dyn Iterator<Item = f64>| {
@@ -313,7 +327,50 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         return print_json(&report);
     }
     print!("{}", table(&report));
+    if args.kernels {
+        print!("{}", kernel_table(&report));
+    }
     Ok(())
+}
+
+/// Each kernel of a query (by launch position) with its median time over `runs`. A query
+/// launches the same kernels every run; should a run launch fewer, a position's median is over
+/// the runs that reached it.
+fn kernel_medians(runs: &[Vec<tessera_runtime::exec::KernelTiming>]) -> Vec<KernelMedian> {
+    let launched = runs.iter().map(Vec::len).max().unwrap_or(0);
+    (0..launched)
+        .filter_map(|position| {
+            let mut times: Vec<f64> = runs
+                .iter()
+                .filter_map(|kernels| kernels.get(position).map(|k| k.ms))
+                .collect();
+            let first = runs.iter().find_map(|kernels| kernels.get(position))?;
+            Some(KernelMedian {
+                name: first.name.clone(),
+                table: first.table.clone(),
+                rows: first.rows,
+                median_ms: median(&mut times),
+            })
+        })
+        .collect()
+}
+
+fn kernel_table(report: &Report) -> String {
+    let mut out = String::from("\nkernels (median ms over the timed runs):\n");
+    for q in &report.queries {
+        for k in &q.kernels {
+            let over = if k.table.is_empty() {
+                "output"
+            } else {
+                &k.table
+            };
+            out.push_str(&format!(
+                "{:<5} {:<16} {:>10} rows of {:<10} {:>9.3}\n",
+                q.query, k.name, k.rows, over, k.median_ms
+            ));
+        }
+    }
+    out
 }
 
 fn table(report: &Report) -> String {

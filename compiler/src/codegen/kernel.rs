@@ -11,7 +11,9 @@ use inkwell::IntPredicate;
 use tessera_grammar::{Diagnostic, DiagnosticKind};
 use tessera_runtime::emit::TileArray;
 use tessera_runtime::primitives::unpack::{PackedColumn, StagedColumn, TileWords};
-use tessera_runtime::primitives::unpack_fixed::{unpack_fixed, FixedColumn, Rows};
+use tessera_runtime::primitives::unpack_fixed::{
+    unpack_codes, unpack_fixed, CodeBase, FixedColumn, Rows,
+};
 use tessera_runtime::primitives::{load, unpack};
 use tessera_runtime::program::{Extent, Fill, KernelLaunch, Param, ResultShape};
 use tessera_runtime::{CodegenError, CodegenResult, Emitter, Target};
@@ -223,22 +225,29 @@ fn collect_params(
             if scheme == Scheme::None {
                 push(Param::Column { table, column });
             } else if scheme.is_fixed_width() {
-                let width = qc
+                let packed = qc
                     .catalog
                     .packed(&table, &column, scheme)
-                    .map_err(data_error)?
-                    .width;
+                    .map_err(data_error)?;
+                let reference = match scheme {
+                    Scheme::Pack => Some(packed.dictionary.first().copied().unwrap_or(0)),
+                    _ => None,
+                };
                 push(Param::FixedWords {
                     table: table.clone(),
                     column: column.clone(),
                     scheme,
-                    width,
+                    width: packed.width,
+                    reference,
                 });
-                push(Param::Dictionary {
-                    table,
-                    column,
-                    scheme,
-                });
+                if reference.is_none() {
+                    push(Param::Dictionary {
+                        table,
+                        column,
+                        scheme,
+                        entries: None,
+                    });
+                }
             } else {
                 push(Param::PackedWords {
                     table: table.clone(),
@@ -291,6 +300,9 @@ fn collect_params(
         if let Some(chain) = qc.chains[*table] {
             push(Param::Buffer(chain.records));
         }
+        if let Some(coded) = &qc.coded[*table] {
+            push(coded.dictionary());
+        }
     }
     for buffer in sink.buffers(qc) {
         push(Param::Buffer(buffer));
@@ -331,21 +343,30 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                 column,
                 scheme,
                 width,
+                reference,
             } = param
             else {
                 continue;
             };
-            let dictionary = Param::Dictionary {
-                table: table.clone(),
-                column: column.clone(),
-                scheme: *scheme,
+            let base = match reference {
+                Some(reference) => CodeBase::Reference(*reference),
+                None => {
+                    let dictionary = Param::Dictionary {
+                        table: table.clone(),
+                        column: column.clone(),
+                        scheme: *scheme,
+                        entries: None,
+                    };
+                    let dictionary =
+                        params
+                            .iter()
+                            .position(|p| *p == dictionary)
+                            .ok_or_else(|| {
+                                CodegenError::Invalid(format!("{table}.{column} has no dictionary"))
+                            })?;
+                    CodeBase::Dictionary(values[dictionary].into_pointer_value())
+                }
             };
-            let dictionary = params
-                .iter()
-                .position(|p| *p == dictionary)
-                .ok_or_else(|| {
-                    CodegenError::Invalid(format!("{table}.{column} has no dictionary"))
-                })?;
             fixed.push(FixedSlot {
                 table: table.clone(),
                 column: column.clone(),
@@ -353,7 +374,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                     scheme: *scheme,
                     width: *width,
                     words: words.into_pointer_value(),
-                    dictionary: values[dictionary].into_pointer_value(),
+                    base,
                 },
             });
         }
@@ -615,6 +636,33 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
 
     pub fn buffer(&self, index: usize) -> CodegenResult<inkwell::values::PointerValue<'ctx>> {
         Ok(self.param(&Param::Buffer(index))?.into_pointer_value())
+    }
+
+    /// The codes of scanned column `id`, stored at one width, for the tile's rows (the selected
+    /// ones, when few are): what a table keyed by the column's codes is probed with.
+    pub fn load_codes(&mut self, id: ColumnId) -> CodegenResult<TileArray<'ctx>> {
+        let info = self.query.columns.get(id);
+        let slot = info
+            .origin
+            .as_ref()
+            .and_then(|origin| {
+                self.fixed
+                    .iter()
+                    .find(|slot| slot.table == origin.table && slot.column == origin.column)
+            })
+            .ok_or_else(|| {
+                CodegenError::Invalid(format!("{} is not stored at one width", info.name))
+            })?;
+        let codes = self
+            .em
+            .tile_array(self.em.i32().into(), &format!("{}_codes", info.name))?;
+        let rows = if self.selected < LOAD_SEL_BELOW {
+            Rows::Selected(self.flags)
+        } else {
+            Rows::First(self.num_items)
+        };
+        unpack_codes(&self.em, &slot.fixed, self.tile_start, rows, codes)?;
+        Ok(codes)
     }
 
     /// Makes sure the scanned columns among `ids` are in registers, loading each with `load`

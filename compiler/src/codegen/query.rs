@@ -13,10 +13,11 @@ use tessera_runtime::program::{
     QueryProgram, ResultSpec,
 };
 use tessera_runtime::{Target, TileShape};
+use tessera_storage::compress::Scheme;
 use tessera_storage::{Catalog, DataType};
 
 use crate::physical::{
-    BuildKeys, HashLayout, HostStep, Input, PartitionPass, Partitioning, PhysicalQuery, Sink,
+    BuildKeys, HashLayout, HostStep, Input, PartitionPass, Partitioning, PhysicalQuery, Sink, Step,
 };
 
 use super::kernel::pipeline_to_kernel;
@@ -35,6 +36,8 @@ pub(super) struct QueryContext<'q> {
     pub tables: Vec<(HashTableLayout, usize)>,
     /// Per hash table: the buffers of its rows, when it is chained.
     pub chains: Vec<Option<ChainBuffers>>,
+    /// Per hash table: the `dict` column whose codes key it, when it is keyed by codes.
+    pub coded: Vec<Option<CodedKey>>,
     pub assumptions: Vec<Assumption>,
     /// Per partitioning: its buffers.
     pub partitions: Vec<PartitionBuffers>,
@@ -42,6 +45,82 @@ pub(super) struct QueryContext<'q> {
     pub group_capacity: Option<u64>,
     /// Buffers of sinks that several pipelines share, by the sink's columns and the buffer's name.
     pub sink_buffers: HashMap<(Vec<crate::columns::ColumnId>, String), usize>,
+}
+
+/// A hash table keyed by the codes of a `dict` column rather than by values: every probe of it
+/// reads that column's codes, and its build finds each key's code in the column's dictionary,
+/// so the table has a slot per dictionary entry and probes skip the dictionary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct CodedKey {
+    pub table: String,
+    pub column: String,
+    /// The dictionary's length, the table's slot count.
+    pub entries: u32,
+}
+
+impl CodedKey {
+    /// The dictionary a build searches (its length checked when the kernel runs).
+    pub fn dictionary(&self) -> Param {
+        Param::Dictionary {
+            table: self.table.clone(),
+            column: self.column.clone(),
+            scheme: Scheme::Dict,
+            entries: Some(self.entries),
+        }
+    }
+}
+
+/// The `dict` column whose codes can key `table`, if any: every probe of the table is by that
+/// one column, read from its table (a partitioning's buffers hold values) and never null, and
+/// the table is not chained (its rows are grouped by slot after the build).
+fn coded_key(
+    query: &PhysicalQuery,
+    catalog: &Catalog,
+    table: &crate::physical::HashTable,
+) -> Option<CodedKey> {
+    if table.keys == BuildKeys::Chained {
+        return None;
+    }
+    let mut origin = None;
+    for pipeline in &query.pipelines {
+        for step in &pipeline.steps {
+            let Step::Probe { table: t, key, .. } = step else {
+                continue;
+            };
+            if *t != table.id {
+                continue;
+            }
+            let id = key.as_column()?;
+            let info = query.columns.get(id);
+            let read_from_table =
+                pipeline.scanned.contains(&id) && !matches!(pipeline.input, Input::Partitioned(_));
+            let integer = matches!(info.ty, DataType::I32 | DataType::Date);
+            if !read_from_table || !integer || info.nullable {
+                return None;
+            }
+            let column = info.origin.as_ref()?;
+            match &origin {
+                None => origin = Some(column),
+                Some(first) if *first == column => {}
+                Some(_) => return None,
+            }
+        }
+    }
+    let origin = origin?;
+    let scheme = catalog.scheme(&origin.table, &origin.column).ok()?;
+    if scheme != Scheme::Dict {
+        return None;
+    }
+    let packed = catalog
+        .packed(&origin.table, &origin.column, Scheme::Dict)
+        .ok()?;
+    Some(CodedKey {
+        table: origin.table.clone(),
+        column: origin.column.clone(),
+        entries: u32::try_from(packed.dictionary.len())
+            .ok()
+            .filter(|&n| n > 0)?,
+    })
 }
 
 /// The buffers of a chained table's rows.
@@ -143,6 +222,7 @@ pub(super) fn query_to_llvm(
         status: 0,
         tables: Vec::new(),
         chains: Vec::new(),
+        coded: Vec::new(),
         partitions: Vec::new(),
         assumptions: Vec::new(),
         group_capacity: None,
@@ -158,12 +238,18 @@ pub(super) fn query_to_llvm(
                 _ => None,
             })
             .unwrap_or(DataType::I32);
-        let kind = match table.layout {
-            HashLayout::Perfect { min, max } => HashKind::Perfect {
+        let coded = coded_key(query, catalog, table)
+            .filter(|_| matches!(key_ty, DataType::I32 | DataType::Date));
+        let kind = match (&coded, table.layout) {
+            (Some(coded), _) => HashKind::Perfect {
+                min: 0,
+                slots: u64::from(coded.entries),
+            },
+            (None, HashLayout::Perfect { min, max }) => HashKind::Perfect {
                 min,
                 slots: (max - min) as u64 + 1,
             },
-            HashLayout::Open { capacity } => HashKind::Open { capacity },
+            (None, HashLayout::Open { capacity }) => HashKind::Open { capacity },
         };
         let payload: Vec<DataType> = table
             .payload
@@ -217,6 +303,7 @@ pub(super) fn query_to_llvm(
         };
         qc.tables.push((layout, buffer));
         qc.chains.push(chain);
+        qc.coded.push(coded);
     }
 
     for partitioning in &query.partitionings {

@@ -7,6 +7,7 @@ use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::{AtomicRMWBinOp, IntPredicate};
 use tessera_grammar::Diagnostic;
 use tessera_runtime::emit::Item;
+use tessera_runtime::primitives::dict_code::dict_code;
 use tessera_runtime::primitives::group;
 use tessera_runtime::primitives::hash::{self, status};
 use tessera_runtime::primitives::reduce::{self, ReduceOp};
@@ -615,17 +616,32 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let records = qc.chains[table]
             .map(|chain| self.buffer(chain.records))
             .transpose()?;
+        let coded = match &qc.coded[table] {
+            Some(coded) => Some((
+                self.param(&coded.dictionary())?.into_pointer_value(),
+                coded.entries,
+            )),
+            None => None,
+        };
         let em = &self.em;
         em.for_each_item(|item| {
             let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
             let k = self.eval(key, item)?;
             // Rows with a null key join nothing, so they are not inserted.
-            let take = match k.valid {
+            let mut take = match k.valid {
                 Some(valid) => em.b.build_and(flag, valid, "")?,
                 None => flag,
             };
+            let mut key = k.value.into_int_value();
+            // A table keyed by codes takes the key's code; a key the probe column never holds
+            // has none and can match nothing.
+            if let Some((dictionary, entries)) = coded {
+                let (code, found) = dict_code(em, dictionary, entries, key)?;
+                take = em.b.build_and(take, found, "")?;
+                key = code;
+            }
             em.if_then(take, || {
-                let slot = hash::insert(em, layout, pointer, k.value.into_int_value(), status)?;
+                let slot = hash::insert(em, layout, pointer, key, status)?;
                 let inserted = em.b.build_is_not_null(slot, "")?;
                 em.if_then(inserted, || match records {
                     // A chained table: the slot counts the row, and the row is recorded at its

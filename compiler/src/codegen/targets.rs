@@ -95,7 +95,9 @@ macro_rules! FOR_PTX {
 /// LLVM's `-O1` function simplification, reduced to the passes that change Tessera's GPU
 /// kernels. The item loops arrive unrolled and every primitive is marked always-inline, so of
 /// `default<O1>` only these matter: clean-up before inlining, inlining, scalar replacement of
-/// the tile arrays, combining, hoisting loop invariants out of the loop over tiles, and
+/// the tile arrays, combining, hoisting loop invariants out of the loop over tiles, ranges
+/// propagated and bits nothing reads dropped (`sccp`, `bdce`: with a packed column's reference
+/// compiled in, `-O1` proves its values non-negative and simplifies what they feed), and
 /// dropping stores to shared arrays nothing reads. A pass
 /// was dropped only when every example and every conformance script compiled to the same PTX
 /// without it; `gpu_passes_match_llvm_o1` in `tests/` checks this still holds. It takes 40% less
@@ -117,7 +119,7 @@ const GPU_PASSES: &str = concat!(
     "simplifycfg<bonus-inst-threshold=1;forward-switch-cond;switch-range-to-icmp;",
     "switch-to-lookup;no-keep-loops;hoist-common-insts;sink-common-insts;speculate-blocks;",
     "simplify-cond-branch;no-speculate-unpredictables>,",
-    "vector-combine,",
+    "vector-combine,sccp,bdce,",
     "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>,",
     "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>,",
     "loop-mssa(licm<allowspeculation>)),",

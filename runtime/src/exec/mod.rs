@@ -433,10 +433,14 @@ fn bind(
                 table,
                 column: name,
                 scheme,
+                ..
             } => {
                 // What a packed column's words are read through: its block starts, or its
-                // reference or dictionary.
+                // dictionary.
                 let packed = catalog.packed(table, name, *scheme)?;
+                if let Some(change) = packing_changed(param, &packed) {
+                    return Err(RuntimeError::Stale(format!("`{table}.{name}` {change}")));
+                }
                 let (part, source) = match param {
                     Param::BlockStarts { .. } => ("starts", ColumnBytes::BlockStarts(packed)),
                     _ => ("dictionary", ColumnBytes::Dictionary(packed)),
@@ -487,7 +491,8 @@ fn table_rows(catalog: &Catalog, table: &str) -> Result<u64, RuntimeError> {
 
 /// How a packed column no longer fits the code compiled for it, if it does not: the GPU stages a
 /// tile's blocks in room for the widest block it was compiled for (host programs make room for
-/// any block, and need not look), and shifts and masks are compiled for one width.
+/// any block, and need not look), shifts and masks are compiled for one width, `pack`'s
+/// reference is compiled in, and a search of a dictionary is unrolled for its length.
 fn packing_changed(param: &Param, packed: &Encoded) -> Option<String> {
     match param {
         Param::PackedWords { block_words, .. }
@@ -502,6 +507,23 @@ fn packing_changed(param: &Param, packed: &Encoded) -> Option<String> {
         Param::FixedWords { width, .. } if packed.width != *width => Some(format!(
             "now packs {} bits a value, compiled for {width}",
             packed.width
+        )),
+        Param::FixedWords {
+            reference: Some(reference),
+            ..
+        } if packed.dictionary.first() != Some(reference) => Some(format!(
+            "now packs values from {}, compiled for {reference}",
+            packed
+                .dictionary
+                .first()
+                .map_or("nothing".into(), |r| r.to_string())
+        )),
+        Param::Dictionary {
+            entries: Some(entries),
+            ..
+        } if packed.dictionary.len() != *entries as usize => Some(format!(
+            "now has {} distinct values, compiled for {entries}",
+            packed.dictionary.len()
         )),
         _ => None,
     }
@@ -585,24 +607,43 @@ mod tests {
     use super::*;
     use tessera_storage::compress::{encode, Scheme};
 
-    fn fixed_words(width: u32) -> Param {
+    fn fixed_words(width: u32, reference: i32) -> Param {
         Param::FixedWords {
             table: "t".into(),
             column: "c".into(),
             scheme: Scheme::Pack,
             width,
+            reference: Some(reference),
         }
     }
 
     #[test]
     fn a_packed_column_no_longer_fitting_its_code_is_stale() {
         // Values below 2^6 pack in 6 bits; code compiled for 5 or 7 bits cannot read them.
-        let packed = encode(&(0..64).collect::<Vec<i32>>(), Scheme::Pack);
-        assert_eq!(packing_changed(&fixed_words(6), &packed), None);
+        let packed = encode(&(10..74).collect::<Vec<i32>>(), Scheme::Pack);
+        assert_eq!(packing_changed(&fixed_words(6, 10), &packed), None);
         for width in [5, 7] {
-            let change = packing_changed(&fixed_words(width), &packed).expect("stale");
+            let change = packing_changed(&fixed_words(width, 10), &packed).expect("stale");
             assert!(change.contains("6 bits"), "{change}");
         }
+        // Nor can code that adds another reference.
+        let change = packing_changed(&fixed_words(6, 9), &packed).expect("stale");
+        assert!(change.contains("from 10, compiled for 9"), "{change}");
+        // Nor a search of a dictionary that has grown or shrunk.
+        let dict = encode(&[5, 7, 7, 9], Scheme::Dict);
+        let searched = |entries| Param::Dictionary {
+            table: "t".into(),
+            column: "c".into(),
+            scheme: Scheme::Dict,
+            entries,
+        };
+        assert_eq!(packing_changed(&searched(Some(3)), &dict), None);
+        assert_eq!(packing_changed(&searched(None), &dict), None);
+        let change = packing_changed(&searched(Some(4)), &dict).expect("stale");
+        assert!(
+            change.contains("3 distinct values, compiled for 4"),
+            "{change}"
+        );
 
         let blocks = encode(
             &(0..256).map(|i| i * 1000).collect::<Vec<i32>>(),

@@ -298,7 +298,7 @@ pub fn find<'ctx>(
         let key = param_int(p, 3)?;
         let result: BasicValueEnum = match owned.kind {
             HashKind::Perfect { .. } if owned.is_key_set() => {
-                let (word, bit, inside) = key_bit(p, table, param, slots, key)?;
+                let (word, bit, inside) = key_bit(p, &owned, table, param, slots, key)?;
                 let present = bit_is_set(p, word, bit)?;
                 let present = p.b.build_and(inside, present, "")?;
                 p.b.build_select(present, word, p.global_ptr().const_null(), "")?
@@ -349,6 +349,7 @@ pub fn set_contains<'ctx>(
     let f = primitive(em, &name, ty, |p| {
         let (word, bit, inside) = key_bit(
             p,
+            layout,
             param_ptr(p, 0)?,
             param_int(p, 1)?,
             param_int(p, 2)?,
@@ -408,7 +409,7 @@ fn insert_key<'ctx>(
     key: IntValue<'ctx>,
     status: PointerValue<'ctx>,
 ) -> CodegenResult<PointerValue<'ctx>> {
-    let (word, bit, inside) = key_bit(p, table, min, slots, key)?;
+    let (word, bit, inside) = key_bit(p, layout, table, min, slots, key)?;
     report_unless(p, inside, status, status::KEY_OUT_OF_RANGE)?;
     claim(p, layout, inside, status, || {
         let mask = p.b.build_left_shift(p.const_i32(1), bit, "")?;
@@ -462,12 +463,13 @@ fn claim<'ctx>(
 /// inside the table's range (a key outside it points at the first word).
 fn key_bit<'ctx>(
     p: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
     table: PointerValue<'ctx>,
     min: IntValue<'ctx>,
     slots: IntValue<'ctx>,
     key: IntValue<'ctx>,
 ) -> CodegenResult<(PointerValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>)> {
-    let (index, inside) = perfect_index(p, min, slots, key)?;
+    let (index, inside) = perfect_index(p, layout, min, slots, key)?;
     let word = p.b.build_right_shift(index, p.const_i64(5), false, "")?;
     let word = p.offset_ptr(p.i32().into(), table, word)?;
     let bit = p.b.build_int_truncate(index, p.i32(), "")?;
@@ -479,13 +481,29 @@ fn key_bit<'ctx>(
 /// table's range, and whether it is inside (an `i64` and an `i1`).
 fn perfect_index<'ctx>(
     p: &Emitter<'ctx, '_>,
+    layout: &HashTableLayout,
     min: IntValue<'ctx>,
     slots: IntValue<'ctx>,
     key: IntValue<'ctx>,
 ) -> CodegenResult<(IntValue<'ctx>, IntValue<'ctx>)> {
+    // Unsigned comparisons: a key below `min` wraps to a huge index.
+    if narrow_index(layout, key.get_type().get_bit_width()) {
+        // 32-bit arithmetic is exact here, and the GPU does it in one instruction where 64-bit
+        // takes two; the index widens for free in the address arithmetic.
+        let key = p.b.build_int_s_extend_or_bit_cast(key, p.i32(), "")?;
+        let min = p.b.build_int_truncate(min, p.i32(), "")?;
+        let slots = p.b.build_int_truncate(slots, p.i32(), "")?;
+        let index = p.b.build_int_sub(key, min, "index")?;
+        let inside =
+            p.b.build_int_compare(IntPredicate::ULT, index, slots, "inside")?;
+        let index =
+            p.b.build_select(inside, index, p.const_i32(0), "")?
+                .into_int_value();
+        let index = p.b.build_int_z_extend(index, p.i64(), "")?;
+        return Ok((index, inside));
+    }
     let wide = p.b.build_int_s_extend_or_bit_cast(key, p.i64(), "")?;
     let index = p.b.build_int_sub(wide, min, "index")?;
-    // Unsigned comparison: a key below `min` wraps to a huge index.
     let inside =
         p.b.build_int_compare(IntPredicate::ULT, index, slots, "inside")?;
     let index =
@@ -494,7 +512,20 @@ fn perfect_index<'ctx>(
     Ok((index, inside))
 }
 
-/// Whether bit `bit` of the word at `word` is set./// Whether bit `bit` of the word at `word` is set.
+/// Whether a perfect table's index of a `key_bits`-bit key is computed in 32 bits: exact when
+/// the key fits and so do the table's first and last keys (then `key - min` wraps below `min`
+/// to at least `2^32 - (max - min)`, never into the range).
+fn narrow_index(layout: &HashTableLayout, key_bits: u32) -> bool {
+    match layout.kind {
+        HashKind::Perfect { min, slots } => {
+            let max = min.saturating_add(slots as i64 - 1);
+            key_bits <= 32 && min >= i64::from(i32::MIN) && max <= i64::from(i32::MAX)
+        }
+        HashKind::Open { .. } => false,
+    }
+}
+
+/// Whether bit `bit` of the word at `word` is set.
 fn bit_is_set<'ctx>(
     p: &Emitter<'ctx, '_>,
     word: PointerValue<'ctx>,
@@ -534,7 +565,7 @@ pub fn probe_perfect<'ctx>(
         let min = param_int(p, 1)?;
         let slots = param_int(p, 2)?;
         let key = param_int(p, 3)?;
-        let (safe, inside) = perfect_index(p, min, slots, key)?;
+        let (safe, inside) = perfect_index(p, layout, min, slots, key)?;
         let offset =
             p.b.build_int_mul(safe, p.const_i64(i64::from(stride)), "")?;
         let slot = p.offset_ptr(p.i8().into(), table, offset)?;
@@ -656,8 +687,15 @@ fn primitive_name(layout: &HashTableLayout, op: &str, key_bits: u32) -> String {
         KeyRepeats::Refused => "",
         KeyRepeats::Shared => ".shared",
     };
+    // Tables of one kind share a primitive, taking their shape at run time, unless their
+    // index arithmetic differs.
+    let index = if narrow_index(layout, key_bits) {
+        ".i32"
+    } else {
+        ""
+    };
     format!(
-        "tessera.ht_{op}.{kind}.k{key_bits}.s{}{repeats}",
+        "tessera.ht_{op}.{kind}.k{key_bits}.s{}{repeats}{index}",
         layout.stride
     )
 }
@@ -795,7 +833,7 @@ pub fn home_slot<'ctx>(
 ) -> CodegenResult<IntValue<'ctx>> {
     let (param, slots) = run_time_shape(em, layout);
     match layout.kind {
-        HashKind::Perfect { .. } => Ok(perfect_index(em, param, slots, key)?.0),
+        HashKind::Perfect { .. } => Ok(perfect_index(em, layout, param, slots, key)?.0),
         HashKind::Open { .. } => hash(em, key, param),
     }
 }
@@ -811,17 +849,10 @@ fn perfect_slot<'ctx>(
     key: IntValue<'ctx>,
     status: Option<PointerValue<'ctx>>,
 ) -> CodegenResult<PointerValue<'ctx>> {
-    let wide = p.b.build_int_s_extend_or_bit_cast(key, p.i64(), "")?;
-    let index = p.b.build_int_sub(wide, min, "index")?;
-    // Unsigned comparison: a key below `min` wraps to a huge index.
-    let inside =
-        p.b.build_int_compare(IntPredicate::ULT, index, slots, "inside")?;
+    let (safe, inside) = perfect_index(p, layout, min, slots, key)?;
     if let Some(status) = status {
         report_unless(p, inside, status, status::KEY_OUT_OF_RANGE)?;
     }
-    let safe =
-        p.b.build_select(inside, index, p.const_i64(0), "")?
-            .into_int_value();
     let offset =
         p.b.build_int_mul(safe, p.const_i64(i64::from(layout.stride)), "")?;
     let slot = p.offset_ptr(p.i8().into(), table, offset)?;

@@ -4,6 +4,7 @@
 //! live in registers once inlined; on the host the same code runs with one thread per tile.
 
 pub mod chain;
+pub mod dict_code;
 pub mod group;
 pub mod hash;
 pub mod load;

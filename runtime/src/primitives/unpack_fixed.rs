@@ -40,8 +40,17 @@ pub struct FixedColumn<'ctx> {
     pub width: u32,
     /// The codes' bit stream, with a spare word after it.
     pub words: PointerValue<'ctx>,
-    /// `pack`: the reference alone; `dict`: the values codes index.
-    pub dictionary: PointerValue<'ctx>,
+    pub base: CodeBase<'ctx>,
+}
+
+/// What a code decodes through.
+#[derive(Clone, Copy)]
+pub enum CodeBase<'ctx> {
+    /// `pack`: the reference added to every code, compiled in, so that what consumes the value
+    /// folds it into its own constants (a perfect table's first key, a comparison's bound).
+    Reference(i32),
+    /// `dict`: the values codes index.
+    Dictionary(PointerValue<'ctx>),
 }
 
 /// Which items of the tile to decode.
@@ -61,9 +70,37 @@ pub fn unpack_fixed<'ctx>(
     rows: Rows<'ctx>,
     out: TileArray<'ctx>,
 ) -> CodegenResult<()> {
-    if !column.scheme.is_fixed_width() || column.width > 32 {
+    unpack_into(em, column, tile_start, rows, out, false)
+}
+
+/// Reads the codes of the tile starting at row `tile_start` of `column` into `out` (an `i32`
+/// array), without decoding them: what a hash table built over codes is probed with
+/// ([`super::dict_code`]).
+pub fn unpack_codes<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    column: &FixedColumn<'ctx>,
+    tile_start: IntValue<'ctx>,
+    rows: Rows<'ctx>,
+    out: TileArray<'ctx>,
+) -> CodegenResult<()> {
+    unpack_into(em, column, tile_start, rows, out, true)
+}
+
+fn unpack_into<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    column: &FixedColumn<'ctx>,
+    tile_start: IntValue<'ctx>,
+    rows: Rows<'ctx>,
+    out: TileArray<'ctx>,
+    codes: bool,
+) -> CodegenResult<()> {
+    let base_fits = matches!(
+        (column.scheme, column.base),
+        (Scheme::Pack, CodeBase::Reference(_)) | (Scheme::Dict, CodeBase::Dictionary(_))
+    );
+    if !base_fits || column.width > 32 {
         return Err(CodegenError::Invalid(format!(
-            "{} at {} bits is not a fixed-width scheme",
+            "{} at {} bits is not a fixed-width scheme with its base",
             column.scheme, column.width
         )));
     }
@@ -84,26 +121,31 @@ pub fn unpack_fixed<'ctx>(
         ],
         false,
     );
+    // `pack`'s reference is a constant of the primitive's body rather than an argument, so
+    // that the optimizer sees it in every pass that runs before inlining.
+    let (dictionary, reference) = match column.base {
+        CodeBase::Reference(reference) => (em.global_ptr().const_null(), Some(reference)),
+        CodeBase::Dictionary(dictionary) => (dictionary, None),
+    };
     let name = format!(
-        "tessera.unpack_fixed.{}.w{}.{mode}.{}",
+        "tessera.unpack_fixed.{}.w{}{}.{mode}{}.{}",
         column.scheme,
         column.width,
+        reference.map_or(String::new(), |r| format!(".r{r}")),
+        if codes { ".codes" } else { "" },
         type_name(out.elem)
     );
-    let (scheme, width) = (column.scheme, column.width);
+    let width = column.width;
     let f = primitive(em, &name, ty, |p| {
         let words = param_ptr(p, 0)?;
         let dictionary = param_ptr(p, 1)?;
+        let reference = reference.map(|r| p.const_i32(i64::from(r)));
         let start = param_int(p, 2)?;
         let out = TileArray {
             ptr: param_ptr(p, 4)?,
             ..out
         };
-        let reference = match scheme {
-            Scheme::Pack => Some(load_i32(p, dictionary, p.const_i64(0))?),
-            _ => None,
-        };
-        let decoder = Decoder::new(p, words, dictionary, reference, width, start)?;
+        let decoder = Decoder::new(p, words, dictionary, reference, width, start, codes)?;
         match rows {
             Rows::First(_) => {
                 let count = param_int(p, 3)?;
@@ -129,7 +171,7 @@ pub fn unpack_fixed<'ctx>(
         f,
         &[
             column.words.into(),
-            column.dictionary.into(),
+            dictionary.into(),
             tile_start.into(),
             selector,
             out.ptr.into(),
@@ -173,9 +215,11 @@ impl<'ctx> Take<'ctx> {
 struct Decoder<'ctx> {
     words: PointerValue<'ctx>,
     dictionary: PointerValue<'ctx>,
-    /// `pack`'s reference, loaded once per tile.
+    /// `pack`'s reference.
     reference: Option<IntValue<'ctx>>,
     width: u32,
+    /// Whether the codes are wanted rather than the values.
+    codes: bool,
     start: IntValue<'ctx>,
     /// On the GPU, where warps are whole: the word holding the thread's first code and the bit
     /// it starts at, the same bit for all the thread's items.
@@ -190,12 +234,14 @@ impl<'ctx> Decoder<'ctx> {
         reference: Option<IntValue<'ctx>>,
         width: u32,
         start: IntValue<'ctx>,
+        codes: bool,
     ) -> CodegenResult<Decoder<'ctx>> {
         let mut decoder = Decoder {
             words,
             dictionary,
             reference,
             width,
+            codes,
             start,
             thread_first: None,
         };
@@ -247,6 +293,7 @@ impl<'ctx> Decoder<'ctx> {
             taken(item, &|| {
                 let code = self.code(p, item, low, high, self.next_word_by_shuffle(take))?;
                 let value = match self.reference {
+                    _ if self.codes => code,
                     Some(reference) => p.b.build_int_add(reference, code, "unpacked")?,
                     None => {
                         let index = p.b.build_int_z_extend(code, p.i64(), "")?;

@@ -1,13 +1,14 @@
 //! `unpack` and `unpack_fixed` on the host target against the storage layer's encoder: every
 //! tile of a column, the last one partial, decodes to the values encoded, and items past the end
-//! (or not selected) are zero.
+//! (or not selected) are zero; `dict_code` finds every value of a dictionary and no other.
 
 use inkwell::context::Context;
 use tessera_storage::compress::{encode, Scheme};
 
+use super::dict_code::dict_code;
 use super::tests::{arg, call, function_for_tile, link, store_tile};
 use super::unpack::{unpack, PackedColumn, DEVICE_SPARE_WORDS};
-use super::unpack_fixed::{unpack_fixed, FixedColumn, Rows};
+use super::unpack_fixed::{unpack_fixed, CodeBase, FixedColumn, Rows};
 use crate::tile::TileShape;
 
 const TILE: TileShape = TileShape {
@@ -42,7 +43,13 @@ fn unpack_on_host(values: &[i32], scheme: Scheme, every: Option<i32>) -> Vec<i32
                 scheme,
                 width: encoded.width,
                 words: arg(em, 0).into_pointer_value(),
-                dictionary: arg(em, 1).into_pointer_value(),
+                base: match scheme {
+                    // `pack`'s reference is compiled in, as the compiler does.
+                    Scheme::Pack => {
+                        CodeBase::Reference(encoded.dictionary.first().copied().unwrap_or(0))
+                    }
+                    _ => CodeBase::Dictionary(arg(em, 1).into_pointer_value()),
+                },
             };
             let rows = match every {
                 None => Rows::First(count),
@@ -212,4 +219,74 @@ fn unpacks_skewed_values_and_short_columns() {
     check("one value", &[5]);
     check("127 values", &(0..127).collect::<Vec<_>>());
     check("129 values", &(0..129).rev().collect::<Vec<_>>());
+}
+
+/// Each of `values` looked up in `dictionary` (ascending, distinct) by the generated search:
+/// its code, or -1 when the dictionary does not hold it.
+fn codes_on_host(dictionary: &[i32], values: &[i32]) -> Vec<i32> {
+    let context = Context::create();
+    let module = context.create_module("dict_code");
+    let entries = dictionary.len() as u32;
+    function_for_tile(&context, &module, "codes", TILE, |em| {
+        let values = arg(em, 0).into_pointer_value();
+        let dictionary = arg(em, 1).into_pointer_value();
+        let out = arg(em, 2).into_pointer_value();
+        em.for_each_item(|item| {
+            let place = em.offset_ptr(em.i32().into(), values, item.index)?;
+            let value = em.b.build_load(em.i32(), place, "")?.into_int_value();
+            let (code, found) = dict_code(em, dictionary, entries, value)?;
+            let code = em.b.build_select(found, code, em.const_i32(-1), "")?;
+            let target = em.offset_ptr(em.i32().into(), out, item.index)?;
+            em.b.build_store(target, code)?;
+            Ok(())
+        })
+        .expect("codes");
+    });
+    let object = link(&module);
+    let items = TILE.items() as usize;
+    let mut codes = Vec::with_capacity(values.len());
+    for chunk in values.chunks(items) {
+        let mut tile = chunk.to_vec();
+        tile.resize(items, 0);
+        let mut entries = dictionary.to_vec();
+        entries.push(0);
+        let mut out = vec![0i32; items];
+        call(
+            &object,
+            "codes",
+            tile.as_mut_ptr().cast(),
+            entries.as_mut_ptr().cast(),
+            out.as_mut_ptr().cast(),
+            0,
+        );
+        codes.extend_from_slice(&out[..chunk.len()]);
+    }
+    codes
+}
+
+#[test]
+fn finds_the_code_of_every_value_a_dictionary_holds_and_no_other() {
+    for entries in [1usize, 2, 3, 4, 5, 7, 8, 100, 2406] {
+        // Spread out, with negative values and the extremes of `i32`, so that neighbours and
+        // gaps are both searched.
+        let mut dictionary: Vec<i32> = (0..entries as i64)
+            .map(|i| (i * 7919 - 40_000) as i32)
+            .collect();
+        if entries > 2 {
+            dictionary[0] = i32::MIN;
+            dictionary[entries - 1] = i32::MAX;
+        }
+        let mut values: Vec<i32> = dictionary.clone();
+        values.extend(dictionary.iter().map(|v| v.wrapping_add(1)));
+        values.extend(dictionary.iter().map(|v| v.wrapping_sub(1)));
+        let expected: Vec<i32> = values
+            .iter()
+            .map(|v| dictionary.binary_search(v).map_or(-1, |code| code as i32))
+            .collect();
+        assert_eq!(
+            codes_on_host(&dictionary, &values),
+            expected,
+            "{entries} entries"
+        );
+    }
 }
