@@ -70,9 +70,10 @@ pub struct CompileArgs {
     tile: Option<tessera_runtime::TileShape>,
     /// How the integer columns kernels read are stored on the device: plain (`none`), bit-packed
     /// at one width per column (`pack`) or as dictionary codes (`dict`), in blocks with GPU-FOR
-    /// (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
-    #[arg(long, default_value = "none", value_parser = parse_compression)]
-    compress: tessera_storage::compress::Compression,
+    /// (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`). By default `auto` on
+    /// a GPU and `none` on the CPU.
+    #[arg(long, value_parser = parse_compression)]
+    compress: Option<tessera_storage::compress::Compression>,
     /// Whether joins into large tables first partition the rows that probe them by the part of
     /// the table each reaches: `auto` (tables over 32 MB), `always` or `never`.
     #[arg(long, default_value = "auto", value_parser = parse_partition_joins)]
@@ -147,9 +148,10 @@ pub struct RunArgs {
     tile: Option<tessera_runtime::TileShape>,
     /// How the integer columns kernels read are stored on the device: plain (`none`), bit-packed
     /// at one width per column (`pack`) or as dictionary codes (`dict`), in blocks with GPU-FOR
-    /// (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
-    #[arg(long, default_value = "none", value_parser = parse_compression)]
-    compress: tessera_storage::compress::Compression,
+    /// (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`). By default `auto` on
+    /// a GPU and `none` on the CPU.
+    #[arg(long, value_parser = parse_compression)]
+    compress: Option<tessera_storage::compress::Compression>,
     /// Whether joins into large tables first partition the rows that probe them by the part of
     /// the table each reaches: `auto` (tables over 32 MB), `always` or `never`.
     #[arg(long, default_value = "auto", value_parser = parse_partition_joins)]
@@ -169,9 +171,10 @@ pub struct TestArgs {
     device: commands::session::DeviceChoice,
     /// How the integer columns kernels read are stored on the device: plain (`none`), bit-packed
     /// at one width per column (`pack`) or as dictionary codes (`dict`), in blocks with GPU-FOR
-    /// (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
-    #[arg(long, default_value = "none", value_parser = parse_compression)]
-    compress: tessera_storage::compress::Compression,
+    /// (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`). By default `auto` on
+    /// a GPU and `none` on the CPU.
+    #[arg(long, value_parser = parse_compression)]
+    compress: Option<tessera_storage::compress::Compression>,
     /// Whether joins into large tables first partition the rows that probe them by the part of
     /// the table each reaches: `auto` (tables over 32 MB), `always` or `never`.
     #[arg(long, default_value = "auto", value_parser = parse_partition_joins)]
@@ -298,9 +301,10 @@ pub struct BenchArgs {
     tile: Option<tessera_runtime::TileShape>,
     /// How the integer columns kernels read are stored on the device: plain (`none`), bit-packed
     /// at one width per column (`pack`) or as dictionary codes (`dict`), in blocks with GPU-FOR
-    /// (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`).
-    #[arg(long, default_value = "none", value_parser = parse_compression)]
-    compress: tessera_storage::compress::Compression,
+    /// (`for`) or GPU-DFOR (`dfor`), or per column the smallest (`auto`). By default `auto` on
+    /// a GPU and `none` on the CPU.
+    #[arg(long, value_parser = parse_compression)]
+    compress: Option<tessera_storage::compress::Compression>,
     /// Also print each query's kernels: the median time of each over the timed runs.
     #[arg(long)]
     kernels: bool,

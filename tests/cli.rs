@@ -327,6 +327,28 @@ fn packed_columns_are_decoded_by_the_unpack_primitive() {
 }
 
 #[test]
+fn columns_are_packed_by_default_for_the_gpu_and_plain_for_the_cpu() {
+    let emit = |target: &str| {
+        let output = tessera(&[
+            "compile",
+            "examples/ssb/q11.tq",
+            "--data",
+            data(),
+            "--target",
+            target,
+            "--emit",
+            "llvm",
+        ]);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        text(&output.stdout)
+    };
+    let gpu = emit("sm_90");
+    assert!(gpu.contains("tessera.unpack_fixed"), "{gpu}");
+    let cpu = emit("host");
+    assert!(!cpu.contains("tessera.unpack"), "{cpu}");
+}
+
+#[test]
 fn joins_probed_by_a_dictionary_column_are_keyed_by_its_codes() {
     let emit = |compression: &str| {
         let output = tessera(&[
@@ -565,7 +587,8 @@ fn a_join_on_repeated_keys_spreads_matches_over_the_block_while_the_probe_rows_c
         let llvm = compiled(
             &format!("spread-{}-{target}", carried.len()),
             &script,
-            &["--emit", "llvm", "--target", target],
+            // Plain columns: the GPU's 256x4 tile.
+            &["--emit", "llvm", "--target", target, "--compress", "none"],
         );
         let spread = llvm.contains("\nspread_round:");
         let walk = llvm.contains("\nwalk_round:");

@@ -17,7 +17,7 @@ use tessera_storage::Catalog;
 
 use super::compile::Script;
 use super::run::backend_for;
-use super::session::{choose_target, compile_with_catalog, CompileOptions};
+use super::session::{choose_target, compile_with_catalog, compression_for, CompileOptions};
 use crate::failure::Failure;
 use crate::progress::Bar;
 use crate::BenchArgs;
@@ -223,7 +223,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     let options = CompileOptions {
         target,
         tile: args.tile,
-        compress: args.compress,
+        compress: compression_for(target, args.compress),
         partition_joins: Default::default(),
     };
     let device = gpu

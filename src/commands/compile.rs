@@ -9,7 +9,7 @@ use tessera_compiler::script::OpenError;
 use tessera_grammar::source_to_ast;
 use tessera_storage::Catalog;
 
-use super::session::{compile_script, CompileOptions};
+use super::session::{compile_script, compression_for, CompileOptions};
 use crate::failure::Failure;
 use crate::{CompileArgs, Emit};
 
@@ -23,7 +23,7 @@ pub fn run(args: &CompileArgs) -> Result<(), Failure> {
     let options = CompileOptions {
         target: args.target,
         tile: args.tile,
-        compress: args.compress,
+        compress: compression_for(args.target, args.compress),
         partition_joins: args.partition_joins,
     };
     if let Some(stage) = args.emit {

@@ -16,7 +16,9 @@ use tessera_storage::Catalog;
 
 use super::cache;
 use super::compile::Script;
-use super::session::{choose_target, compile_script, CompileOptions, DeviceChoice};
+use super::session::{
+    choose_target, compile_script, compression_for, CompileOptions, DeviceChoice,
+};
 use crate::failure::Failure;
 use crate::RunArgs;
 
@@ -62,7 +64,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         let options = CompileOptions {
             target,
             tile: args.tile,
-            compress: args.compress,
+            compress: compression_for(target, args.compress),
             partition_joins: args.partition_joins,
         };
         let mut compiled = compile_script(&script, &args.data, &options, true)?;

@@ -46,6 +46,17 @@ pub fn choose_target(choice: DeviceChoice) -> Result<(Target, Option<GpuInfo>), 
     }
 }
 
+/// How columns are stored when the command line does not say: bit-packed (`auto`) on the GPU,
+/// where a scan's bytes set its time and SSB runs faster packed (docs/PERFORMANCE.md); plain on
+/// the CPU, where the host code decodes an item with two loads instead of one.
+pub fn compression_for(target: Target, asked: Option<Compression>) -> Compression {
+    asked.unwrap_or(if target.is_gpu() {
+        Compression::Auto
+    } else {
+        Compression::None
+    })
+}
+
 /// What a script is compiled for: the target, its tile shape (the target's default when
 /// `None`), and how the integer columns kernels read are encoded.
 #[derive(Clone, Copy, Debug)]
@@ -166,4 +177,25 @@ pub fn compile_with_catalog(
         cache_key: key,
         from_cache: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_are_packed_by_default_on_the_gpu_only() {
+        let gpu = Target::Nvptx { sm: 90 };
+        assert_eq!(compression_for(gpu, None), Compression::Auto);
+        assert_eq!(compression_for(Target::Host, None), Compression::None);
+        // What the command line asks for wins on either.
+        assert_eq!(
+            compression_for(gpu, Some(Compression::None)),
+            Compression::None
+        );
+        assert_eq!(
+            compression_for(Target::Host, Some(Compression::Pack)),
+            Compression::Pack
+        );
+    }
 }

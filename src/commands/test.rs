@@ -16,7 +16,7 @@ use tessera_storage::Catalog;
 
 use super::compile::Script;
 use super::run::execute;
-use super::session::{choose_target, compile_with_catalog, CompileOptions};
+use super::session::{choose_target, compile_with_catalog, compression_for, CompileOptions};
 use crate::conformance::{compare, parse_csv, Case, Script as CaseScript};
 use crate::failure::Failure;
 use crate::TestArgs;
@@ -36,10 +36,10 @@ pub fn run(args: &TestArgs) -> Result<(), Failure> {
     let options = CompileOptions {
         target,
         tile: None,
-        compress: args.compress,
+        compress: compression_for(target, args.compress),
         partition_joins: args.partition_joins,
     };
-    let compression = match args.compress {
+    let compression = match options.compress {
         Compression::None => String::new(),
         other => format!(", columns packed: {other}"),
     };

@@ -70,8 +70,12 @@ fn extremes(values: &[i32]) -> Option<(i32, i32)> {
 /// `values` as `pack`: the reference is the smallest value, the width that of the largest
 /// difference from it.
 pub(super) fn encode_pack(values: &[i32]) -> Encoded {
-    let (low, high) = extremes(values).unwrap_or((0, 0));
-    let width = bits_for((high as u32).wrapping_sub(low as u32));
+    pack_between(values, extremes(values).unwrap_or((0, 0)))
+}
+
+/// `values`, all within `low..=high`, as `pack`.
+fn pack_between(values: &[i32], (low, high): (i32, i32)) -> Encoded {
+    let width = pack_width(low, high);
     Encoded {
         scheme: Scheme::Pack,
         len: values.len(),
@@ -99,20 +103,58 @@ pub(super) fn encode_dict(values: &[i32]) -> Encoded {
     }
 }
 
-/// `values` as `dict` when its dictionary would hold at most `entries` values and its codes
-/// take fewer bits than `pack`'s `pack_width`; found with a bitmap, so only for values whose
-/// range is at most [`BITMAP_RANGE`].
-pub(super) fn small_dict(values: &[i32], pack_width: u32, entries: usize) -> Option<Encoded> {
-    let (low, high) = extremes(values)?;
-    if range(low, high) > BITMAP_RANGE {
-        return None;
+fn pack_width(low: i32, high: i32) -> u32 {
+    bits_for((high as u32).wrapping_sub(low as u32))
+}
+
+/// The one-width encodings `auto` weighs for a column, sized before either is made.
+pub(super) struct FixedCandidates<'v> {
+    values: &'v [i32],
+    extremes: Option<(i32, i32)>,
+    /// The distinct values when there are at most the entries asked for and their codes take
+    /// fewer bits than `pack`'s (found with a bitmap, so only for a range of at most
+    /// [`BITMAP_RANGE`]).
+    dictionary: Option<Bitmap>,
+}
+
+impl<'v> FixedCandidates<'v> {
+    pub(super) fn of(values: &'v [i32], entries: usize) -> FixedCandidates<'v> {
+        let extremes = extremes(values);
+        let dictionary = extremes
+            .filter(|&(low, high)| range(low, high) <= BITMAP_RANGE)
+            .map(|(low, high)| Bitmap::of(values, low, high))
+            .filter(|present| {
+                let (low, high) = extremes.unwrap_or((0, 0));
+                present.count() <= entries && dict_width(present.count()) < pack_width(low, high)
+            });
+        FixedCandidates {
+            values,
+            extremes,
+            dictionary,
+        }
     }
-    let present = Bitmap::of(values, low, high);
-    let distinct = present.count();
-    if distinct > entries || dict_width(distinct) >= pack_width {
-        return None;
+
+    /// Bytes of `pack` (its bit stream and reference, as [`Encoded::bytes`] counts them).
+    pub(super) fn pack_bytes(&self) -> usize {
+        let (low, high) = self.extremes.unwrap_or((0, 0));
+        (stream_words(self.values.len(), pack_width(low, high)) + 1) * 4
     }
-    Some(dict_from_bitmap(values, &present))
+
+    /// Bytes of `dict`, when it is a candidate.
+    pub(super) fn dict_bytes(&self) -> Option<usize> {
+        let entries = self.dictionary.as_ref()?.count();
+        Some((stream_words(self.values.len(), dict_width(entries)) + entries) * 4)
+    }
+
+    pub(super) fn pack(&self) -> Encoded {
+        pack_between(self.values, self.extremes.unwrap_or((0, 0)))
+    }
+
+    /// `dict`, when it is a candidate.
+    pub(super) fn dict(&self) -> Option<Encoded> {
+        let present = self.dictionary.as_ref()?;
+        Some(dict_from_bitmap(self.values, present))
+    }
 }
 
 fn range(low: i32, high: i32) -> u64 {

@@ -394,35 +394,51 @@ pub const BLOCKS_MUST_SAVE_BITS: usize = 1;
 /// GPU-FOR or GPU-DFOR is smaller still by [`BLOCKS_MUST_SAVE_BITS`] a value. On a tie, the
 /// first in [`Scheme::ALL`].
 pub fn choose(values: &[i32]) -> Encoded {
-    let (pack, (for_, dfor)) = rayon::join(
-        || fixed::encode_pack(values),
+    // Every candidate is sized without being made, and only the smallest is encoded.
+    let (fixed, (for_bytes, dfor_bytes)) = rayon::join(
+        || fixed::FixedCandidates::of(values, fixed::AUTO_DICTIONARY_ENTRIES),
         || {
             rayon::join(
-                || try_encode(values, Scheme::For),
-                || try_encode(values, Scheme::Dfor),
+                || blocks_bytes(values, Scheme::For),
+                || blocks_bytes(values, Scheme::Dfor),
             )
         },
     );
-    let dict = fixed::small_dict(values, pack.width, fixed::AUTO_DICTIONARY_ENTRIES);
     let margin = values.len() * BLOCKS_MUST_SAVE_BITS / 8;
-    let mut best: Option<Encoded> = None;
-    let mut best_bytes = values.len() * std::mem::size_of::<u32>();
-    for candidate in [Some(pack), dict, for_.ok(), dfor.ok()]
-        .into_iter()
-        .flatten()
-    {
-        let handicap = if candidate.scheme.has_blocks() {
-            margin
-        } else {
-            0
-        };
-        if candidate.bytes() + handicap < best_bytes {
-            best_bytes = candidate.bytes() + handicap;
-            best = Some(candidate);
+    let candidates = [
+        (Scheme::Pack, Some(fixed.pack_bytes())),
+        (Scheme::Dict, fixed.dict_bytes()),
+        (Scheme::For, for_bytes),
+        (Scheme::Dfor, dfor_bytes),
+    ];
+    let mut best = (Scheme::None, values.len() * std::mem::size_of::<u32>());
+    for (scheme, bytes) in candidates {
+        let Some(bytes) = bytes else { continue };
+        let handicap = if scheme.has_blocks() { margin } else { 0 };
+        if bytes + handicap < best.1 {
+            best = (scheme, bytes + handicap);
         }
     }
-    // The plain copy is made only when it wins, so that choosing costs no extra copy.
-    best.unwrap_or_else(|| encode(values, Scheme::None))
+    match best.0 {
+        Scheme::Pack => fixed.pack(),
+        Scheme::Dict => fixed.dict().unwrap_or_else(|| fixed.pack()),
+        scheme => try_encode(values, scheme).unwrap_or_else(|_| encode(values, Scheme::None)),
+    }
+}
+
+/// Bytes of `values` in `scheme` (GPU-FOR or GPU-DFOR), as [`Encoded::bytes`] counts them,
+/// found without packing; `None` when the encoding would be too large.
+fn blocks_bytes(values: &[i32], scheme: Scheme) -> Option<usize> {
+    let words: usize = values
+        .par_chunks(BLOCK_LEN)
+        .map(|chunk| match scheme {
+            Scheme::Dfor => pack::dfor_block_words(chunk),
+            _ => pack::for_block_words(chunk),
+        })
+        .sum();
+    u32::try_from(words).ok()?;
+    let starts = values.len().div_ceil(BLOCK_LEN) + 1;
+    Some((words + starts) * std::mem::size_of::<u32>())
 }
 
 /// Decodes a whole column, checking the block starts and every block header against `data`.

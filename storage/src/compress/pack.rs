@@ -100,6 +100,26 @@ fn unpack_miniblock(words: &[u32], width: u32, reference: u32, out: &mut [i32]) 
     }
 }
 
+/// Words of 1 to 128 values as one GPU-FOR block, found without packing them.
+pub(super) fn for_block_words(values: &[i32]) -> usize {
+    Frame::new(values).words()
+}
+
+/// Words of 1 to 128 values as one GPU-DFOR block, found without packing them.
+pub(super) fn dfor_block_words(values: &[i32]) -> usize {
+    DFOR_HEADER + Frame::new(&dfor_deltas(values)[..values.len().max(1)]).words()
+}
+
+/// The deltas GPU-DFOR frames: 0 for the first value (the block's base holds it), then each
+/// value less the one before.
+fn dfor_deltas(values: &[i32]) -> [i32; BLOCK_LEN] {
+    let mut deltas = [0i32; BLOCK_LEN];
+    for (delta, pair) in deltas[1..].iter_mut().zip(values.windows(2)) {
+        *delta = pair[1].wrapping_sub(pair[0]);
+    }
+    deltas
+}
+
 /// Packs 1 to 128 values as one GPU-FOR block.
 pub(super) fn encode_for_block(values: &[i32]) -> Vec<u32> {
     let frame = Frame::new(values);
@@ -111,10 +131,7 @@ pub(super) fn encode_for_block(values: &[i32]) -> Vec<u32> {
 /// Packs 1 to 128 values as one GPU-DFOR block.
 pub(super) fn encode_dfor_block(values: &[i32]) -> Vec<u32> {
     let base = values.first().copied().unwrap_or(0);
-    let mut deltas = [0i32; BLOCK_LEN];
-    for (delta, pair) in deltas[1..].iter_mut().zip(values.windows(2)) {
-        *delta = pair[1].wrapping_sub(pair[0]);
-    }
+    let deltas = dfor_deltas(values);
     let frame = Frame::new(&deltas[..values.len().max(1)]);
     let mut out = Vec::with_capacity(DFOR_HEADER + frame.words());
     out.push(base as u32);

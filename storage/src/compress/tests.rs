@@ -368,6 +368,85 @@ fn choose_keeps_full_range_random_values_plain() {
     }
 }
 
+/// What `choose` must pick, found the slow way: every scheme encoded and weighed by its bytes
+/// under the same rules.
+fn smallest_encoded(values: &[i32]) -> Encoded {
+    let margin = values.len() * BLOCKS_MUST_SAVE_BITS / 8;
+    let pack = encode(values, Scheme::Pack);
+    let dict = encode(values, Scheme::Dict);
+    let small_dict = dict.dictionary.len() <= AUTO_DICTIONARY_ENTRIES && dict.width < pack.width;
+    let mut best = encode(values, Scheme::None);
+    let mut best_bytes = best.bytes();
+    let candidates = [
+        Some(pack),
+        small_dict.then_some(dict),
+        Some(encode(values, Scheme::For)),
+        Some(encode(values, Scheme::Dfor)),
+    ];
+    for candidate in candidates.into_iter().flatten() {
+        let handicap = if candidate.scheme.has_blocks() {
+            margin
+        } else {
+            0
+        };
+        if candidate.bytes() + handicap < best_bytes {
+            best_bytes = candidate.bytes() + handicap;
+            best = candidate;
+        }
+    }
+    best
+}
+
+#[test]
+fn choose_sizes_every_scheme_as_encoding_it_would() {
+    let mut rng = XorShift(424_242);
+    for &len in &LENGTHS {
+        let columns: Vec<(&str, Vec<i32>)> = vec![
+            ("random", random(len, 7)),
+            (
+                "narrow",
+                (0..len).map(|_| rng.below(1 << 12) as i32).collect(),
+            ),
+            (
+                "few distinct",
+                (0..len).map(|_| rng.below(40) as i32 * 1000).collect(),
+            ),
+            ("sorted", (0..len as i32).map(|i| i * 3).collect()),
+            ("equal", vec![-7; len]),
+            (
+                "dates",
+                (0..len)
+                    .map(|_| 19_920_101 + rng.below(7) as i32 * 10_000 + rng.below(12) as i32 * 100)
+                    .collect(),
+            ),
+        ];
+        for (name, values) in columns {
+            for scheme in [Scheme::For, Scheme::Dfor] {
+                let bytes = encode(&values, scheme).bytes();
+                assert_eq!(
+                    blocks_bytes(&values, scheme),
+                    Some(bytes),
+                    "{name} {scheme}"
+                );
+            }
+            let fixed = fixed::FixedCandidates::of(&values, AUTO_DICTIONARY_ENTRIES);
+            assert_eq!(
+                fixed.pack_bytes(),
+                encode(&values, Scheme::Pack).bytes(),
+                "{name}"
+            );
+            if let Some(bytes) = fixed.dict_bytes() {
+                assert_eq!(bytes, encode(&values, Scheme::Dict).bytes(), "{name}");
+            }
+            let chosen = choose(&values);
+            let expected = smallest_encoded(&values);
+            assert_eq!(chosen.scheme, expected.scheme, "{name}, {len} values");
+            assert_eq!(chosen.bytes(), expected.bytes(), "{name}, {len} values");
+            assert_eq!(decode(&chosen).unwrap(), values, "{name}, {len} values");
+        }
+    }
+}
+
 #[test]
 fn bytes_and_bits_per_value_count_data_and_block_starts() {
     let encoded = encode(&[5; 256], Scheme::For);
