@@ -656,13 +656,24 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
         let codes = self
             .em
             .tile_array(self.em.i32().into(), &format!("{}_codes", info.name))?;
-        let rows = if self.selected < LOAD_SEL_BELOW {
+        unpack_codes(
+            &self.em,
+            &slot.fixed,
+            self.tile_start,
+            self.rows_to_decode(),
+            codes,
+        )?;
+        Ok(codes)
+    }
+
+    /// Which rows of the tile a column stored at one width is decoded for: the selected ones
+    /// once few are, like `load_sel`; otherwise every row.
+    fn rows_to_decode(&self) -> Rows<'ctx> {
+        if self.selected < LOAD_SEL_BELOW {
             Rows::Selected(self.flags)
         } else {
             Rows::First(self.num_items)
-        };
-        unpack_codes(&self.em, &slot.fixed, self.tile_start, rows, codes)?;
-        Ok(codes)
+        }
     }
 
     /// Makes sure the scanned columns among `ids` are in registers, loading each with `load`
@@ -713,14 +724,13 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                             self.num_items,
                             values,
                         )?,
-                        (None, Some(slot)) => {
-                            let rows = if self.selected < LOAD_SEL_BELOW {
-                                Rows::Selected(self.flags)
-                            } else {
-                                Rows::First(self.num_items)
-                            };
-                            unpack_fixed(&self.em, &slot.fixed, self.tile_start, rows, values)?;
-                        }
+                        (None, Some(slot)) => unpack_fixed(
+                            &self.em,
+                            &slot.fixed,
+                            self.tile_start,
+                            self.rows_to_decode(),
+                            values,
+                        )?,
                         (None, None) => {
                             let column = self
                                 .param(&Param::Column {
