@@ -43,6 +43,55 @@ enum Command {
         #[command(subcommand)]
         dataset: GenDataset,
     },
+    /// Prepares every column of a data directory ahead of time: stores what kernels read, so
+    /// runs skip decoding and encoding.
+    Prepare(PrepareArgs),
+    /// Shows or clears Tessera's cache (compiled kernels and prepared columns).
+    Cache {
+        #[command(subcommand)]
+        action: CacheAction,
+    },
+}
+
+impl Command {
+    /// Whether the command may run on a GPU (and so should start the driver early).
+    fn may_use_gpu(&self) -> bool {
+        use commands::session::DeviceChoice;
+        match self {
+            Command::Run(args) => args.device != DeviceChoice::Cpu,
+            Command::Test(args) => args.device != DeviceChoice::Cpu,
+            Command::Bench { .. } | Command::Prepare(_) => true,
+            Command::Compile(_)
+            | Command::Stats(_)
+            | Command::Gen { .. }
+            | Command::Cache { .. } => false,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct PrepareArgs {
+    /// The data directory.
+    data: PathBuf,
+    /// The encoding to prepare columns in (as `run --compress`); by default the one `run` uses
+    /// on this machine: `auto` with a GPU, `none` without.
+    #[arg(long, value_parser = parse_compression)]
+    compress: Option<tessera_storage::compress::Compression>,
+    /// Write beside the data (in DIR/.tessera) instead of the cache, for data shared between
+    /// users or machines.
+    #[arg(long)]
+    in_place: bool,
+    /// Only this table.
+    #[arg(long)]
+    table: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum CacheAction {
+    /// Where the cache is, what it holds and its size budget.
+    Info,
+    /// Removes every compiled kernel and prepared column from the cache.
+    Clear,
 }
 
 #[derive(clap::Args)]
@@ -142,6 +191,10 @@ pub struct RunArgs {
     /// Print compile time, each kernel's time and the bytes it read (on stderr).
     #[arg(long)]
     timing: bool,
+    /// Neither read nor write prepared columns: decode the data files and encode columns
+    /// afresh.
+    #[arg(long)]
+    no_prepare: bool,
     /// Tile shape of the kernels, threads x items per thread (e.g. 128x8); the target's default
     /// when omitted.
     #[arg(long, value_parser = parse_tile)]
@@ -166,6 +219,9 @@ pub struct TestArgs {
     /// Run every file on this data instead of the data each file names.
     #[arg(long)]
     data: Option<PathBuf>,
+    /// Neither read nor write prepared columns.
+    #[arg(long)]
+    no_prepare: bool,
     /// Where to run.
     #[arg(long, value_enum, default_value = "auto")]
     device: commands::session::DeviceChoice,
@@ -216,6 +272,27 @@ enum BenchSuite {
     Decode(DecodeBenchArgs),
     /// Selections and projections returning rows, against their bytes-moved floor.
     Micro(MicroBenchArgs),
+    /// Each SSB query as a fresh `tessera run` process, cold and warm, timed whole.
+    E2e(E2eBenchArgs),
+}
+
+#[derive(clap::Args)]
+pub struct E2eBenchArgs {
+    /// The SSB data directory (from `tessera gen ssb`).
+    #[arg(long)]
+    data: PathBuf,
+    /// Where to run.
+    #[arg(long, value_enum, default_value = "auto")]
+    device: commands::session::DeviceChoice,
+    /// Timed warm runs per query (after one untimed run that prepares and caches).
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Timed cold runs per query, each with nothing prepared or cached (0: none).
+    #[arg(long, default_value_t = 5)]
+    cold_runs: usize,
+    /// Only the queries whose name contains one of these (`--only q11 --only q41`).
+    #[arg(long)]
+    only: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -348,8 +425,17 @@ impl Emit {
     }
 }
 
+/// When the process started, for `run --timing`'s account of where its time went.
+static PROCESS_START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
 fn main() -> ExitCode {
+    PROCESS_START.get_or_init(std::time::Instant::now);
     let cli = Cli::parse();
+    // The CUDA driver takes a third of a second to start: begin now, on its own thread, for
+    // the commands that may run on a GPU.
+    if cli.command.may_use_gpu() {
+        tessera_runtime::exec::gpu::start_early();
+    }
     // Panics are bugs in Tessera, never the user's fault. Some are caught where they happen
     // (inside the Parquet decoder, which panics on some corrupt files, and which the data layer
     // turns into a clean error); none should print Rust's panic banner. One that reaches here is
@@ -391,11 +477,21 @@ fn run(cli: Cli) -> Result<(), failure::Failure> {
         Command::Bench {
             suite: BenchSuite::Micro(args),
         } => commands::bench_micro::run(&args),
+        Command::Bench {
+            suite: BenchSuite::E2e(args),
+        } => commands::bench_e2e::run(&args),
         Command::Gen {
             dataset: GenDataset::Ssb { sf, out },
         } => commands::gen::ssb(sf, &out),
         Command::Gen {
             dataset: GenDataset::Wisconsin { rows, out },
         } => commands::gen::wisconsin(rows, &out),
+        Command::Prepare(args) => commands::prepare::run(&args),
+        Command::Cache {
+            action: CacheAction::Info,
+        } => commands::cache::info(),
+        Command::Cache {
+            action: CacheAction::Clear,
+        } => commands::cache::clear(),
     }
 }

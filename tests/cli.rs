@@ -6,6 +6,8 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use tessera_runtime::program::Program;
+
 fn tessera(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args(args)
@@ -271,26 +273,69 @@ fn a_repeated_query_comes_from_the_kernel_cache() {
     assert_eq!(text(&first.stdout), text(&second.stdout));
 
     // An entry whose statistics no longer hold is noticed at run time and compiled again.
-    let entry = std::fs::read_dir(&cache)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "tqx"))
-        .expect("one entry");
-    let mut program: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&entry).unwrap()).unwrap();
-    let assumptions = program["queries"][0]["assumptions"]
-        .as_array_mut()
-        .expect("assumptions");
+    let entry = kernel_entry(&cache);
+    let key = entry.file_stem().unwrap().to_str().unwrap().to_string();
+    let mut program = Program::from_file(&std::fs::read(&entry).unwrap(), Some(&key)).unwrap();
+    let assumptions = &mut program.queries[0].assumptions;
     assert!(!assumptions.is_empty(), "q21 relies on key ranges");
     for assumption in assumptions.iter_mut() {
-        assumption["max"] = assumption["min"].clone();
+        assumption.max = assumption.min;
     }
-    std::fs::write(&entry, serde_json::to_string(&program).unwrap()).unwrap();
+    std::fs::write(&entry, program.to_file(&key).unwrap()).unwrap();
     let third = tessera_cached(&args, &cache);
     assert!(third.status.success(), "{}", text(&third.stderr));
     assert_eq!(text(&third.stdout), text(&first.stdout));
+
+    // A damaged entry is never loaded: it is compiled again.
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x20;
+    std::fs::write(&entry, &bytes).unwrap();
+    let fourth = tessera_cached(&args, &cache);
+    assert!(fourth.status.success(), "{}", text(&fourth.stderr));
+    assert!(!text(&fourth.stderr).contains("from the kernel cache"));
+    assert_eq!(text(&fourth.stdout), text(&first.stdout));
+
+    // Nor is an intact program filed under another script's key.
+    let other = [
+        "run",
+        "examples/ssb/q11.tq",
+        "--data",
+        data(),
+        "--device",
+        "cpu",
+        "--format",
+        "csv",
+        "--timing",
+    ];
+    let own = tessera_cached(&other, &cache);
+    assert!(own.status.success(), "{}", text(&own.stderr));
+    for path in kernel_entries(&cache) {
+        if path != entry {
+            std::fs::copy(&entry, &path).unwrap();
+        }
+    }
+    let misplaced = tessera_cached(&other, &cache);
+    assert!(misplaced.status.success(), "{}", text(&misplaced.stderr));
+    assert!(!text(&misplaced.stderr).contains("from the kernel cache"));
+    assert_eq!(text(&misplaced.stdout), text(&own.stdout));
     let _ = std::fs::remove_dir_all(&cache);
+}
+
+/// The compiled programs in a cache folder.
+fn kernel_entries(cache: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(cache.join("kernels"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "tqx"))
+        .collect()
+}
+
+fn kernel_entry(cache: &Path) -> std::path::PathBuf {
+    let entries = kernel_entries(cache);
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    entries[0].clone()
 }
 
 #[test]

@@ -8,6 +8,11 @@ use std::process::Command;
 /// `tessera test tests/conformance --device cpu` with `extra` arguments: its stdout, after
 /// checking that every file passed.
 fn conformance_on_the_cpu(extra: &[&str]) -> String {
+    conformance_with_cache(extra, std::path::Path::new(""))
+}
+
+/// The same, with `cache` as the cache folder (empty: none).
+fn conformance_with_cache(extra: &[&str], cache: &std::path::Path) -> String {
     // Generated once here, before the parallel `tessera test` runs could each start to.
     common::ssb_data();
     common::wisconsin_data();
@@ -15,7 +20,7 @@ fn conformance_on_the_cpu(extra: &[&str]) -> String {
         .args(["test", "tests/conformance", "--device", "cpu"])
         .args(extra)
         .current_dir(common::repo())
-        .env("TESSERA_CACHE_DIR", "")
+        .env("TESSERA_CACHE_DIR", cache)
         .output()
         .expect("tessera runs");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -52,5 +57,23 @@ fn conformance_files_pass_with_partitioned_joins() {
     assert!(
         stdout.contains("partitioned"),
         "the summary says joins were partitioned: {stdout}"
+    );
+}
+
+/// The same files twice over one cache folder: the first run prepares the columns it reads (as
+/// plain values and as `auto` encodings), the second reads them prepared: results must not change
+/// with where columns come from.
+#[test]
+fn conformance_files_pass_reading_prepared_columns() {
+    let cache = tempfile::tempdir().expect("a cache folder");
+    let first = conformance_with_cache(&["--compress", "auto"], cache.path());
+    assert!(
+        first.contains(" prepared)"),
+        "the first run prepares: {first}"
+    );
+    let second = conformance_with_cache(&["--compress", "auto"], cache.path());
+    assert!(
+        second.contains("prepared columns read, 0 prepared)"),
+        "the second run reads what the first prepared: {second}"
     );
 }

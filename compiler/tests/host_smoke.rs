@@ -32,20 +32,23 @@ fn catalog() -> Catalog {
         (
             "t".into(),
             vec![
-                ("a".into(), Column::new(ColumnData::I32(a), None)),
-                ("b".into(), Column::new(ColumnData::I32(b), None)),
-                ("x".into(), Column::new(ColumnData::F64(x), None)),
-                ("k".into(), Column::new(ColumnData::I32(k), None)),
-                ("w".into(), Column::new(ColumnData::I32(w), None)),
+                ("a".into(), Column::new(ColumnData::I32(a.into()), None)),
+                ("b".into(), Column::new(ColumnData::I32(b.into()), None)),
+                ("x".into(), Column::new(ColumnData::F64(x.into()), None)),
+                ("k".into(), Column::new(ColumnData::I32(k.into()), None)),
+                ("w".into(), Column::new(ColumnData::I32(w.into()), None)),
             ],
         ),
         (
             "dim".into(),
             vec![
-                ("d_key".into(), Column::new(ColumnData::I32(dim_key), None)),
+                (
+                    "d_key".into(),
+                    Column::new(ColumnData::I32(dim_key.into()), None),
+                ),
                 (
                     "d_value".into(),
-                    Column::new(ColumnData::I32(dim_value), None),
+                    Column::new(ColumnData::I32(dim_value.into()), None),
                 ),
                 ("d_region".into(), Column::new(region.finish(), None)),
             ],
@@ -53,10 +56,13 @@ fn catalog() -> Catalog {
         (
             "wide".into(),
             vec![
-                ("w_key".into(), Column::new(ColumnData::I32(wide_key), None)),
+                (
+                    "w_key".into(),
+                    Column::new(ColumnData::I32(wide_key.into()), None),
+                ),
                 (
                     "w_value".into(),
-                    Column::new(ColumnData::I32(wide_value), None),
+                    Column::new(ColumnData::I32(wide_value.into()), None),
                 ),
             ],
         ),

@@ -11,14 +11,118 @@ use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
 
 /// Bumped whenever the format changes, so an old artifact is refused with a clear message.
-pub const FORMAT_VERSION: u32 = 7;
+pub const FORMAT_VERSION: u32 = 8;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {
     pub format: u32,
     pub target: Target,
     pub code: Code,
+    /// The machine code the CUDA driver linked from the PTX for one GPU and driver, which that
+    /// GPU loads without compiling anything; none for host code, or before a GPU has linked it.
+    pub cubins: Option<Cubins>,
     pub queries: Vec<QueryProgram>,
+}
+
+/// Kernels as the driver linked them: valid only on the GPU and driver they were linked for.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Cubins {
+    /// The GPU's compute capability (`major * 10 + minor`) and the driver's version (as
+    /// `cuDriverGetVersion` gives it).
+    pub sm: u32,
+    pub driver: i32,
+    /// One per kernel of `code`, in the same order; the text is the cubin in hex.
+    pub kernels: Vec<KernelCode>,
+}
+
+/// The first word of a program file.
+const PROGRAM_MAGIC: &str = "TESSERA-PROGRAM";
+
+/// Why bytes are not a program this Tessera can run.
+#[derive(Debug, thiserror::Error)]
+pub enum ProgramFileError {
+    #[error("it is not a Tessera program")]
+    NotAProgram,
+    #[error("it was written by another version of Tessera (format {found}, this one reads {FORMAT_VERSION}); compile it again")]
+    OtherFormat { found: u32 },
+    #[error("it is damaged (its checksum does not match)")]
+    Corrupt,
+    #[error("it belongs to another compilation (`{found}`, expected `{expected}`)")]
+    OtherIdentity { found: String, expected: String },
+    #[error("it is damaged: {0}")]
+    Malformed(String),
+}
+
+impl Program {
+    /// The program as a file: one header line — the magic word, the format version, a checksum
+    /// of the rest of the file and `identity`, what it was compiled from (a kernel-cache key) —
+    /// then the program as JSON. A program is native code that the runtime loads into the
+    /// process or the GPU, so a damaged or misplaced file must never reach the loader.
+    pub fn to_file(&self, identity: &str) -> Result<Vec<u8>, ProgramFileError> {
+        if identity.is_empty() || identity.contains(char::is_whitespace) {
+            return Err(ProgramFileError::Malformed(format!(
+                "the identity `{identity}` is not one word"
+            )));
+        }
+        let json =
+            serde_json::to_vec(self).map_err(|e| ProgramFileError::Malformed(e.to_string()))?;
+        let checksum = file_checksum(identity, &json);
+        let mut bytes =
+            format!("{PROGRAM_MAGIC} {FORMAT_VERSION} {checksum:016x} {identity}\n").into_bytes();
+        bytes.extend_from_slice(&json);
+        Ok(bytes)
+    }
+
+    /// Reads a program file, checking its format, its checksum and, when given, that it is
+    /// the program of `identity`.
+    pub fn from_file(bytes: &[u8], identity: Option<&str>) -> Result<Program, ProgramFileError> {
+        let newline = bytes
+            .iter()
+            .position(|&b| b == b'\n')
+            .filter(|&n| n < 512)
+            .ok_or(ProgramFileError::NotAProgram)?;
+        let header =
+            std::str::from_utf8(&bytes[..newline]).map_err(|_| ProgramFileError::NotAProgram)?;
+        let json = &bytes[newline + 1..];
+        let words: Vec<&str> = header.split(' ').collect();
+        let [magic, format, checksum, found] = words.as_slice() else {
+            return Err(ProgramFileError::NotAProgram);
+        };
+        if *magic != PROGRAM_MAGIC {
+            return Err(ProgramFileError::NotAProgram);
+        }
+        let format: u32 = format.parse().map_err(|_| ProgramFileError::NotAProgram)?;
+        if format != FORMAT_VERSION {
+            return Err(ProgramFileError::OtherFormat { found: format });
+        }
+        let checksum = u64::from_str_radix(checksum, 16).map_err(|_| ProgramFileError::Corrupt)?;
+        if file_checksum(found, json) != checksum {
+            return Err(ProgramFileError::Corrupt);
+        }
+        if let Some(expected) = identity.filter(|e| e != found) {
+            return Err(ProgramFileError::OtherIdentity {
+                found: found.to_string(),
+                expected: expected.to_string(),
+            });
+        }
+        let program: Program =
+            serde_json::from_slice(json).map_err(|e| ProgramFileError::Malformed(e.to_string()))?;
+        if program.format != FORMAT_VERSION {
+            return Err(ProgramFileError::OtherFormat {
+                found: program.format,
+            });
+        }
+        Ok(program)
+    }
+}
+
+fn file_checksum(identity: &str, json: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut hasher = twox_hash::XxHash3_64::default();
+    hasher.write(identity.as_bytes());
+    hasher.write(b"\n");
+    hasher.write(json);
+    hasher.finish()
 }
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]

@@ -341,8 +341,7 @@ fn dictionary(
     let Some((table, column)) = source else {
         return Ok(None);
     };
-    let loaded = catalog.column(table, column)?;
-    Ok(loaded.data.dictionary().cloned())
+    Ok(catalog.codes_dictionary(table, column)?)
 }
 
 /// Reads element `index` of a little-endian buffer of `ty` values.

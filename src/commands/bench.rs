@@ -225,6 +225,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         tile: args.tile,
         compress: compression_for(target, args.compress),
         partition_joins: Default::default(),
+        prepare: true,
     };
     let device = gpu
         .as_ref()

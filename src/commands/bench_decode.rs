@@ -38,7 +38,10 @@ pub fn run(args: &DecodeBenchArgs) -> Result<(), Failure> {
     let values = random_values(args.values, 0, |bits| (bits & 0xffff) as i32);
     let mut catalog = Catalog::try_from_columns(vec![(
         "numbers".into(),
-        vec![("x".into(), Column::new(ColumnData::I32(values), None))],
+        vec![(
+            "x".into(),
+            Column::new(ColumnData::I32(values.into()), None),
+        )],
     )])?;
     let script = Script {
         name: "decode-and-sum".into(),
@@ -58,6 +61,7 @@ pub fn run(args: &DecodeBenchArgs) -> Result<(), Failure> {
             tile: args.run.tile,
             compress,
             partition_joins: Default::default(),
+            prepare: false,
         };
         let timed = time_query(&script, &options, &shared, &args.run, false, &mut bandwidth)?;
         let mut times = timed.times;

@@ -93,7 +93,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
             vec![(
                 "y".into(),
                 Column::new(
-                    ColumnData::I32(random_values(args.rows, 1, |u| (u >> 33) as i32)),
+                    ColumnData::I32(random_values(args.rows, 1, |u| (u >> 33) as i32).into()),
                     None,
                 ),
             )],
@@ -103,11 +103,17 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
             vec![
                 (
                     "x1".into(),
-                    Column::new(ColumnData::F32(random_values(args.rows, 2, unit)), None),
+                    Column::new(
+                        ColumnData::F32(random_values(args.rows, 2, unit).into()),
+                        None,
+                    ),
                 ),
                 (
                     "x2".into(),
-                    Column::new(ColumnData::F32(random_values(args.rows, 3, unit)), None),
+                    Column::new(
+                        ColumnData::F32(random_values(args.rows, 3, unit).into()),
+                        None,
+                    ),
                 ),
             ],
         ),
@@ -167,10 +173,13 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
         tables.push((
             format!("build_{slots}"),
             vec![
-                ("key".to_string(), Column::new(ColumnData::I32(keys), None)),
+                (
+                    "key".to_string(),
+                    Column::new(ColumnData::I32(keys.into()), None),
+                ),
                 (
                     "value".to_string(),
-                    Column::new(ColumnData::I32(values), None),
+                    Column::new(ColumnData::I32(values.into()), None),
                 ),
             ],
         ));
@@ -183,7 +192,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
         .max();
     let mut probe_columns = vec![(
         "k".to_string(),
-        Column::new(ColumnData::I32(probe_keys), None),
+        Column::new(ColumnData::I32(probe_keys.into()), None),
     )];
     if let Some(bytes) = largest {
         let slots = bytes / 8;
@@ -201,7 +210,10 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
             args,
             expected,
         ));
-        probe_columns.push(("z".to_string(), Column::new(ColumnData::I32(skewed), None)));
+        probe_columns.push((
+            "z".to_string(),
+            Column::new(ColumnData::I32(skewed.into()), None),
+        ));
     }
     tables.push(("probe".into(), probe_columns));
     repeated_key_cases(args, &mut tables, &mut cases);
@@ -212,6 +224,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
         tile: args.run.tile,
         compress: Compression::None,
         partition_joins: args.partition_joins,
+        prepare: false,
     };
     let mut results = Vec::with_capacity(cases.len());
     let mut bandwidth = None;
@@ -445,17 +458,23 @@ fn repeated_key_cases(
         tables.push((
             format!("chain_{name}"),
             vec![
-                ("key".to_string(), Column::new(ColumnData::I32(keys), None)),
+                (
+                    "key".to_string(),
+                    Column::new(ColumnData::I32(keys.into()), None),
+                ),
                 (
                     "one".to_string(),
-                    Column::new(ColumnData::I32(vec![1; rows]), None),
+                    Column::new(ColumnData::I32(vec![1; rows].into()), None),
                 ),
             ],
         ));
     }
     tables.push((
         "chain_probe".into(),
-        vec![("p".to_string(), Column::new(ColumnData::I32(probes), None))],
+        vec![(
+            "p".to_string(),
+            Column::new(ColumnData::I32(probes.into()), None),
+        )],
     ));
 }
 
@@ -473,14 +492,14 @@ fn sort_cases(
             (
                 "key".into(),
                 Column::new(
-                    ColumnData::I32(random_values(args.sort_rows, 6, |u| (u >> 32) as i32)),
+                    ColumnData::I32(random_values(args.sort_rows, 6, |u| (u >> 32) as i32).into()),
                     None,
                 ),
             ),
             (
                 "value".into(),
                 Column::new(
-                    ColumnData::I32(random_values(args.sort_rows, 7, |u| (u >> 32) as i32)),
+                    ColumnData::I32(random_values(args.sort_rows, 7, |u| (u >> 32) as i32).into()),
                     None,
                 ),
             ),
@@ -504,7 +523,7 @@ fn sort_cases(
     });
     let rows = args.rows as u64;
     let mut largest: Vec<f32> = match &tables[1].1[0].1.data {
-        ColumnData::F32(values) => values.clone(),
+        ColumnData::F32(values) => values.to_vec(),
         _ => Vec::new(),
     };
     let most = TOP_K.iter().copied().max().unwrap_or(0) as usize;

@@ -1,30 +1,21 @@
-//! The kernel cache: compiled programs kept on disk, so that running a script again skips
-//! LLVM. An entry's key is the script's text, the target and tile shape, the compression
-//! setting, Tessera's version, and
-//! a coarse statistics class of every table the script names (its columns and types, and the
-//! order of magnitude of its row count). Anything finer the code depends on (key ranges for
+//! The kernel cache: compiled programs kept in the cache folder's `kernels/` (see
+//! `tessera_storage::cache`), so that running a script again skips LLVM. An entry's key is the
+//! script's text, the target and tile shape, the compression setting, Tessera's version and
+//! build, and a coarse statistics class of every table the script names (its columns, their
+//! types and nullability, and the order of magnitude of its row count). Anything finer the code depends on (key ranges for
 //! perfect hashing and dense groups) is an assumption the runtime checks before running, so a
 //! stale entry is caught and compiled again, never trusted.
 
-use std::path::PathBuf;
+use std::io::{Read, Write};
 
 use tessera_compiler::physical::PartitionJoins;
 use tessera_grammar::ast::{Item, Pipeline, RelationSource, Script, StageKind};
 use tessera_runtime::program::{Program, FORMAT_VERSION};
 use tessera_runtime::{Target, TileShape};
+use tessera_storage::cache::{self, CacheFolder, KERNELS};
 use tessera_storage::Catalog;
 
-/// Where entries live: `$TESSERA_CACHE_DIR`, else `$XDG_CACHE_HOME/tessera`, else
-/// `~/.cache/tessera`; `None` (no caching) when none of these can be found.
-pub fn folder() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("TESSERA_CACHE_DIR") {
-        return (!dir.is_empty()).then(|| PathBuf::from(dir));
-    }
-    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
-        return Some(PathBuf::from(dir).join("tessera"));
-    }
-    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache").join("tessera"))
-}
+use crate::failure::Failure;
 
 /// The size and modification time of the running executable: a program compiled by another
 /// build of Tessera (the same version, a different compiler) is not reused.
@@ -81,6 +72,8 @@ pub fn key(
         for field in &table.schema.fields {
             hash.add(field.name.as_bytes());
             hash.add(field.ty.name().as_bytes());
+            // Code for a column without nulls reads no validity.
+            hash.add(&[u8::from(field.nullable)]);
         }
         // Plans differ with the scale of the data, not with every row added.
         let magnitude = 64 - table.rows.leading_zeros();
@@ -105,38 +98,94 @@ fn named_relations(pipeline: &Pipeline, names: &mut Vec<String>) {
     }
 }
 
-/// The program stored under `key`, if there is a readable one of this format.
+/// The program stored under `key`, if the cache holds an intact one of this format compiled
+/// under that key; a damaged entry is removed (the caller compiles and stores it again).
 pub fn load(key: &str) -> Option<Program> {
-    let path = folder()?.join(format!("{key}.tqx"));
-    let text = std::fs::read_to_string(path).ok()?;
-    let program: Program = serde_json::from_str(&text).ok()?;
-    (program.format == FORMAT_VERSION).then_some(program)
+    let folder = CacheFolder::open_default()?;
+    let path = folder.root().join(KERNELS).join(entry_name(key));
+    let mut file = cache::open_entry(&path)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    match Program::from_file(&bytes, Some(key)) {
+        Ok(program) => Some(program),
+        Err(_) => {
+            let _ = std::fs::remove_file(&path);
+            None
+        }
+    }
 }
 
-/// Stores `program` under `key`. A cache that cannot be written is no error: the next run
-/// compiles again.
+/// Stores `program` under `key`, keeping the cache within its budget. A cache that cannot be
+/// written is no error: the next run compiles again.
 pub fn store(key: &str, program: &Program) {
-    let Some(folder) = folder() else { return };
-    if std::fs::create_dir_all(&folder).is_err() {
-        return;
-    }
-    let Ok(json) = serde_json::to_string(program) else {
+    let Some(folder) = CacheFolder::open_default() else {
         return;
     };
-    // Written beside and renamed, so a reader never sees half an entry.
-    let partial = folder.join(format!("{key}.{}.partial", std::process::id()));
-    if std::fs::write(&partial, json).is_ok()
-        && std::fs::rename(&partial, folder.join(format!("{key}.tqx"))).is_err()
-    {
-        let _ = std::fs::remove_file(partial);
+    let (Ok(kernels), Ok(bytes)) = (folder.subfolder(KERNELS), program.to_file(key)) else {
+        return;
+    };
+    if cache::write_entry(&kernels, &entry_name(key), |out| out.write_all(&bytes)).is_ok() {
+        folder.evict_to_budget();
     }
 }
 
 /// Forgets the entry under `key` (its assumptions no longer hold).
 pub fn forget(key: &str) {
-    if let Some(folder) = folder() {
-        let _ = std::fs::remove_file(folder.join(format!("{key}.tqx")));
+    if let Some(folder) = CacheFolder::location() {
+        let _ = std::fs::remove_file(folder.join(KERNELS).join(entry_name(key)));
     }
+}
+
+/// `tessera cache info`: where the cache is, what it holds, and its budget.
+pub fn info() -> Result<(), Failure> {
+    let Some(root) = CacheFolder::location() else {
+        println!("no cache (TESSERA_CACHE_DIR is set empty, or HOME is unset)");
+        return Ok(());
+    };
+    if !root.exists() {
+        println!("cache folder: {} (empty)", root.display());
+        return Ok(());
+    }
+    let folder = CacheFolder::open(&root)?;
+    let usage = folder.usage();
+    let budget = cache::budget(&root)?;
+    let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
+    println!("cache folder: {}", root.display());
+    println!(
+        "compiled kernels:  {:>6} entries {:>10.1} MiB",
+        usage.kernel_entries,
+        mib(usage.kernel_bytes)
+    );
+    println!(
+        "prepared columns:  {:>6} entries {:>10.1} MiB",
+        usage.prepared_entries,
+        mib(usage.prepared_bytes)
+    );
+    println!(
+        "total {:.1} MiB of a {:.1} MiB budget (TESSERA_CACHE_SIZE sets it); least recently used entries go first",
+        mib(usage.bytes()),
+        mib(budget)
+    );
+    Ok(())
+}
+
+/// `tessera cache clear`: removes every entry.
+pub fn clear() -> Result<(), Failure> {
+    let Some(root) = CacheFolder::location().filter(|r| r.exists()) else {
+        println!("the cache is empty");
+        return Ok(());
+    };
+    let freed = CacheFolder::open(&root)?.clear()?;
+    println!(
+        "removed {:.1} MiB from {}",
+        freed as f64 / f64::from(1 << 20),
+        root.display()
+    );
+    Ok(())
+}
+
+fn entry_name(key: &str) -> String {
+    format!("{key}.tqx")
 }
 
 /// 64-bit FNV-1a: stable across runs and machines, which a cache key on disk must be.

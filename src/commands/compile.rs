@@ -25,6 +25,7 @@ pub fn run(args: &CompileArgs) -> Result<(), Failure> {
         tile: args.tile,
         compress: compression_for(args.target, args.compress),
         partition_joins: args.partition_joins,
+        prepare: true,
     };
     if let Some(stage) = args.emit {
         let text = emit(&script, stage, args.data.as_deref(), args.verbose, &options)?;
@@ -32,22 +33,50 @@ pub fn run(args: &CompileArgs) -> Result<(), Failure> {
     }
     if let Some(output) = &args.output {
         let data = needs_data(args.data.as_deref(), "-o")?;
-        let compiled = compile_script(&script, data, &options, false)?;
-        let json = serde_json::to_string(&compiled.program)
+        let mut compiled = compile_script(&script, data, &options, false)?;
+        let linked = link_for_this_gpu(&mut compiled.program);
+        let bytes = compiled
+            .program
+            .to_file(super::run::ARTIFACT)
             .map_err(|e| Failure::Message(e.to_string()))?;
-        std::fs::write(output, json)
+        std::fs::write(output, bytes)
             .map_err(|e| Failure::Message(format!("cannot write {}: {e}", output.display())))?;
         eprintln!(
-            "compiled {} for {} in {:.1} ms (plan {:.1}, {}): {}",
+            "compiled {} for {} in {:.1} ms (plan {:.1}, {}): {}{}",
             args.script.display(),
             args.target,
             compiled.compile_ms,
             compiled.plan_ms,
             compiled.codegen,
-            output.display()
+            output.display(),
+            linked
         );
     }
     Ok(())
+}
+
+/// Adds the cubins this machine's GPU links from the program's PTX, when the program is for
+/// that GPU, so the artifact loads there without compiling; says what was done.
+fn link_for_this_gpu(program: &mut tessera_runtime::program::Program) -> String {
+    use tessera_runtime::exec::gpu::{probe, GpuBackend};
+    use tessera_runtime::program::Code;
+    let (Code::Ptx(ptx), tessera_runtime::Target::Nvptx { sm }) = (&program.code, program.target)
+    else {
+        return String::new();
+    };
+    match probe() {
+        Ok(gpu) if gpu.sm == sm => match GpuBackend::new(ptx, None) {
+            Ok(mut backend) => {
+                program.cubins = backend.load.linked.take();
+                format!(
+                    " (with cubins for this {}, driver {})",
+                    gpu.name, gpu.driver
+                )
+            }
+            Err(e) => format!(" (PTX only: the driver could not link it: {e})"),
+        },
+        _ => String::new(),
+    }
 }
 
 /// A script's name (as shown in reports) and its text.

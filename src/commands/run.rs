@@ -5,19 +5,24 @@
 use std::io::Write;
 use std::path::Path;
 
-use tessera_runtime::exec::gpu::GpuBackend;
+use std::sync::Arc;
+
+use tessera_grammar::source_to_ast;
+use tessera_runtime::exec::gpu::{early_start_ms, GpuBackend, LoadReport};
 use tessera_runtime::exec::host::HostBackend;
 use tessera_runtime::exec::{
-    run_query, run_query_with, Backend, QueryOutcome, Readback, RuntimeError,
+    prefetch_columns, run_query, run_query_with, Backend, QueryOutcome, Readback, RuntimeError,
 };
-use tessera_runtime::program::{Code, Program, FORMAT_VERSION};
+use tessera_runtime::program::{Code, Program};
 use tessera_runtime::result::{ResultTable, ResultWriter, TextFormat};
+use tessera_storage::prepared::PreparedStore;
 use tessera_storage::Catalog;
 
 use super::cache;
-use super::compile::Script;
+use super::compile::{open, Script};
 use super::session::{
-    choose_target, compile_script, compression_for, CompileOptions, DeviceChoice,
+    choose_target, compile_with_catalog, compression_for, configure, finish_preparing,
+    CompileOptions, DeviceChoice,
 };
 use crate::failure::Failure;
 use crate::RunArgs;
@@ -40,6 +45,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         format: args.format.into(),
         queries: 0,
     };
+    let mut report = ProcessReport::default();
     let result = if is_artifact {
         let program = read_artifact(&args.script)?;
         if args.device == DeviceChoice::Cpu && matches!(program.code, Code::Ptx(_)) {
@@ -50,36 +56,60 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             )));
         }
         // A compiled program carries no declarations; `.tbl` files use the standard schemas.
-        let empty = tessera_grammar::ast::Script { items: Vec::new() };
-        let catalog = tessera_compiler::open_catalog(&empty, &args.data).map_err(|e| match e {
-            tessera_compiler::script::OpenError::Storage(e) => Failure::Message(e.to_string()),
-            tessera_compiler::script::OpenError::Declarations(_) => {
-                Failure::Message("bad standard schemas".into())
-            }
-        })?;
-        execute_program(&program, &catalog, &mut printer).map(|outcomes| (program, outcomes, None))
+        let mut catalog = super::stats::open(&args.data)?;
+        if !args.no_prepare {
+            catalog = catalog.with_prepared(PreparedStore::for_data(&args.data));
+        }
+        let outcomes = execute_program(&program, &catalog, &mut printer, &mut report);
+        finish_preparing(&catalog);
+        report.prepared = catalog.prepared_counts();
+        outcomes.map(|outcomes| (program, outcomes, None))
     } else {
         let script = Script::read(&args.script)?;
+        // The data's tables are found while the driver starts; the target waits for it.
+        let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
+        let opened = open(&script, &ast, &args.data)?;
         let (target, _) = choose_target(args.device)?;
         let options = CompileOptions {
             target,
             tile: args.tile,
             compress: compression_for(target, args.compress),
             partition_joins: args.partition_joins,
+            prepare: !args.no_prepare,
         };
-        let mut compiled = compile_script(&script, &args.data, &options, true)?;
-        let outcomes = match execute_program(&compiled.program, &compiled.catalog, &mut printer) {
-            // A cached program whose assumptions no longer hold (found before any row is
-            // printed): compile afresh.
-            Err(RuntimeError::Stale(_)) if compiled.from_cache && printer.queries == 0 => {
-                if let Some(key) = &compiled.cache_key {
-                    cache::forget(key);
-                }
-                compiled = compile_script(&script, &args.data, &options, true)?;
-                execute_program(&compiled.program, &compiled.catalog, &mut printer)
+        let opened = Arc::new(configure(opened, &args.data, &options));
+        let mut reuse = |_: Option<Arc<Catalog>>| Some(Arc::clone(&opened));
+        let mut compiled = compile_with_catalog(&script, &args.data, &options, true, &mut reuse)?;
+        let mut outcomes = execute_program(
+            &compiled.program,
+            &compiled.catalog,
+            &mut printer,
+            &mut report,
+        );
+        // A cached program whose assumptions no longer hold (found before any row is
+        // printed): compile afresh.
+        if matches!(outcomes, Err(RuntimeError::Stale(_)))
+            && compiled.from_cache
+            && printer.queries == 0
+        {
+            if let Some(key) = &compiled.cache_key {
+                cache::forget(key);
             }
-            other => other,
-        };
+            compiled = compile_with_catalog(&script, &args.data, &options, true, &mut reuse)?;
+            outcomes = execute_program(
+                &compiled.program,
+                &compiled.catalog,
+                &mut printer,
+                &mut report,
+            );
+        }
+        // The cubins the driver linked now spare the next run that work.
+        if let (Some(linked), Some(key)) = (report.load.linked.take(), &compiled.cache_key) {
+            compiled.program.cubins = Some(linked);
+            cache::store(key, &compiled.program);
+        }
+        finish_preparing(&compiled.catalog);
+        report.prepared = compiled.catalog.prepared_counts();
         let times = (
             compiled.compile_ms,
             compiled.plan_ms,
@@ -95,9 +125,56 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         Err(e) => return Err(e.into()),
     };
     if args.timing {
+        let _ = printer.out.flush();
         eprint!("{}", timing_report(&program, &outcomes, compile));
+        eprintln!("{}", report.line(compile.map_or(0.0, |c| c.0), &outcomes));
     }
     Ok(())
+}
+
+/// Where a run's time went, for `--timing`'s last line (which `bench e2e` reads).
+#[derive(Default)]
+struct ProcessReport {
+    /// How the GPU's kernels were loaded (nothing on the CPU).
+    load: LoadReport,
+    /// Milliseconds spent mapping or loading the columns kernels read, before the device was
+    /// needed.
+    prefetch_ms: f64,
+    /// Bytes uploaded from registered and from pageable host memory.
+    uploaded: (u64, u64),
+    /// Prepared columns read from the store, and written to it.
+    prepared: (usize, usize),
+}
+
+impl ProcessReport {
+    fn line(&self, compile_ms: f64, outcomes: &[QueryOutcome]) -> String {
+        let sum = |f: fn(&QueryOutcome) -> f64| outcomes.iter().map(f).sum::<f64>();
+        let total = crate::PROCESS_START
+            .get()
+            .map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3);
+        let driver =
+            early_start_ms().map_or_else(|| "none".to_string(), |ms| format!("{ms:.1} ms"));
+        let load = if self.load.from_cubins {
+            "loaded from cubins".to_string()
+        } else if let Some(reason) = &self.load.cubins_refused {
+            format!("linked from PTX by the driver (the cached cubins were not used: {reason})")
+        } else if self.load.ms > 0.0 {
+            "linked from PTX by the driver".to_string()
+        } else {
+            "compiled for the host".to_string()
+        };
+        format!(
+            "process: total {total:.1} ms, driver {driver}, compile {compile_ms:.1} ms, load {:.1} ms, data {:.1} ms, uploaded {:.1} MB, registered {:.1} MB, kernels {:.3} ms, result {:.1} ms; kernels {load}; prepared columns: {} read, {} written",
+            self.load.ms,
+            self.prefetch_ms + sum(|o| o.timing.setup_ms),
+            (self.uploaded.0 + self.uploaded.1) as f64 / 1e6,
+            self.uploaded.0 as f64 / 1e6,
+            sum(|o| o.timing.query_ms),
+            sum(|o| o.timing.finish_ms),
+            self.prepared.0,
+            self.prepared.1,
+        )
+    }
 }
 
 impl From<Format> for TextFormat {
@@ -159,40 +236,53 @@ fn execute_program<W: Write>(
     program: &Program,
     catalog: &Catalog,
     printer: &mut Printer<W>,
+    report: &mut ProcessReport,
 ) -> Result<Vec<QueryOutcome>, RuntimeError> {
-    let mut backend: Box<dyn Backend> = match &program.code {
-        Code::Ptx(ptx) => Box::new(GpuBackend::new(ptx)?),
-        Code::HostObject(object) => Box::new(HostBackend::new(object)?),
-    };
-    program
-        .queries
-        .iter()
-        .map(|query| printer.run(backend.as_mut(), query, catalog))
-        .collect()
+    // The columns are mapped (or read and encoded) while the GPU's context is still starting.
+    let started = std::time::Instant::now();
+    for query in &program.queries {
+        prefetch_columns(query, catalog);
+    }
+    report.prefetch_ms += started.elapsed().as_secs_f64() * 1e3;
+    match &program.code {
+        Code::Ptx(ptx) => {
+            let mut backend = GpuBackend::new(ptx, program.cubins.as_ref())?;
+            report.load = std::mem::take(&mut backend.load);
+            let outcomes = program
+                .queries
+                .iter()
+                .map(|query| printer.run(&mut backend, query, catalog))
+                .collect();
+            report.uploaded = backend.uploaded;
+            outcomes
+        }
+        Code::HostObject(object) => {
+            let mut backend = HostBackend::new(object)?;
+            program
+                .queries
+                .iter()
+                .map(|query| printer.run(&mut backend, query, catalog))
+                .collect()
+        }
+    }
 }
 
 pub fn backend_for(program: &Program) -> Result<Box<dyn Backend>, Failure> {
     Ok(match &program.code {
-        Code::Ptx(ptx) => Box::new(GpuBackend::new(ptx)?),
+        Code::Ptx(ptx) => Box::new(GpuBackend::new(ptx, program.cubins.as_ref())?),
         Code::HostObject(object) => Box::new(HostBackend::new(object)?),
     })
 }
 
 fn read_artifact(path: &Path) -> Result<Program, Failure> {
-    let text = std::fs::read_to_string(path)
+    let bytes = std::fs::read(path)
         .map_err(|e| Failure::Message(format!("cannot read {}: {e}", path.display())))?;
-    let program: Program = serde_json::from_str(&text).map_err(|e| {
-        Failure::Message(format!("{} is not a Tessera program: {e}", path.display()))
-    })?;
-    if program.format != FORMAT_VERSION {
-        return Err(Failure::Message(format!(
-            "{} was written by another version of Tessera (format {}, this one reads {FORMAT_VERSION}); compile it again",
-            path.display(),
-            program.format
-        )));
-    }
-    Ok(program)
+    Program::from_file(&bytes, Some(ARTIFACT))
+        .map_err(|e| Failure::Message(format!("{}: {e}", path.display())))
 }
+
+/// The identity a `.tqx` file's header carries (kernel-cache entries carry their key).
+pub const ARTIFACT: &str = "tqx";
 
 fn timing_report(
     program: &Program,

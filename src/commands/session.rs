@@ -13,6 +13,7 @@ use tessera_runtime::exec::gpu::{probe, GpuInfo};
 use tessera_runtime::program::Program;
 use tessera_runtime::{Target, TileShape};
 use tessera_storage::compress::Compression;
+use tessera_storage::prepared::PreparedStore;
 use tessera_storage::Catalog;
 
 use super::cache;
@@ -66,6 +67,8 @@ pub struct CompileOptions {
     pub compress: Compression,
     /// Which join probes partition their rows first.
     pub partition_joins: PartitionJoins,
+    /// Whether columns are read from, and written to, the prepared store.
+    pub prepare: bool,
 }
 
 impl CompileOptions {
@@ -99,6 +102,35 @@ pub struct Compiled {
     pub from_cache: bool,
 }
 
+/// The catalog of `data` for `script`, encoding columns and reading prepared ones as
+/// `options` say.
+pub fn open_for(
+    script: &Script,
+    ast: &tessera_grammar::ast::Script,
+    data: &Path,
+    options: &CompileOptions,
+) -> Result<Catalog, Failure> {
+    Ok(configure(open(script, ast, data)?, data, options))
+}
+
+/// `catalog` (of the data in `data`) encoding columns and reading prepared ones as `options` say.
+pub fn configure(catalog: Catalog, data: &Path, options: &CompileOptions) -> Catalog {
+    let catalog = catalog.with_compression(options.compress);
+    if options.prepare {
+        catalog.with_prepared(PreparedStore::for_data(data))
+    } else {
+        catalog
+    }
+}
+
+/// Says on stderr what went wrong with prepared columns (entries that could not be written,
+/// entries found damaged), after waiting for those still being written.
+pub fn finish_preparing(catalog: &Catalog) {
+    for problem in catalog.finish_preparing() {
+        eprintln!("warning: {problem}");
+    }
+}
+
 /// Compiles `script` against the data in `data`; with `use_cache`, through the kernel cache.
 pub fn compile_script(
     script: &Script,
@@ -126,7 +158,7 @@ pub fn compile_with_catalog(
     let catalog = match (declares, cached(None)) {
         (false, Some(catalog)) => catalog,
         _ => {
-            let catalog = Arc::new(open(script, &ast, data)?.with_compression(options.compress));
+            let catalog = Arc::new(open_for(script, &ast, data, options)?);
             if !declares {
                 cached(Some(Arc::clone(&catalog)));
             }

@@ -123,7 +123,7 @@ fn table_stats(
     Ok((plain_total, stored_total))
 }
 
-fn open(data: &Path) -> Result<Catalog, Failure> {
+pub fn open(data: &Path) -> Result<Catalog, Failure> {
     // No script declares anything here; `.tbl` files use the standard schemas.
     let empty = tessera_grammar::ast::Script { items: Vec::new() };
     tessera_compiler::open_catalog(&empty, data).map_err(|e| match e {

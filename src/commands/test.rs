@@ -16,7 +16,9 @@ use tessera_storage::Catalog;
 
 use super::compile::Script;
 use super::run::execute;
-use super::session::{choose_target, compile_with_catalog, compression_for, CompileOptions};
+use super::session::{
+    choose_target, compile_with_catalog, compression_for, finish_preparing, CompileOptions,
+};
 use crate::conformance::{compare, parse_csv, Case, Script as CaseScript};
 use crate::failure::Failure;
 use crate::TestArgs;
@@ -38,6 +40,7 @@ pub fn run(args: &TestArgs) -> Result<(), Failure> {
         tile: None,
         compress: compression_for(target, args.compress),
         partition_joins: args.partition_joins,
+        prepare: !args.no_prepare,
     };
     let compression = match options.compress {
         Compression::None => String::new(),
@@ -104,9 +107,21 @@ pub fn run(args: &TestArgs) -> Result<(), Failure> {
             }
         }
     }
+    let (mut read, mut written) = (0, 0);
+    for catalog in catalogs.values() {
+        finish_preparing(catalog);
+        let (r, w) = catalog.prepared_counts();
+        read += r;
+        written += w;
+    }
     let passed = files.len() - failures;
+    let prepared = if read + written > 0 {
+        format!(" ({read} prepared columns read, {written} prepared)")
+    } else {
+        String::new()
+    };
     println!(
-        "{passed} passed, {failures} failed, in {:.1} s on {device}",
+        "{passed} passed, {failures} failed, in {:.1} s on {device}{prepared}",
         started.elapsed().as_secs_f64()
     );
     if failures > 0 {

@@ -5,11 +5,12 @@
 //! files (read in file-name order), or `name.tbl` (which needs a declared schema). Hidden files
 //! (`.x`, `_x`) and files of other kinds are ignored.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
 
 use rayon::prelude::*;
 
@@ -20,6 +21,8 @@ use crate::packed::PackedColumns;
 use crate::parquet_read::{
     read_parquet_columns, read_parquet_dictionary, read_parquet_schema, ParquetFileSchema,
 };
+use crate::prepared::identity::SourceFile;
+use crate::prepared::{Found, PreparedStore};
 use crate::progress::{NoProgress, Progress};
 use crate::tbl::{count_tbl_rows, read_tbl};
 use crate::types::{DataType, Field, Schema, Value};
@@ -59,13 +62,43 @@ pub struct Catalog {
     page_dictionaries: Mutex<HashMap<(String, String), PageDictionary>>,
     /// Whether a loaded column's values are unique, once checked: planning asks it of every
     /// join key, and checking means sorting or marking every value.
-    unique_values: Mutex<HashMap<(String, String), Option<bool>>>,
+    pub(crate) unique_values: Mutex<HashMap<(String, String), Option<bool>>>,
     /// One lock per table, held while that table's columns load, so that threads asking for
     /// the same columns at once read the files once; other tables load meanwhile.
     loading: HashMap<String, Mutex<()>>,
     /// How integer columns are encoded for kernels, and the encodings made so far.
     pub(crate) compression: Compression,
     pub(crate) packed: Mutex<PackedColumns>,
+    /// Prepared columns: where they are read and written (`None`: neither), and what this
+    /// catalog did with them.
+    pub(crate) prepared: Option<Prepared>,
+}
+
+/// A catalog's use of its prepared store.
+pub(crate) struct Prepared {
+    pub(crate) store: PreparedStore,
+    /// The identity of each table's files, computed on first use.
+    sources: Mutex<HashMap<String, Arc<Vec<SourceFile>>>>,
+    /// Entries (table, column, kind) read from the store or queued for writing: none is
+    /// written twice.
+    pub(crate) settled: Mutex<HashSet<(String, String, String)>>,
+    /// Entries being written in the background, and how many were started.
+    writers: Mutex<Vec<JoinHandle<Result<(), String>>>>,
+    spawned: std::sync::atomic::AtomicUsize,
+    /// What encodings read from the store say of columns that were not loaded (`None`: the
+    /// store was asked and had no such encoding).
+    pub(crate) facts: Mutex<HashMap<(String, String), Option<ColumnFacts>>>,
+    /// Corrupt entries reported so far.
+    warned: Mutex<HashSet<String>>,
+}
+
+/// What a prepared encoding says of its column.
+#[derive(Clone)]
+pub(crate) struct ColumnFacts {
+    pub(crate) stats: ColumnStats,
+    /// The dictionary of the codes the encoding holds (string columns).
+    pub(crate) dictionary: Option<Arc<Dictionary>>,
+    pub(crate) unique: Option<bool>,
 }
 
 /// A poisoned lock only means another thread panicked while holding it; the map it guards is
@@ -106,6 +139,7 @@ impl Catalog {
             loading,
             compression: Compression::None,
             packed: Mutex::new(PackedColumns::default()),
+            prepared: None,
         })
     }
 
@@ -181,6 +215,7 @@ impl Catalog {
             loading,
             compression: Compression::None,
             packed: Mutex::new(PackedColumns::default()),
+            prepared: None,
         })
     }
 
@@ -203,6 +238,9 @@ impl Catalog {
         let info = self.tables.get(table);
         if let Some(stats) = info.and_then(|t| t.statistics.get(column)) {
             return Ok(stats.clone());
+        }
+        if let Some(facts) = self.prepared_facts(table, column)? {
+            return Ok(facts.stats);
         }
         if let (Some(info), Some((dictionary, nulls))) =
             (info, self.page_dictionary(table, column)?)
@@ -238,10 +276,48 @@ impl Catalog {
         if let Some(loaded) = lock(&self.cache).get(&key) {
             return Ok(loaded.data.dictionary().cloned());
         }
+        if let Some(facts) = self.prepared_facts(table, column)? {
+            return Ok(facts.dictionary);
+        }
         if let Some((dictionary, _)) = self.page_dictionary(table, column)? {
             return Ok(Some(dictionary));
         }
         Ok(self.column(table, column)?.data.dictionary().cloned())
+    }
+
+    /// The dictionary of the codes kernels read for a string column (`None` for other
+    /// columns): the loaded column's, else the one a prepared encoding holds with its codes,
+    /// else the column's once loaded. Never the dictionary pages', whose codes may differ.
+    pub fn codes_dictionary(
+        &self,
+        table: &str,
+        column: &str,
+    ) -> Result<Option<Arc<Dictionary>>, StorageError> {
+        let key = (table.to_string(), column.to_string());
+        if let Some(loaded) = lock(&self.cache).get(&key) {
+            return Ok(loaded.data.dictionary().cloned());
+        }
+        if let Some(facts) = self.prepared_facts(table, column)? {
+            if facts.dictionary.is_some() {
+                return Ok(facts.dictionary);
+            }
+        }
+        Ok(self.column(table, column)?.data.dictionary().cloned())
+    }
+
+    /// The smallest and largest value of an integer, date or string column (codes for
+    /// strings, so `0..=entries - 1`), as kernels compiled for a range check it; `None` when
+    /// the column holds no value or is of another type.
+    pub fn value_range(
+        &self,
+        table: &str,
+        column: &str,
+    ) -> Result<Option<(i64, i64)>, StorageError> {
+        if let Some(dictionary) = self.codes_dictionary(table, column)? {
+            return Ok((!dictionary.is_empty()).then(|| (0, dictionary.len() as i64 - 1)));
+        }
+        let stats = self.stats(table, column)?;
+        Ok(stats.int_range().filter(|_| stats.rows > stats.nulls))
     }
 
     /// Whether the column has been read (and is cached).
@@ -293,6 +369,10 @@ impl Catalog {
             let unique = loaded.has_unique_values();
             lock(&self.unique_values).insert(key, unique);
             return Ok(unique);
+        }
+        if let Some(unique) = self.prepared_facts(table, column)?.and_then(|f| f.unique) {
+            lock(&self.unique_values).insert(key, Some(unique));
+            return Ok(Some(unique));
         }
         // More values than the range has room for must repeat: no need to read them.
         let stats = self.stats(table, column)?;
@@ -369,6 +449,37 @@ impl Catalog {
             }
             missing
         };
+        let mut missing = missing;
+        if let Some(prepared) = &self.prepared {
+            if let Some(sources) = self.sources(prepared, table)? {
+                missing.retain(|field| {
+                    match prepared.store.values(table, field, &sources, info.rows) {
+                        Found::Fresh((column, unique)) => {
+                            let key = (table.to_string(), field.name.clone());
+                            prepared.settle(table, &field.name, "values");
+                            if unique.is_some() {
+                                lock(&self.unique_values).insert(key.clone(), unique);
+                            }
+                            lock(&self.cache).insert(key, Arc::new(column));
+                            false
+                        }
+                        Found::Corrupt(reason) => {
+                            prepared.warn(reason);
+                            true
+                        }
+                        Found::Missing => true,
+                    }
+                });
+                if missing.is_empty() {
+                    return self.cached(table, columns).ok_or_else(|| {
+                        StorageError::UnknownColumn {
+                            table: table.into(),
+                            column: columns.join(", "),
+                        }
+                    });
+                }
+            }
+        }
         let loaded: Vec<(String, Column)> = match &info.format {
             TableFormat::Parquet { files } => {
                 progress.start(
@@ -407,6 +518,172 @@ impl Catalog {
             })
     }
 
+    /// A column a kernel reads: [`Catalog::column`], and when the prepared store holds no
+    /// fresh entry of it, its values written there (in the background; see
+    /// [`Catalog::finish_preparing`]).
+    pub fn kernel_column(&self, table: &str, column: &str) -> Result<Arc<Column>, StorageError> {
+        let loaded = self.column(table, column)?;
+        let Some(prepared) = self.writable_store() else {
+            return Ok(loaded);
+        };
+        // Under `auto`, a column read plain was chosen to be: record the choice, so later runs
+        // need not weigh the schemes again.
+        if self.compression == Compression::Auto && crate::packed::packable(loaded.ty()) {
+            let chosen = lock(&self.packed).chosen(table, column);
+            if chosen == Some(crate::compress::Scheme::None) {
+                self.prepare_encoding(table, column, crate::compress::Scheme::None, None)?;
+            }
+        }
+        if !prepared.settle(table, column, "values") {
+            return Ok(loaded);
+        }
+        let Some(sources) = self.sources(prepared, table)? else {
+            return Ok(loaded);
+        };
+        let key = (table.to_string(), column.to_string());
+        let unique = lock(&self.unique_values).get(&key).copied().flatten();
+        let store = prepared.store.clone();
+        let (table, name, column) = (table.to_string(), column.to_string(), Arc::clone(&loaded));
+        prepared.spawn(move || {
+            store
+                .write_values(&table, &name, &column, unique, &sources)
+                .map_err(|e| format!("cannot prepare {table}.{name}: {e}"))
+        });
+        Ok(loaded)
+    }
+
+    /// Stores what kernels read of `table.column` under the catalog's setting, unless the store
+    /// holds it already, and frees the column's memory: `tessera prepare`, one column at a time.
+    /// Returns whether anything was written.
+    pub fn prepare_column(&self, table: &str, column: &str) -> Result<bool, StorageError> {
+        let Some(prepared) = self.writable_store() else {
+            return Err(StorageError::Invalid(
+                "there is no folder to prepare columns in".into(),
+            ));
+        };
+        let field = self
+            .table(table)
+            .and_then(|t| t.schema.field(column))
+            .cloned()
+            .ok_or_else(|| StorageError::UnknownColumn {
+                table: table.into(),
+                column: column.into(),
+            })?;
+        let written_before = prepared.spawned();
+        let packs = self.compression != Compression::None && crate::packed::packable(field.ty);
+        let scheme = if packs {
+            self.scheme(table, column)?
+        } else {
+            crate::compress::Scheme::None
+        };
+        if scheme != crate::compress::Scheme::None {
+            self.kernel_packed(table, column, scheme)?;
+        }
+        // Plain values, or the validity beside an encoding.
+        if scheme == crate::compress::Scheme::None || field.nullable {
+            self.kernel_column(table, column)?;
+        }
+        let problems = self.finish_preparing();
+        let wrote = prepared.spawned() > written_before;
+        self.unload(table, column);
+        lock(&self.packed).forget(table, column);
+        match problems.into_iter().next() {
+            Some(problem) => Err(StorageError::Invalid(problem)),
+            None => Ok(wrote),
+        }
+    }
+
+    /// How many prepared entries this catalog read from its store, and how many it wrote.
+    pub fn prepared_counts(&self) -> (usize, usize) {
+        self.prepared.as_ref().map_or((0, 0), |p| {
+            (lock(&p.settled).len() - p.spawned(), p.spawned())
+        })
+    }
+
+    /// Forgets a loaded column, freeing its memory (a later use loads it again).
+    pub fn unload(&self, table: &str, column: &str) {
+        lock(&self.cache).remove(&(table.to_string(), column.to_string()));
+    }
+
+    /// The same catalog, reading columns from `store` where it holds them fresh, and writing
+    /// there what kernels read of the others.
+    pub fn with_prepared(mut self, store: PreparedStore) -> Catalog {
+        self.prepared = Some(Prepared {
+            store,
+            sources: Mutex::new(HashMap::new()),
+            settled: Mutex::new(HashSet::new()),
+            writers: Mutex::new(Vec::new()),
+            spawned: std::sync::atomic::AtomicUsize::new(0),
+            facts: Mutex::new(HashMap::new()),
+            warned: Mutex::new(HashSet::new()),
+        });
+        self
+    }
+
+    /// Where prepared columns are read and written, if anywhere.
+    pub fn prepared_store(&self) -> Option<&PreparedStore> {
+        self.prepared.as_ref().map(|p| &p.store)
+    }
+
+    pub(crate) fn writable_store(&self) -> Option<&Prepared> {
+        self.prepared
+            .as_ref()
+            .filter(|p| p.store.write_folder().is_some())
+    }
+
+    /// Waits for the prepared entries still being written. Returns what went wrong (entries
+    /// that could not be written, entries found corrupt), one line each, for the caller to say.
+    pub fn finish_preparing(&self) -> Vec<String> {
+        let Some(prepared) = &self.prepared else {
+            return Vec::new();
+        };
+        let writers = std::mem::take(&mut *lock(&prepared.writers));
+        let mut problems: Vec<String> = writers
+            .into_iter()
+            .filter_map(|writer| match writer.join() {
+                Ok(Ok(())) => None,
+                Ok(Err(problem)) => Some(problem),
+                Err(_) => Some("a thread writing prepared columns failed".into()),
+            })
+            .collect();
+        problems.extend(prepared.take_warnings());
+        problems
+    }
+
+    /// Warnings about corrupt prepared entries found since the last call.
+    pub fn take_warnings(&self) -> Vec<String> {
+        self.prepared
+            .as_ref()
+            .map(Prepared::take_warnings)
+            .unwrap_or_default()
+    }
+
+    /// The identity of `table`'s files (`None` for a table held in memory).
+    pub(crate) fn sources(
+        &self,
+        prepared: &Prepared,
+        table: &str,
+    ) -> Result<Option<Arc<Vec<SourceFile>>>, StorageError> {
+        if let Some(known) = lock(&prepared.sources).get(table) {
+            return Ok(Some(Arc::clone(known)));
+        }
+        let info = self
+            .tables
+            .get(table)
+            .ok_or_else(|| StorageError::UnknownTable(table.into()))?;
+        let files: Vec<SourceFile> = match &info.format {
+            TableFormat::Parquet { files } => files
+                .par_iter()
+                .map(|f| SourceFile::of(f))
+                .collect::<Result<_, _>>()?,
+            TableFormat::Tbl { path } => vec![SourceFile::of(path)?],
+            TableFormat::Memory => return Ok(None),
+        };
+        let files = Arc::new(files);
+        lock(&prepared.sources).insert(table.to_string(), Arc::clone(&files));
+        Ok(Some(files))
+    }
+
     /// The columns, if all are cached.
     fn cached(&self, table: &str, columns: &[&str]) -> Option<Vec<Arc<Column>>> {
         let cache = lock(&self.cache);
@@ -414,6 +691,38 @@ impl Catalog {
             .iter()
             .map(|&name| cache.get(&(table.to_string(), name.to_string())).cloned())
             .collect()
+    }
+}
+
+impl Prepared {
+    /// Marks an entry as settled (read from the store, or being written); false when it was
+    /// already.
+    pub(crate) fn settle(&self, table: &str, column: &str, kind: &str) -> bool {
+        lock(&self.settled).insert((table.to_string(), column.to_string(), kind.to_string()))
+    }
+
+    pub(crate) fn spawn(&self, write: impl FnOnce() -> Result<(), String> + Send + 'static) {
+        self.spawned
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        lock(&self.writers).push(std::thread::spawn(write));
+    }
+
+    /// Entries written (or being written) so far.
+    fn spawned(&self) -> usize {
+        self.spawned.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Records that an entry was found corrupt (it is prepared again).
+    pub(crate) fn warn(&self, reason: String) {
+        lock(&self.warned).insert(format!(
+            "a prepared column was damaged and is prepared again ({reason})"
+        ));
+    }
+
+    fn take_warnings(&self) -> Vec<String> {
+        let mut warnings: Vec<String> = lock(&self.warned).drain().collect();
+        warnings.sort();
+        warnings
     }
 }
 

@@ -7,19 +7,20 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::types::{DataType, Value};
+use crate::values::Values;
 
 /// The values of one column. Strings are dictionary codes into a sorted dictionary, so
 /// comparisons and ordering of strings are comparisons of codes.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ColumnData {
-    Bool(Vec<bool>),
-    I32(Vec<i32>),
-    I64(Vec<i64>),
-    F32(Vec<f32>),
-    F64(Vec<f64>),
-    Date(Vec<i32>),
+    Bool(Values<bool>),
+    I32(Values<i32>),
+    I64(Values<i64>),
+    F32(Values<f32>),
+    F64(Values<f64>),
+    Date(Values<i32>),
     Str {
-        codes: Vec<i32>,
+        codes: Values<i32>,
         dictionary: Arc<Dictionary>,
     },
 }
@@ -71,6 +72,18 @@ impl ColumnData {
             ColumnData::F32(v) => bytes(v),
             ColumnData::F64(v) => bytes(v),
             ColumnData::Str { codes, .. } => bytes(codes),
+        }
+    }
+
+    /// Whether the values are read from a mapped prepared file.
+    pub fn is_mapped(&self) -> bool {
+        match self {
+            ColumnData::Bool(v) => v.is_mapped(),
+            ColumnData::I32(v) | ColumnData::Date(v) => v.is_mapped(),
+            ColumnData::I64(v) => v.is_mapped(),
+            ColumnData::F32(v) => v.is_mapped(),
+            ColumnData::F64(v) => v.is_mapped(),
+            ColumnData::Str { codes, .. } => codes.is_mapped(),
         }
     }
 
@@ -335,7 +348,7 @@ const UNIQUE_BITMAP_BITS: u64 = 1 << 28;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Column {
     pub data: ColumnData,
-    pub validity: Option<Vec<bool>>,
+    pub validity: Option<Values<bool>>,
     pub stats: ColumnStats,
 }
 
@@ -346,7 +359,7 @@ impl Column {
         let stats = ColumnStats::compute(&data, validity.as_deref());
         Column {
             data,
-            validity,
+            validity: validity.map(Values::from),
             stats,
         }
     }
@@ -367,7 +380,7 @@ impl Column {
         let values: Vec<i64> = match &self.data {
             ColumnData::I32(v) | ColumnData::Date(v) => v.iter().map(|&x| i64::from(x)).collect(),
             ColumnData::Str { codes, .. } => codes.iter().map(|&x| i64::from(x)).collect(),
-            ColumnData::I64(v) => v.clone(),
+            ColumnData::I64(v) => v.to_vec(),
             _ => return None,
         };
         let mut values: Vec<i64> = match &self.validity {
@@ -432,20 +445,20 @@ mod tests {
     #[test]
     fn stats_skip_nulls() {
         let column = Column::new(
-            ColumnData::I32(vec![5, -3, 100, 7]),
+            ColumnData::I32(vec![5, -3, 100, 7].into()),
             Some(vec![true, true, false, true]),
         );
         assert_eq!(column.stats.nulls, 1);
         assert_eq!(column.stats.min, Value::Int(-3));
         assert_eq!(column.stats.max, Value::Int(7));
-        let empty = Column::new(ColumnData::F64(vec![]), None);
+        let empty = Column::new(ColumnData::F64(vec![].into()), None);
         assert_eq!(empty.stats.min, Value::Null);
     }
 
     #[test]
     fn repeated_key_values_are_found_in_small_and_wide_ranges() {
         let unique = |values: Vec<i64>, valid: Option<Vec<bool>>| {
-            Column::new(ColumnData::I64(values), valid).has_unique_values()
+            Column::new(ColumnData::I64(values.into()), valid).has_unique_values()
         };
         assert_eq!(unique(vec![3, 1, 2], None), Some(true));
         assert_eq!(unique(vec![3, 1, 3], None), Some(false));
@@ -458,7 +471,7 @@ mod tests {
             Some(true)
         );
         assert_eq!(unique(vec![], None), Some(true));
-        let floats = Column::new(ColumnData::F64(vec![1.0, 1.0]), None);
+        let floats = Column::new(ColumnData::F64(vec![1.0, 1.0].into()), None);
         assert_eq!(floats.has_unique_values(), None);
     }
 }

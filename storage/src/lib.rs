@@ -16,6 +16,7 @@
 //!
 //! It knows nothing of the query language or of GPUs.
 
+pub mod cache;
 pub mod catalog;
 pub mod column;
 pub mod compress;
@@ -25,10 +26,12 @@ pub mod gen;
 pub mod packed;
 pub mod parquet_read;
 pub mod parquet_write;
+pub mod prepared;
 pub mod progress;
 mod string_chunks;
 pub mod tbl;
 pub mod types;
+pub mod values;
 
 pub use catalog::{Catalog, TableFormat, TableInfo};
 pub use column::{Column, ColumnData, ColumnStats, Dictionary, DictionaryBuilder};
@@ -37,6 +40,7 @@ pub use gen::{generate_ssb, ssb_schemas, GenSummary};
 pub use parquet_write::{write_parquet, write_parquet_columns, WriteColumn, WriteValues};
 pub use progress::{NoProgress, Progress};
 pub use types::{DataType, Field, Schema, Value};
+pub use values::Values;
 
 #[cfg(test)]
 mod tests;

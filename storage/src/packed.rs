@@ -5,16 +5,35 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::catalog::{lock, Catalog};
+use crate::catalog::{lock, Catalog, ColumnFacts};
 use crate::compress::{self, Compression, Encoded, Scheme};
 use crate::error::StorageError;
-use crate::types::DataType;
+use crate::prepared::{Found, PreparedEncoding};
+use crate::types::{DataType, Field};
+
+/// A column's scheme under the catalog's setting, with its encoding unless the scheme is `none`.
+type StoredChoice = (Scheme, Option<Arc<Encoded>>);
 
 /// Encodings made so far, and the scheme `auto` chose per column.
 #[derive(Default)]
 pub(crate) struct PackedColumns {
     chosen: HashMap<(String, String), Scheme>,
     encoded: HashMap<(String, String, Scheme), Arc<Encoded>>,
+}
+
+impl PackedColumns {
+    /// The scheme `auto` chose for `table.column`, once chosen.
+    pub(crate) fn chosen(&self, table: &str, column: &str) -> Option<Scheme> {
+        self.chosen
+            .get(&(table.to_string(), column.to_string()))
+            .copied()
+    }
+
+    /// Drops the encodings of `table.column` (the choice stays).
+    pub(crate) fn forget(&mut self, table: &str, column: &str) {
+        self.encoded
+            .retain(|(t, c, _), _| !(t == table && c == column));
+    }
 }
 
 /// Whether columns of `ty` can be bit-packed: the 4-byte integers (dates and string codes
@@ -58,6 +77,9 @@ impl Catalog {
         if let Some(&scheme) = lock(&self.packed).chosen.get(&key) {
             return Ok(scheme);
         }
+        if let Some((scheme, _)) = self.prepared_encoding(table, column)? {
+            return Ok(scheme);
+        }
         let loaded = self.column(table, column)?;
         let values = int_values(table, column, &loaded.data)?;
         let best = compress::choose(values);
@@ -83,6 +105,20 @@ impl Catalog {
         if let Some(found) = lock(&self.packed).encoded.get(&key) {
             return Ok(Arc::clone(found));
         }
+        // The encoding the setting gives: from the store, or, under `auto`, the choice made
+        // (which encodes the column in the chosen scheme only).
+        if self.compression.fixed().is_none_or(|fixed| fixed == scheme) {
+            if let Some((found, Some(prepared))) = self.prepared_encoding(table, column)? {
+                if found == scheme {
+                    return Ok(prepared);
+                }
+            }
+            if self.compression == Compression::Auto && self.scheme(table, column)? == scheme {
+                if let Some(found) = lock(&self.packed).encoded.get(&key) {
+                    return Ok(Arc::clone(found));
+                }
+            }
+        }
         let loaded = self.column(table, column)?;
         let values = int_values(table, column, &loaded.data)?;
         // Encoding runs unlocked, so other columns encode meanwhile; two threads asking for the
@@ -100,6 +136,170 @@ impl Catalog {
                 .entry(key)
                 .or_insert_with(|| Arc::new(encoded)),
         ))
+    }
+}
+
+impl Catalog {
+    /// A column's encoding that a kernel reads: [`Catalog::packed`], and when it is the one the
+    /// catalog's setting gives and the prepared store holds no fresh entry of it, the encoding
+    /// written there (in the background; see [`Catalog::finish_preparing`]).
+    pub fn kernel_packed(
+        &self,
+        table: &str,
+        column: &str,
+        scheme: Scheme,
+    ) -> Result<Arc<Encoded>, StorageError> {
+        let encoded = self.packed(table, column, scheme)?;
+        if self.writable_store().is_some() {
+            let settles = match self.compression.fixed() {
+                Some(fixed) => fixed == scheme,
+                None => self.scheme(table, column)? == scheme,
+            };
+            if settles && scheme != Scheme::None {
+                self.prepare_encoding(table, column, scheme, Some(&encoded))?;
+            }
+        }
+        Ok(encoded)
+    }
+
+    /// Writes `encoded`, the encoding of `table.column` under the catalog's setting, to the
+    /// store unless it came from there or is being written.
+    pub(crate) fn prepare_encoding(
+        &self,
+        table: &str,
+        column: &str,
+        scheme: Scheme,
+        encoded: Option<&Arc<Encoded>>,
+    ) -> Result<(), StorageError> {
+        let Some(prepared) = self.writable_store() else {
+            return Ok(());
+        };
+        let compression = self.compression;
+        if !prepared.settle(table, column, compression.name()) {
+            return Ok(());
+        }
+        let Some(sources) = self.sources(prepared, table)? else {
+            return Ok(());
+        };
+        let field = self.field(table, column)?;
+        let loaded = self.column(table, column)?;
+        let unique = lock(&self.unique_values)
+            .get(&(table.to_string(), column.to_string()))
+            .copied()
+            .flatten();
+        let store = prepared.store.clone();
+        let (table, encoded) = (table.to_string(), encoded.cloned());
+        prepared.spawn(move || {
+            store
+                .write_encoding(
+                    &table,
+                    &field,
+                    compression,
+                    scheme,
+                    encoded.as_deref(),
+                    &loaded.stats,
+                    loaded.data.dictionary().map(|d| d.as_ref()),
+                    unique,
+                    &sources,
+                )
+                .map_err(|e| format!("cannot prepare {table}.{}: {e}", field.name))
+        });
+        Ok(())
+    }
+
+    /// What a prepared encoding of `table.column` under the catalog's setting says of the
+    /// column, reading the entry the first time (and keeping its encoding for kernels).
+    pub(crate) fn prepared_facts(
+        &self,
+        table: &str,
+        column: &str,
+    ) -> Result<Option<ColumnFacts>, StorageError> {
+        let Some(prepared) = &self.prepared else {
+            return Ok(None);
+        };
+        let key = (table.to_string(), column.to_string());
+        if let Some(facts) = lock(&prepared.facts).get(&key) {
+            return Ok(facts.clone());
+        }
+        self.prepared_encoding(table, column)?;
+        Ok(lock(&prepared.facts).entry(key).or_insert(None).clone())
+    }
+
+    /// The encoding of `table.column` under the catalog's setting, from the prepared store when
+    /// it holds a fresh one (registered then as if made here).
+    fn prepared_encoding(
+        &self,
+        table: &str,
+        column: &str,
+    ) -> Result<Option<StoredChoice>, StorageError> {
+        let Some(prepared) = &self.prepared else {
+            return Ok(None);
+        };
+        if self.compression == Compression::None {
+            return Ok(None);
+        }
+        let field = self.field(table, column)?;
+        if !packable(field.ty) {
+            return Ok(None);
+        }
+        let Some(sources) = self.sources(prepared, table)? else {
+            return Ok(None);
+        };
+        let rows = self.table(table).map_or(0, |t| t.rows);
+        let found = prepared
+            .store
+            .encoding(table, &field, self.compression, &sources, rows);
+        let PreparedEncoding {
+            scheme,
+            encoded,
+            stats,
+            dictionary,
+            unique,
+        } = match found {
+            Found::Fresh(found) => found,
+            Found::Missing => return Ok(None),
+            Found::Corrupt(reason) => {
+                prepared.warn(reason);
+                return Ok(None);
+            }
+        };
+        // A setting of one scheme must find that scheme stored.
+        if self.compression.fixed().is_some_and(|s| s != scheme) {
+            return Ok(None);
+        }
+        let key = (table.to_string(), column.to_string());
+        prepared.settle(table, column, self.compression.name());
+        lock(&prepared.facts).insert(
+            key.clone(),
+            Some(ColumnFacts {
+                stats,
+                dictionary,
+                unique,
+            }),
+        );
+        let mut packed = lock(&self.packed);
+        if self.compression == Compression::Auto {
+            packed.chosen.insert(key, scheme);
+        }
+        if let Some(encoded) = &encoded {
+            packed.encoded.insert(
+                (table.to_string(), column.to_string(), scheme),
+                Arc::clone(encoded),
+            );
+        }
+        Ok(Some((scheme, encoded)))
+    }
+
+    fn field(&self, table: &str, column: &str) -> Result<Field, StorageError> {
+        self.table(table)
+            .ok_or_else(|| StorageError::UnknownTable(table.into()))?
+            .schema
+            .field(column)
+            .cloned()
+            .ok_or_else(|| StorageError::UnknownColumn {
+                table: table.into(),
+                column: column.into(),
+            })
     }
 }
 

@@ -509,31 +509,31 @@ fn read_column(
     let (data, validity) = match decoding {
         Decoding::Bool => {
             let (v, valid) = task.primitive::<BoolType, bool>(|x| x)?;
-            (ColumnData::Bool(v), valid)
+            (ColumnData::Bool(v.into()), valid)
         }
         Decoding::I32 => {
             let (v, valid) = task.primitive::<Int32Type, i32>(|x| x)?;
-            (ColumnData::I32(v), valid)
+            (ColumnData::I32(v.into()), valid)
         }
         Decoding::Date => {
             let (v, valid) = task.primitive::<Int32Type, i32>(|x| x)?;
-            (ColumnData::Date(v), valid)
+            (ColumnData::Date(v.into()), valid)
         }
         Decoding::U32AsI64 => {
             let (v, valid) = task.primitive::<Int32Type, i64>(|x| i64::from(x as u32))?;
-            (ColumnData::I64(v), valid)
+            (ColumnData::I64(v.into()), valid)
         }
         Decoding::I64 => {
             let (v, valid) = task.primitive::<Int64Type, i64>(|x| x)?;
-            (ColumnData::I64(v), valid)
+            (ColumnData::I64(v.into()), valid)
         }
         Decoding::F32 => {
             let (v, valid) = task.primitive::<FloatType, f32>(|x| x)?;
-            (ColumnData::F32(v), valid)
+            (ColumnData::F32(v.into()), valid)
         }
         Decoding::F64 => {
             let (v, valid) = task.primitive::<DoubleType, f64>(|x| x)?;
-            (ColumnData::F64(v), valid)
+            (ColumnData::F64(v.into()), valid)
         }
         Decoding::Str => task.strings(table, &field.name)?,
     };

@@ -155,7 +155,7 @@ pub(crate) fn merge(chunks: Vec<ChunkStrings>) -> ColumnData {
         .map(|value| String::from_utf8_lossy(value).into_owned())
         .collect();
     ColumnData::Str {
-        codes,
+        codes: codes.into(),
         dictionary: Arc::new(Dictionary::from_sorted_distinct(values)),
     }
 }

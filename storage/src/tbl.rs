@@ -425,12 +425,13 @@ fn concat_values(parts: Vec<ColumnValues>, ty: DataType) -> ColumnData {
     fn gather<T: Clone>(
         parts: Vec<ColumnValues>,
         pick: impl Fn(ColumnValues) -> Option<Vec<T>>,
-    ) -> Vec<T> {
+    ) -> crate::Values<T> {
         parts
             .into_iter()
             .filter_map(pick)
             .collect::<Vec<_>>()
             .concat()
+            .into()
     }
     match ty {
         DataType::Bool => ColumnData::Bool(gather(parts, |p| match p {

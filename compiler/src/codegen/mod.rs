@@ -184,6 +184,7 @@ pub fn pipelines_to_program_timed(
         format: FORMAT_VERSION,
         target,
         code,
+        cubins: None,
         queries: queries_programs,
     })
 }

@@ -1,21 +1,26 @@
-//! The GPU backend, through the CUDA driver API (cudarc): PTX loaded once per program (a module
-//! per kernel, loaded on parallel threads), columns
-//! uploaded once per process and kept on the device, buffers allocated and filled per query,
-//! kernels timed with CUDA events. The driver library is probed for before cudarc touches it,
-//! since its loader panics when `libcuda.so` is absent.
+//! The GPU backend, through the CUDA driver API (cudarc): the driver started on its own thread
+//! at process start ([`start_early`]), so that its second of set-up overlaps compiling and
+//! reading data; kernels loaded from the cubins the driver linked for this GPU when the program
+//! carries them, else linked from PTX (a module per kernel, on parallel threads) with the cubins
+//! kept for next time; columns uploaded once per process and kept on the device, from memory
+//! registered with the driver (page-locked in place) where it can be; buffers allocated and
+//! filled per query; kernels timed with CUDA events. The driver library is probed for before
+//! cudarc touches it, since its loader panics when `libcuda.so` is absent.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::ffi::c_void;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use cudarc::driver::sys::{self, CUevent_flags};
 use cudarc::driver::{
-    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr,
+    result, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr,
     DriverError, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 
 use super::{Backend, ColumnBytes, RuntimeError};
-use crate::program::{BufferSpec, Extent, Fill, KernelCode, KernelLaunch};
+use crate::program::{BufferSpec, Cubins, Extent, Fill, KernelCode, KernelLaunch};
 
 /// What the GPU is.
 #[derive(Clone, Debug)]
@@ -24,57 +29,191 @@ pub struct GpuInfo {
     /// Compute capability as `major * 10 + minor` (90 for the H100).
     pub sm: u32,
     pub memory_bytes: u64,
+    /// The driver's version, as `cuDriverGetVersion` gives it (13000 for CUDA 13.0).
+    pub driver: i32,
 }
 
-/// Finds the first GPU, or says in one line why there is none.
+/// The driver's start on its own thread: first what the GPU is, then its context.
+#[derive(Default)]
+struct EarlyStart {
+    info: OnceLock<Result<GpuInfo, String>>,
+    context: OnceLock<Result<Arc<CudaContext>, String>>,
+    /// When the start began, and how long the context took to be ready.
+    started: OnceLock<Instant>,
+    ready_ms: OnceLock<f64>,
+}
+
+static EARLY: OnceLock<EarlyStart> = OnceLock::new();
+
+/// Starts the CUDA driver on a thread of its own (at most once per process) and returns at
+/// once: initialising the driver and creating the GPU's context take about 0.3 s, which then
+/// overlap whatever the process does before it needs the GPU. [`probe`] and [`GpuBackend::new`]
+/// wait for it. Without a driver library, nothing starts.
+pub fn start_early() {
+    // SAFETY: only tries to open the driver library; nothing is called through it.
+    if !unsafe { sys::is_culib_present() } {
+        return;
+    }
+    if EARLY.set(EarlyStart::default()).is_err() {
+        return;
+    }
+    std::thread::spawn(|| {
+        let Some(early) = EARLY.get() else { return };
+        let started = *early.started.get_or_init(Instant::now);
+        let info = probe_now().map_err(|e| e.to_string());
+        let found = info.is_ok();
+        let _ = early.info.set(info);
+        let context = if found {
+            CudaContext::new(0).map_err(|e| cuda(e).to_string())
+        } else {
+            Err("no GPU".into())
+        };
+        let _ = early.ready_ms.set(started.elapsed().as_secs_f64() * 1e3);
+        let _ = early.context.set(context);
+    });
+}
+
+/// Milliseconds from the driver's early start to its context being ready, once it is.
+pub fn early_start_ms() -> Option<f64> {
+    EARLY.get().and_then(|early| early.ready_ms.get().copied())
+}
+
+/// Finds the first GPU, or says in one line why there is none (waiting for the early start
+/// when there is one).
 pub fn probe() -> Result<GpuInfo, RuntimeError> {
+    match EARLY.get() {
+        Some(early) => early.info.wait().clone().map_err(RuntimeError::Cuda),
+        None => probe_now(),
+    }
+}
+
+fn probe_now() -> Result<GpuInfo, RuntimeError> {
     // SAFETY: only tries to open the driver library; nothing is called through it.
     if !unsafe { sys::is_culib_present() } {
         return Err(RuntimeError::NoCuda);
     }
-    let count = CudaContext::device_count().map_err(cuda)?;
+    result::init().map_err(cuda)?;
+    let count = result::device::get_count().map_err(cuda)?;
     if count < 1 {
         return Err(RuntimeError::Cuda("the CUDA driver reports no GPU".into()));
     }
-    let context = CudaContext::new(0).map_err(cuda)?;
-    let (major, minor) = context.compute_capability().map_err(cuda)?;
+    let device = result::device::get(0).map_err(cuda)?;
+    let attribute = |attribute| {
+        // SAFETY: `device` is a valid device handle and the attribute an integer one.
+        unsafe { result::device::get_attribute(device, attribute) }.map_err(cuda)
+    };
+    let major = attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+    let minor = attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+    let mut driver = 0;
+    // SAFETY: writes one integer.
+    unsafe { sys::cuDriverGetVersion(&mut driver) }
+        .result()
+        .map_err(cuda)?;
     Ok(GpuInfo {
-        name: context.name().map_err(cuda)?,
+        name: result::device::get_name(device).map_err(cuda)?,
         sm: (major * 10 + minor) as u32,
-        memory_bytes: context.total_mem().map_err(cuda)? as u64,
+        // SAFETY: `device` is a valid device handle.
+        memory_bytes: unsafe { result::device::total_mem(device) }.map_err(cuda)? as u64,
+        driver,
     })
 }
 
-/// Loads every kernel's PTX, on as many threads as there are cores and kernels.
+/// The GPU's context: the early start's, or one created now.
+fn context() -> Result<Arc<CudaContext>, RuntimeError> {
+    match EARLY.get() {
+        Some(early) => early.context.wait().clone().map_err(RuntimeError::Cuda),
+        None => {
+            probe_now()?;
+            CudaContext::new(0).map_err(cuda)
+        }
+    }
+}
+
+/// How the kernels came to be loaded, for `--timing`.
+#[derive(Clone, Debug, Default)]
+pub struct LoadReport {
+    /// Milliseconds spent loading (or linking and loading) the kernels.
+    pub ms: f64,
+    /// Whether they came from the program's cubins (no compiling at all).
+    pub from_cubins: bool,
+    /// Why the program's cubins were not used, when it carried some.
+    pub cubins_refused: Option<String>,
+    /// Cubins linked now from the PTX, to keep with the program.
+    pub linked: Option<Cubins>,
+}
+
+/// Loads every kernel: from `cubins` when they were linked for this GPU and driver and load,
+/// else by linking the PTX (keeping the cubins), on as many threads as there are cores and
+/// kernels.
 fn load_modules(
     context: &Arc<CudaContext>,
+    info: &GpuInfo,
     ptx: &[KernelCode],
-) -> Result<HashMap<String, Arc<CudaModule>>, RuntimeError> {
+    cubins: Option<&Cubins>,
+) -> Result<(HashMap<String, Arc<CudaModule>>, LoadReport), RuntimeError> {
+    let started = Instant::now();
+    let mut report = LoadReport::default();
+    if let Some(cubins) = cubins {
+        let fits = cubins.sm == info.sm
+            && cubins.driver == info.driver
+            && cubins.kernels.len() == ptx.len()
+            && cubins
+                .kernels
+                .iter()
+                .zip(ptx)
+                .all(|(c, p)| c.kernel == p.kernel);
+        if fits {
+            match parallel(ptx.len(), |i| load_cubin(context, &cubins.kernels[i])) {
+                Ok(loaded) => {
+                    report.from_cubins = true;
+                    report.ms = started.elapsed().as_secs_f64() * 1e3;
+                    return Ok((loaded.into_iter().collect(), report));
+                }
+                Err(e) => report.cubins_refused = Some(e.to_string()),
+            }
+        } else {
+            report.cubins_refused = Some(format!(
+                "they were linked for sm_{} with driver {}, this is sm_{} with driver {}",
+                cubins.sm, cubins.driver, info.sm, info.driver
+            ));
+        }
+    }
+    let linked = parallel(ptx.len(), |i| link(context, &ptx[i]))?;
+    let mut modules = HashMap::new();
+    let mut kernels = Vec::with_capacity(linked.len());
+    for ((name, module), cubin) in linked {
+        modules.insert(name.clone(), module);
+        kernels.push(KernelCode {
+            kernel: name,
+            text: hex(&cubin),
+        });
+    }
+    report.linked = Some(Cubins {
+        sm: info.sm,
+        driver: info.driver,
+        kernels,
+    });
+    report.ms = started.elapsed().as_secs_f64() * 1e3;
+    Ok((modules, report))
+}
+
+/// `work(0..count)` spread over the cores, results in order.
+fn parallel<T: Send>(
+    count: usize,
+    work: impl Fn(usize) -> Result<T, RuntimeError> + Sync,
+) -> Result<Vec<T>, RuntimeError> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
-        .min(ptx.len())
+        .min(count)
         .max(1);
-    let chunk = ptx.len().div_ceil(threads).max(1);
-    let load = |units: &[KernelCode]| -> Result<Vec<(String, Arc<CudaModule>)>, RuntimeError> {
-        units
-            .iter()
-            .map(|unit| {
-                let module = context
-                    .load_module(Ptx::from_src(unit.text.as_str()))
-                    .map_err(|e| {
-                        RuntimeError::Load(format!(
-                            "the CUDA driver rejected the PTX of {}: {e}",
-                            unit.kernel
-                        ))
-                    })?;
-                Ok((unit.kernel.clone(), module))
+    let chunk = count.div_ceil(threads).max(1);
+    let work = &work;
+    let done: Vec<Result<Vec<T>, RuntimeError>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..count)
+            .step_by(chunk)
+            .map(|start| {
+                scope.spawn(move || (start..(start + chunk).min(count)).map(work).collect())
             })
-            .collect()
-    };
-    let loaded: Vec<_> = std::thread::scope(|scope| {
-        let workers: Vec<_> = ptx
-            .chunks(chunk)
-            .map(|units| scope.spawn(move || load(units)))
             .collect();
         workers
             .into_iter()
@@ -84,15 +223,118 @@ fn load_modules(
             })
             .collect()
     });
-    let mut modules = HashMap::new();
-    for units in loaded {
-        modules.extend(units?);
+    let mut all = Vec::with_capacity(count);
+    for part in done {
+        all.extend(part?);
     }
-    Ok(modules)
+    Ok(all)
+}
+
+/// A kernel's name and the module holding it.
+type LoadedKernel = (String, Arc<CudaModule>);
+
+fn load_cubin(context: &Arc<CudaContext>, unit: &KernelCode) -> Result<LoadedKernel, RuntimeError> {
+    let image = unhex(&unit.text)
+        .ok_or_else(|| RuntimeError::Load(format!("the cubin of {} is not hex", unit.kernel)))?;
+    let module = context
+        .load_module(Ptx::from_binary(image))
+        .map_err(|e| RuntimeError::Load(format!("the cubin of {}: {e}", unit.kernel)))?;
+    Ok((unit.kernel.clone(), module))
+}
+
+/// Links one kernel's PTX into a cubin with the driver's linker (the same compiler that loading
+/// PTX runs), then loads the cubin.
+fn link(
+    context: &Arc<CudaContext>,
+    unit: &KernelCode,
+) -> Result<(LoadedKernel, Vec<u8>), RuntimeError> {
+    let rejected = |e: DriverError| {
+        RuntimeError::Load(format!(
+            "the CUDA driver rejected the PTX of {}: {e}",
+            unit.kernel
+        ))
+    };
+    context.bind_to_thread().map_err(cuda)?;
+    let mut source = unit.text.clone().into_bytes();
+    source.push(0);
+    let name = c"kernel.ptx";
+    let mut state: sys::CUlinkState = std::ptr::null_mut();
+    // SAFETY: no options are passed; `state` receives a new link state, destroyed below.
+    unsafe { sys::cuLinkCreate_v2(0, std::ptr::null_mut(), std::ptr::null_mut(), &mut state) }
+        .result()
+        .map_err(rejected)?;
+    let linked = (|| {
+        // SAFETY: `source` is NUL-terminated PTX of `source.len()` bytes that outlives the call.
+        unsafe {
+            sys::cuLinkAddData_v2(
+                state,
+                sys::CUjitInputType::CU_JIT_INPUT_PTX,
+                source.as_mut_ptr().cast::<c_void>(),
+                source.len(),
+                name.as_ptr(),
+                0,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()?;
+        let mut cubin: *mut c_void = std::ptr::null_mut();
+        let mut size = 0usize;
+        // SAFETY: on success the driver points `cubin` at `size` bytes owned by `state`.
+        unsafe { sys::cuLinkComplete(state, &mut cubin, &mut size) }.result()?;
+        // SAFETY: copied out before `state` is destroyed.
+        Ok(unsafe { std::slice::from_raw_parts(cubin.cast::<u8>(), size) }.to_vec())
+    })();
+    // SAFETY: `state` was created above and is not used after this.
+    unsafe { sys::cuLinkDestroy(state) };
+    let cubin = linked.map_err(rejected)?;
+    let module = context
+        .load_module(Ptx::from_binary(cubin.clone()))
+        .map_err(rejected)?;
+    Ok(((unit.kernel.clone(), module), cubin))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        text.push(DIGITS[usize::from(b >> 4)] as char);
+        text.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    text
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    let digits = text.as_bytes();
+    if !digits.len().is_multiple_of(2) {
+        return None;
+    }
+    let value = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    digits
+        .chunks(2)
+        .map(|pair| Some(value(pair[0])? << 4 | value(pair[1])?))
+        .collect()
+}
+
+/// Host memory below this size is copied as it is; above it, registered with the driver first
+/// (page-locking it in place costs far less than a copy from pageable memory).
+const REGISTER_AT_LEAST: usize = 1 << 20;
+const HOST_PAGE: usize = 4096;
+
+/// A host range registered with the driver, with what keeps its memory alive.
+struct Registered {
+    pointer: *mut c_void,
+    _source: ColumnBytes,
 }
 
 pub struct GpuBackend {
     context: Arc<CudaContext>,
+    /// How the kernels were loaded.
+    pub load: LoadReport,
+    /// Host memory registered for uploads, unregistered when the backend goes.
+    registered: Vec<Registered>,
+    /// Bytes uploaded from registered memory, and from pageable memory.
+    pub uploaded: (u64, u64),
     stream: Arc<CudaStream>,
     /// The module holding each kernel.
     modules: HashMap<String, Arc<CudaModule>>,
@@ -106,15 +348,16 @@ pub struct GpuBackend {
 }
 
 impl GpuBackend {
-    pub fn new(ptx: &[KernelCode]) -> Result<GpuBackend, RuntimeError> {
-        probe()?;
-        let context = CudaContext::new(0).map_err(cuda)?;
+    /// The backend for a program's kernels: `ptx`, or `cubins` where they fit this GPU.
+    pub fn new(ptx: &[KernelCode], cubins: Option<&Cubins>) -> Result<GpuBackend, RuntimeError> {
+        let info = probe()?;
+        let context = context()?;
         // Every launch and copy goes through one stream, in order; per-buffer events would
         // only add work.
         // SAFETY: no buffer is shared between streams.
         unsafe { context.disable_event_tracking() };
         let stream = context.default_stream();
-        let modules = load_modules(&context, ptx)?;
+        let (modules, load) = load_modules(&context, &info, ptx, cubins)?;
         let multiprocessors = context
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(cuda)?
@@ -122,6 +365,9 @@ impl GpuBackend {
         Ok(GpuBackend {
             multiprocessors,
             context,
+            load,
+            registered: Vec::new(),
+            uploaded: (0, 0),
             stream,
             modules,
             functions: HashMap::new(),
@@ -164,6 +410,56 @@ impl GpuBackend {
             .map_err(cuda)
     }
 
+    /// Page-locks `length` bytes at `pointer` in place so the GPU copies them at full speed;
+    /// false (and a copy from pageable memory instead) when the driver will not. A mapped
+    /// region is whole pages of a read-only mapping, registered as such.
+    fn register(&mut self, pointer: *const u8, length: usize, mapped: bool) -> bool {
+        let (start, bytes, flags) = if mapped {
+            (
+                pointer,
+                length.div_ceil(HOST_PAGE) * HOST_PAGE,
+                sys::CU_MEMHOSTREGISTER_READ_ONLY,
+            )
+        } else {
+            (pointer, length, 0)
+        };
+        if self.context.bind_to_thread().is_err() {
+            return false;
+        }
+        // SAFETY: the range lies in memory this process owns (a mapped region's last page is
+        // part of its section's padding) and stays alive while registered.
+        unsafe { sys::cuMemHostRegister_v2(start.cast_mut().cast::<c_void>(), bytes, flags) }
+            .result()
+            .is_ok()
+    }
+
+    /// What moving host memory to the GPU costs here: milliseconds to register a megabyte in
+    /// place, and bytes per second copied from registered memory (the best of three copies of
+    /// 256 MiB).
+    pub fn host_copy_costs(&mut self) -> Result<(f64, f64), RuntimeError> {
+        let bytes = 256usize << 20;
+        let host = vec![1u8; bytes];
+        let mut device = unsafe { self.stream.alloc::<u8>(bytes) }
+            .map_err(|e| memory(e, "a copy test", bytes))?;
+        self.context.bind_to_thread().map_err(cuda)?;
+        let started = Instant::now();
+        // SAFETY: `host` is live and unregistered below, before it is freed.
+        unsafe { sys::cuMemHostRegister_v2(host.as_ptr().cast_mut().cast::<c_void>(), bytes, 0) }
+            .result()
+            .map_err(cuda)?;
+        let register_ms_per_mb = started.elapsed().as_secs_f64() * 1e3 / (bytes as f64 / 1e6);
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let started = Instant::now();
+            self.stream.memcpy_htod(&host, &mut device).map_err(cuda)?;
+            self.stream.synchronize().map_err(cuda)?;
+            best = best.min(started.elapsed().as_secs_f64());
+        }
+        // SAFETY: registered above; the copies are over.
+        unsafe { sys::cuMemHostUnregister(host.as_ptr().cast_mut().cast::<c_void>()) };
+        Ok((register_ms_per_mb, bytes as f64 / best))
+    }
+
     /// Bytes of device memory free now.
     pub fn free_memory(&self) -> Option<u64> {
         self.context
@@ -180,15 +476,56 @@ impl Backend for GpuBackend {
         }
         let bytes = source.bytes();
         // An empty allocation is not allowed; a column of no rows is never read anyway.
-        let slice = if bytes.is_empty() {
-            self.stream
+        if bytes.is_empty() {
+            let slice = self
+                .stream
                 .alloc_zeros::<u8>(8)
-                .map_err(|e| memory(e, key, 8))?
+                .map_err(|e| memory(e, key, 8))?;
+            let address = self.address(&slice);
+            self.columns.insert(key.to_string(), slice);
+            return Ok(address);
+        }
+        let length = bytes.len();
+        let pointer = bytes.as_ptr();
+        let registered = match &bytes {
+            std::borrow::Cow::Borrowed(_) if length >= REGISTER_AT_LEAST => {
+                self.register(pointer, length, source.is_mapped())
+            }
+            _ => false,
+        };
+        let slice = if registered {
+            // SAFETY: the whole allocation is written by the copy below before any kernel,
+            // which is queued after it on the same stream, reads it.
+            let slice =
+                unsafe { self.stream.alloc::<u8>(length) }.map_err(|e| memory(e, key, length))?;
+            let address = self.address(&slice);
+            // SAFETY: `length` bytes at `pointer` stay alive and registered until the backend
+            // is dropped (`registered` keeps their owner), after the stream has finished.
+            unsafe {
+                sys::cuMemcpyHtoDAsync_v2(
+                    address,
+                    pointer.cast::<c_void>(),
+                    length,
+                    self.stream.cu_stream(),
+                )
+            }
+            .result()
+            .map_err(cuda)?;
+            self.uploaded.0 += length as u64;
+            slice
         } else {
+            self.uploaded.1 += length as u64;
             self.stream
                 .clone_htod(bytes.as_ref())
-                .map_err(|e| memory(e, key, bytes.len()))?
+                .map_err(|e| memory(e, key, length))?
         };
+        drop(bytes);
+        if registered {
+            self.registered.push(Registered {
+                pointer: pointer.cast_mut().cast::<c_void>(),
+                _source: source,
+            });
+        }
         let address = self.address(&slice);
         self.columns.insert(key.to_string(), slice);
         Ok(address)
@@ -327,6 +664,17 @@ impl Backend for GpuBackend {
 
     fn release_buffers(&mut self) {
         self.buffers.clear();
+    }
+}
+
+impl Drop for GpuBackend {
+    fn drop(&mut self) {
+        // Copies from registered memory must be over before it is unregistered.
+        let _ = self.stream.synchronize();
+        for range in &self.registered {
+            // SAFETY: each pointer was registered by `register` and not since unregistered.
+            unsafe { sys::cuMemHostUnregister(range.pointer) };
+        }
     }
 }
 

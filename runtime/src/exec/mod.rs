@@ -71,6 +71,10 @@ impl ColumnBytes {
             },
             ColumnBytes::AllValid(rows) => Cow::Owned(vec![1; *rows]),
             ColumnBytes::PackedWords(packed) => {
+                // Words mapped from a prepared entry are followed by zeros there already.
+                if let Some(words) = packed.data.padded(DEVICE_SPARE_WORDS) {
+                    return Cow::Borrowed(word_bytes(words));
+                }
                 let mut bytes = Vec::with_capacity((packed.data.len() + DEVICE_SPARE_WORDS) * 4);
                 for word in &packed.data {
                     bytes.extend_from_slice(&word.to_le_bytes());
@@ -78,13 +82,7 @@ impl ColumnBytes {
                 bytes.resize(bytes.len() + DEVICE_SPARE_WORDS * 4, 0);
                 Cow::Owned(bytes)
             }
-            ColumnBytes::BlockStarts(packed) => Cow::Owned(
-                packed
-                    .block_starts
-                    .iter()
-                    .flat_map(|start| start.to_le_bytes())
-                    .collect(),
-            ),
+            ColumnBytes::BlockStarts(packed) => Cow::Borrowed(word_bytes(&packed.block_starts)),
             ColumnBytes::Dictionary(packed) => {
                 let mut bytes: Vec<u8> = packed
                     .dictionary
@@ -99,6 +97,22 @@ impl ColumnBytes {
         }
     }
 
+    /// Whether the bytes are read from a mapped file (and can be registered with the driver in
+    /// place rather than copied through a staging buffer).
+    pub fn is_mapped(&self) -> bool {
+        match self {
+            ColumnBytes::Values(column) => column.data.is_mapped(),
+            ColumnBytes::Validity(column) => {
+                column.validity.as_ref().is_some_and(|v| v.is_mapped())
+            }
+            ColumnBytes::PackedWords(packed) => {
+                packed.data.is_mapped() && packed.data.padded(DEVICE_SPARE_WORDS).is_some()
+            }
+            ColumnBytes::BlockStarts(packed) => packed.block_starts.is_mapped(),
+            ColumnBytes::AllValid(_) | ColumnBytes::Dictionary(_) => false,
+        }
+    }
+
     /// Bytes a kernel reading every row reads of this column.
     fn bytes_read(&self) -> u64 {
         match self {
@@ -110,6 +124,12 @@ impl ColumnBytes {
             ColumnBytes::Dictionary(packed) => packed.dictionary.len() as u64 * 4,
         }
     }
+}
+
+/// The bytes of 32-bit words, as they lie in memory (the targets are little-endian).
+fn word_bytes(words: &[u32]) -> &[u8] {
+    // SAFETY: `u32` is plain data with no padding; the slice borrows `words`.
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), std::mem::size_of_val(words)) }
 }
 
 /// Device memory and kernel launches.
@@ -360,6 +380,56 @@ struct BoundLaunch {
     column_bytes: u64,
 }
 
+/// Maps (or reads and encodes) every column the kernels of `query` read, on all cores, so that
+/// this work overlaps whatever else is starting (the GPU's context); errors are left for the
+/// run itself to report.
+pub fn prefetch_columns(query: &QueryProgram, catalog: &Catalog) {
+    use rayon::prelude::*;
+    let mut wanted: Vec<(&str, &str, Option<tessera_storage::compress::Scheme>)> = Vec::new();
+    for kernel in &query.kernels {
+        for param in &kernel.params {
+            let read = match param {
+                Param::Column { table, column } | Param::Validity { table, column } => {
+                    (table.as_str(), column.as_str(), None)
+                }
+                Param::PackedWords {
+                    table,
+                    column,
+                    scheme,
+                    ..
+                }
+                | Param::FixedWords {
+                    table,
+                    column,
+                    scheme,
+                    ..
+                }
+                | Param::BlockStarts {
+                    table,
+                    column,
+                    scheme,
+                }
+                | Param::Dictionary {
+                    table,
+                    column,
+                    scheme,
+                    ..
+                } => (table.as_str(), column.as_str(), Some(*scheme)),
+                _ => continue,
+            };
+            if !wanted.contains(&read) {
+                wanted.push(read);
+            }
+        }
+    }
+    wanted.par_iter().for_each(|(table, column, scheme)| {
+        let _ = match scheme {
+            None => catalog.kernel_column(table, column).map(drop),
+            Some(scheme) => catalog.kernel_packed(table, column, *scheme).map(drop),
+        };
+    });
+}
+
 /// The row count and parameter values of one kernel launch.
 fn bind(
     backend: &mut dyn Backend,
@@ -386,7 +456,7 @@ fn bind(
                 table,
                 column: name,
             } => {
-                let loaded = catalog.column(table, name)?;
+                let loaded = catalog.kernel_column(table, name)?;
                 check_rows(table, name, loaded.len(), rows)?;
                 column(format!("{table}.{name}"), ColumnBytes::Values(loaded))?
             }
@@ -394,7 +464,7 @@ fn bind(
                 table,
                 column: name,
             } => {
-                let loaded = catalog.column(table, name)?;
+                let loaded = catalog.kernel_column(table, name)?;
                 let source = if loaded.validity.is_some() {
                     ColumnBytes::Validity(loaded)
                 } else {
@@ -414,7 +484,7 @@ fn bind(
                 scheme,
                 ..
             } => {
-                let packed = catalog.packed(table, name, *scheme)?;
+                let packed = catalog.kernel_packed(table, name, *scheme)?;
                 check_rows(table, name, packed.len, rows)?;
                 if let Some(change) = packing_changed(param, &packed) {
                     return Err(RuntimeError::Stale(format!("`{table}.{name}` {change}")));
@@ -437,7 +507,7 @@ fn bind(
             } => {
                 // What a packed column's words are read through: its block starts, or its
                 // dictionary.
-                let packed = catalog.packed(table, name, *scheme)?;
+                let packed = catalog.kernel_packed(table, name, *scheme)?;
                 if let Some(change) = packing_changed(param, &packed) {
                     return Err(RuntimeError::Stale(format!("`{table}.{name}` {change}")));
                 }
@@ -462,8 +532,7 @@ fn bind(
                 text,
                 bound,
             } => {
-                let loaded = catalog.column(table, column)?;
-                let dictionary = loaded.data.dictionary().ok_or_else(|| {
+                let dictionary = catalog.codes_dictionary(table, column)?.ok_or_else(|| {
                     RuntimeError::Stale(format!("`{table}.{column}` is no longer a string column"))
                 })?;
                 let code = match bound {
@@ -540,13 +609,8 @@ fn check_rows(table: &str, column: &str, found: usize, rows: u64) -> Result<(), 
 
 fn check_assumptions(assumptions: &[Assumption], catalog: &Catalog) -> Result<(), RuntimeError> {
     for a in assumptions {
-        let column = catalog.column(&a.table, &a.column)?;
-        let range = match column.data.dictionary() {
-            Some(dictionary) => Some((0, dictionary.len() as i64 - 1)),
-            None => column.stats.int_range(),
-        };
-        if let Some((min, max)) = range {
-            if !column.is_empty() && (min < a.min || max > a.max) {
+        if let Some((min, max)) = catalog.value_range(&a.table, &a.column)? {
+            if min < a.min || max > a.max {
                 return Err(RuntimeError::Stale(format!(
                     "`{}.{}` now ranges over {min}..={max}, compiled for {}..={}",
                     a.table, a.column, a.min, a.max

@@ -87,12 +87,12 @@ fn unpack_on_host(values: &[i32], scheme: Scheme, every: Option<i32>) -> Vec<i32
         store_tile(em, out, arg(em, 2).into_pointer_value());
     });
     let object = link(&module);
-    let mut words = encoded.data.clone();
+    let mut words = encoded.data.to_vec();
     words.resize(words.len() + DEVICE_SPARE_WORDS, 0);
     let mut starts = if scheme.is_fixed_width() {
         encoded.dictionary.iter().map(|&v| v as u32).collect()
     } else {
-        encoded.block_starts.clone()
+        encoded.block_starts.to_vec()
     };
     starts.push(0);
     let items = TILE.items() as usize;

@@ -7,6 +7,7 @@ use rayon::prelude::*;
 
 use super::pack::pack_miniblock;
 use super::{CompressError, Encoded, Scheme, MINIBLOCK_LEN};
+use crate::values::Values;
 
 /// Value ranges up to this wide find their distinct values with a bitmap (2 MiB per thread).
 const BITMAP_RANGE: u64 = 1 << 24;
@@ -79,8 +80,8 @@ fn pack_between(values: &[i32], (low, high): (i32, i32)) -> Encoded {
     Encoded {
         scheme: Scheme::Pack,
         len: values.len(),
-        block_starts: Vec::new(),
-        data: pack_codes(values, width, |v| (v as u32).wrapping_sub(low as u32)),
+        block_starts: Values::default(),
+        data: pack_codes(values, width, |v| (v as u32).wrapping_sub(low as u32)).into(),
         width,
         dictionary: vec![low],
     }
@@ -189,8 +190,8 @@ fn dict_encoded(len: usize, data: Vec<u32>, distinct: Vec<i32>) -> Encoded {
     Encoded {
         scheme: Scheme::Dict,
         len,
-        block_starts: Vec::new(),
-        data,
+        block_starts: Values::default(),
+        data: data.into(),
         width: dict_width(distinct.len()),
         dictionary: distinct,
     }

@@ -71,6 +71,8 @@ use std::str::FromStr;
 
 use rayon::prelude::*;
 
+use crate::values::Values;
+
 /// Values per block: one GPU thread block of 128 threads decodes one value per thread.
 pub const BLOCK_LEN: usize = 128;
 /// Values per miniblock: one warp, and `32 * width` bits is exactly `width` words.
@@ -281,8 +283,8 @@ pub struct Encoded {
     pub len: usize,
     /// Where each block begins in `data`, in words, then `data.len()`; empty unless the scheme
     /// [has blocks](Scheme::has_blocks).
-    pub block_starts: Vec<u32>,
-    pub data: Vec<u32>,
+    pub block_starts: Values<u32>,
+    pub data: Values<u32>,
     /// `pack` and `dict`: the bits every code takes; 0 for the others.
     pub width: u32,
     /// `pack`: the reference, alone; `dict`: the distinct values codes index; empty for the
@@ -343,7 +345,7 @@ pub fn try_encode(values: &[i32], scheme: Scheme) -> Result<Encoded, CompressErr
             return Ok(Encoded {
                 scheme,
                 len: values.len(),
-                block_starts: Vec::new(),
+                block_starts: Values::default(),
                 data: values.iter().map(|&v| v as u32).collect(),
                 width: 0,
                 dictionary: Vec::new(),
@@ -376,8 +378,8 @@ pub fn try_encode(values: &[i32], scheme: Scheme) -> Result<Encoded, CompressErr
     Ok(Encoded {
         scheme,
         len: values.len(),
-        block_starts,
-        data,
+        block_starts: block_starts.into(),
+        data: data.into(),
         width: 0,
         dictionary: Vec::new(),
     })
@@ -486,6 +488,29 @@ pub fn decode(encoded: &Encoded) -> Result<Vec<i32>, CompressError> {
         out.copy_from_slice(&block[..out.len()]);
     }
     Ok(values)
+}
+
+/// Checks a column's shape, and for block schemes that its block starts cover its words in
+/// order and every block's header agrees with its size, without keeping the values: what a
+/// column read from a file must pass before kernels read it.
+pub fn validate(encoded: &Encoded) -> Result<(), CompressError> {
+    check_shape(encoded)?;
+    if !encoded.scheme.has_blocks() {
+        return Ok(());
+    }
+    let starts = &encoded.block_starts;
+    let data_len = encoded.data.len();
+    if starts.first() != Some(&0) || starts.last().map(|&l| l as usize) != Some(data_len) {
+        return Err(CompressError::Unowned {
+            scheme: encoded.scheme,
+            start: starts.first().map_or(0, |&f| f as usize),
+            end: data_len,
+        });
+    }
+    (0..encoded.blocks()).into_par_iter().try_for_each(|b| {
+        let mut block = [0; BLOCK_LEN];
+        decode_checked_block(encoded, b, &mut block)
+    })
 }
 
 /// Decodes block `block` into `out`; positions past the column's end hold unspecified values.

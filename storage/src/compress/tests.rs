@@ -477,23 +477,24 @@ fn corrupt_columns_are_errors_not_panics() {
         let mut corrupt: Vec<(&str, Encoded)> = Vec::new();
 
         let mut e = good.clone();
-        e.block_starts[3] = e.data.len() as u32 + 50;
+        e.block_starts.to_mut()[3] = e.data.len() as u32 + 50;
         corrupt.push(("block start past the data", e));
 
         let mut e = good.clone();
-        e.block_starts.swap(2, 3);
+        e.block_starts.to_mut().swap(2, 3);
         corrupt.push(("block starts out of order", e));
 
         let mut e = good.clone();
-        e.data.truncate(e.data.len() - 1);
+        let last = e.data.len() - 1;
+        e.data.to_mut().truncate(last);
         corrupt.push(("truncated data", e));
 
         let mut e = good.clone();
-        e.data.push(0);
+        e.data.to_mut().push(0);
         corrupt.push(("trailing data", e));
 
         let mut e = good.clone();
-        e.block_starts.pop();
+        e.block_starts.to_mut().pop();
         corrupt.push(("missing block start", e));
 
         let mut e = good.clone();
@@ -501,34 +502,34 @@ fn corrupt_columns_are_errors_not_panics() {
         corrupt.push(("length beyond the blocks", e));
 
         let mut e = good.clone();
-        e.block_starts[0] = 1;
+        e.block_starts.to_mut()[0] = 1;
         corrupt.push(("words before the first block", e));
 
         let mut e = good.clone();
-        e.data[header + 1] = 33;
+        e.data.to_mut()[header + 1] = 33;
         corrupt.push(("bit width over 32", e));
 
         let mut e = good.clone();
-        e.data[header + 1] = 0xffff_ffff;
+        e.data.to_mut()[header + 1] = 0xffff_ffff;
         corrupt.push(("bit widths of 255", e));
 
         let mut e = good.clone();
-        e.data[header + 1] = e.data[header + 1].wrapping_add(1);
+        e.data.to_mut()[header + 1] = e.data.to_mut()[header + 1].wrapping_add(1);
         corrupt.push(("widths disagree with the block size", e));
 
         let mut e = good.clone();
-        e.data.clear();
-        e.block_starts.fill(0);
+        e.data.to_mut().clear();
+        e.block_starts.to_mut().fill(0);
         corrupt.push(("empty blocks", e));
 
         refused_whole_and_by_block(scheme, &corrupt);
     }
 
     let mut none = encode(&values, Scheme::None);
-    none.data.pop();
+    none.data.to_mut().pop();
     assert!(decode(&none).is_err());
     let mut none = encode(&values, Scheme::None);
-    none.block_starts.push(0);
+    none.block_starts.to_mut().push(0);
     assert!(decode(&none).is_err());
 
     for scheme in [Scheme::Pack, Scheme::Dict] {
@@ -538,16 +539,16 @@ fn corrupt_columns_are_errors_not_panics() {
         e.width = 33;
         corrupt.push(("width over 32", e));
         let mut e = good.clone();
-        e.data.pop();
+        e.data.to_mut().pop();
         corrupt.push(("truncated data", e));
         let mut e = good.clone();
-        e.data.push(0);
+        e.data.to_mut().push(0);
         corrupt.push(("trailing data", e));
         let mut e = good.clone();
         e.dictionary.clear();
         corrupt.push(("no dictionary", e));
         let mut e = good.clone();
-        e.block_starts = vec![0, 1];
+        e.block_starts = vec![0, 1].into();
         corrupt.push(("block starts", e));
         if scheme == Scheme::Dict {
             let mut e = good.clone();

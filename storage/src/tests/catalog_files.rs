@@ -68,10 +68,10 @@ fn finds_files_folders_and_tbl_and_ignores_the_rest() {
     // File-name order: a.parquet (0..4) then b.parquet (0..3).
     assert!(files[0].ends_with("a.parquet"));
     let a = catalog.column("many", "a").unwrap();
-    assert_eq!(a.data, ColumnData::I32(vec![0, 1, 2, 3, 0, 1, 2]));
+    assert_eq!(a.data, ColumnData::I32(vec![0, 1, 2, 3, 0, 1, 2].into()));
 
     let b = catalog.column("lines", "b").unwrap();
-    assert_eq!(b.data, ColumnData::F64(vec![2.5, 3.5]));
+    assert_eq!(b.data, ColumnData::F64(vec![2.5, 3.5].into()));
 
     assert!(
         matches!(catalog.column("nope", "a"), Err(StorageError::UnknownTable(t)) if t == "nope")
@@ -97,7 +97,7 @@ fn a_tbl_file_needs_a_declared_schema_and_is_parsed_once() {
 
     let catalog = Catalog::open(dir.path(), &[("lines".to_string(), two_columns())]).unwrap();
     let a = catalog.column("lines", "a").unwrap();
-    assert_eq!(a.data, ColumnData::I32(vec![1, 2]));
+    assert_eq!(a.data, ColumnData::I32(vec![1, 2].into()));
     // Every column was kept from that one parse: the file is no longer needed.
     std::fs::remove_file(&path).unwrap();
     let b = catalog.column("lines", "b").unwrap();
@@ -113,7 +113,10 @@ fn files_of_one_folder_must_share_a_schema() {
         Field::new("a", DataType::I64),
         Field::new("b", DataType::F64),
     ]);
-    let columns = [ColumnData::I64(vec![1]), ColumnData::F64(vec![1.0])];
+    let columns = [
+        ColumnData::I64(vec![1].into()),
+        ColumnData::F64(vec![1.0].into()),
+    ];
     write_parquet(
         &dir.path().join("t/2.parquet"),
         &other,
@@ -288,7 +291,7 @@ fn unreadable_columns_are_listed_with_a_reason() {
         "{error}"
     );
     let small = catalog.column("odd", "small").unwrap();
-    assert_eq!(small.data, ColumnData::I32(vec![-3, 4]));
+    assert_eq!(small.data, ColumnData::I32(vec![-3, 4].into()));
 
     // Declaring an unreadable column is a mismatch that says why.
     let declared = Schema::new(vec![
@@ -358,12 +361,12 @@ fn memory_catalogs_check_their_columns() {
             vec![
                 (
                     "x".to_string(),
-                    Column::new(ColumnData::I32(vec![0; rows[0]]), None),
+                    Column::new(ColumnData::I32(vec![0; rows[0]].into()), None),
                 ),
                 (
                     "y".to_string(),
                     Column::new(
-                        ColumnData::F32(vec![0.0; rows[1]]),
+                        ColumnData::F32(vec![0.0; rows[1]].into()),
                         Some(vec![false; rows[1]]),
                     ),
                 ),

@@ -54,7 +54,7 @@ fn every_type() -> (Schema, Vec<ColumnData>, Vec<Option<Vec<bool>>>) {
                 "c".into(),
             ])),
         },
-        ColumnData::Bool(vec![true; n]),
+        ColumnData::Bool(vec![true; n].into()),
         ColumnData::Date((0..n as i32).map(|i| -i).collect()),
         ColumnData::F64((0..n).map(|i| i as f64).collect()),
     ];
@@ -294,7 +294,7 @@ fn write_parquet_takes_whole_columns() {
     write_parquet(
         &path,
         &schema,
-        &[ColumnData::I32(vec![1, 2, 3])],
+        &[ColumnData::I32(vec![1, 2, 3].into())],
         &[Some(vec![true, false, true])],
     )
     .unwrap();
@@ -302,7 +302,13 @@ fn write_parquet_takes_whole_columns() {
     let x = catalog.column("t", "x").unwrap();
     assert_eq!(decoded(&x), [Value::Int(1), Value::Null, Value::Int(3)]);
     // Mismatched input is refused, naming the file.
-    let error = write_parquet(&path, &schema, &[ColumnData::F64(vec![1.0])], &[None]).unwrap_err();
+    let error = write_parquet(
+        &path,
+        &schema,
+        &[ColumnData::F64(vec![1.0].into())],
+        &[None],
+    )
+    .unwrap_err();
     assert!(
         error.to_string().contains("t.parquet") && error.to_string().contains("declared i32"),
         "{error}"
@@ -316,7 +322,7 @@ fn an_empty_table_keeps_its_schema() {
         Field::new("s", DataType::Str),
         Field::new("i", DataType::I32),
     ]);
-    let columns = [strings(&[]), ColumnData::I32(vec![])];
+    let columns = [strings(&[]), ColumnData::I32(vec![].into())];
     write_parquet(
         &dir.path().join("e.parquet"),
         &schema,
@@ -354,6 +360,6 @@ fn threads_asking_at_once_share_one_load() {
     for other in &loaded[1..] {
         assert!(Arc::ptr_eq(&loaded[0][0], &other[0]) && Arc::ptr_eq(&loaded[0][1], &other[1]));
     }
-    assert_eq!(loaded[0][1].data, ColumnData::I64(n));
+    assert_eq!(loaded[0][1].data, ColumnData::I64(n.into()));
     assert_eq!(loaded[0][0].stats.dictionary_size, Some(17));
 }
