@@ -69,7 +69,9 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         // The data's tables are found while the driver starts; the target waits for it.
         let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
         let opened = open(&script, &ast, &args.data)?;
+        report.mark("opened");
         let (target, _) = choose_target(args.device)?;
+        report.mark("target");
         let options = CompileOptions {
             target,
             tile: args.tile,
@@ -80,6 +82,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         let opened = Arc::new(configure(opened, &args.data, &options));
         let mut reuse = |_: Option<Arc<Catalog>>| Some(Arc::clone(&opened));
         let mut compiled = compile_with_catalog(&script, &args.data, &options, true, &mut reuse)?;
+        report.mark("compiled");
         let mut outcomes = execute_program(
             &compiled.program,
             &compiled.catalog,
@@ -108,7 +111,9 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             compiled.program.cubins = Some(linked);
             cache::store(key, &compiled.program);
         }
+        report.mark("ran");
         finish_preparing(&compiled.catalog);
+        report.mark("prepared");
         report.prepared = compiled.catalog.prepared_counts();
         let times = (
             compiled.compile_ms,
@@ -144,14 +149,18 @@ struct ProcessReport {
     uploaded: (u64, u64),
     /// Prepared columns read from the store, and written to it.
     prepared: (usize, usize),
+    /// Milliseconds since the process started at which each step ended.
+    timeline: Vec<(&'static str, f64)>,
 }
 
 impl ProcessReport {
+    fn mark(&mut self, step: &'static str) {
+        self.timeline.push((step, crate::since_start()));
+    }
+
     fn line(&self, compile_ms: f64, outcomes: &[QueryOutcome]) -> String {
         let sum = |f: fn(&QueryOutcome) -> f64| outcomes.iter().map(f).sum::<f64>();
-        let total = crate::PROCESS_START
-            .get()
-            .map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3);
+        let total = crate::since_start();
         let driver =
             early_start_ms().map_or_else(|| "none".to_string(), |ms| format!("{ms:.1} ms"));
         let load = if self.load.from_cubins {
@@ -173,7 +182,44 @@ impl ProcessReport {
             sum(|o| o.timing.finish_ms),
             self.prepared.0,
             self.prepared.1,
+        ) + &self.timeline_line()
+            + &Self::memory_line()
+    }
+
+    /// `\nmemory: …`: the process's resident memory now (anonymous, and pages of mapped files)
+    /// and at its peak, from `/proc/self/status` (nothing where there is none).
+    fn memory_line() -> String {
+        let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+            return String::new();
+        };
+        let field = |name: &str| -> f64 {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+                .map_or(0.0, |kb| kb / 1024.0)
+        };
+        format!(
+            "\nmemory: {:.0} MiB anonymous and {:.0} MiB of mapped files resident at the end, {:.0} MiB resident at the peak",
+            field("RssAnon:"),
+            field("RssFile:"),
+            field("VmHWM:")
         )
+    }
+
+    /// `\ntimeline (ms since start): opened 8.1, target 140.3, …`: when each step ended.
+    fn timeline_line(&self) -> String {
+        let mut steps: Vec<(&str, f64)> = self.timeline.clone();
+        if let Some(ready) = early_start_ms() {
+            steps.push(("driver ready", ready));
+        }
+        steps.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let steps: Vec<String> = steps
+            .iter()
+            .map(|(step, ms)| format!("{step} {ms:.1}"))
+            .collect();
+        format!("\ntimeline (ms since start): {}", steps.join(", "))
     }
 }
 
@@ -244,9 +290,11 @@ fn execute_program<W: Write>(
         prefetch_columns(query, catalog);
     }
     report.prefetch_ms += started.elapsed().as_secs_f64() * 1e3;
+    report.mark("columns mapped");
     match &program.code {
         Code::Ptx(ptx) => {
             let mut backend = GpuBackend::new(ptx, program.cubins.as_ref())?;
+            report.mark("kernels loaded");
             report.load = std::mem::take(&mut backend.load);
             let outcomes = program
                 .queries

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tessera_compiler::codegen::{pipelines_to_program_timed, CodegenTimes};
 use tessera_compiler::physical::PartitionJoins;
@@ -19,6 +19,7 @@ use tessera_storage::Catalog;
 use super::cache;
 use super::compile::{open, Script};
 use crate::failure::Failure;
+use crate::progress::Bar;
 
 /// Where the user asked to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -115,7 +116,11 @@ pub fn open_for(
 
 /// `catalog` (of the data in `data`) encoding columns and reading prepared ones as `options` say.
 pub fn configure(catalog: Catalog, data: &Path, options: &CompileOptions) -> Catalog {
-    let catalog = catalog.with_compression(options.compress);
+    // Reading and encoding columns the first time can take a while on large data: a bar shows
+    // how far it got once it has taken a second.
+    let catalog = catalog
+        .with_compression(options.compress)
+        .with_progress(Arc::new(Bar::after(Duration::from_secs(1))));
     if options.prepare {
         catalog.with_prepared(PreparedStore::for_data(data))
     } else {

@@ -72,6 +72,8 @@ pub struct Catalog {
     /// Prepared columns: where they are read and written (`None`: neither), and what this
     /// catalog did with them.
     pub(crate) prepared: Option<Prepared>,
+    /// Where progress of loading and encoding columns goes.
+    pub(crate) progress: Arc<dyn Progress>,
 }
 
 /// A catalog's use of its prepared store.
@@ -140,6 +142,7 @@ impl Catalog {
             compression: Compression::None,
             packed: Mutex::new(PackedColumns::default()),
             prepared: None,
+            progress: Arc::new(NoProgress),
         })
     }
 
@@ -216,6 +219,7 @@ impl Catalog {
             compression: Compression::None,
             packed: Mutex::new(PackedColumns::default()),
             prepared: None,
+            progress: Arc::new(NoProgress),
         })
     }
 
@@ -399,7 +403,13 @@ impl Catalog {
     /// Several columns of one table, in the order asked; those not cached yet are read in one
     /// pass over the table's files, in parallel.
     pub fn columns(&self, table: &str, columns: &[&str]) -> Result<Vec<Arc<Column>>, StorageError> {
-        self.columns_with_progress(table, columns, &NoProgress)
+        self.columns_with_progress(table, columns, self.progress.as_ref())
+    }
+
+    /// The same catalog, reporting progress of loading and encoding columns to `progress`.
+    pub fn with_progress(mut self, progress: Arc<dyn Progress>) -> Catalog {
+        self.progress = progress;
+        self
     }
 
     /// [`Catalog::columns`], reporting rows decoded (summed over the columns read) to `progress`.

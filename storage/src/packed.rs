@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use crate::catalog::{lock, Catalog, ColumnFacts};
 use crate::compress::{self, Compression, Encoded, Scheme};
 use crate::error::StorageError;
@@ -140,6 +142,39 @@ impl Catalog {
 }
 
 impl Catalog {
+    /// Settles the encodings of several columns of one table together, as kernels will read
+    /// them: the columns neither prepared nor encoded yet are loaded in one pass over the
+    /// table's files, then encoded on all cores at once (under `auto`, each in the scheme it
+    /// chooses), where asking column by column would do one at a time.
+    pub fn encode_columns(&self, table: &str, columns: &[&str]) -> Result<(), StorageError> {
+        if self.compression == Compression::None {
+            return Ok(());
+        }
+        let mut packable_columns = Vec::new();
+        for &column in columns {
+            if packable(self.field(table, column)?.ty) && !packable_columns.contains(&column) {
+                packable_columns.push(column);
+            }
+        }
+        let mut unsettled = Vec::new();
+        for &column in &packable_columns {
+            let chosen = lock(&self.packed).chosen(table, column).is_some();
+            if !chosen && self.prepared_encoding(table, column)?.is_none() {
+                unsettled.push(column);
+            }
+        }
+        if unsettled.is_empty() {
+            return Ok(());
+        }
+        self.columns(table, &unsettled)?;
+        unsettled
+            .par_iter()
+            .try_for_each(|column| match self.compression.fixed() {
+                Some(scheme) => self.packed(table, column, scheme).map(drop),
+                None => self.scheme(table, column).map(drop),
+            })
+    }
+
     /// A column's encoding that a kernel reads: [`Catalog::packed`], and when it is the one the
     /// catalog's setting gives and the prepared store holds no fresh entry of it, the encoding
     /// written there (in the background; see [`Catalog::finish_preparing`]).

@@ -128,9 +128,37 @@ pub fn pipelines_to_program(
     )
 }
 
+/// Settles the encoding of every stored column the kernels scan, table by table, before any
+/// kernel is built (which then asks for them one at a time): the data of a column not prepared
+/// yet is read and encoded here, all columns of a table at once.
+fn encode_scanned_columns(queries: &[PhysicalQuery], catalog: &Catalog) -> Result<(), Diagnostic> {
+    let mut by_table: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for query in queries {
+        for pipeline in &query.pipelines {
+            for id in &pipeline.scanned {
+                if let Some(origin) = &query.columns.get(*id).origin {
+                    by_table
+                        .entry(origin.table.as_str())
+                        .or_default()
+                        .push(origin.column.as_str());
+                }
+            }
+        }
+    }
+    for (table, columns) in by_table {
+        catalog.encode_columns(table, &columns).map_err(|e| {
+            let span = queries.first().map(|q| q.span).unwrap_or_default();
+            Diagnostic::new(tessera_grammar::DiagnosticKind::Data, span, e.to_string())
+        })?;
+    }
+    Ok(())
+}
+
 /// How long each step of code generation took, in milliseconds.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CodegenTimes {
+    /// Reading and encoding the columns the kernels scan (none when they are prepared).
+    pub encode_ms: f64,
     /// Building the kernels' LLVM modules.
     pub build_ms: f64,
     /// Optimizing and emitting every kernel, wall-clock time.
@@ -148,8 +176,8 @@ impl std::fmt::Display for CodegenTimes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "LLVM IR {:.1}, optimize and emit {:.1}: {} kernels on {} threads, the slowest {:.1}",
-            self.build_ms, self.llvm_ms, self.kernels, self.threads, self.slowest_kernel_ms
+            "encode columns {:.1}, LLVM IR {:.1}, optimize and emit {:.1}: {} kernels on {} threads, the slowest {:.1}",
+            self.encode_ms, self.build_ms, self.llvm_ms, self.kernels, self.threads, self.slowest_kernel_ms
         )
     }
 }
@@ -164,6 +192,9 @@ pub fn pipelines_to_program_timed(
     times: &mut CodegenTimes,
 ) -> Result<Program, Diagnostic> {
     let span = queries.first().map(|q| q.span).unwrap_or_default();
+    let started = Instant::now();
+    encode_scanned_columns(queries, catalog)?;
+    times.encode_ms = started.elapsed().as_secs_f64() * 1e3;
     let started = Instant::now();
     let (modules, queries_programs) = pipelines_to_modules(queries, catalog, target, tile)?;
     times.build_ms = started.elapsed().as_secs_f64() * 1e3;

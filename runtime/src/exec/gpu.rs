@@ -73,6 +73,14 @@ pub fn start_early() {
     });
 }
 
+/// Whether this process started the CUDA driver (and holds a context on a GPU).
+pub fn driver_started() -> bool {
+    EARLY
+        .get()
+        .and_then(|early| early.context.get())
+        .is_some_and(|context| context.is_ok())
+}
+
 /// Milliseconds from the driver's early start to its context being ready, once it is.
 pub fn early_start_ms() -> Option<f64> {
     EARLY.get().and_then(|early| early.ready_ms.get().copied())
@@ -433,30 +441,30 @@ impl GpuBackend {
             .is_ok()
     }
 
-    /// What moving host memory to the GPU costs here: milliseconds to register a megabyte in
-    /// place, and bytes per second copied from registered memory (the best of three copies of
-    /// 256 MiB).
-    pub fn host_copy_costs(&mut self) -> Result<(f64, f64), RuntimeError> {
-        let bytes = 256usize << 20;
-        let host = vec![1u8; bytes];
-        let mut device = unsafe { self.stream.alloc::<u8>(bytes) }
+    /// What moving `host` (a mapped file's pages, as prepared columns are) to the GPU costs
+    /// here: milliseconds to register a megabyte of it in place, and bytes per second copied
+    /// from it once registered (the best of three copies).
+    pub fn host_copy_costs(&mut self, host: &[u8]) -> Result<(f64, f64), RuntimeError> {
+        let bytes = host.len();
+        let mut device = unsafe { self.stream.alloc::<u8>(bytes.max(8)) }
             .map_err(|e| memory(e, "a copy test", bytes))?;
         self.context.bind_to_thread().map_err(cuda)?;
+        let pointer = host.as_ptr().cast_mut().cast::<c_void>();
         let started = Instant::now();
-        // SAFETY: `host` is live and unregistered below, before it is freed.
-        unsafe { sys::cuMemHostRegister_v2(host.as_ptr().cast_mut().cast::<c_void>(), bytes, 0) }
+        // SAFETY: `host` is live for this call and unregistered below.
+        unsafe { sys::cuMemHostRegister_v2(pointer, bytes, sys::CU_MEMHOSTREGISTER_READ_ONLY) }
             .result()
             .map_err(cuda)?;
         let register_ms_per_mb = started.elapsed().as_secs_f64() * 1e3 / (bytes as f64 / 1e6);
         let mut best = f64::MAX;
         for _ in 0..3 {
             let started = Instant::now();
-            self.stream.memcpy_htod(&host, &mut device).map_err(cuda)?;
+            self.stream.memcpy_htod(host, &mut device).map_err(cuda)?;
             self.stream.synchronize().map_err(cuda)?;
             best = best.min(started.elapsed().as_secs_f64());
         }
         // SAFETY: registered above; the copies are over.
-        unsafe { sys::cuMemHostUnregister(host.as_ptr().cast_mut().cast::<c_void>()) };
+        unsafe { sys::cuMemHostUnregister(pointer) };
         Ok((register_ms_per_mb, bytes as f64 / best))
     }
 
@@ -474,18 +482,10 @@ impl Backend for GpuBackend {
         if let Some(slice) = self.columns.get(key) {
             return Ok(self.address(slice));
         }
-        let bytes = source.bytes();
-        // An empty allocation is not allowed; a column of no rows is never read anyway.
-        if bytes.is_empty() {
-            let slice = self
-                .stream
-                .alloc_zeros::<u8>(8)
-                .map_err(|e| memory(e, key, 8))?;
-            let address = self.address(&slice);
-            self.columns.insert(key.to_string(), slice);
-            return Ok(address);
-        }
+        let (bytes, zeros) = source.data();
         let length = bytes.len();
+        // An empty allocation is not allowed; a column of no rows is never read anyway.
+        let size = (length + zeros).max(8);
         let pointer = bytes.as_ptr();
         let registered = match &bytes {
             std::borrow::Cow::Borrowed(_) if length >= REGISTER_AT_LEAST => {
@@ -493,12 +493,25 @@ impl Backend for GpuBackend {
             }
             _ => false,
         };
-        let slice = if registered {
-            // SAFETY: the whole allocation is written by the copy below before any kernel,
-            // which is queued after it on the same stream, reads it.
-            let slice =
-                unsafe { self.stream.alloc::<u8>(length) }.map_err(|e| memory(e, key, length))?;
-            let address = self.address(&slice);
+        // SAFETY: the whole allocation is written before any kernel, queued after these writes
+        // on the same stream, reads it: the bytes by the copy below, the rest with zeros.
+        let mut slice =
+            unsafe { self.stream.alloc::<u8>(size) }.map_err(|e| memory(e, key, size))?;
+        let address = self.address(&slice);
+        if size > length {
+            // SAFETY: the zeros lie within the allocation just made, written on its stream.
+            unsafe {
+                sys::cuMemsetD8Async(
+                    address + length as u64,
+                    0,
+                    size - length,
+                    self.stream.cu_stream(),
+                )
+            }
+            .result()
+            .map_err(cuda)?;
+        }
+        if registered {
             // SAFETY: `length` bytes at `pointer` stay alive and registered until the backend
             // is dropped (`registered` keeps their owner), after the stream has finished.
             unsafe {
@@ -512,13 +525,13 @@ impl Backend for GpuBackend {
             .result()
             .map_err(cuda)?;
             self.uploaded.0 += length as u64;
-            slice
-        } else {
+        } else if length > 0 {
             self.uploaded.1 += length as u64;
+            let mut view = slice.slice_mut(0..length);
             self.stream
-                .clone_htod(bytes.as_ref())
-                .map_err(|e| memory(e, key, length))?
-        };
+                .memcpy_htod(bytes.as_ref(), &mut view)
+                .map_err(cuda)?;
+        }
         drop(bytes);
         if registered {
             self.registered.push(Registered {
@@ -526,11 +539,9 @@ impl Backend for GpuBackend {
                 _source: source,
             });
         }
-        let address = self.address(&slice);
         self.columns.insert(key.to_string(), slice);
         Ok(address)
     }
-
     fn buffer(&mut self, spec: &BufferSpec, bytes: u64) -> Result<u64, RuntimeError> {
         let elements = bytes / u64::from(spec.element_bytes.max(1));
         let bytes = bytes.max(8) as usize;

@@ -75,11 +75,10 @@ impl ColumnBytes {
                 if let Some(words) = packed.data.padded(DEVICE_SPARE_WORDS) {
                     return Cow::Borrowed(word_bytes(words));
                 }
-                let mut bytes = Vec::with_capacity((packed.data.len() + DEVICE_SPARE_WORDS) * 4);
-                for word in &packed.data {
-                    bytes.extend_from_slice(&word.to_le_bytes());
-                }
-                bytes.resize(bytes.len() + DEVICE_SPARE_WORDS * 4, 0);
+                let words = word_bytes(&packed.data);
+                let mut bytes = Vec::with_capacity(words.len() + DEVICE_SPARE_WORDS * 4);
+                bytes.extend_from_slice(words);
+                bytes.resize(words.len() + DEVICE_SPARE_WORDS * 4, 0);
                 Cow::Owned(bytes)
             }
             ColumnBytes::BlockStarts(packed) => Cow::Borrowed(word_bytes(&packed.block_starts)),
@@ -97,6 +96,19 @@ impl ColumnBytes {
         }
     }
 
+    /// The bytes as they lie in the catalog's memory (copied only where they must be made),
+    /// and how many zero bytes a device copy needs after them: [`ColumnBytes::bytes`] without
+    /// the copy that appends those zeros on the host.
+    pub fn data(&self) -> (std::borrow::Cow<'_, [u8]>, usize) {
+        match self {
+            ColumnBytes::PackedWords(packed) => (
+                std::borrow::Cow::Borrowed(word_bytes(&packed.data)),
+                DEVICE_SPARE_WORDS * 4,
+            ),
+            other => (other.bytes(), 0),
+        }
+    }
+
     /// Whether the bytes are read from a mapped file (and can be registered with the driver in
     /// place rather than copied through a staging buffer).
     pub fn is_mapped(&self) -> bool {
@@ -105,9 +117,7 @@ impl ColumnBytes {
             ColumnBytes::Validity(column) => {
                 column.validity.as_ref().is_some_and(|v| v.is_mapped())
             }
-            ColumnBytes::PackedWords(packed) => {
-                packed.data.is_mapped() && packed.data.padded(DEVICE_SPARE_WORDS).is_some()
-            }
+            ColumnBytes::PackedWords(packed) => packed.data.is_mapped(),
             ColumnBytes::BlockStarts(packed) => packed.block_starts.is_mapped(),
             ColumnBytes::AllValid(_) | ColumnBytes::Dictionary(_) => false,
         }

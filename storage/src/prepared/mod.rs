@@ -111,6 +111,32 @@ impl PreparedStore {
         }
     }
 
+    /// The entries held of `table.column` (fresh or not), as (kind, bytes), in every folder
+    /// read: what `tessera stats` reports.
+    pub fn entries_of(&self, table: &str, column: &str) -> Vec<(String, u64)> {
+        let prefix = format!("{}.", file_name(column));
+        let suffix = format!(".{EXTENSION}");
+        let mut found = Vec::new();
+        for folder in &self.read {
+            let Ok(listed) = std::fs::read_dir(folder.path.join(file_name(table))) else {
+                continue;
+            };
+            for entry in listed.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let kind = name
+                    .strip_prefix(&prefix)
+                    .and_then(|rest| rest.strip_suffix(&suffix));
+                if let (Some(kind), Ok(metadata)) = (kind, entry.metadata()) {
+                    if metadata.is_file() && !kind.contains('.') {
+                        found.push((kind.to_string(), metadata.len()));
+                    }
+                }
+            }
+        }
+        found.sort();
+        found
+    }
+
     /// Where new entries go, if anywhere.
     pub fn write_folder(&self) -> Option<&Path> {
         self.write.as_ref().map(|f| f.path.as_path())
