@@ -46,26 +46,13 @@ pub fn run(args: &E2eBenchArgs) -> Result<(), Failure> {
             args.data.display()
         )));
     }
-    let (target, gpu) = choose_target(args.device)?;
-    let device = gpu
-        .as_ref()
-        .map_or("the CPU".to_string(), |g| format!("{} ({target})", g.name));
-    // What a fresh process cannot go under: the driver's start (measured by the runs
-    // themselves), and moving its bytes to the GPU at the rates measured here.
+    // This process touches the driver only after the runs: a context it held would make theirs
+    // start faster than any user's would.
     let scratch = tempfile::Builder::new()
         .prefix("tessera-e2e-")
         .tempdir()
         .map_err(|e| Failure::Message(format!("cannot make a scratch folder: {e}")))?;
-    let copy_costs = match gpu {
-        Some(_) => Some(copy_costs(scratch.path())?),
-        None => None,
-    };
-    if let Some((register_ms_per_mb, bytes_per_second)) = copy_costs {
-        println!(
-            "moving a mapped file to the GPU: registering {register_ms_per_mb:.4} ms/MB, copying {:.1} GB/s",
-            bytes_per_second / 1e9
-        );
-    }
+
     let queries: Vec<(&str, PathBuf)> = SSB_QUERIES
         .iter()
         .filter(|(name, _)| args.only.is_empty() || args.only.iter().any(|o| name.contains(o)))
@@ -75,12 +62,7 @@ pub fn run(args: &E2eBenchArgs) -> Result<(), Failure> {
         })
         .collect::<Result<_, _>>()
         .map_err(|e| Failure::Message(format!("cannot write a query: {e}")))?;
-    println!(
-        "fresh `tessera run` processes on {device}, data {}; medians of {} runs (milliseconds)",
-        args.data.display(),
-        args.runs
-    );
-    let mut rows = Vec::new();
+    let mut runs = Vec::new();
     let warm_cache = scratch.path().join("warm-cache");
     for (name, query) in &queries {
         let mut cold = Vec::new();
@@ -102,8 +84,33 @@ pub fn run(args: &E2eBenchArgs) -> Result<(), Failure> {
                 )));
             }
         }
-        rows.push(row(name, &mut cold, &mut warm, copy_costs));
+        runs.push((name, cold, warm));
     }
+    // What a fresh process cannot go under: the driver's start (as the runs measured it), and
+    // moving its bytes to the GPU at the rates measured now.
+    let (target, gpu) = choose_target(args.device)?;
+    let device = gpu
+        .as_ref()
+        .map_or("the CPU".to_string(), |g| format!("{} ({target})", g.name));
+    let copy_costs = match gpu {
+        Some(_) => Some(copy_costs(scratch.path())?),
+        None => None,
+    };
+    println!(
+        "fresh `tessera run` processes on {device}, data {}; medians of {} runs (milliseconds)",
+        args.data.display(),
+        args.runs
+    );
+    if let Some((register_ms_per_mb, bytes_per_second)) = copy_costs {
+        println!(
+            "moving a mapped file to the GPU: registering {register_ms_per_mb:.4} ms/MB, copying {:.1} GB/s",
+            bytes_per_second / 1e9
+        );
+    }
+    let rows: Vec<Row> = runs
+        .iter_mut()
+        .map(|(name, cold, warm)| row(name, cold, warm, copy_costs))
+        .collect();
     print!("{}", table(&rows, copy_costs.is_some()));
     Ok(())
 }
