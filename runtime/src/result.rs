@@ -4,6 +4,7 @@
 
 use std::cmp::Ordering;
 
+use tessera_storage::types::compare_floats;
 use tessera_storage::{date, Catalog, DataType, Value};
 
 use crate::exec::RuntimeError;
@@ -480,9 +481,9 @@ fn compare_for_sort(a: &Value, b: &Value, descending: bool) -> Ordering {
 fn compare_values(a: &Value, b: &Value) -> Option<Ordering> {
     match (a, b) {
         (Value::Int(x), Value::Int(y)) => Some(x.cmp(y)),
-        (Value::Float(x), Value::Float(y)) => x.partial_cmp(y),
-        (Value::Int(x), Value::Float(y)) => (*x as f64).partial_cmp(y),
-        (Value::Float(x), Value::Int(y)) => x.partial_cmp(&(*y as f64)),
+        (Value::Float(x), Value::Float(y)) => Some(compare_floats(*x, *y)),
+        (Value::Int(x), Value::Float(y)) => Some(compare_floats(*x as f64, *y)),
+        (Value::Float(x), Value::Int(y)) => Some(compare_floats(*x, *y as f64)),
         (Value::Str(x), Value::Str(y)) => Some(x.cmp(y)),
         (Value::Date(x), Value::Date(y)) => Some(x.cmp(y)),
         (Value::Bool(x), Value::Bool(y)) => Some(x.cmp(y)),

@@ -120,6 +120,17 @@ impl Schema {
     }
 }
 
+/// SQL's total order of floating-point values (DuckDB's): NaN is larger than every other value
+/// and equal to itself, and -0 equals 0. Sorting, comparisons and `min`/`max` all follow it.
+pub fn compare_floats(a: f64, b: f64) -> std::cmp::Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => std::cmp::Ordering::Equal,
+        (true, false) => std::cmp::Ordering::Greater,
+        (false, true) => std::cmp::Ordering::Less,
+        (false, false) => a.partial_cmp(&b).unwrap_or(std::cmp::Ordering::Equal),
+    }
+}
+
 /// One value of any type, used for statistics, literals and decoded results.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Value {

@@ -257,16 +257,29 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 };
                 b.build_int_compare(predicate, l, r, "")?
             }
+            // Floats compare in SQL's total order (DuckDB's): NaN is larger than every other
+            // value and equal to itself, so `x > 0` keeps NaN and `x == x` always holds.
             (BasicValueEnum::FloatValue(l), BasicValueEnum::FloatValue(r)) => {
-                let predicate = match op {
-                    BinaryOp::Eq => FloatPredicate::OEQ,
-                    BinaryOp::Ne => FloatPredicate::UNE,
-                    BinaryOp::Lt => FloatPredicate::OLT,
-                    BinaryOp::Le => FloatPredicate::OLE,
-                    BinaryOp::Gt => FloatPredicate::OGT,
-                    _ => FloatPredicate::OGE,
+                let l_nan = b.build_float_compare(FloatPredicate::UNO, l, l, "")?;
+                let r_nan = b.build_float_compare(FloatPredicate::UNO, r, r, "")?;
+                // l < r: ordered and less, or only r is NaN.
+                let less = |l, r, l_nan, r_nan| -> CodegenResult<IntValue<'ctx>> {
+                    let ordered = b.build_float_compare(FloatPredicate::OLT, l, r, "")?;
+                    let only_r = b.build_and(b.build_not(l_nan, "")?, r_nan, "")?;
+                    Ok(b.build_or(ordered, only_r, "")?)
                 };
-                b.build_float_compare(predicate, l, r, "")?
+                let equal = || -> CodegenResult<IntValue<'ctx>> {
+                    let ordered = b.build_float_compare(FloatPredicate::OEQ, l, r, "")?;
+                    Ok(b.build_or(ordered, b.build_and(l_nan, r_nan, "")?, "")?)
+                };
+                match op {
+                    BinaryOp::Eq => equal()?,
+                    BinaryOp::Ne => b.build_not(equal()?, "")?,
+                    BinaryOp::Lt => less(l, r, l_nan, r_nan)?,
+                    BinaryOp::Gt => less(r, l, r_nan, l_nan)?,
+                    BinaryOp::Le => b.build_not(less(r, l, r_nan, l_nan)?, "")?,
+                    _ => b.build_not(less(l, r, l_nan, r_nan)?, "")?,
+                }
             }
             _ => return Err(invalid("comparison of values of different kinds")),
         })

@@ -15,7 +15,7 @@ use tessera_runtime::{CodegenError, CodegenResult};
 use tessera_storage::DataType;
 
 use crate::columns::ColumnId;
-use crate::physical::Step;
+use crate::physical::{Sink, Step};
 
 use super::kernel::Kernel;
 use super::query::QueryContext;
@@ -128,13 +128,21 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let counter = self.buffer(count_buffer)?;
         let capacity = self.param(&Param::RowCapacity)?.into_int_value();
         let em = &self.em;
-        // A pipeline that drops no row writes each row where it was read.
+        // A pipeline that drops no row writes each row where it was read, unless other
+        // pipelines write into the same output (the inputs of a `union all`), whose rows would
+        // then land on its own.
         let keeps_every_row = self
             .pipeline
             .steps
             .iter()
             .all(|step| matches!(step, Step::Compute { .. }));
-        if keeps_every_row {
+        let writers = self
+            .query
+            .pipelines
+            .iter()
+            .filter(|p| matches!(&p.sink, Sink::Materialize { columns } if *columns == ids))
+            .count();
+        if keeps_every_row && writers == 1 {
             store::count_rows(em, counter, self.num_items)?;
             return store::store_in_place(em, &stored, self.tile_start, self.num_items);
         }

@@ -4,7 +4,7 @@
 
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
-use inkwell::{AtomicRMWBinOp, IntPredicate};
+use inkwell::IntPredicate;
 use tessera_grammar::Diagnostic;
 use tessera_runtime::emit::Item;
 use tessera_runtime::primitives::dict_code::dict_code;
@@ -442,12 +442,16 @@ fn hash_groups(
 /// Accumulators start at the identity of their operation.
 fn identity_fill(kind: AggregateKind, ty: DataType) -> Fill {
     let pattern = match (kind, ty) {
-        (AggregateKind::Min, DataType::F32) => u64::from(f32::INFINITY.to_bits()),
-        (AggregateKind::Min, DataType::F64) => f64::INFINITY.to_bits(),
+        (AggregateKind::Min, DataType::F32) => {
+            u64::from((reduce::float_identity(ReduceOp::Min) as f32).to_bits())
+        }
+        (AggregateKind::Min, DataType::F64) => reduce::float_identity(ReduceOp::Min).to_bits(),
         (AggregateKind::Min, DataType::I64) => i64::MAX as u64,
         (AggregateKind::Min, _) => i32::MAX as u32 as u64,
-        (AggregateKind::Max, DataType::F32) => u64::from(f32::NEG_INFINITY.to_bits()),
-        (AggregateKind::Max, DataType::F64) => f64::NEG_INFINITY.to_bits(),
+        (AggregateKind::Max, DataType::F32) => {
+            u64::from((reduce::float_identity(ReduceOp::Max) as f32).to_bits())
+        }
+        (AggregateKind::Max, DataType::F64) => reduce::float_identity(ReduceOp::Max).to_bits(),
         (AggregateKind::Max, DataType::I64) => i64::MIN as u64,
         (AggregateKind::Max, _) => i32::MIN as u32 as u64,
         _ => return Fill::Zero,
@@ -1071,14 +1075,5 @@ fn atomic<'ctx>(
     ptr: inkwell::values::PointerValue<'ctx>,
     value: BasicValueEnum<'ctx>,
 ) -> CodegenResult<()> {
-    let float = value.is_float_value();
-    let op = match (op, float) {
-        (ReduceOp::Add, false) => AtomicRMWBinOp::Add,
-        (ReduceOp::Add, true) => AtomicRMWBinOp::FAdd,
-        (ReduceOp::Min, false) => AtomicRMWBinOp::Min,
-        (ReduceOp::Min, true) => AtomicRMWBinOp::FMin,
-        (ReduceOp::Max, false) => AtomicRMWBinOp::Max,
-        (ReduceOp::Max, true) => AtomicRMWBinOp::FMax,
-    };
-    em.atomic_update(op, ptr, value)
+    reduce::atomic_combine(em, op, ptr, value)
 }

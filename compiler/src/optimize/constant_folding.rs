@@ -100,7 +100,7 @@ fn binary(op: BinaryOp, a: &Value, b: &Value) -> Option<Value> {
     use std::cmp::Ordering;
     let order = match (a, b) {
         (Value::Int(x), Value::Int(y)) => Some(x.cmp(y)),
-        (Value::Float(x), Value::Float(y)) => x.partial_cmp(y),
+        (Value::Float(x), Value::Float(y)) => Some(tessera_storage::types::compare_floats(*x, *y)),
         (Value::Date(x), Value::Date(y)) => Some(x.cmp(y)),
         (Value::Bool(x), Value::Bool(y)) => Some(x.cmp(y)),
         _ => None,

@@ -164,13 +164,18 @@ pub fn combine<'ctx>(
         },
         (BasicValueEnum::FloatValue(a), BasicValueEnum::FloatValue(b)) => match op {
             ReduceOp::Add => p.b.build_float_add(a, b, "")?.into(),
-            ReduceOp::Min | ReduceOp::Max => {
-                let pred = if op == ReduceOp::Min {
-                    FloatPredicate::OLT
-                } else {
-                    FloatPredicate::OGT
-                };
-                let pick_a = p.b.build_float_compare(pred, a, b, "")?;
+            // NaN is the largest value (as `sort` and comparisons have it): a maximum is NaN
+            // once any value is, a minimum only when every value is.
+            ReduceOp::Min => {
+                let less = p.b.build_float_compare(FloatPredicate::OLT, a, b, "")?;
+                let b_nan = p.b.build_float_compare(FloatPredicate::UNO, b, b, "")?;
+                let pick_a = p.b.build_or(less, b_nan, "")?;
+                p.b.build_select(pick_a, a, b, "")?
+            }
+            ReduceOp::Max => {
+                let greater = p.b.build_float_compare(FloatPredicate::OGT, a, b, "")?;
+                let a_nan = p.b.build_float_compare(FloatPredicate::UNO, a, a, "")?;
+                let pick_a = p.b.build_or(greater, a_nan, "")?;
                 p.b.build_select(pick_a, a, b, "")?
             }
         },
@@ -180,6 +185,81 @@ pub fn combine<'ctx>(
             ))
         }
     })
+}
+
+/// The floating-point value that leaves any other unchanged under `op`: NaN for a minimum,
+/// since NaN is the largest value.
+pub fn float_identity(op: ReduceOp) -> f64 {
+    match op {
+        ReduceOp::Add => 0.0,
+        ReduceOp::Min => f64::NAN,
+        ReduceOp::Max => f64::NEG_INFINITY,
+    }
+}
+
+/// `*ptr = *ptr op value`, atomically (relaxed). Integers and floating-point sums use the
+/// hardware's atomics; a floating-point minimum or maximum is a compare-and-swap loop over
+/// [`combine`], since the hardware's (IEEE `minNum`/`maxNum`) would let a NaN be lost.
+pub fn atomic_combine<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    op: ReduceOp,
+    ptr: PointerValue<'ctx>,
+    value: BasicValueEnum<'ctx>,
+) -> CodegenResult<()> {
+    use inkwell::AtomicRMWBinOp;
+    let float = match value {
+        BasicValueEnum::FloatValue(float) => float,
+        _ => {
+            let op = match op {
+                ReduceOp::Add => AtomicRMWBinOp::Add,
+                ReduceOp::Min => AtomicRMWBinOp::Min,
+                ReduceOp::Max => AtomicRMWBinOp::Max,
+            };
+            return p.atomic_update(op, ptr, value);
+        }
+    };
+    if op == ReduceOp::Add {
+        return p.atomic_update(AtomicRMWBinOp::FAdd, ptr, value);
+    }
+    let float_type = float.get_type();
+    let bits_type = p.int_type(bit_width(float_type.into())?);
+    let before = p.current_block()?;
+    let header = p.ctx.append_basic_block(p.function, "cas");
+    let attempt = p.ctx.append_basic_block(p.function, "cas_try");
+    let done = p.ctx.append_basic_block(p.function, "cas_done");
+    let load = p.b.build_load(bits_type, ptr, "")?;
+    if let Some(instruction) = inkwell::values::BasicValue::as_instruction_value(&load) {
+        instruction
+            .set_atomic_ordering(inkwell::AtomicOrdering::Monotonic)
+            .map_err(|e| CodegenError::Invalid(e.to_string()))?;
+    }
+    p.b.build_unconditional_branch(header)?;
+    p.b.position_at_end(header);
+    let old = p.b.build_phi(bits_type, "old")?;
+    old.add_incoming(&[(&load, before)]);
+    let old_bits = old.as_basic_value().into_int_value();
+    let old_value = p.b.build_bit_cast(old_bits, float_type, "")?;
+    let new_value = combine(p, op, old_value, float.into())?;
+    let new_bits =
+        p.b.build_bit_cast(new_value, bits_type, "")?
+            .into_int_value();
+    let unchanged =
+        p.b.build_int_compare(IntPredicate::EQ, old_bits, new_bits, "")?;
+    p.b.build_conditional_branch(unchanged, done, attempt)?;
+    p.b.position_at_end(attempt);
+    let exchanged = p.b.build_cmpxchg(
+        ptr,
+        old_bits,
+        new_bits,
+        inkwell::AtomicOrdering::Monotonic,
+        inkwell::AtomicOrdering::Monotonic,
+    )?;
+    let seen = p.b.build_extract_value(exchanged, 0, "")?.into_int_value();
+    let stored = p.b.build_extract_value(exchanged, 1, "")?.into_int_value();
+    old.add_incoming(&[(&seen, attempt)]);
+    p.b.build_conditional_branch(stored, done, header)?;
+    p.b.position_at_end(done);
+    Ok(())
 }
 
 /// The value that leaves any other unchanged under `op`.
@@ -198,13 +278,7 @@ pub fn identity<'ctx>(
             };
             t.const_int(value, false).into()
         }
-        BasicTypeEnum::FloatType(t) => t
-            .const_float(match op {
-                ReduceOp::Add => 0.0,
-                ReduceOp::Min => f64::INFINITY,
-                ReduceOp::Max => f64::NEG_INFINITY,
-            })
-            .into(),
+        BasicTypeEnum::FloatType(t) => t.const_float(float_identity(op)).into(),
         _ => return Err(CodegenError::Invalid("no identity for this type".into())),
     })
 }

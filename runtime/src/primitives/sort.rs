@@ -1157,9 +1157,7 @@ fn key_bits<'ctx>(
             em.b.build_xor(value.into_int_value(), sign32, "")?
         }
         DataType::F32 => {
-            // -0.0 equals 0.0: adding 0.0 makes it 0.0 (and changes no other value).
-            let value =
-                em.b.build_float_add(value.into_float_value(), em.ctx.f32_type().const_zero(), "")?;
+            let value = canonical_float(em, value.into_float_value())?;
             let raw = em.b.build_bit_cast(value, i32t, "")?.into_int_value();
             let negative = em.b.build_right_shift(raw, em.const_i32(31), true, "")?;
             let mask = em.b.build_or(negative, sign32, "")?;
@@ -1170,11 +1168,7 @@ fn key_bits<'ctx>(
             let ordered = if ty == DataType::I64 {
                 em.b.build_xor(value.into_int_value(), sign64, "")?
             } else {
-                let value = em.b.build_float_add(
-                    value.into_float_value(),
-                    em.ctx.f64_type().const_zero(),
-                    "",
-                )?;
+                let value = canonical_float(em, value.into_float_value())?;
                 let raw = em.b.build_bit_cast(value, i64t, "")?.into_int_value();
                 let negative = em.b.build_right_shift(raw, em.const_i64(63), true, "")?;
                 let mask = em.b.build_or(negative, sign64, "")?;
@@ -1194,6 +1188,24 @@ fn key_bits<'ctx>(
     } else {
         Ok(bits)
     }
+}
+
+/// `value` with the floats that compare equal made one bit pattern, so that their ordered bits
+/// sort as SQL orders them: -0.0 becomes 0.0 (adding 0.0 does that and changes no other value),
+/// and every NaN the positive quiet NaN, whose bits lie above infinity's (a NaN with its sign
+/// bit set, which x86 makes of 0/0, would otherwise sort below every number).
+fn canonical_float<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    value: inkwell::values::FloatValue<'ctx>,
+) -> CodegenResult<inkwell::values::FloatValue<'ctx>> {
+    let ty = value.get_type();
+    let sum = em.b.build_float_add(value, ty.const_zero(), "")?;
+    let nan =
+        em.b.build_float_compare(inkwell::FloatPredicate::UNO, value, value, "")?;
+    Ok(em
+        .b
+        .build_select(nan, ty.const_float(f64::NAN), sum, "")?
+        .into_float_value())
 }
 
 /// The value of a narrow key from its bits: `key_bits` undone.
