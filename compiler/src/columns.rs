@@ -70,6 +70,10 @@ impl Columns {
         self.infos.len()
     }
 
+    pub fn iter(&self) -> impl Iterator<Item = &ColumnInfo> {
+        self.infos.iter()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.infos.is_empty()
     }

@@ -11,7 +11,7 @@ use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
 
 /// Bumped whenever the format changes, so an old artifact is refused with a clear message.
-pub const FORMAT_VERSION: u32 = 8;
+pub const FORMAT_VERSION: u32 = 9;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {
@@ -147,6 +147,9 @@ pub struct QueryProgram {
     pub result: ResultSpec,
     /// Statistics the code was specialized for; checked against the data before running.
     pub assumptions: Vec<Assumption>,
+    /// The stored columns the query reads, as the code was compiled for them; checked against
+    /// the data before running.
+    pub columns: Vec<ColumnUse>,
     /// The first slot count to try for a grouping hash table, when the query has one; a
     /// table that fills up is replaced by one four times larger and the query runs again.
     pub group_capacity: Option<u64>,
@@ -285,6 +288,17 @@ pub enum Fill {
     Zero,
     /// Every element set to this bit pattern (the element's width).
     Pattern(u64),
+}
+
+/// A stored column a query reads, as its code was compiled for it: the column's type (and so
+/// the width of its values), and whether it may hold nulls (code for a column without them
+/// reads no validity).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ColumnUse {
+    pub table: String,
+    pub column: String,
+    pub ty: DataType,
+    pub nullable: bool,
 }
 
 /// A fact the compiler relied on: every value of the column lies in `min ..= max`.

@@ -414,8 +414,28 @@ pub(super) fn query_to_llvm(
             status_buffer: qc.status,
         },
         assumptions: qc.assumptions,
+        columns: columns_used(query),
         group_capacity: qc.group_capacity,
     })
+}
+
+/// Every stored column the query reads, with the type and nullability its code assumes.
+fn columns_used(query: &PhysicalQuery) -> Vec<tessera_runtime::program::ColumnUse> {
+    let mut used: Vec<tessera_runtime::program::ColumnUse> = Vec::new();
+    for info in query.columns.iter() {
+        if let Some(origin) = &info.origin {
+            let column = tessera_runtime::program::ColumnUse {
+                table: origin.table.clone(),
+                column: origin.column.clone(),
+                ty: info.ty,
+                nullable: info.nullable,
+            };
+            if !used.contains(&column) {
+                used.push(column);
+            }
+        }
+    }
+    used
 }
 
 /// After the build of a chained table, the kernels that group its rows by key

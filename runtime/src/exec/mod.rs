@@ -16,7 +16,8 @@ use tessera_storage::{Catalog, Column, StorageError};
 use crate::primitives::hash::status;
 use crate::primitives::unpack::DEVICE_SPARE_WORDS;
 use crate::program::{
-    Assumption, BufferSpec, Extent, Fill, KernelLaunch, Param, QueryProgram, ResultShape, StrBound,
+    Assumption, BufferSpec, ColumnUse, Extent, Fill, KernelLaunch, Param, QueryProgram,
+    ResultShape, StrBound,
 };
 use crate::result::{decode_result, row_count, stream_rows, streams, ResultTable};
 
@@ -239,6 +240,7 @@ pub fn run_query_with(
     catalog: &Catalog,
     readback: &mut Readback<'_>,
 ) -> Result<QueryOutcome, RuntimeError> {
+    check_columns(&query.columns, catalog)?;
     check_assumptions(&query.assumptions, catalog)?;
     let mut capacity = query.group_capacity.unwrap_or(0);
     let mut rows = None;
@@ -615,6 +617,34 @@ fn check_rows(table: &str, column: &str, found: usize, rows: u64) -> Result<(), 
     Err(RuntimeError::Stale(format!(
         "`{table}.{column}` has {found} rows, the table {rows}"
     )))
+}
+
+/// Checks that each stored column the query reads still has the type its code was compiled
+/// for, and holds nulls only if the code reads them.
+fn check_columns(columns: &[ColumnUse], catalog: &Catalog) -> Result<(), RuntimeError> {
+    for used in columns {
+        let field = catalog
+            .table(&used.table)
+            .ok_or_else(|| RuntimeError::Stale(format!("table `{}` is gone", used.table)))?
+            .schema
+            .field(&used.column)
+            .ok_or_else(|| {
+                RuntimeError::Stale(format!("`{}.{}` is gone", used.table, used.column))
+            })?;
+        if field.ty != used.ty {
+            return Err(RuntimeError::Stale(format!(
+                "`{}.{}` now holds {}, compiled for {}",
+                used.table, used.column, field.ty, used.ty
+            )));
+        }
+        if field.nullable && !used.nullable {
+            return Err(RuntimeError::Stale(format!(
+                "`{}.{}` may now hold nulls, compiled for a column without them",
+                used.table, used.column
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn check_assumptions(assumptions: &[Assumption], catalog: &Catalog) -> Result<(), RuntimeError> {
