@@ -53,7 +53,32 @@ enum Command {
     },
 }
 
+/// Fails when standard output was closed at start (`tessera run … >&-`), so results are not
+/// lost without a word. Rust's runtime opens `/dev/null` read-write on a standard descriptor
+/// found closed; a shell's `> /dev/null` opens it write-only, which stays allowed.
+fn require_stdout() -> Result<(), failure::Failure> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    // SAFETY: `fcntl(F_GETFL)` only asks about the descriptor.
+    let flags = unsafe { libc::fcntl(1, libc::F_GETFL) };
+    let read_write = flags != -1 && flags & libc::O_ACCMODE == libc::O_RDWR;
+    let null = std::fs::metadata("/proc/self/fd/1")
+        .ok()
+        .zip(std::fs::metadata("/dev/null").ok())
+        .is_some_and(|(out, null)| out.file_type().is_char_device() && out.rdev() == null.rdev());
+    if flags == -1 || (read_write && null) {
+        return Err(failure::Failure::Message(
+            "standard output is closed: there is nowhere to write the results".into(),
+        ));
+    }
+    Ok(())
+}
+
 impl Command {
+    /// Whether the command writes its results to standard output.
+    fn prints_results(&self) -> bool {
+        !matches!(self, Command::Gen { .. } | Command::Prepare(_))
+    }
+
     /// Whether the command may run on a GPU (and so should start the driver early).
     fn may_use_gpu(&self) -> bool {
         use commands::session::DeviceChoice;
@@ -453,9 +478,23 @@ fn main() -> ExitCode {
     // reported in one line.
     std::panic::set_hook(Box::new(|info| {
         let message = info.to_string();
-        LAST_PANIC.with(|last| *last.borrow_mut() = Some(message));
+        if let Ok(mut last) = LAST_PANIC.lock() {
+            *last = Some(message);
+        }
     }));
-    let outcome = std::panic::catch_unwind(|| run(cli));
+    limit_worker_threads();
+    // Deeply nested scripts recurse as deep in the parser and the compiler: the command runs
+    // on a thread with room for them (address space; pages are used only as touched).
+    let command = std::thread::Builder::new()
+        .name("tessera".into())
+        .stack_size(COMMAND_STACK_BYTES)
+        .spawn(move || std::panic::catch_unwind(|| run(cli)));
+    let outcome = match command {
+        Ok(thread) => thread.join().unwrap_or_else(Err),
+        Err(e) => Ok(Err(failure::Failure::Message(format!(
+            "cannot start a thread: {e}"
+        )))),
+    };
     let code: u8 = match outcome {
         Ok(Ok(())) => 0,
         Ok(Err(failure)) => {
@@ -464,16 +503,60 @@ fn main() -> ExitCode {
         }
         Err(_) => {
             let message = LAST_PANIC
-                .with(|last| last.borrow_mut().take())
+                .lock()
+                .ok()
+                .and_then(|mut last| last.take())
                 .unwrap_or_else(|| "a worker thread failed".into());
-            eprintln!("error: internal error (this is a bug in Tessera): {message}");
-            2
+            output_failure(&message).unwrap_or_else(|| {
+                eprintln!("error: internal error (this is a bug in Tessera): {message}");
+                2
+            })
         }
     };
     if tessera_runtime::exec::gpu::driver_started() {
         leave_now(code);
     }
     ExitCode::from(code)
+}
+
+/// The stack of the thread that runs the command.
+const COMMAND_STACK_BYTES: usize = 1 << 30;
+
+/// The exit status for a panic of the standard library's printing macros, which panic when
+/// standard output cannot be written: none at all when the reader went away (`tessera … |
+/// head`), which is a normal end; 1, with the cause, when the output cannot take the text (a
+/// full disk, a closed descriptor). `None` for any other panic.
+fn output_failure(message: &str) -> Option<u8> {
+    let cause = message.split("failed printing to stdout: ").nth(1)?;
+    if cause.contains("Broken pipe") {
+        return Some(0);
+    }
+    eprintln!("error: cannot write the output: {}", cause.trim());
+    Some(1)
+}
+
+/// Caps rayon's worker threads: `RAYON_NUM_THREADS` set to thousands would stall the machine
+/// starting them. More than four per core is refused in favour of one per core.
+fn limit_worker_threads() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let asked = std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|n| n.trim().parse::<usize>().ok());
+    let threads = match asked {
+        Some(n) if n >= 1 && n <= 4 * cores => n,
+        Some(n) => {
+            eprintln!(
+                "note: RAYON_NUM_THREADS={n} is not between 1 and {} (four per core); using {cores}",
+                4 * cores
+            );
+            cores
+        }
+        None => cores,
+    };
+    // Fails only when a pool exists already, which then stays as it is.
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global();
 }
 
 /// Ends the process without waiting for the CUDA driver to tear down its context (about 0.1 s,
@@ -500,11 +583,13 @@ fn leave_now(code: u8) -> ! {
     }
 }
 
-thread_local! {
-    static LAST_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
-}
+/// The message of the last panic, for the one-line report of an internal error.
+static LAST_PANIC: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 
 fn run(cli: Cli) -> Result<(), failure::Failure> {
+    if cli.command.prints_results() {
+        require_stdout()?;
+    }
     match cli.command {
         Command::Compile(args) => commands::compile::run(&args),
         Command::Run(args) => commands::run::run(&args),

@@ -121,11 +121,25 @@ impl std::error::Error for Diagnostic {}
 /// when the output is not a terminal.
 pub fn render(diagnostics: &[Diagnostic], source_name: &str, source: &str, color: bool) -> String {
     let mut out = Vec::new();
-    for diagnostic in diagnostics {
+    for diagnostic in diagnostics.iter().take(MAX_RENDERED) {
         render_one(diagnostic, source_name, source, color, &mut out);
+    }
+    if diagnostics.len() > MAX_RENDERED {
+        let more = diagnostics.len() - MAX_RENDERED;
+        out.extend_from_slice(
+            format!(
+                "{more} more error{} not shown\n",
+                if more == 1 { "" } else { "s" }
+            )
+            .as_bytes(),
+        );
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// Reports rendered before the rest are only counted: each shows its source line, so a script
+/// with thousands of errors on one long line would otherwise print its square.
+pub const MAX_RENDERED: usize = 20;
 
 fn render_one(d: &Diagnostic, name: &str, source: &str, color: bool, out: &mut Vec<u8>) {
     let clamp = |span: Span| {

@@ -87,6 +87,15 @@ pub struct Script {
 
 impl Script {
     pub fn read(path: &Path) -> Result<Script, Failure> {
+        // A pipe or device nobody writes to would block the read forever.
+        let metadata = std::fs::metadata(path)
+            .map_err(|e| Failure::Message(format!("cannot read {}: {e}", path.display())))?;
+        if !metadata.is_file() {
+            return Err(Failure::Message(format!(
+                "{} is not a regular file",
+                path.display()
+            )));
+        }
         let source = std::fs::read_to_string(path)
             .map_err(|e| Failure::Message(format!("cannot read {}: {e}", path.display())))?;
         Ok(Script {

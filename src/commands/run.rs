@@ -127,10 +127,18 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         Ok(done) => done,
         // The reader went away (`tessera run ... | head`): nothing more to say.
         Err(RuntimeError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+        Err(RuntimeError::Output(e)) => {
+            return Err(Failure::Message(format!("cannot write the output: {e}")))
+        }
         Err(e) => return Err(e.into()),
     };
+    // What is still buffered must reach the output: a closed or full one is an error.
+    match printer.out.flush() {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+        Err(e) => return Err(Failure::Message(format!("cannot write the output: {e}"))),
+        Ok(()) => {}
+    }
     if args.timing {
-        let _ = printer.out.flush();
         eprint!("{}", timing_report(&program, &outcomes, compile));
         eprintln!("{}", report.line(compile.map_or(0.0, |c| c.0), &outcomes));
     }

@@ -801,6 +801,9 @@ fn scan_directory(dir: &Path) -> Result<Vec<(String, Source)>, StorageError> {
                 .to_string();
             insert_table(&mut tables, name, Source::ParquetFolder(path, files))?;
             continue;
+        } else if !path.is_file() {
+            // A pipe or device named like a table would block its reader forever.
+            continue;
         } else if has_extension(&path, "parquet") {
             Source::ParquetFile(path)
         } else if has_extension(&path, "tbl") {

@@ -12,6 +12,8 @@ use crate::program::{BufferSpec, Extent, KernelCode, KernelLaunch};
 
 /// Tiles a thread takes at a time.
 const TILES_PER_GRAB: u64 = 8;
+/// Stack of a thread running kernels (address space only; pages are used as touched).
+const KERNEL_STACK_BYTES: usize = 256 << 20;
 
 struct HostColumn {
     _source: ColumnBytes,
@@ -127,9 +129,13 @@ impl Backend for HostBackend {
             .threads
             .min(tiles.div_ceil(TILES_PER_GRAB) as usize)
             .max(1);
-        std::thread::scope(|scope| {
+        let started_workers = std::thread::scope(|scope| {
+            let mut started_workers = 0;
             for _ in 0..workers {
-                scope.spawn(|| loop {
+                // A kernel keeps a tile of every column it carries on its stack; a wide row
+                // (hundreds of columns) outgrows a thread's usual 2 MB.
+                let worker = std::thread::Builder::new().stack_size(KERNEL_STACK_BYTES);
+                let spawned = worker.spawn_scoped(scope, || loop {
                     let first = next.fetch_add(TILES_PER_GRAB, Ordering::Relaxed);
                     if first >= tiles {
                         break;
@@ -140,8 +146,20 @@ impl Backend for HostBackend {
                     // tiles; buffers shared between threads are updated atomically.
                     unsafe { function(args.as_ptr(), first as i64, end as i64) };
                 });
+                // Workers take tiles until none is left, so one that started does all the work.
+                if spawned.is_err() {
+                    break;
+                }
+                started_workers += 1;
             }
+            started_workers
         });
+        if started_workers == 0 {
+            return Err(RuntimeError::Unsupported(format!(
+                "no thread could be started to run {}",
+                kernel.name
+            )));
+        }
         let finished = Instant::now();
         self.first_start.get_or_insert(started);
         self.last_end = Some(finished);

@@ -248,8 +248,13 @@ pub fn run_query_with(
         match run_with_capacity(backend, query, catalog, capacity, rows, readback)? {
             Attempt::Done(outcome) => return Ok(outcome),
             // A join matched rows several times and the output was too small: every kernel
-            // runs again with room for exactly the rows it counted.
-            Attempt::RowsOverflow(written) => rows = Some(written),
+            // runs again with room for exactly the rows it counted (which then suffices).
+            Attempt::RowsOverflow(written) if rows.is_none() => rows = Some(written),
+            Attempt::RowsOverflow(written) => {
+                return Err(RuntimeError::Malformed(format!(
+                    "the query wrote {written} rows into room made for exactly that many"
+                )))
+            }
             // The grouping table filled up: every kernel runs again over a larger one.
             Attempt::TableFull if capacity < MAX_GROUP_CAPACITY => capacity *= 4,
             Attempt::TableFull => {
@@ -346,7 +351,9 @@ fn run_with_capacity(
         ResultShape::Rows { count_buffer, .. } => Some(row_count(*count_buffer, &mut read)? as u64),
         _ => None,
     };
-    if let Some(written) = written.filter(|w| *w > output_capacity) {
+    // Rows of no column take no room: only an output buffer can be too small.
+    let has_output = query.buffers.iter().any(|spec| spec.output);
+    if let Some(written) = written.filter(|w| has_output && *w > output_capacity) {
         backend.release_buffers();
         return Ok(Attempt::RowsOverflow(written));
     }

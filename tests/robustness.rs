@@ -1,0 +1,228 @@
+//! Inputs and surroundings that once crashed, hung or lost output: deep and wide scripts, a
+//! script that is a pipe, a thousand invalid characters, standard output closed or full, an
+//! absurd thread count. Each must end promptly with a result or a one-line error.
+
+mod common;
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+fn data() -> &'static str {
+    common::ssb_data().to_str().expect("utf-8 path")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `tessera` with `args`, killed if it runs past `limit`.
+fn tessera_within(args: &[&str], limit: Duration, setup: impl FnOnce(&mut Command)) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tessera"));
+    command
+        .args(args)
+        .current_dir(common::repo())
+        .env("NO_COLOR", "1")
+        .env("TESSERA_CACHE_DIR", "")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    setup(&mut command);
+    let child = command.spawn().expect("tessera starts");
+    let pid = child.id();
+    // The output is read while the process runs (a full pipe would stall it), on a thread, so
+    // that this one can give up on a process that does not end.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output());
+    });
+    match finished.recv_timeout(limit) {
+        Ok(output) => output.expect("output"),
+        Err(_) => {
+            // SAFETY: signals only the child this test started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("tessera {args:?} ran past {limit:?}");
+        }
+    }
+}
+
+fn script_file(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).expect("written");
+    path.to_str().expect("utf-8 path").to_string()
+}
+
+fn run_script(script: &str) -> Output {
+    tessera_within(
+        &[
+            "run",
+            script,
+            "--data",
+            data(),
+            "--device",
+            "cpu",
+            "--format",
+            "csv",
+        ],
+        Duration::from_secs(120),
+        |_| {},
+    )
+}
+
+#[test]
+fn deep_and_wide_scripts_run() {
+    let dir = tempfile::tempdir().expect("a scratch folder");
+    let items: Vec<String> = (0..100_000).map(|i| i.to_string()).collect();
+    let long_in = script_file(
+        &dir,
+        "in.tq",
+        &format!(
+            "from supplier | where s_suppkey in ({}) | aggregate {{ n = count() }}\n",
+            items.join(", ")
+        ),
+    );
+    let output = run_script(&long_in);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout), "n\n20\n");
+
+    let columns: Vec<String> = (0..150)
+        .map(|i| format!("c{i} = s_suppkey + {i}"))
+        .collect();
+    let wide = script_file(
+        &dir,
+        "wide.tq",
+        &format!(
+            "from supplier | select {} | aggregate {{ n = count(), s = sum(c149) }}\n",
+            columns.join(", ")
+        ),
+    );
+    let output = run_script(&wide);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout), "n,s\n20,3190\n");
+
+    let unions = " | union all (from supplier | select s_suppkey)".repeat(300);
+    let many_unions = script_file(
+        &dir,
+        "unions.tq",
+        &format!("from supplier | select s_suppkey{unions} | aggregate {{ n = count() }}\n"),
+    );
+    let output = run_script(&many_unions);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout), "n\n6020\n");
+}
+
+#[test]
+fn constants_after_a_take_end() {
+    let dir = tempfile::tempdir().expect("a scratch folder");
+    let script = script_file(&dir, "take.tq", "from supplier | take 1 | select x = 1\n");
+    let output = run_script(&script);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout), "x\n1\n");
+}
+
+#[test]
+fn many_invalid_characters_give_a_short_report() {
+    let dir = tempfile::tempdir().expect("a scratch folder");
+    let line = "$ ".repeat(4000);
+    let script = script_file(&dir, "bad.tq", &format!("from supplier | where {line}\n"));
+    let output = run_script(&script);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("more errors not shown"),
+        "{}",
+        &stderr[..200]
+    );
+    // Twenty reports of one 8,000-character line, not four thousand.
+    assert!(stderr.len() < 400_000, "{} bytes", stderr.len());
+}
+
+#[test]
+fn a_script_that_is_a_pipe_is_refused() {
+    let dir = tempfile::tempdir().expect("a scratch folder");
+    let fifo = dir.path().join("script.tq");
+    let status = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(status.success());
+    let output = tessera_within(
+        &["run", fifo.to_str().expect("utf-8"), "--data", data()],
+        Duration::from_secs(30),
+        |_| {},
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert!(text(&output.stderr).contains("is not a regular file"));
+}
+
+#[test]
+fn closed_or_full_output_is_an_error_and_a_closed_pipe_is_not() {
+    let args = [
+        "run",
+        "examples/ssb/q21.tq",
+        "--data",
+        data(),
+        "--device",
+        "cpu",
+    ];
+    let closed = tessera_within(&args, Duration::from_secs(60), |c| {
+        // SAFETY: only closes the child's standard output before it starts.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(c, || {
+                libc::close(1);
+                Ok(())
+            });
+        }
+    });
+    assert_eq!(closed.status.code(), Some(1));
+    assert!(text(&closed.stderr).contains("standard output is closed"));
+
+    let full = tessera_within(&args, Duration::from_secs(60), |c| {
+        c.stdout(std::fs::File::create("/dev/full").expect("/dev/full opens"));
+    });
+    assert_eq!(full.status.code(), Some(1));
+    assert!(text(&full.stderr).starts_with("error: cannot write the output"));
+
+    // A reader that stops early (`| head -1`) ends the run quietly.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args([
+            "compile",
+            "examples/ssb/q21.tq",
+            "--data",
+            data(),
+            "--emit",
+            "llvm",
+            "--target",
+            "host",
+        ])
+        .current_dir(common::repo())
+        .env("TESSERA_CACHE_DIR", "")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tessera starts");
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("output");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(output.stderr.is_empty(), "{}", text(&output.stderr));
+}
+
+#[test]
+fn an_absurd_thread_count_is_capped() {
+    let output = tessera_within(
+        &[
+            "run",
+            "examples/ssb/q11.tq",
+            "--data",
+            data(),
+            "--device",
+            "cpu",
+        ],
+        Duration::from_secs(60),
+        |c| {
+            c.env("RAYON_NUM_THREADS", "100000");
+        },
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stderr).contains("RAYON_NUM_THREADS=100000"));
+    let _ = std::io::stderr().flush();
+}
