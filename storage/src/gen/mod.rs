@@ -6,7 +6,7 @@
 //! refuses a folder whose generation was interrupted, and [`holds_generation`] tells a data
 //! cache whether a folder can be reused. `generation` owns all of that.
 
-mod generation;
+pub(crate) mod generation;
 mod rng;
 pub mod ssb;
 mod ssb_dimensions;
