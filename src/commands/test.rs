@@ -9,8 +9,7 @@ use std::time::Instant;
 
 use tessera_compiler::physical::PartitionJoins;
 use tessera_storage::compress::Compression;
-use tessera_storage::gen::ssb::generate_ssb;
-use tessera_storage::gen::wisconsin::generate_wisconsin;
+use tessera_storage::gen::{ensure_generated, holds_generation, Dataset};
 use tessera_storage::progress::NoProgress;
 use tessera_storage::Catalog;
 
@@ -175,42 +174,43 @@ fn walk(folder: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
 }
 
 /// The folder holding the data a `data:` line names (`ssb SF` or `wisconsin ROWS`),
-/// generating it the first time.
+/// generating it unless it holds a complete generation of that data already (a folder whose
+/// generation was interrupted is generated again).
 fn dataset(spec: &str) -> Result<PathBuf, String> {
     let words: Vec<&str> = spec.split_whitespace().collect();
-    match words.as_slice() {
+    let (dataset, folder, what) = match words.as_slice() {
         ["ssb", scale] => {
             let sf: f64 = scale
                 .parse()
                 .map_err(|_| format!("bad scale factor in `{spec}`"))?;
-            let folder = cache_root().join(format!("ssb-{scale}"));
-            if !folder.join("date.parquet").is_file() {
-                eprintln!(
-                    "generating SSB at scale factor {scale} into {}",
-                    folder.display()
-                );
-                generate_ssb(sf, &folder, &NoProgress).map_err(|e| e.to_string())?;
-            }
-            Ok(folder)
+            (
+                Dataset::Ssb { sf },
+                format!("ssb-{scale}"),
+                format!("SSB at scale factor {scale}"),
+            )
         }
         ["wisconsin", rows] => {
-            let count: u64 = rows
+            let rows: u64 = rows
                 .parse()
                 .map_err(|_| format!("bad row count in `{spec}`"))?;
-            let folder = cache_root().join(format!("wisconsin-{rows}"));
-            if !folder.join("wisconsin_small.parquet").is_file() {
-                eprintln!(
-                    "generating the Wisconsin relations of {rows} rows into {}",
-                    folder.display()
-                );
-                generate_wisconsin(count, &folder, &NoProgress).map_err(|e| e.to_string())?;
-            }
-            Ok(folder)
+            (
+                Dataset::Wisconsin { rows },
+                format!("wisconsin-{rows}"),
+                format!("the Wisconsin relations of {rows} rows"),
+            )
         }
-        _ => Err(format!(
-            "unknown data `{spec}` (expected `ssb SF` or `wisconsin ROWS`)"
-        )),
+        _ => {
+            return Err(format!(
+                "unknown data `{spec}` (expected `ssb SF` or `wisconsin ROWS`)"
+            ))
+        }
+    };
+    let folder = cache_root().join(folder);
+    if !holds_generation(&folder, &dataset) {
+        eprintln!("generating {what} into {}", folder.display());
+        ensure_generated(&folder, &dataset, &NoProgress).map_err(|e| e.to_string())?;
     }
+    Ok(folder)
 }
 
 /// `$TESSERA_DATA_CACHE`, else `target/conformance-data` of the enclosing Cargo project, else a

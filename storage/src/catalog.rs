@@ -118,6 +118,7 @@ impl Catalog {
         if !dir.is_dir() {
             return Err(StorageError::NoDirectory(dir.to_path_buf()));
         }
+        crate::gen::check_generation(dir)?;
         let declared: HashMap<&str, &Schema> = declared
             .iter()
             .map(|(name, schema)| (name.as_str(), schema))

@@ -32,6 +32,12 @@ pub enum StorageError {
     },
     #[error("table `{table}`: {message}")]
     SchemaMismatch { table: String, message: String },
+    #[error("data directory {dir} holds an interrupted `{command}`; run it again")]
+    InterruptedGeneration { dir: PathBuf, command: String },
+    #[error(
+        "data directory {dir} is being written by another `tessera gen`; wait for it to finish"
+    )]
+    GenerationRunning { dir: PathBuf },
     #[error("{0}")]
     Invalid(String),
 }

@@ -9,7 +9,7 @@
 //! | `parquet_read` / `parquet_write` | Parquet footers and columns in; whole tables out |
 //! | `tbl` | dbgen's pipe-separated `.tbl` files, read with a declared schema |
 //! | `string_chunks` | strings read in parallel chunks, merged into one sorted dictionary |
-//! | `gen` | the SSB generator (deterministic, parallel, written as Parquet) |
+//! | `gen` | the SSB and Wisconsin generators (deterministic, parallel, written as Parquet), and the record of a generation that its folder keeps |
 //! | `compress` | GPU-FOR and GPU-DFOR bit-packing of integer columns (CPU encoder, reference decoder) |
 //! | `packed` | the catalog's choice of encoding per column and its cache of packed columns |
 //! | `error`, `progress` | one-line errors naming the file or table; progress of long work |

@@ -1,10 +1,13 @@
 //! Writes tables as Parquet files other engines read: strings as UTF-8 byte arrays, dates as
 //! `INT32` with the `DATE` logical type, nullable columns as `OPTIONAL`, snappy compression,
-//! row groups of about a million rows. A file appears under its name only once it is complete.
+//! row groups of about a million rows. A file appears under its name only once it is complete,
+//! written through an exclusively created temporary file beside it.
 
+use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::BufWriter;
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::sync::Arc;
 
 use parquet::basic::{Compression, LogicalType, Repetition, Type as PhysicalType};
@@ -147,7 +150,9 @@ pub fn write_parquet(
 }
 
 /// Writes borrowed columns to one Parquet file at `path`, `row_group_rows` rows per row group.
-/// The file is written under a temporary name and renamed when complete.
+/// The file is written into a new temporary file in the same folder (created exclusively at a
+/// random, hidden name) and renamed over `path` when complete, so a reader sees the whole file
+/// or the one it replaces, and a link planted at any name is replaced, never written through.
 pub fn write_parquet_columns(
     path: &Path,
     schema: &Schema,
@@ -155,27 +160,38 @@ pub fn write_parquet_columns(
     row_group_rows: usize,
 ) -> Result<(), StorageError> {
     let rows = check_columns(path, schema, columns)?;
-    let temporary = temporary_path(path);
-    let result = write_file(&temporary, schema, columns, rows, row_group_rows.max(1));
-    match result {
-        Ok(()) => fs::rename(&temporary, path).map_err(|source| StorageError::Io {
-            path: path.to_path_buf(),
-            source,
-        }),
-        Err(error) => {
-            // The half-written file is useless; failing to remove it changes nothing.
-            let _ = fs::remove_file(&temporary);
-            Err(error)
-        }
-    }
-}
-
-/// The sibling a file is written under before it is complete; readers ignore it because it
-/// does not end in `.parquet`.
-fn temporary_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".partial");
-    path.with_file_name(name)
+    let io = |source| StorageError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let name = path.file_name().ok_or_else(|| {
+        StorageError::Invalid(format!("{}: not the path of a file", path.display()))
+    })?;
+    let folder = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    // Hidden, so catalogs and globs skip it; 0o666 so the umask decides, as for any new file.
+    let mut prefix = OsString::from(".");
+    prefix.push(name);
+    prefix.push(".");
+    let temporary = tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(".partial")
+        .permissions(fs::Permissions::from_mode(0o666))
+        .tempfile_in(folder)
+        .map_err(io)?;
+    // On an error the temporary file is removed when it is dropped.
+    write_file(
+        temporary.as_file(),
+        path,
+        schema,
+        columns,
+        rows,
+        row_group_rows.max(1),
+    )?;
+    temporary.persist(path).map_err(|error| io(error.error))?;
+    Ok(())
 }
 
 fn check_columns(
@@ -245,7 +261,9 @@ fn parquet_schema(schema: &Schema) -> parquet::errors::Result<SchemaType> {
         .build()
 }
 
+/// Writes the file into `file`; `path` names it in errors.
 fn write_file(
+    file: &File,
     path: &Path,
     schema: &Schema,
     columns: &[WriteColumn<'_>],
@@ -256,10 +274,6 @@ fn write_file(
         path: path.to_path_buf(),
         message: e.to_string(),
     };
-    let file = File::create(path).map_err(|source| StorageError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
     let mut properties = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
         .set_created_by(format!("tessera {}", env!("CARGO_PKG_VERSION")));

@@ -8,46 +8,36 @@ use std::sync::OnceLock;
 
 use tessera_compiler::open_catalog;
 use tessera_grammar::source_to_ast;
-use tessera_storage::gen::ssb::generate_ssb;
-use tessera_storage::gen::wisconsin::generate_wisconsin;
+use tessera_storage::gen::{ensure_generated, Dataset};
 use tessera_storage::progress::NoProgress;
 use tessera_storage::Catalog;
 
 /// SSB at scale factor 0.01, generated once into the same cache `tessera test` uses.
 pub fn ssb_data() -> &'static Path {
     static DATA: OnceLock<PathBuf> = OnceLock::new();
-    DATA.get_or_init(|| {
-        generated("ssb-0.01", "date.parquet", |folder| {
-            generate_ssb(0.01, folder, &NoProgress).expect("SSB generates");
-        })
-    })
+    DATA.get_or_init(|| generated("ssb-0.01", Dataset::Ssb { sf: 0.01 }))
 }
 
 /// The Wisconsin relations of 10,000 rows, generated once into the same cache `tessera test`
 /// uses.
 pub fn wisconsin_data() -> &'static Path {
     static DATA: OnceLock<PathBuf> = OnceLock::new();
-    DATA.get_or_init(|| {
-        generated("wisconsin-10000", "wisconsin_small.parquet", |folder| {
-            generate_wisconsin(10_000, folder, &NoProgress).expect("Wisconsin generates");
-        })
-    })
+    DATA.get_or_init(|| generated("wisconsin-10000", Dataset::Wisconsin { rows: 10_000 }))
 }
 
-/// `target/conformance-data/NAME`, made by `generate` unless it holds `marker` already.
-fn generated(name: &str, marker: &str, generate: impl FnOnce(&Path)) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+/// `target/conformance-data/NAME`, generated unless it holds a complete generation of `dataset`
+/// already. Another test process generating it at the same time is waited for, not raced.
+fn generated(name: &str, dataset: Dataset) -> PathBuf {
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("target")
-        .join("conformance-data");
-    let folder = root.join(name);
-    if !folder.join(marker).is_file() {
-        // Generate beside it and rename, so a half-written folder is never read.
-        let scratch = root.join(format!("{name}.tmp-{}", std::process::id()));
-        generate(&scratch);
-        if std::fs::rename(&scratch, &folder).is_err() {
-            // Another test process won the race; its copy is identical.
-            let _ = std::fs::remove_dir_all(&scratch);
-        }
+        .join("conformance-data")
+        .join(name);
+    if let Err(error) = ensure_generated(&folder, &dataset, &NoProgress) {
+        panic!(
+            "{} does not generate into {}: {error}",
+            dataset.command(),
+            folder.display()
+        );
     }
     folder
 }

@@ -1,5 +1,12 @@
-//! Built-in data generators: deterministic, parallel, written as Parquet.
+//! Built-in data generators: deterministic, parallel, written as Parquet, and safe with the
+//! folder they write into. A generation replaces only its own tables, each written whole under
+//! a hidden temporary name created exclusively in the folder and renamed into place when
+//! complete; every other file is left alone. A hidden record per dataset says whether the
+//! generation in a folder ran to the end: [`check_generation`] (which the catalog calls)
+//! refuses a folder whose generation was interrupted, and [`holds_generation`] tells a data
+//! cache whether a folder can be reused. `generation` owns all of that.
 
+pub(crate) mod generation;
 mod rng;
 pub mod ssb;
 mod ssb_dimensions;
@@ -12,6 +19,7 @@ use std::sync::Arc;
 use crate::column::Dictionary;
 use crate::parquet_write::{WriteColumn, WriteValues};
 
+pub use generation::{check_generation, ensure_generated, holds_generation, Dataset};
 pub use ssb::{generate_ssb, ssb_schemas, GenSummary, GeneratedTable, SsbScale};
 
 /// One generated column, owned until it is written.

@@ -1,6 +1,7 @@
 //! The Star Schema Benchmark generator: table sizes at a scale factor, the five schemas, and
-//! the parallel run that writes `lineorder/` (one Parquet file per chunk of orders) and
-//! `part.parquet`, `supplier.parquet`, `customer.parquet`, `date.parquet`.
+//! the parallel run that writes `lineorder/` (one Parquet file per chunk of orders, the folder
+//! written whole beside the old one and swapped in) and `part.parquet`, `supplier.parquet`,
+//! `customer.parquet`, `date.parquet`.
 //!
 //! Every row is drawn from a random stream seeded by its table and key, and chunk boundaries
 //! depend only on the scale factor, so the output is the same on any number of threads.
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 
 use crate::error::StorageError;
+use crate::gen::generation::{check_file_destination, Dataset, Generation, Wait};
 use crate::gen::ssb_dimensions::{
     customer_table, date_table, part_table, supplier_table, DATE_ROWS,
 };
@@ -226,21 +228,42 @@ impl Job {
     }
 }
 
-/// Generates the SSB at scale factor `sf` into `out_dir` (created if missing; an existing
-/// `lineorder/` loses its old Parquet files first). Progress is reported in rows.
+/// Generates the SSB at scale factor `sf` into `out_dir` (created if missing), replacing only
+/// its five tables; fails without changing anything when another generation is writing there,
+/// or when a table it would replace holds what a generator did not write. Progress is reported
+/// in rows.
 pub fn generate_ssb(
     sf: f64,
     out_dir: &Path,
     progress: &dyn Progress,
 ) -> Result<GenSummary, StorageError> {
-    let started = Instant::now();
     let scale = SsbScale::new(sf)?;
+    let generation = Generation::lock(out_dir, Dataset::Ssb { sf }, Wait::No)?;
+    write_ssb(generation, scale, progress)
+}
+
+/// Writes the SSB into the folder `generation` holds locked: the dimensions each renamed into
+/// place when complete, `lineorder/` written whole into a new folder that then replaces the old.
+pub(crate) fn write_ssb(
+    generation: Generation,
+    scale: SsbScale,
+    progress: &dyn Progress,
+) -> Result<GenSummary, StorageError> {
+    let started = Instant::now();
+    let sf = scale.sf;
+    let out_dir = generation.dir().to_path_buf();
     let lineorder_dir = out_dir.join("lineorder");
-    prepare_lineorder_dir(&lineorder_dir)?;
+    // Everything that could refuse the generation is asked before anything changes.
+    only_chunk_files(&lineorder_dir, &lineorder_dir)?;
+    for table in DIMENSIONS {
+        check_file_destination(&dimension_file(&out_dir, table))?;
+    }
+    generation.start()?;
+    let new_lineorder = generation.new_folder("lineorder")?;
 
     let chunks = scale.lineorder_chunks();
     let digits = chunks.len().to_string().len().max(3);
-    let lineorder_file = |k: usize| lineorder_dir.join(format!("lineorder-{k:0digits$}.parquet"));
+    let lineorder_file = |k: usize| format!("lineorder-{k:0digits$}.parquet");
     let schemas = ssb_schemas();
     let schema_of = |table: &str| {
         schemas
@@ -256,23 +279,23 @@ pub fn generate_ssb(
         scale.orders * 4 + scale.parts + scale.customers + scale.suppliers + DATE_ROWS as u64;
     progress.start(&format!("generating SSB at SF {sf}"), expected_rows);
 
-    let written: Vec<(Job, u64, PathBuf)> = jobs
+    let written: Vec<(Job, u64)> = jobs
         .par_iter()
         .map(|&job| {
             let (columns, path) = match job {
-                Job::Part => (part_table(scale.parts), out_dir.join("part.parquet")),
+                Job::Part => (part_table(scale.parts), dimension_file(&out_dir, "part")),
                 Job::Supplier => (
                     supplier_table(scale.suppliers),
-                    out_dir.join("supplier.parquet"),
+                    dimension_file(&out_dir, "supplier"),
                 ),
                 Job::Customer => (
                     customer_table(scale.customers),
-                    out_dir.join("customer.parquet"),
+                    dimension_file(&out_dir, "customer"),
                 ),
-                Job::Date => (date_table(), out_dir.join("date.parquet")),
+                Job::Date => (date_table(), dimension_file(&out_dir, "date")),
                 Job::Lineorder(k) => (
                     lineorder_chunk(&scale, chunks[k].clone()),
-                    lineorder_file(k),
+                    new_lineorder.path().join(lineorder_file(k)),
                 ),
             };
             let rows = columns.first().map_or(0, GenColumn::len);
@@ -290,25 +313,33 @@ pub fn generate_ssb(
                 DEFAULT_ROW_GROUP_ROWS,
             )?;
             progress.advance(rows as u64);
-            Ok((job, rows as u64, path))
+            Ok((job, rows as u64))
         })
         .collect::<Result<_, StorageError>>()?;
+    new_lineorder.replace(|old| only_chunk_files(old, &lineorder_dir))?;
     progress.finish();
 
-    let tables = ["lineorder", "part", "supplier", "customer", "date"]
+    let tables: Vec<GeneratedTable> = ["lineorder", "part", "supplier", "customer", "date"]
         .into_iter()
         .map(|name| {
-            let mine: Vec<&(Job, u64, PathBuf)> = written
+            let mine: Vec<&(Job, u64)> = written
                 .iter()
-                .filter(|(job, _, _)| job.table() == name)
+                .filter(|(job, _)| job.table() == name)
                 .collect();
             GeneratedTable {
                 name: name.to_string(),
-                rows: mine.iter().map(|(_, rows, _)| rows).sum(),
-                files: mine.iter().map(|(_, _, path)| path.clone()).collect(),
+                rows: mine.iter().map(|(_, rows)| rows).sum(),
+                files: mine
+                    .iter()
+                    .map(|(job, _)| match job {
+                        Job::Lineorder(k) => lineorder_dir.join(lineorder_file(*k)),
+                        _ => dimension_file(&out_dir, name),
+                    })
+                    .collect(),
             }
         })
         .collect();
+    generation.complete(&tables)?;
     Ok(GenSummary {
         scale,
         tables,
@@ -316,28 +347,66 @@ pub fn generate_ssb(
     })
 }
 
-/// Creates `lineorder/` and removes Parquet files a previous run left there: a run with fewer
-/// chunks would otherwise leave stale files that readers take for part of the table.
-fn prepare_lineorder_dir(dir: &Path) -> Result<(), StorageError> {
+/// The SSB tables stored as one file each.
+const DIMENSIONS: [&str; 4] = ["part", "supplier", "customer", "date"];
+
+fn dimension_file(out_dir: &Path, table: &str) -> PathBuf {
+    out_dir.join(format!("{table}.parquet"))
+}
+
+/// Checks that `folder`, when it exists, is a folder of what the generator writes there (chunk
+/// files `lineorder-NNN.parquet` and their temporaries), so that replacing it loses nothing
+/// else. Errors name it `named` (where it was before being moved aside).
+fn only_chunk_files(folder: &Path, named: &Path) -> Result<(), StorageError> {
     let io = |source| StorageError::Io {
-        path: dir.to_path_buf(),
+        path: folder.to_path_buf(),
         source,
     };
-    fs::create_dir_all(dir).map_err(io)?;
-    for entry in fs::read_dir(dir).map_err(io)? {
-        let path = entry.map_err(io)?.path();
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
-        if path.is_file() && (name.ends_with(".parquet") || name.ends_with(".parquet.partial")) {
-            fs::remove_file(&path).map_err(|source| StorageError::Io {
-                path: path.clone(),
-                source,
-            })?;
+    let refuse = |what: String| {
+        Err(StorageError::Invalid(format!(
+            "{} holds {what}, which `tessera gen` did not write and would replace; move it \
+             elsewhere or generate into another folder",
+            named.display()
+        )))
+    };
+    match fs::symlink_metadata(folder) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(io(error)),
+        Ok(metadata) if !metadata.is_dir() => {
+            return Err(StorageError::Invalid(format!(
+                "{} is not a folder `tessera gen` wrote (a file or a link); move it elsewhere \
+                 or generate into another folder",
+                named.display()
+            )))
+        }
+        Ok(_) => {}
+    }
+    for entry in fs::read_dir(folder).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !is_chunk_file(&name) {
+            return refuse(format!("`{name}`"));
+        }
+        // The entry itself, not what a link points at.
+        if !entry.file_type().map_err(io)?.is_file() {
+            return refuse(format!("`{name}`, not a regular file"));
         }
     }
     Ok(())
+}
+
+/// Whether `name` is one the generator gives a lineorder chunk: `lineorder-NNN.parquet`, its
+/// temporary `.lineorder-NNN.parquet.XXXXXX.partial`, or the `lineorder-NNN.parquet.partial`
+/// of older versions.
+fn is_chunk_file(name: &str) -> bool {
+    let name = name.strip_prefix('.').unwrap_or(name);
+    let Some(rest) = name.strip_prefix("lineorder-") else {
+        return false;
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let tail = &rest[digits..];
+    digits > 0
+        && (tail == ".parquet" || tail.starts_with(".parquet.") && tail.ends_with(".partial"))
 }
 
 #[cfg(test)]

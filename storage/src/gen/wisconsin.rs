@@ -11,6 +11,7 @@ use std::path::Path;
 use rayon::prelude::*;
 
 use crate::error::StorageError;
+use crate::gen::generation::{check_file_destination, Dataset, Generation, Wait};
 use crate::gen::rng::mix;
 use crate::gen::{GenColumn, GeneratedTable};
 use crate::parquet_write::{write_parquet_columns, WriteColumn, DEFAULT_ROW_GROUP_ROWS};
@@ -49,22 +50,42 @@ pub fn wisconsin_schema() -> Schema {
     Schema::new(columns.iter().map(|&(n, ty)| Field::new(n, ty)).collect())
 }
 
-/// Writes `wisconsin.parquet` (`rows` rows) and `wisconsin_small.parquet` into `out_dir`.
+/// Writes `wisconsin.parquet` (`rows` rows) and `wisconsin_small.parquet` into `out_dir`
+/// (created if missing), replacing only those two files; fails without changing anything when
+/// another generation is writing there.
 pub fn generate_wisconsin(
     rows: u64,
     out_dir: &Path,
     progress: &dyn Progress,
 ) -> Result<Vec<GeneratedTable>, StorageError> {
+    check_rows(rows)?;
+    let generation = Generation::lock(out_dir, Dataset::Wisconsin { rows }, Wait::No)?;
+    write_wisconsin(generation, rows, progress)
+}
+
+/// Checks a row count before anything is written.
+pub(crate) fn check_rows(rows: u64) -> Result<(), StorageError> {
     if rows == 0 || rows > MAX_ROWS {
         return Err(StorageError::Invalid(format!(
             "the Wisconsin relation needs 1 to {MAX_ROWS} rows, not {rows}"
         )));
     }
-    std::fs::create_dir_all(out_dir).map_err(|source| StorageError::Io {
-        path: out_dir.to_path_buf(),
-        source,
-    })?;
+    Ok(())
+}
+
+/// Writes the two relations into the folder `generation` holds locked, each renamed into place
+/// when complete.
+pub(crate) fn write_wisconsin(
+    generation: Generation,
+    rows: u64,
+    progress: &dyn Progress,
+) -> Result<Vec<GeneratedTable>, StorageError> {
     let tables = wisconsin_tables(rows);
+    let path_of = |name: &str| generation.dir().join(format!("{name}.parquet"));
+    for (name, _) in tables {
+        check_file_destination(&path_of(name))?;
+    }
+    generation.start()?;
     progress.start(
         &format!("generating the Wisconsin relations ({rows} rows)"),
         tables.iter().map(|(_, n)| n).sum(),
@@ -78,7 +99,7 @@ pub fn generate_wisconsin(
         for index in [0, 1, 10] {
             write[index] = write[index].unique();
         }
-        let path = out_dir.join(format!("{name}.parquet"));
+        let path = path_of(name);
         write_parquet_columns(&path, &schema, &write, DEFAULT_ROW_GROUP_ROWS)?;
         progress.advance(count);
         written.push(GeneratedTable {
@@ -88,6 +109,7 @@ pub fn generate_wisconsin(
         });
     }
     progress.finish();
+    generation.complete(&written)?;
     Ok(written)
 }
 

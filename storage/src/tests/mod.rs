@@ -1,6 +1,8 @@
-//! Tests that cross modules: Parquet and `.tbl` files through the catalog, and the generators.
+//! Tests that cross modules: Parquet and `.tbl` files through the catalog, and the generators
+//! (with the folders they write into).
 
 mod catalog_files;
+mod generation;
 mod parquet_round_trip;
 mod ssb_generator;
 

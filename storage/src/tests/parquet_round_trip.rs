@@ -363,3 +363,41 @@ fn threads_asking_at_once_share_one_load() {
     assert_eq!(loaded[0][1].data, ColumnData::I64(n.into()));
     assert_eq!(loaded[0][0].stats.dictionary_size, Some(17));
 }
+
+#[test]
+fn links_planted_at_the_temporary_or_final_name_are_replaced_not_written_through() {
+    let dir = TempDir::new("write-links");
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "keep me").unwrap();
+    // The name older versions wrote under before renaming, and the destination itself.
+    std::os::unix::fs::symlink(&victim, dir.path().join("a.parquet.partial")).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.path().join("b.parquet")).unwrap();
+    let schema = Schema::new(vec![Field::new("x", DataType::I32)]);
+    for name in ["a.parquet", "b.parquet"] {
+        write_parquet(
+            &dir.path().join(name),
+            &schema,
+            &[ColumnData::I32(vec![7].into())],
+            &[None],
+        )
+        .unwrap();
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    let b = std::fs::symlink_metadata(dir.path().join("b.parquet")).unwrap();
+    assert!(
+        b.is_file(),
+        "the link at the destination is replaced by the file"
+    );
+    // Nothing but the two tables, the victim and the untouched old link is left.
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["a.parquet", "a.parquet.partial", "b.parquet", "victim"]
+    );
+    let catalog = Catalog::open(dir.path(), &[]).unwrap();
+    assert_eq!(catalog.table("a").unwrap().rows, 1);
+}
