@@ -15,12 +15,16 @@ pub enum Failure {
         source: String,
         diagnostics: Vec<Diagnostic>,
     },
+    /// Failures already reported as they happened (the shell reading a pipe): only the exit
+    /// status is left to give.
+    Reported,
 }
 
 impl Failure {
     pub fn report(self) -> ExitCode {
         match self {
             Failure::Message(message) => eprintln!("error: {message}"),
+            Failure::Reported => {}
             Failure::Script {
                 name,
                 source,

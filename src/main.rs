@@ -4,6 +4,7 @@
 
 mod commands;
 mod conformance;
+mod engine;
 mod failure;
 mod progress;
 
@@ -51,6 +52,63 @@ enum Command {
         #[command(subcommand)]
         action: CacheAction,
     },
+    /// Keeps the data and compiled kernels resident and answers clients that speak the
+    /// PostgreSQL protocol (psql, psycopg, JDBC); a query's text is a Tessera script.
+    Serve(ServeArgs),
+    /// An interactive prompt on the resident engine: scripts end with `;`, `.help` lists the
+    /// shell's commands. Reads scripts from a pipe too.
+    Shell(ShellArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ShellArgs {
+    /// The data directory.
+    #[arg(long)]
+    data: PathBuf,
+    /// Where to run.
+    #[arg(long, value_enum, default_value = "auto")]
+    device: commands::session::DeviceChoice,
+    /// How to print results (`.format` changes it).
+    #[arg(long, value_enum, default_value = "table")]
+    format: commands::run::Format,
+    /// How the integer columns kernels read are stored on the device (as `run --compress`).
+    #[arg(long, value_parser = parse_compression)]
+    compress: Option<tessera_storage::compress::Compression>,
+    /// Whether joins into large tables first partition their probes (as `run`).
+    #[arg(long, default_value = "auto", value_parser = parse_partition_joins)]
+    partition_joins: tessera_compiler::physical::PartitionJoins,
+}
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// The data directory.
+    #[arg(long)]
+    data: PathBuf,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1:5433")]
+    listen: std::net::SocketAddr,
+    /// Where to run.
+    #[arg(long, value_enum, default_value = "auto")]
+    device: commands::session::DeviceChoice,
+    /// How the integer columns kernels read are stored on the device (as `run --compress`).
+    #[arg(long, value_parser = parse_compression)]
+    compress: Option<tessera_storage::compress::Compression>,
+    /// Whether joins into large tables first partition their probes (as `run`).
+    #[arg(long, default_value = "auto", value_parser = parse_partition_joins)]
+    partition_joins: tessera_compiler::physical::PartitionJoins,
+    /// The most device memory resident columns take (e.g. 16GiB); least recently used columns
+    /// make room for others. By default, as much as fits.
+    #[arg(long, value_parser = parse_bytes)]
+    gpu_memory: Option<u64>,
+    /// Accept any client on an address other than loopback (Tessera checks no password).
+    #[arg(long)]
+    trust: bool,
+}
+
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    tessera_storage::cache::parse_size(text).ok_or_else(|| {
+        format!("`{text}` is not a size; write bytes or a number with MB, GB, MiB or GiB")
+    })
 }
 
 /// Fails when standard output was closed at start (`tessera run … >&-`), so results are not
@@ -76,19 +134,24 @@ fn require_stdout() -> Result<(), failure::Failure> {
 impl Command {
     /// Whether the command writes its results to standard output.
     fn prints_results(&self) -> bool {
-        !matches!(self, Command::Gen { .. } | Command::Prepare(_))
+        !matches!(
+            self,
+            Command::Gen { .. } | Command::Prepare(_) | Command::Serve(_)
+        )
     }
 
     /// Whether the command may run on a GPU (and so should start the driver early).
     fn may_use_gpu(&self) -> bool {
         use commands::session::DeviceChoice;
         match self {
-            Command::Run(args) => args.device != DeviceChoice::Cpu,
+            Command::Run(args) => args.device != DeviceChoice::Cpu && args.server.is_none(),
             Command::Test(args) => args.device != DeviceChoice::Cpu,
             // `bench e2e` measures fresh processes; a context of its own would speed theirs.
             Command::Bench {
-                suite: BenchSuite::E2e(_),
+                suite: BenchSuite::E2e(_) | BenchSuite::Serve(_),
             } => false,
+            Command::Serve(args) => args.device != DeviceChoice::Cpu,
+            Command::Shell(args) => args.device != DeviceChoice::Cpu,
             Command::Bench { .. } | Command::Prepare(_) => true,
             Command::Compile(_)
             | Command::Stats(_)
@@ -224,6 +287,10 @@ pub struct RunArgs {
     /// afresh.
     #[arg(long)]
     no_prepare: bool,
+    /// Send the script to a running `tessera serve` at this address (HOST:PORT) instead of
+    /// running it here; `TESSERA_SERVER` gives a default.
+    #[arg(long, env = "TESSERA_SERVER")]
+    server: Option<String>,
     /// Tile shape of the kernels, threads x items per thread (e.g. 128x8); the target's default
     /// when omitted.
     #[arg(long, value_parser = parse_tile)]
@@ -251,6 +318,10 @@ pub struct TestArgs {
     /// Neither read nor write prepared columns.
     #[arg(long)]
     no_prepare: bool,
+    /// Run every file through a running `tessera serve` at this address (HOST:PORT), which
+    /// serves the data the files name.
+    #[arg(long)]
+    server: Option<String>,
     /// Where to run.
     #[arg(long, value_enum, default_value = "auto")]
     device: commands::session::DeviceChoice,
@@ -303,6 +374,25 @@ enum BenchSuite {
     Micro(MicroBenchArgs),
     /// Each SSB query as a fresh `tessera run` process, cold and warm, timed whole.
     E2e(E2eBenchArgs),
+    /// Many clients at once against a running `tessera serve` (SSB data): latency percentiles
+    /// and throughput, every result checked.
+    Serve(ServeBenchArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ServeBenchArgs {
+    /// The server's address (HOST:PORT); it must serve SSB data.
+    #[arg(long, default_value = "127.0.0.1:5433")]
+    server: String,
+    /// Clients at once, each on its own connection.
+    #[arg(long, default_value_t = 8)]
+    clients: usize,
+    /// Scripts each client sends.
+    #[arg(long, default_value_t = 500)]
+    queries: usize,
+    /// Only the SSB queries whose name contains one of these.
+    #[arg(long)]
+    only: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -607,6 +697,9 @@ fn run(cli: Cli) -> Result<(), failure::Failure> {
         Command::Bench {
             suite: BenchSuite::E2e(args),
         } => commands::bench_e2e::run(&args),
+        Command::Bench {
+            suite: BenchSuite::Serve(args),
+        } => commands::bench_serve::run(&args),
         Command::Gen {
             dataset: GenDataset::Ssb { sf, out },
         } => commands::gen::ssb(sf, &out),
@@ -614,6 +707,8 @@ fn run(cli: Cli) -> Result<(), failure::Failure> {
             dataset: GenDataset::Wisconsin { rows, out },
         } => commands::gen::wisconsin(rows, &out),
         Command::Prepare(args) => commands::prepare::run(&args),
+        Command::Serve(args) => commands::serve::run(&args),
+        Command::Shell(args) => commands::shell::run(&args),
         Command::Cache {
             action: CacheAction::Info,
         } => commands::cache::info(),

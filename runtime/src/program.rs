@@ -11,7 +11,7 @@ use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
 
 /// Bumped whenever the format changes, so an old artifact is refused with a clear message.
-pub const FORMAT_VERSION: u32 = 9;
+pub const FORMAT_VERSION: u32 = 10;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {
@@ -318,6 +318,8 @@ pub struct ResultSpec {
     pub steps: Vec<HostOp>,
     /// The result's columns: a name and the id of a column of `shape`.
     pub output: Vec<(String, u32)>,
+    /// The type of each of `output`'s columns (what a client is told before any row).
+    pub output_types: Vec<DataType>,
     /// The status buffer kernels report failed assumptions in.
     pub status_buffer: usize,
 }

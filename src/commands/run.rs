@@ -39,6 +39,14 @@ const STREAM_ROWS: usize = 1 << 20;
 
 pub fn run(args: &RunArgs) -> Result<(), Failure> {
     let is_artifact = args.script.extension().is_some_and(|e| e == "tqx");
+    if let Some(server) = &args.server {
+        if is_artifact {
+            return Err(Failure::Message(
+                "a server runs scripts, not compiled programs: send the .tq".into(),
+            ));
+        }
+        return super::remote::run(server, &Script::read(&args.script)?, args.format.into());
+    }
     let stdout = std::io::stdout();
     let mut printer = Printer {
         out: std::io::BufWriter::new(stdout.lock()),

@@ -14,6 +14,7 @@ use tessera_storage::progress::NoProgress;
 use tessera_storage::Catalog;
 
 use super::compile::Script;
+use super::remote::Connection;
 use super::run::execute;
 use super::session::{
     choose_target, compile_with_catalog, compression_for, finish_preparing, CompileOptions,
@@ -30,9 +31,10 @@ pub fn run(args: &TestArgs) -> Result<(), Failure> {
         ));
     }
     let (target, gpu) = choose_target(args.device)?;
-    let device = match &gpu {
-        Some(gpu) => format!("{} ({target})", gpu.name),
-        None => "the CPU".to_string(),
+    let device = match (&args.server, &gpu) {
+        (Some(server), _) => format!("the server at {server}"),
+        (None, Some(gpu)) => format!("{} ({target})", gpu.name),
+        (None, None) => "the CPU".to_string(),
     };
     let options = CompileOptions {
         target,
@@ -58,6 +60,8 @@ pub fn run(args: &TestArgs) -> Result<(), Failure> {
     // One catalog per data folder, so columns are read once for all the files that use them.
     let mut catalogs: HashMap<PathBuf, Arc<Catalog>> = HashMap::new();
     let mut failures = 0;
+    // Through a server, one connection takes every file in turn.
+    let mut remote: Option<Connection> = None;
     let started = Instant::now();
     for path in &files {
         let outcome = (|| -> Result<(f64, usize), String> {
@@ -87,6 +91,16 @@ pub fn run(args: &TestArgs) -> Result<(), Failure> {
                 }
                 None => catalogs.get(&data).cloned(),
             };
+            if let Some(server) = &args.server {
+                let connection = match &mut remote {
+                    Some(connection) => connection,
+                    None => remote.insert(Connection::open(server).map_err(describe)?),
+                };
+                let tables = connection.run(server, &script).map_err(describe)?;
+                let last = tables.last().ok_or("the script has no query")?;
+                compare(&case.expected, &parse_csv(&last.to_csv()), case.ordered)?;
+                return Ok((0.0, last.rows.len()));
+            }
             let compiled = compile_with_catalog(&script, &data, &options, false, &mut cache)
                 .map_err(describe)?;
             let outcomes = execute(&compiled.program, &compiled.catalog).map_err(describe)?;
@@ -139,6 +153,7 @@ fn describe(failure: Failure) -> String {
             source,
             diagnostics,
         } => tessera_grammar::render(&diagnostics, &name, &source, false),
+        Failure::Reported => String::new(),
     }
 }
 

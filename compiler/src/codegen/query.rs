@@ -411,6 +411,11 @@ pub(super) fn query_to_llvm(
                 .iter()
                 .map(|(name, id)| (name.clone(), id.0))
                 .collect(),
+            output_types: query
+                .output
+                .iter()
+                .map(|(_, id)| query.columns.get(*id).ty)
+                .collect(),
             status_buffer: qc.status,
         },
         assumptions: qc.assumptions,

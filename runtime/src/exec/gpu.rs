@@ -335,6 +335,10 @@ struct Registered {
     _source: ColumnBytes,
 }
 
+// SAFETY: the pointer is only handed back to the driver to unregister the range, which
+// `_source` (shared, immutable column bytes) keeps alive from whichever thread holds it.
+unsafe impl Send for Registered {}
+
 pub struct GpuBackend {
     context: Arc<CudaContext>,
     /// How the kernels were loaded.
@@ -344,12 +348,20 @@ pub struct GpuBackend {
     /// Bytes uploaded from registered memory, and from pageable memory.
     pub uploaded: (u64, u64),
     stream: Arc<CudaStream>,
-    /// The module holding each kernel.
-    modules: HashMap<String, Arc<CudaModule>>,
+    /// The module holding each kernel, per program loaded (a resident engine loads many), and
+    /// the program launches use.
+    programs: Vec<HashMap<String, Arc<CudaModule>>>,
+    active: usize,
     /// Kernels loaded so far, with the number of their blocks that fit on the GPU at once.
-    functions: HashMap<String, (CudaFunction, u32)>,
+    functions: HashMap<(usize, String), (CudaFunction, u32)>,
     multiprocessors: u32,
     columns: HashMap<String, CudaSlice<u8>>,
+    /// The most bytes resident columns may take (`None`: as many as fit), what they take, when
+    /// each was last used (a counter of queries), and those the current query uses.
+    budget: Option<u64>,
+    resident_bytes: u64,
+    last_used: HashMap<String, u64>,
+    queries: u64,
     buffers: Vec<CudaSlice<u8>>,
     /// Kernels queued since the last `wait`, with events around each.
     pending: Vec<(String, CudaEvent, CudaEvent)>,
@@ -358,14 +370,40 @@ pub struct GpuBackend {
 impl GpuBackend {
     /// The backend for a program's kernels: `ptx`, or `cubins` where they fit this GPU.
     pub fn new(ptx: &[KernelCode], cubins: Option<&Cubins>) -> Result<GpuBackend, RuntimeError> {
+        let mut backend = GpuBackend::empty()?;
+        let (id, load) = backend.add_program(ptx, cubins)?;
+        backend.use_program(id);
+        backend.load = load;
+        Ok(backend)
+    }
+
+    /// Loads a program's kernels (`ptx`, or `cubins` where they fit this GPU); returns its id
+    /// for [`GpuBackend::use_program`], and how the kernels were loaded.
+    pub fn add_program(
+        &mut self,
+        ptx: &[KernelCode],
+        cubins: Option<&Cubins>,
+    ) -> Result<(usize, LoadReport), RuntimeError> {
         let info = probe()?;
+        let (modules, load) = load_modules(&self.context, &info, ptx, cubins)?;
+        self.programs.push(modules);
+        Ok((self.programs.len() - 1, load))
+    }
+
+    /// Makes launches run the kernels of program `id`.
+    pub fn use_program(&mut self, id: usize) {
+        self.active = id;
+    }
+
+    /// The GPU's backend with no program loaded yet.
+    pub fn empty() -> Result<GpuBackend, RuntimeError> {
+        probe()?;
         let context = context()?;
         // Every launch and copy goes through one stream, in order; per-buffer events would
         // only add work.
         // SAFETY: no buffer is shared between streams.
         unsafe { context.disable_event_tracking() };
         let stream = context.default_stream();
-        let (modules, load) = load_modules(&context, &info, ptx, cubins)?;
         let multiprocessors = context
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(cuda)?
@@ -373,26 +411,64 @@ impl GpuBackend {
         Ok(GpuBackend {
             multiprocessors,
             context,
-            load,
+            load: LoadReport::default(),
             registered: Vec::new(),
             uploaded: (0, 0),
             stream,
-            modules,
+            programs: Vec::new(),
+            active: 0,
             functions: HashMap::new(),
             columns: HashMap::new(),
+            budget: None,
+            resident_bytes: 0,
+            last_used: HashMap::new(),
+            queries: 0,
             buffers: Vec::new(),
             pending: Vec::new(),
         })
     }
 
+    /// Keeps resident columns within `bytes` of device memory: a column not used by the query
+    /// running is dropped, least recently used first, to make room for one it needs.
+    pub fn set_memory_budget(&mut self, bytes: u64) {
+        self.budget = Some(bytes);
+    }
+
+    /// Makes room for `bytes` more of resident columns within the budget.
+    fn make_room(&mut self, key: &str, bytes: u64) -> Result<(), RuntimeError> {
+        let Some(budget) = self.budget else {
+            return Ok(());
+        };
+        while self.resident_bytes + bytes > budget {
+            let victim = self
+                .last_used
+                .iter()
+                .filter(|(_, &used)| used < self.queries)
+                .min_by_key(|(_, &used)| used)
+                .map(|(k, _)| k.clone());
+            let Some(victim) = victim else {
+                return Err(RuntimeError::OutOfMemory(format!(
+                    "`{key}` does not fit the GPU memory budget of {budget} bytes beside the other columns this query reads"
+                )));
+            };
+            self.last_used.remove(&victim);
+            if let Some(slice) = self.columns.remove(&victim) {
+                self.resident_bytes -= slice.len() as u64;
+            }
+        }
+        Ok(())
+    }
+
     /// A kernel and how many blocks of `threads` can be resident on the whole GPU at once.
     fn function(&mut self, name: &str, threads: u32) -> Result<(CudaFunction, u32), RuntimeError> {
-        if let Some(f) = self.functions.get(name) {
+        let key = (self.active, name.to_string());
+        if let Some(f) = self.functions.get(&key) {
             return Ok(f.clone());
         }
         let module = self
-            .modules
-            .get(name)
+            .programs
+            .get(self.active)
+            .and_then(|modules| modules.get(name))
             .ok_or_else(|| RuntimeError::Load(format!("kernel {name} is not in the program")))?;
         let f = module
             .load_function(name)
@@ -402,8 +478,7 @@ impl GpuBackend {
             .map_err(cuda)?
             .max(1);
         let resident = per_multiprocessor * self.multiprocessors;
-        self.functions
-            .insert(name.to_string(), (f.clone(), resident));
+        self.functions.insert(key, (f.clone(), resident));
         Ok((f, resident))
     }
 
@@ -480,12 +555,14 @@ impl GpuBackend {
 impl Backend for GpuBackend {
     fn column(&mut self, key: &str, source: ColumnBytes) -> Result<u64, RuntimeError> {
         if let Some(slice) = self.columns.get(key) {
+            self.last_used.insert(key.to_string(), self.queries);
             return Ok(self.address(slice));
         }
         let (bytes, zeros) = source.data();
         let length = bytes.len();
         // An empty allocation is not allowed; a column of no rows is never read anyway.
         let size = (length + zeros).max(8);
+        self.make_room(key, size as u64)?;
         let pointer = bytes.as_ptr();
         let registered = match &bytes {
             std::borrow::Cow::Borrowed(_) if length >= REGISTER_AT_LEAST => {
@@ -540,6 +617,8 @@ impl Backend for GpuBackend {
             });
         }
         self.columns.insert(key.to_string(), slice);
+        self.resident_bytes += size as u64;
+        self.last_used.insert(key.to_string(), self.queries);
         Ok(address)
     }
     fn buffer(&mut self, spec: &BufferSpec, bytes: u64) -> Result<u64, RuntimeError> {
@@ -675,6 +754,10 @@ impl Backend for GpuBackend {
 
     fn release_buffers(&mut self) {
         self.buffers.clear();
+    }
+
+    fn begin_query(&mut self) {
+        self.queries += 1;
     }
 }
 

@@ -22,8 +22,10 @@ struct HostColumn {
 }
 
 pub struct HostBackend {
-    code: LoadedObject,
-    kernels: HashMap<String, HostKernel>,
+    /// The programs loaded so far (a resident engine loads many), and the one launches use.
+    programs: Vec<LoadedObject>,
+    active: usize,
+    kernels: HashMap<(usize, String), HostKernel>,
     /// Buffers of the current query, as 8-byte words so every element is aligned.
     buffers: Vec<Vec<u64>>,
     /// The columns kernels read, kept alive here.
@@ -38,6 +40,30 @@ pub struct HostBackend {
 impl HostBackend {
     /// Links hex-encoded host object files, one per kernel, into this process.
     pub fn new(objects: &[KernelCode]) -> Result<HostBackend, RuntimeError> {
+        let mut backend = HostBackend::empty();
+        let id = backend.add_program(objects)?;
+        backend.use_program(id);
+        Ok(backend)
+    }
+
+    /// A backend with no program loaded yet.
+    pub fn empty() -> HostBackend {
+        HostBackend {
+            programs: Vec::new(),
+            active: 0,
+            kernels: HashMap::new(),
+            buffers: Vec::new(),
+            columns: HashMap::new(),
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            times: Vec::new(),
+            first_start: None,
+            last_end: None,
+        }
+    }
+
+    /// Links a program's host objects into this process; returns its id for
+    /// [`HostBackend::use_program`].
+    pub fn add_program(&mut self, objects: &[KernelCode]) -> Result<usize, RuntimeError> {
         let objects = objects
             .iter()
             .map(|unit| {
@@ -49,24 +75,26 @@ impl HostBackend {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(HostBackend {
-            code: LoadedObject::load(&objects)?,
-            kernels: HashMap::new(),
-            buffers: Vec::new(),
-            columns: HashMap::new(),
-            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            times: Vec::new(),
-            first_start: None,
-            last_end: None,
-        })
+        self.programs.push(LoadedObject::load(&objects)?);
+        Ok(self.programs.len() - 1)
+    }
+
+    /// Makes launches run the kernels of program `id`.
+    pub fn use_program(&mut self, id: usize) {
+        self.active = id;
     }
 
     fn kernel(&mut self, name: &str) -> Result<HostKernel, RuntimeError> {
-        if let Some(k) = self.kernels.get(name) {
+        let key = (self.active, name.to_string());
+        if let Some(k) = self.kernels.get(&key) {
             return Ok(*k);
         }
-        let k = self.code.kernel(name)?;
-        self.kernels.insert(name.to_string(), k);
+        let program = self
+            .programs
+            .get(self.active)
+            .ok_or_else(|| RuntimeError::Load("no program is loaded".into()))?;
+        let k = program.kernel(name)?;
+        self.kernels.insert(key, k);
         Ok(k)
     }
 }

@@ -167,6 +167,9 @@ pub trait Backend {
     fn read(&mut self, address: u64, offset: u64, bytes: u64) -> Result<Vec<u8>, RuntimeError>;
     /// Frees the buffers of the last query.
     fn release_buffers(&mut self);
+    /// A query is about to bind its columns: those it binds are in use until the next query
+    /// begins (a backend that keeps columns within a budget evicts only others).
+    fn begin_query(&mut self) {}
 }
 
 /// How long each kernel took and how many bytes it read.
@@ -242,6 +245,7 @@ pub fn run_query_with(
 ) -> Result<QueryOutcome, RuntimeError> {
     check_columns(&query.columns, catalog)?;
     check_assumptions(&query.assumptions, catalog)?;
+    backend.begin_query();
     let mut capacity = query.group_capacity.unwrap_or(0);
     let mut rows = None;
     loop {

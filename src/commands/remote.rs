@@ -1,0 +1,335 @@
+//! `tessera run --server ADDR`: sends a script to a running `tessera serve` instead of opening a
+//! device, through the PostgreSQL protocol's simple query (a client of a few messages: startup,
+//! one query, its results in text), and prints the results as a local run does, with the same
+//! exit status. A script error comes back with its position and help and is shown against the
+//! script like a local one.
+
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use tessera_grammar::{Diagnostic, DiagnosticKind, Span};
+use tessera_runtime::result::{ResultTable, ResultWriter, TextFormat};
+use tessera_storage::{date, DataType, Value};
+
+use super::compile::Script;
+use crate::failure::Failure;
+
+/// How long a connection may take to open.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs `script` on the server at `address`, printing each result in `format`.
+pub fn run(address: &str, script: &Script, format: TextFormat) -> Result<(), Failure> {
+    let results = Connection::open(address)?.run(address, script)?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let io = |e: std::io::Error| Failure::Message(format!("cannot write the output: {e}"));
+    for (i, table) in results.iter().enumerate() {
+        if i > 0 {
+            writeln!(out).map_err(io)?;
+        }
+        let mut writer = ResultWriter::new(&mut out, format);
+        writer.write(table).map_err(io)?;
+        writer.finish(&table.columns).map_err(io)?;
+    }
+    match out.flush() {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.map_err(io),
+    }
+}
+
+/// A connection to a server, for any number of scripts in turn.
+pub struct Connection {
+    reader: BufReader<TcpStream>,
+    writer: BufWriter<TcpStream>,
+}
+
+/// An ErrorResponse's fields.
+#[derive(Debug, Default)]
+struct ServerError {
+    code: String,
+    message: String,
+    hint: Option<String>,
+    /// A character index into the script, from 1.
+    position: Option<usize>,
+}
+
+enum QueryError {
+    Server(ServerError),
+    Io(std::io::Error),
+    Protocol(String),
+}
+
+impl From<std::io::Error> for QueryError {
+    fn from(e: std::io::Error) -> QueryError {
+        QueryError::Io(e)
+    }
+}
+
+impl Connection {
+    /// Runs `script` (at `address`, for messages), returning each of its queries' results.
+    pub fn run(&mut self, address: &str, script: &Script) -> Result<Vec<ResultTable>, Failure> {
+        self.query(&script.source).map_err(|e| match e {
+            QueryError::Server(error) => error.into_failure(script),
+            QueryError::Io(e) => {
+                Failure::Message(format!("the connection to {address} failed: {e}"))
+            }
+            QueryError::Protocol(message) => Failure::Message(format!(
+                "{address} answered outside the protocol: {message}"
+            )),
+        })
+    }
+
+    pub fn open(address: &str) -> Result<Connection, Failure> {
+        use std::net::ToSocketAddrs;
+        let cannot = |e: &dyn std::fmt::Display| {
+            Failure::Message(format!("cannot connect to the server at {address}: {e}"))
+        };
+        let socket = address
+            .to_socket_addrs()
+            .map_err(|e| cannot(&e))?
+            .next()
+            .ok_or_else(|| cannot(&"the address names no host"))?;
+        let stream =
+            TcpStream::connect_timeout(&socket, CONNECT_TIMEOUT).map_err(|e| cannot(&e))?;
+        let _ = stream.set_nodelay(true);
+        let reader = BufReader::new(stream.try_clone().map_err(|e| cannot(&e))?);
+        let mut connection = Connection {
+            reader,
+            writer: BufWriter::new(stream),
+        };
+        connection.start().map_err(|e| match e {
+            QueryError::Server(error) => cannot(&error.message),
+            QueryError::Io(e) => cannot(&e),
+            QueryError::Protocol(message) => cannot(&message),
+        })?;
+        Ok(connection)
+    }
+
+    /// The startup message (protocol 3.0), then messages up to the first ReadyForQuery.
+    fn start(&mut self) -> Result<(), QueryError> {
+        let mut body = Vec::new();
+        body.extend_from_slice(&196_608i32.to_be_bytes());
+        for (key, value) in [("user", "tessera"), ("database", "tessera")] {
+            body.extend_from_slice(key.as_bytes());
+            body.push(0);
+            body.extend_from_slice(value.as_bytes());
+            body.push(0);
+        }
+        body.push(0);
+        self.writer
+            .write_all(&(body.len() as i32 + 4).to_be_bytes())?;
+        self.writer.write_all(&body)?;
+        self.writer.flush()?;
+        loop {
+            let (kind, body) = self.message()?;
+            match kind {
+                b'R' if body.get(..4) == Some(&[0, 0, 0, 0]) => {}
+                b'R' => {
+                    return Err(QueryError::Protocol(
+                        "the server asks for a password, which `tessera run` cannot give".into(),
+                    ))
+                }
+                b'E' => return Err(QueryError::Server(parse_error(&body))),
+                b'Z' => return Ok(()),
+                _ => {}
+            }
+        }
+    }
+
+    /// Sends `script` as one simple query; returns each of its results.
+    fn query(&mut self, script: &str) -> Result<Vec<ResultTable>, QueryError> {
+        let mut body = script.as_bytes().to_vec();
+        body.push(0);
+        self.writer.write_all(b"Q")?;
+        self.writer
+            .write_all(&(body.len() as i32 + 4).to_be_bytes())?;
+        self.writer.write_all(&body)?;
+        self.writer.flush()?;
+        let mut results = Vec::new();
+        let mut current: Option<ResultTable> = None;
+        let mut failed = None;
+        loop {
+            let (kind, body) = self.message()?;
+            match kind {
+                b'T' => current = Some(parse_columns(&body)?),
+                b'D' => {
+                    let table = current
+                        .as_mut()
+                        .ok_or_else(|| QueryError::Protocol("a row before its columns".into()))?;
+                    let row = parse_row(&body, &table.columns)?;
+                    table.rows.push(row);
+                }
+                b'C' => results.extend(current.take()),
+                b'E' => failed = Some(parse_error(&body)),
+                b'Z' => break,
+                _ => {}
+            }
+        }
+        match failed {
+            Some(error) => Err(QueryError::Server(error)),
+            None => Ok(results),
+        }
+    }
+
+    /// One message: its type byte and body.
+    fn message(&mut self) -> Result<(u8, Vec<u8>), QueryError> {
+        let mut head = [0u8; 5];
+        self.reader.read_exact(&mut head)?;
+        let length = i32::from_be_bytes([head[1], head[2], head[3], head[4]]);
+        let length = usize::try_from(length - 4)
+            .ok()
+            .filter(|&l| l <= 1 << 30)
+            .ok_or_else(|| QueryError::Protocol(format!("a message of length {length}")))?;
+        let mut body = vec![0u8; length];
+        self.reader.read_exact(&mut body)?;
+        Ok((head[0], body))
+    }
+}
+
+/// A RowDescription's columns, as an empty result.
+fn parse_columns(body: &[u8]) -> Result<ResultTable, QueryError> {
+    let mut at = 0;
+    let count = read_i16(body, &mut at)?;
+    let mut columns = Vec::with_capacity(count.max(0) as usize);
+    for _ in 0..count {
+        let name = read_cstring(body, &mut at)?;
+        at += 6; // table oid, attribute number
+        let oid = read_i32(body, &mut at)?;
+        at += 8; // type length, type modifier, format
+        let ty = match oid {
+            16 => DataType::Bool,
+            20 => DataType::I64,
+            21 | 23 => DataType::I32,
+            700 => DataType::F32,
+            701 => DataType::F64,
+            1082 => DataType::Date,
+            _ => DataType::Str,
+        };
+        columns.push((name, ty));
+    }
+    Ok(ResultTable {
+        columns,
+        rows: Vec::new(),
+    })
+}
+
+/// A DataRow's values, read from their text form as `columns` types them.
+fn parse_row(body: &[u8], columns: &[(String, DataType)]) -> Result<Vec<Value>, QueryError> {
+    let mut at = 0;
+    let count = read_i16(body, &mut at)?;
+    let mut row = Vec::with_capacity(count.max(0) as usize);
+    for (_, ty) in columns.iter().take(count.max(0) as usize) {
+        let length = read_i32(body, &mut at)?;
+        if length < 0 {
+            row.push(Value::Null);
+            continue;
+        }
+        let end = at + length as usize;
+        let text = body
+            .get(at..end)
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .ok_or_else(|| QueryError::Protocol("a value outside its row".into()))?;
+        at = end;
+        let bad = || QueryError::Protocol(format!("`{text}` is not a value of {ty}"));
+        row.push(match ty {
+            DataType::Bool => Value::Bool(text == "t" || text == "true"),
+            DataType::I32 | DataType::I64 => Value::Int(text.parse().map_err(|_| bad())?),
+            DataType::F32 | DataType::F64 => Value::Float(match text {
+                "Infinity" => f64::INFINITY,
+                "-Infinity" => f64::NEG_INFINITY,
+                _ => text.parse().map_err(|_| bad())?,
+            }),
+            DataType::Date => Value::Date(date::parse_date(text).ok_or_else(bad)?),
+            DataType::Str => Value::Str(text.to_string()),
+        });
+    }
+    Ok(row)
+}
+
+fn parse_error(body: &[u8]) -> ServerError {
+    let mut error = ServerError::default();
+    let mut at = 0;
+    while let Some(&field) = body.get(at) {
+        at += 1;
+        if field == 0 {
+            break;
+        }
+        let Ok(value) = read_cstring(body, &mut at) else {
+            break;
+        };
+        match field {
+            b'C' => error.code = value,
+            b'M' => error.message = value,
+            b'H' => error.hint = Some(value),
+            b'P' => error.position = value.parse().ok(),
+            _ => {}
+        }
+    }
+    error
+}
+
+impl ServerError {
+    /// The failure a local run would give: a script error shown against the script (the
+    /// position is a character index, from 1), anything else in one line.
+    fn into_failure(self, script: &Script) -> Failure {
+        let kind = match self.code.as_str() {
+            "42601" => DiagnosticKind::Syntax,
+            "42703" | "42P01" => DiagnosticKind::Name,
+            "42804" => DiagnosticKind::Type,
+            "0A000" => DiagnosticKind::Unsupported,
+            "22000" => DiagnosticKind::Data,
+            _ => return Failure::Message(self.message),
+        };
+        let Some(position) = self.position else {
+            return Failure::Message(self.message);
+        };
+        let start = script
+            .source
+            .char_indices()
+            .nth(position.saturating_sub(1))
+            .map_or(script.source.len(), |(i, _)| i);
+        let end = script.source[start..]
+            .find(|c: char| c.is_whitespace())
+            .map_or(script.source.len(), |n| start + n.max(1));
+        // The message carries the kind's title, which the report adds back.
+        let message = self
+            .message
+            .strip_prefix(&format!("{}: ", kind.title()))
+            .unwrap_or(&self.message)
+            .to_string();
+        let mut diagnostic = Diagnostic::new(kind, Span::new(start, end), message);
+        if let Some(hint) = self.hint {
+            diagnostic = diagnostic.with_hint(hint);
+        }
+        script.fail(vec![diagnostic])
+    }
+}
+
+fn read_i16(body: &[u8], at: &mut usize) -> Result<i16, QueryError> {
+    let bytes = body
+        .get(*at..*at + 2)
+        .ok_or_else(|| QueryError::Protocol("a message cut short".into()))?;
+    *at += 2;
+    Ok(i16::from_be_bytes([bytes[0], bytes[1]]))
+}
+
+fn read_i32(body: &[u8], at: &mut usize) -> Result<i32, QueryError> {
+    let bytes = body
+        .get(*at..*at + 4)
+        .ok_or_else(|| QueryError::Protocol("a message cut short".into()))?;
+    *at += 4;
+    Ok(i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+}
+
+fn read_cstring(body: &[u8], at: &mut usize) -> Result<String, QueryError> {
+    let rest = body
+        .get(*at..)
+        .ok_or_else(|| QueryError::Protocol("a message cut short".into()))?;
+    let end = rest
+        .iter()
+        .position(|&b| b == 0)
+        .ok_or_else(|| QueryError::Protocol("a string without its end".into()))?;
+    *at += end + 1;
+    Ok(String::from_utf8_lossy(&rest[..end]).into_owned())
+}

@@ -1,0 +1,485 @@
+//! `tessera serve`: the resident engine (`crate::engine`) behind the PostgreSQL wire protocol, so
+//! that psql, psycopg, JDBC and BI tools are its clients. A query's text is a Tessera script;
+//! each of its queries comes back as typed columns through the simple or the extended protocol,
+//! and a failing script as an ErrorResponse with an SQLSTATE, the message, the position in the
+//! script and the diagnostic's help as its hint, which harms neither the server nor other
+//! sessions. Queries run on worker threads and take the device one at a time, in order.
+//!
+//! It listens on loopback by default and accepts any user and database there. Tessera checks no
+//! password yet, so listening on another address needs `--trust`, which says that any client
+//! that reaches it may query the data.
+
+use std::fmt::Debug;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::BytesMut;
+use futures::{stream, Sink};
+use pgwire::api::auth::noop::NoopStartupHandler;
+use pgwire::api::auth::StartupHandler;
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{
+    DataRowEncoder, DescribePortalResponse, DescribeStatementResponse, FieldInfo, QueryResponse,
+    Response, Tag,
+};
+use pgwire::api::stmt::{NoopQueryParser, StoredStatement};
+use pgwire::api::store::PortalStore;
+use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::PgWireBackendMessage;
+use pgwire::types::format::FormatOptions;
+use pgwire::types::ToSqlText;
+use postgres_types::{IsNull, ToSql};
+use tessera_grammar::DiagnosticKind;
+use tessera_runtime::result::ResultTable;
+use tessera_storage::{DataType, Value};
+
+use crate::engine::{Columns, Engine, EngineOptions};
+use crate::failure::Failure;
+use crate::ServeArgs;
+
+pub fn run(args: &ServeArgs) -> Result<(), Failure> {
+    let listen = args.listen;
+    if !listen.ip().is_loopback() && !args.trust {
+        return Err(Failure::Message(format!(
+            "listening on {listen} lets other machines connect, and Tessera checks no password yet: listen on loopback (the default, 127.0.0.1), or pass --trust to let any client that reaches {listen} query the data"
+        )));
+    }
+    let engine = Arc::new(Engine::open(EngineOptions {
+        data: args.data.clone(),
+        device: args.device,
+        compress: args.compress,
+        partition_joins: args.partition_joins,
+        gpu_memory: args.gpu_memory,
+    })?);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Message(format!("cannot start the server's threads: {e}")))?;
+    runtime.block_on(serve(engine, listen))
+}
+
+async fn serve(engine: Arc<Engine>, listen: SocketAddr) -> Result<(), Failure> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| Failure::Message(format!("cannot listen on {listen}: {e}")))?;
+    let bound = listener.local_addr().unwrap_or(listen);
+    eprintln!(
+        "serving {} on {} at postgresql://{bound} (psql -h {} -p {})",
+        engine.data().display(),
+        engine.device_name,
+        bound.ip(),
+        bound.port()
+    );
+    let handlers = Arc::new(Handlers {
+        tessera: Arc::new(Tessera {
+            engine,
+            parser: Arc::new(NoopQueryParser::new()),
+        }),
+    });
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| Failure::Message(format!("cannot watch for signals: {e}")))?;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                // A failed accept (a client gone before it was taken) ends nothing.
+                if let Ok((socket, _)) = accepted {
+                    let handlers = Arc::clone(&handlers);
+                    tokio::spawn(async move {
+                        // A client's broken connection is its own business.
+                        let _ = pgwire::tokio::process_socket(socket, None, handlers).await;
+                    });
+                }
+            }
+            _ = tokio::signal::ctrl_c() => break,
+            _ = terminate.recv() => break,
+        }
+    }
+    eprintln!("stopped");
+    Ok(())
+}
+
+struct Handlers {
+    tessera: Arc<Tessera>,
+}
+
+impl PgWireServerHandlers for Handlers {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        Arc::clone(&self.tessera)
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        Arc::clone(&self.tessera)
+    }
+
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        Arc::clone(&self.tessera)
+    }
+}
+
+struct Tessera {
+    engine: Arc<Engine>,
+    parser: Arc<NoopQueryParser>,
+}
+
+impl NoopStartupHandler for Tessera {}
+
+impl Tessera {
+    /// Runs `script` on a worker thread (the device is taken in turn there).
+    async fn run(&self, script: &str) -> PgWireResult<Vec<ResultTable>> {
+        let engine = Arc::clone(&self.engine);
+        let text = script.to_string();
+        let outcomes = tokio::task::spawn_blocking(move || engine.run("query", &text))
+            .await
+            .map_err(|e| internal(&format!("a query's thread failed: {e}")))?
+            .map_err(|failure| error_response(failure, script))?;
+        Ok(outcomes.into_iter().map(|o| o.table).collect())
+    }
+
+    /// The columns of `script`'s queries, compiling it on a worker thread.
+    async fn describe(&self, script: &str) -> PgWireResult<Vec<Columns>> {
+        let engine = Arc::clone(&self.engine);
+        let text = script.to_string();
+        tokio::task::spawn_blocking(move || engine.describe("query", &text))
+            .await
+            .map_err(|e| internal(&format!("a query's thread failed: {e}")))?
+            .map_err(|failure| error_response(failure, script))
+    }
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Tessera {
+    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if let Some(response) = session_command(query) {
+            return Ok(vec![response]);
+        }
+        let tables = self.run(query).await?;
+        tables
+            .into_iter()
+            .map(|table| respond(table, &Format::UnifiedText))
+            .collect()
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Tessera {
+    type Statement = String;
+    type QueryParser = NoopQueryParser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        Arc::clone(&self.parser)
+    }
+
+    async fn do_query<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<Self::Statement>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        no_parameters(portal.parameter_len())?;
+        let script = &portal.statement.statement;
+        if let Some(response) = session_command(script) {
+            return Ok(response);
+        }
+        // A statement answers with one result: a script's last query's.
+        let table = self.run(script).await?.pop();
+        match table {
+            Some(table) => respond(table, &portal.result_column_format),
+            None => Ok(Response::EmptyQuery),
+        }
+    }
+
+    async fn do_describe_statement<C>(
+        &self,
+        _client: &mut C,
+        target: &StoredStatement<Self::Statement>,
+    ) -> PgWireResult<DescribeStatementResponse>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        no_parameters(target.parameter_types.len())?;
+        if session_command(&target.statement).is_some() {
+            return Ok(DescribeStatementResponse::new(Vec::new(), Vec::new()));
+        }
+        let columns = self
+            .describe(&target.statement)
+            .await?
+            .pop()
+            .unwrap_or_default();
+        Ok(DescribeStatementResponse::new(
+            Vec::new(),
+            fields(&columns, &Format::UnifiedText),
+        ))
+    }
+
+    async fn do_describe_portal<C>(
+        &self,
+        _client: &mut C,
+        target: &Portal<Self::Statement>,
+    ) -> PgWireResult<DescribePortalResponse>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        no_parameters(target.parameter_len())?;
+        if session_command(&target.statement.statement).is_some() {
+            return Ok(DescribePortalResponse::new(Vec::new()));
+        }
+        let columns = self
+            .describe(&target.statement.statement)
+            .await?
+            .pop()
+            .unwrap_or_default();
+        Ok(DescribePortalResponse::new(fields(
+            &columns,
+            &target.result_column_format,
+        )))
+    }
+}
+
+/// The answer to what clients send besides scripts: nothing, or the statements that open and
+/// close transactions (drivers such as psycopg wrap every query in one) and set session
+/// options. The data is read-only, so a transaction is always trivially whole: these succeed and
+/// change nothing.
+fn session_command(text: &str) -> Option<Response> {
+    let statement = text.trim().trim_end_matches(';').trim();
+    if statement.is_empty() {
+        return Some(Response::EmptyQuery);
+    }
+    let words: Vec<String> = statement
+        .split_whitespace()
+        .take(2)
+        .map(str::to_ascii_uppercase)
+        .collect();
+    let first = words.first().map(String::as_str);
+    match (first, words.get(1).map(String::as_str)) {
+        (Some("BEGIN"), _) | (Some("START"), Some("TRANSACTION")) => {
+            Some(Response::TransactionStart(Tag::new("BEGIN")))
+        }
+        (Some("COMMIT" | "END"), _) => Some(Response::TransactionEnd(Tag::new("COMMIT"))),
+        (Some("ROLLBACK" | "ABORT"), _) => Some(Response::TransactionEnd(Tag::new("ROLLBACK"))),
+        (Some("SET"), _) => Some(Response::Execution(Tag::new("SET"))),
+        _ => None,
+    }
+}
+
+/// Scripts take no `$1` parameters yet.
+fn no_parameters(count: usize) -> PgWireResult<()> {
+    if count == 0 {
+        return Ok(());
+    }
+    Err(user_error(
+        "0A000",
+        "parameters ($1, …) are not supported: write the values into the script".into(),
+        None,
+        None,
+    ))
+}
+
+/// The PostgreSQL type a column of `ty` is sent as.
+fn pg_type(ty: DataType) -> Type {
+    match ty {
+        DataType::Bool => Type::BOOL,
+        DataType::I32 => Type::INT4,
+        DataType::I64 => Type::INT8,
+        DataType::F32 => Type::FLOAT4,
+        DataType::F64 => Type::FLOAT8,
+        DataType::Date => Type::DATE,
+        DataType::Str => Type::TEXT,
+    }
+}
+
+fn fields(columns: &Columns, format: &Format) -> Vec<FieldInfo> {
+    columns
+        .iter()
+        .enumerate()
+        .map(|(i, (name, ty))| {
+            FieldInfo::new(name.clone(), None, None, pg_type(*ty), format.format_for(i))
+        })
+        .collect()
+}
+
+/// A result as a query response: its columns typed, its rows encoded in `format`.
+fn respond(table: ResultTable, format: &Format) -> PgWireResult<Response> {
+    let schema = Arc::new(fields(&table.columns, format));
+    let types: Vec<DataType> = table.columns.iter().map(|(_, ty)| *ty).collect();
+    let mut encoder = DataRowEncoder::new(Arc::clone(&schema));
+    let mut rows = Vec::with_capacity(table.rows.len());
+    for row in &table.rows {
+        for (value, ty) in row.iter().zip(&types) {
+            encode(&mut encoder, value, *ty)?;
+        }
+        rows.push(Ok(encoder.take_row()));
+    }
+    Ok(Response::Query(QueryResponse::new(
+        schema,
+        stream::iter(rows),
+    )))
+}
+
+fn encode(encoder: &mut DataRowEncoder, value: &Value, ty: DataType) -> PgWireResult<()> {
+    match (value, ty) {
+        (Value::Null, _) => encoder.encode_field(&None::<i32>),
+        (Value::Bool(b), _) => encoder.encode_field(b),
+        (Value::Int(i), DataType::I32) => encoder.encode_field(&(*i as i32)),
+        (Value::Int(i), DataType::Bool) => encoder.encode_field(&(*i != 0)),
+        (Value::Int(i), _) => encoder.encode_field(i),
+        (Value::Float(x), DataType::F32) => encoder.encode_field(&(*x as f32)),
+        (Value::Float(x), _) => encoder.encode_field(x),
+        (Value::Date(days), _) => encoder.encode_field(&PgDate(*days)),
+        (Value::Str(s), _) => encoder.encode_field(&s.as_str()),
+    }
+}
+
+/// A date as days since 1970-01-01, sent as PostgreSQL's `date`.
+#[derive(Debug)]
+struct PgDate(i32);
+
+/// Days from 1970-01-01 to 2000-01-01, PostgreSQL's epoch for dates.
+const PG_EPOCH_DAYS: i32 = 10_957;
+
+impl ToSql for PgDate {
+    fn to_sql(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        bytes::BufMut::put_i32(out, self.0 - PG_EPOCH_DAYS);
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::DATE
+    }
+
+    postgres_types::to_sql_checked!();
+}
+
+impl ToSqlText for PgDate {
+    fn to_sql_text(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+        _format_options: &FormatOptions,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.extend_from_slice(tessera_storage::date::format_days(self.0).as_bytes());
+        Ok(IsNull::No)
+    }
+}
+
+/// A failure as PostgreSQL reports it: the first diagnostic's SQLSTATE, message, position (a
+/// character index into the script, from 1) and help as its hint.
+fn error_response(failure: Failure, script: &str) -> PgWireError {
+    match failure {
+        Failure::Message(message) => user_error("XX000", message, None, None),
+        Failure::Reported => internal("a failure was reported without its message"),
+        Failure::Script { diagnostics, .. } => {
+            let Some(first) = diagnostics.first() else {
+                return internal("a script failed without a diagnostic");
+            };
+            let code = match first.kind {
+                DiagnosticKind::Syntax => "42601",
+                DiagnosticKind::Name if first.message.starts_with("unknown table") => "42P01",
+                DiagnosticKind::Name => "42703",
+                DiagnosticKind::Type => "42804",
+                DiagnosticKind::Unsupported => "0A000",
+                DiagnosticKind::Data => "22000",
+                DiagnosticKind::Internal => "XX000",
+            };
+            let start = (first.span.start as usize).min(script.len());
+            let position = script
+                .get(..start)
+                .map_or(start, |before| before.chars().count())
+                + 1;
+            let hint = (!first.hints.is_empty()).then(|| first.hints.join("; "));
+            let mut message = format!("{}: {}", first.kind.title(), first.message);
+            if diagnostics.len() > 1 {
+                message.push_str(&format!(" (and {} more)", diagnostics.len() - 1));
+            }
+            user_error(code, message, Some(position), hint)
+        }
+    }
+}
+
+fn user_error(
+    code: &str,
+    message: String,
+    position: Option<usize>,
+    hint: Option<String>,
+) -> PgWireError {
+    let mut info = ErrorInfo::new("ERROR".to_owned(), code.to_owned(), message);
+    info.position = position.map(|p| p.to_string());
+    info.hint = hint;
+    PgWireError::UserError(Box::new(info))
+}
+
+fn internal(message: &str) -> PgWireError {
+    user_error(
+        "XX000",
+        format!("internal error (this is a bug in Tessera): {message}"),
+        None,
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_count_from_postgresql_epoch() {
+        let mut out = BytesMut::new();
+        PgDate(PG_EPOCH_DAYS + 3)
+            .to_sql(&Type::DATE, &mut out)
+            .expect("encodes");
+        assert_eq!(&out[..], &3i32.to_be_bytes());
+        let mut text = BytesMut::new();
+        PgDate(0)
+            .to_sql_text(&Type::DATE, &mut text, &FormatOptions::default())
+            .expect("encodes");
+        assert_eq!(&text[..], b"1970-01-01");
+    }
+
+    #[test]
+    fn a_script_error_keeps_its_position_and_help() {
+        let script = "from lineorder\n| where lo_revnue > 1";
+        let diagnostic = tessera_grammar::Diagnostic::name(
+            tessera_grammar::Span::new(23, 32),
+            "unknown column `lo_revnue`",
+        )
+        .with_hint("did you mean `lo_revenue`?");
+        let error = error_response(
+            Failure::Script {
+                name: "q".into(),
+                source: script.into(),
+                diagnostics: vec![diagnostic],
+            },
+            script,
+        );
+        let PgWireError::UserError(info) = error else {
+            panic!("a user error");
+        };
+        assert_eq!(info.code, "42703");
+        assert_eq!(info.position.as_deref(), Some("24"));
+        assert_eq!(info.hint.as_deref(), Some("did you mean `lo_revenue`?"));
+    }
+}

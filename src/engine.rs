@@ -1,0 +1,236 @@
+//! The resident engine behind `tessera serve` and `tessera shell`: one catalog of a data folder
+//! (columns mapped from the prepared store once, then kept), one device (the GPU's context with
+//! its resident columns and loaded kernels, or the host), and the programs compiled so far,
+//! kept in memory by script text. Scripts compile outside the device (several at once, through
+//! the kernel cache on disk as a fresh process would); queries take the device one at a time, in
+//! the order they asked for it.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use tessera_compiler::physical::PartitionJoins;
+use tessera_grammar::source_to_ast;
+use tessera_runtime::exec::gpu::GpuBackend;
+use tessera_runtime::exec::host::HostBackend;
+use tessera_runtime::exec::{run_query_with, Backend, QueryOutcome, Readback, RuntimeError};
+use tessera_runtime::program::{Code, Program};
+use tessera_runtime::Target;
+use tessera_storage::compress::Compression;
+use tessera_storage::{Catalog, DataType};
+
+use crate::commands::cache;
+use crate::commands::compile::{open, Script};
+use crate::commands::session::{
+    choose_target, compile_with_catalog, compression_for, configure, CompileOptions, DeviceChoice,
+};
+use crate::failure::Failure;
+
+/// How an engine is set up.
+pub struct EngineOptions {
+    pub data: PathBuf,
+    pub device: DeviceChoice,
+    pub compress: Option<Compression>,
+    pub partition_joins: PartitionJoins,
+    /// The most bytes of device memory resident columns may take.
+    pub gpu_memory: Option<u64>,
+}
+
+pub struct Engine {
+    data: PathBuf,
+    options: CompileOptions,
+    catalog: Arc<Catalog>,
+    /// What the engine runs on, in words.
+    pub device_name: String,
+    /// The device, taken by one query at a time in the order they ask (a fair lock).
+    device: tokio::sync::Mutex<Device>,
+    /// Programs compiled so far, by script text.
+    programs: Mutex<HashMap<String, Arc<Resident>>>,
+}
+
+/// A compiled program, and its id on the device once loaded there.
+struct Resident {
+    program: Program,
+    cache_key: Option<String>,
+    loaded: Mutex<Option<usize>>,
+}
+
+enum Device {
+    Gpu(Box<GpuBackend>),
+    Host(Box<HostBackend>),
+}
+
+impl Device {
+    fn backend(&mut self) -> &mut dyn Backend {
+        match self {
+            Device::Gpu(gpu) => gpu.as_mut(),
+            Device::Host(host) => host.as_mut(),
+        }
+    }
+}
+
+/// The columns a script's last query returns, as a client is told before any row.
+pub type Columns = Vec<(String, DataType)>;
+
+impl Engine {
+    /// Opens the data folder and the device.
+    pub fn open(options: EngineOptions) -> Result<Engine, Failure> {
+        let (target, gpu) = choose_target(options.device)?;
+        let compile = CompileOptions {
+            target,
+            tile: None,
+            compress: compression_for(target, options.compress),
+            partition_joins: options.partition_joins,
+            prepare: true,
+        };
+        let empty = tessera_grammar::ast::Script { items: Vec::new() };
+        let script = Script {
+            name: options.data.display().to_string(),
+            source: String::new(),
+        };
+        let catalog = Arc::new(configure(
+            open(&script, &empty, &options.data)?,
+            &options.data,
+            &compile,
+        ));
+        let device = match target {
+            Target::Nvptx { .. } => {
+                let mut backend = GpuBackend::empty()?;
+                if let Some(bytes) = options.gpu_memory {
+                    backend.set_memory_budget(bytes);
+                }
+                Device::Gpu(Box::new(backend))
+            }
+            Target::Host => Device::Host(Box::new(HostBackend::empty())),
+        };
+        let device_name = gpu.map_or("the CPU".to_string(), |g| format!("{} ({target})", g.name));
+        Ok(Engine {
+            data: options.data,
+            options: compile,
+            catalog,
+            device_name,
+            device: tokio::sync::Mutex::new(device),
+            programs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    pub fn data(&self) -> &Path {
+        &self.data
+    }
+
+    /// The program of `source`, compiled on first use (through the kernel cache on disk).
+    fn compiled(&self, name: &str, source: &str) -> Result<Arc<Resident>, Failure> {
+        if let Some(found) = lock(&self.programs).get(source) {
+            return Ok(Arc::clone(found));
+        }
+        let script = Script {
+            name: name.to_string(),
+            source: source.to_string(),
+        };
+        let mut reuse = |_: Option<Arc<Catalog>>| Some(Arc::clone(&self.catalog));
+        let compiled = compile_with_catalog(&script, &self.data, &self.options, true, &mut reuse)?;
+        let resident = Arc::new(Resident {
+            program: compiled.program,
+            cache_key: compiled.cache_key,
+            loaded: Mutex::new(None),
+        });
+        lock(&self.programs).insert(source.to_string(), Arc::clone(&resident));
+        Ok(resident)
+    }
+
+    /// The columns each query of `source` returns, compiling it if need be (nothing runs).
+    pub fn describe(&self, name: &str, source: &str) -> Result<Vec<Columns>, Failure> {
+        let resident = self.compiled(name, source)?;
+        Ok(resident
+            .program
+            .queries
+            .iter()
+            .map(|query| {
+                query
+                    .result
+                    .output
+                    .iter()
+                    .zip(&query.result.output_types)
+                    .map(|((name, _), ty)| (name.clone(), *ty))
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// Runs every query of `source` (named `name` in reports), waiting for the device in turn.
+    pub fn run(&self, name: &str, source: &str) -> Result<Vec<QueryOutcome>, Failure> {
+        // A script that does not even parse never waits for the device.
+        source_to_ast(source).map_err(|d| Failure::Script {
+            name: name.to_string(),
+            source: source.to_string(),
+            diagnostics: d,
+        })?;
+        let resident = self.compiled(name, source)?;
+        let mut device = self.device.blocking_lock();
+        match self.execute(&mut device, &resident) {
+            // A program from the disk cache whose assumptions no longer hold: compile afresh.
+            Err(RuntimeError::Stale(_)) if resident.cache_key.is_some() => {
+                if let Some(key) = &resident.cache_key {
+                    cache::forget(key);
+                }
+                lock(&self.programs).remove(source);
+                drop(device);
+                let resident = self.compiled(name, source)?;
+                let mut device = self.device.blocking_lock();
+                self.execute(&mut device, &resident).map_err(Failure::from)
+            }
+            other => other.map_err(Failure::from),
+        }
+    }
+
+    fn execute(
+        &self,
+        device: &mut Device,
+        resident: &Resident,
+    ) -> Result<Vec<QueryOutcome>, RuntimeError> {
+        let id = {
+            let mut loaded = lock(&resident.loaded);
+            match *loaded {
+                Some(id) => id,
+                None => {
+                    let id = match (&mut *device, &resident.program.code) {
+                        (Device::Gpu(gpu), Code::Ptx(ptx)) => {
+                            gpu.add_program(ptx, resident.program.cubins.as_ref())?.0
+                        }
+                        (Device::Host(host), Code::HostObject(objects)) => {
+                            host.add_program(objects)?
+                        }
+                        _ => {
+                            return Err(RuntimeError::Load(
+                                "the program was compiled for another device".into(),
+                            ))
+                        }
+                    };
+                    *loaded = Some(id);
+                    id
+                }
+            }
+        };
+        match device {
+            Device::Gpu(gpu) => gpu.use_program(id),
+            Device::Host(host) => host.use_program(id),
+        }
+        let backend = device.backend();
+        resident
+            .program
+            .queries
+            .iter()
+            .map(|query| run_query_with(backend, query, &self.catalog, &mut Readback::Table))
+            .collect()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,378 @@
+//! `tessera serve` as clients meet it, on the CPU: psql (simple protocol), psycopg (extended
+//! protocol, several clients at once), `tessera run --server` and the conformance files through
+//! it, bad scripts, garbage and clients that vanish mid-result, none of which harms the server;
+//! and `tessera shell` from a pipe and under a pseudo-terminal. Every server is started on a free
+//! loopback port and stopped by its process id; every loop is bounded.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn data() -> &'static str {
+    common::ssb_data().to_str().expect("utf-8 path")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A running server, stopped (by its process id) when dropped.
+struct Server {
+    child: Child,
+    address: String,
+    port: u16,
+    _cache: tempfile::TempDir,
+}
+
+impl Server {
+    fn start() -> Server {
+        let cache = tempfile::tempdir().expect("a cache folder");
+        // A port the system says is free now.
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let address = format!("127.0.0.1:{port}");
+        let child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args([
+                "serve",
+                "--data",
+                data(),
+                "--device",
+                "cpu",
+                "--listen",
+                &address,
+            ])
+            .env("TESSERA_CACHE_DIR", cache.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the server starts");
+        let server = Server {
+            child,
+            address,
+            port,
+            _cache: cache,
+        };
+        let started = Instant::now();
+        while TcpStream::connect(&server.address).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the server did not listen within a minute"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server
+    }
+
+    fn psql(&self, script: &str) -> Output {
+        Command::new("psql")
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args([
+                "-U", "tessera", "-d", "tessera", "-X", "-A", "-t", "-c", script,
+            ])
+            .env("PGCONNECT_TIMEOUT", "10")
+            .output()
+            .expect("psql runs (the postgresql-client package)")
+    }
+
+    /// Whether the server process is still running.
+    fn alive(&mut self) -> bool {
+        self.child.try_wait().expect("waits").is_none()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SAFETY: signals only the server this test started.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let started = Instant::now();
+        while self.alive() && started.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn psql_and_tessera_clients_get_duckdbs_answers() {
+    let server = Server::start();
+    let count = server.psql("from date | aggregate { n = count() }");
+    assert!(count.status.success(), "{}", text(&count.stderr));
+    assert_eq!(text(&count.stdout).trim(), "2556");
+
+    // The conformance files on this data, through the server, against DuckDB's answers.
+    let mut test = Command::new(env!("CARGO_BIN_EXE_tessera"));
+    test.args(["test", "--device", "cpu", "--server", &server.address])
+        .current_dir(common::repo())
+        .env("TESSERA_CACHE_DIR", "");
+    for folder in ["ssb", "rows", "joins", "operators", "floats", "functions"] {
+        test.arg(PathBuf::from("tests/conformance").join(folder));
+    }
+    let output = test.output().expect("tessera test runs");
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(stdout.contains(" 0 failed"), "{stdout}");
+
+    // A script error: an SQLSTATE, the position, and the help as a hint.
+    let typo = server.psql("from lineorder | where lo_revnue > 1 | aggregate { n = count() }");
+    assert!(!typo.status.success());
+    let stderr = text(&typo.stderr);
+    assert!(stderr.contains("unknown column `lo_revnue`"), "{stderr}");
+    assert!(
+        stderr.contains("HINT:  did you mean `lo_revenue`?"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains('^'),
+        "psql points at the position: {stderr}"
+    );
+
+    // `tessera run --server` prints what a local run prints, and fails as it does.
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args([
+                "run",
+                "examples/ssb/q21.tq",
+                "--data",
+                data(),
+                "--format",
+                "csv",
+            ])
+            .args(extra)
+            .current_dir(common::repo())
+            .env("TESSERA_CACHE_DIR", "")
+            .output()
+            .expect("tessera runs")
+    };
+    let local = run(&["--device", "cpu"]);
+    let remote = run(&["--server", &server.address]);
+    assert!(remote.status.success(), "{}", text(&remote.stderr));
+    assert_eq!(text(&remote.stdout), text(&local.stdout));
+}
+
+#[test]
+fn psycopg_clients_at_once_get_the_same_answers() {
+    let server = Server::start();
+    let expected = |script: &str| {
+        let dir = tempfile::tempdir().expect("a scratch folder");
+        let path = dir.path().join("q.tq");
+        std::fs::write(&path, script).expect("written");
+        let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args(["run", path.to_str().expect("utf-8"), "--data", data()])
+            .args(["--device", "cpu", "--format", "csv"])
+            .env("TESSERA_CACHE_DIR", "")
+            .output()
+            .expect("tessera runs");
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        text(&output.stdout)
+    };
+    let queries = [
+        std::fs::read_to_string(common::repo().join("examples/ssb/q11.tq")).expect("q11"),
+        std::fs::read_to_string(common::repo().join("examples/ssb/q21.tq")).expect("q21"),
+        "from supplier | group s_region { n = count(), m = max(s_suppkey) } | sort s_region"
+            .to_string(),
+    ];
+    let answers: Vec<String> = queries.iter().map(|q| expected(q)).collect();
+    // Eight clients, twenty queries each, through the extended protocol; every result is
+    // compared with the local run's CSV.
+    let program = r#"
+import csv, io, json, sys, threading
+import psycopg
+port, queries, answers = int(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
+failures = []
+def cell(v):
+    return "" if v is None else str(v)
+def client(k):
+    try:
+        with psycopg.connect(f"host=127.0.0.1 port={port} user=tessera dbname=tessera", autocommit=True) as conn:
+            for i in range(20):
+                q = (k + i) % len(queries)
+                cur = conn.execute(queries[q])
+                header = [d.name for d in cur.description]
+                got = [header] + [[cell(v) for v in row] for row in cur.fetchall()]
+                want = list(csv.reader(io.StringIO(answers[q])))
+                if got != want:
+                    failures.append((k, i, got[:3], want[:3]))
+    except Exception as e:
+        failures.append((k, repr(e)))
+threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+for t in threads: t.start()
+for t in threads: t.join(120)
+print(json.dumps(failures[:3]))
+sys.exit(1 if failures or any(t.is_alive() for t in threads) else 0)
+"#;
+    let output = Command::new("python3")
+        .args(["-c", program, &server.port.to_string()])
+        .arg(serde_json::to_string(&queries).expect("json"))
+        .arg(serde_json::to_string(&answers).expect("json"))
+        .output()
+        .expect("python3 runs");
+    assert!(
+        output.status.success(),
+        "psycopg (pip install 'psycopg[binary]'): {}{}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+}
+
+#[test]
+fn bad_requests_and_vanishing_clients_leave_the_server_serving() {
+    let mut server = Server::start();
+    for _ in 0..20 {
+        // Garbage instead of a startup message.
+        if let Ok(mut stream) = TcpStream::connect(&server.address) {
+            let _ = stream.write_all(b"\x00\x00\x00\x08garbage\xff\xff\xff\xff");
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let _ = stream.read(&mut [0u8; 64]);
+        }
+        // A script that fails.
+        let bad = server.psql("from nowhere | aggregate { n = count() }");
+        assert!(!bad.status.success());
+        assert!(text(&bad.stderr).contains("42P01") || text(&bad.stderr).contains("nowhere"));
+    }
+    // Clients that ask for many rows and leave at once.
+    for _ in 0..10 {
+        let mut psql = Command::new("psql")
+            .args(["-h", "127.0.0.1", "-p", &server.port.to_string()])
+            .args(["-U", "tessera", "-d", "tessera", "-X", "-c"])
+            .arg("from lineorder | select lo_orderkey, lo_revenue")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("psql runs");
+        std::thread::sleep(Duration::from_millis(30));
+        let _ = psql.kill();
+        let _ = psql.wait();
+    }
+    assert!(server.alive(), "the server survived");
+    let count = server.psql("from date | aggregate { n = count() }");
+    assert!(count.status.success(), "{}", text(&count.stderr));
+    assert_eq!(text(&count.stdout).trim(), "2556");
+}
+
+#[test]
+fn listening_beyond_loopback_needs_trust() {
+    let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args([
+            "serve",
+            "--data",
+            data(),
+            "--device",
+            "cpu",
+            "--listen",
+            "0.0.0.0:0",
+        ])
+        .env("TESSERA_CACHE_DIR", "")
+        .output()
+        .expect("tessera runs");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains("--trust"),
+        "{stderr}"
+    );
+}
+
+fn shell(input: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["shell", "--data", data(), "--device", "cpu"])
+        .env("TESSERA_CACHE_DIR", "")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the shell starts");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("written");
+    child.wait_with_output().expect("output")
+}
+
+#[test]
+fn the_shell_reads_scripts_from_a_pipe() {
+    let output = shell(
+        "from date\n| aggregate { n = count() };\n.format csv\n.schema supplier\n\
+         from supplier | group s_region { n = count() } | sort s_region;\nfrom date | take 1 | select x = 1\n",
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("2556"), "{stdout}");
+    assert!(
+        stdout.contains("s_region                 str   not null"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("s_region,n\nAFRICA,7\n"), "{stdout}");
+    assert!(
+        stdout.ends_with("x\n1\n"),
+        "the last script runs without its `;`: {stdout}"
+    );
+    let failing =
+        shell("from supplier | where s_nam > 1;\nfrom date | aggregate { n = count() };\n");
+    assert_eq!(failing.status.code(), Some(1));
+    assert!(text(&failing.stderr).contains("did you mean `s_name`?"));
+    assert!(
+        text(&failing.stdout).contains("2556"),
+        "later scripts still run"
+    );
+}
+
+#[test]
+fn the_shell_works_at_a_terminal() {
+    // `script` runs the shell under a pseudo-terminal and passes it these keys.
+    let tessera = env!("CARGO_BIN_EXE_tessera");
+    let command = format!("{tessera} shell --data {} --device cpu", data());
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-c", &command, "/dev/null"])
+        .env("TESSERA_CACHE_DIR", "")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script runs (util-linux)");
+    let mut keys = child.stdin.take().expect("stdin");
+    let type_slowly = |keys: &mut std::process::ChildStdin, text: &str| {
+        keys.write_all(text.as_bytes()).expect("typed");
+        keys.flush().expect("typed");
+        std::thread::sleep(Duration::from_millis(400));
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    type_slowly(&mut keys, "from date\r");
+    type_slowly(&mut keys, "| aggregate { n = count() };\r");
+    // Tab completes a table's name.
+    type_slowly(&mut keys, "from supp\t");
+    type_slowly(&mut keys, " | aggregate { suppliers = count() };\r");
+    type_slowly(&mut keys, ".device\r");
+    type_slowly(&mut keys, "\x04");
+    drop(keys);
+    let output = child.wait_with_output().expect("output");
+    let screen = text(&output.stdout);
+    assert!(screen.contains("tessera> "), "{screen}");
+    assert!(screen.contains("2556"), "{screen}");
+    assert!(screen.contains("from supplier"), "completed: {screen}");
+    assert!(screen.contains("suppliers"), "{screen}");
+    assert!(screen.contains("the CPU"), "{screen}");
+}
+
+#[test]
+fn the_load_generator_checks_every_result() {
+    let server = Server::start();
+    let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["bench", "serve", "--server", &server.address])
+        .args(["--clients", "3", "--queries", "13"])
+        .env("TESSERA_CACHE_DIR", "")
+        .output()
+        .expect("tessera runs");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("39 results, all equal"), "{stdout}");
+    assert!(stdout.contains("\nall "), "{stdout}");
+}
