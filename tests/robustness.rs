@@ -226,3 +226,42 @@ fn an_absurd_thread_count_is_capped() {
     assert!(text(&output.stderr).contains("RAYON_NUM_THREADS=100000"));
     let _ = std::io::stderr().flush();
 }
+
+#[test]
+fn integer_overflow_is_an_error_not_a_wrapped_value() {
+    // Each of these makes DuckDB fail too ("Overflow in multiplication of INT64", …).
+    let dir = tempfile::tempdir().expect("a scratch folder");
+    for (name, script) in [
+        (
+            "product",
+            "from supplier | aggregate { m = max((s_suppkey as i64) * 4611686018427387904) }",
+        ),
+        (
+            "constant",
+            "from supplier | where 9223372036854775807 + 1 > 0 | aggregate { n = count() }",
+        ),
+        (
+            "negation",
+            "from supplier | aggregate { m = min(-(s_suppkey as i64 - 9223372036854775807 - 2)) }",
+        ),
+        (
+            "abs",
+            "from supplier | aggregate { m = max(abs(s_suppkey as i64 - 9223372036854775807 - 2)) }",
+        ),
+        (
+            "narrowing",
+            "from supplier | aggregate { m = max((s_suppkey * 1000000000000) as i32) }",
+        ),
+        (
+            "after a group",
+            "from supplier | group s_region { m = max(s_suppkey * 3) } | derive y = m * 4611686018427387904",
+        ),
+    ] {
+        let path = script_file(&dir, &format!("{}.tq", name.replace(' ', "_")), script);
+        let output = run_script(&path);
+        assert_eq!(output.status.code(), Some(1), "{name}: {}", text(&output.stdout));
+        let stderr = text(&output.stderr);
+        assert!(stderr.starts_with("error: integer overflow"), "{name}: {stderr}");
+        assert!(output.stdout.is_empty(), "{name}: no number printed");
+    }
+}

@@ -499,7 +499,7 @@ fn evaluate(expr: &HostExpr, row: &[Value], rows: &Rows) -> Result<Value, Runtim
         HostExpr::Unary { op, operand } => match (op.as_str(), evaluate(operand, row, rows)?) {
             (_, Value::Null) => Value::Null,
             ("not", Value::Bool(b)) => Value::Bool(!b),
-            ("-", Value::Int(i)) => Value::Int(i.wrapping_neg()),
+            ("-", Value::Int(i)) => Value::Int(i.checked_neg().ok_or(RuntimeError::Overflow)?),
             ("-", Value::Float(x)) => Value::Float(-x),
             _ => {
                 return Err(RuntimeError::Malformed(format!(
@@ -575,9 +575,9 @@ fn binary(op: &str, l: Value, r: Value) -> Result<Value, RuntimeError> {
     }
     Ok(match (l, r) {
         (Value::Int(x), Value::Int(y)) => match op {
-            "+" => Value::Int(x.wrapping_add(y)),
-            "-" => Value::Int(x.wrapping_sub(y)),
-            "*" => Value::Int(x.wrapping_mul(y)),
+            "+" => Value::Int(x.checked_add(y).ok_or(RuntimeError::Overflow)?),
+            "-" => Value::Int(x.checked_sub(y).ok_or(RuntimeError::Overflow)?),
+            "*" => Value::Int(x.checked_mul(y).ok_or(RuntimeError::Overflow)?),
             "%" if y == 0 => Value::Null,
             "%" => Value::Int(x.checked_rem(y).unwrap_or(0)),
             "/" => Value::Float(x as f64 / y as f64),
@@ -640,7 +640,7 @@ fn call(function: &str, v: Value) -> Result<Value, RuntimeError> {
         return Ok(Value::Null);
     }
     Ok(match (function, v) {
-        ("abs", Value::Int(i)) => Value::Int(i.wrapping_abs()),
+        ("abs", Value::Int(i)) => Value::Int(i.checked_abs().ok_or(RuntimeError::Overflow)?),
         ("year", Value::Date(d)) => Value::Int(i64::from(date::civil_from_days(d).0)),
         ("month", Value::Date(d)) => Value::Int(i64::from(date::civil_from_days(d).1)),
         ("day", Value::Date(d)) => Value::Int(i64::from(date::civil_from_days(d).2)),

@@ -2,6 +2,13 @@
 //! validity bit (absent when it cannot be null), and operations follow SQL: arithmetic and
 //! comparisons with a null are null, `and`/`or` use three-valued logic, and a filter keeps a row
 //! only when its predicate is true. Integer `%` by zero is null rather than a trap.
+//!
+//! Integer arithmetic never wraps silently: each value also carries an overflow bit (absent when
+//! nothing in it can overflow) — set when `+`, `-`, `*`, negation or `abs` leaves its type, or a
+//! cast cannot hold its value — which follows the value through the expression as a null
+//! would, a `case` keeping only the branch it takes. Where a step uses the value, a row still
+//! selected whose value overflowed sets the query's overflow status word, and the query fails
+//! with an error (`docs/LANGUAGE.md`, "Integer overflow").
 
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::{BasicValueEnum, FloatValue, IntValue};
@@ -9,6 +16,7 @@ use inkwell::{FloatPredicate, IntPredicate};
 use tessera_grammar::ast::{BinaryOp, UnaryOp};
 use tessera_grammar::Diagnostic;
 use tessera_runtime::emit::Item;
+use tessera_runtime::primitives::hash::{self, status};
 use tessera_runtime::primitives::math;
 use tessera_runtime::program::{HostExpr, Param};
 use tessera_runtime::{CodegenError, CodegenResult};
@@ -25,11 +33,32 @@ pub(super) struct Val<'ctx> {
     pub value: BasicValueEnum<'ctx>,
     /// `None`: never null.
     pub valid: Option<IntValue<'ctx>>,
+    /// Set when computing the value overflowed; `None`: it cannot.
+    pub overflow: Option<IntValue<'ctx>>,
 }
 
 impl<'ctx> Kernel<'_, 'ctx, '_> {
-    /// The value of `expr` for one item.
+    /// The value of `expr` for one item, as a step uses it: if the item is still selected and
+    /// computing the value overflowed, the query's overflow status is set.
     pub fn eval(&self, expr: &Expr, item: Item<'ctx>) -> CodegenResult<Val<'ctx>> {
+        let v = self.value_of(expr, item)?;
+        if let Some(overflow) = v.overflow {
+            let em = &self.em;
+            let selected = em.truth(em.get(self.flags, item)?.into_int_value())?;
+            let failed = em.b.build_and(overflow, selected, "")?;
+            let status = self.buffer(self.status)?;
+            hash::report_unless(
+                em,
+                em.b.build_not(failed, "")?,
+                status,
+                status::ARITHMETIC_OVERFLOW,
+            )?;
+        }
+        Ok(v)
+    }
+
+    /// The value of `expr` for one item, with its overflow bit.
+    fn value_of(&self, expr: &Expr, item: Item<'ctx>) -> CodegenResult<Val<'ctx>> {
         let em = &self.em;
         match &expr.kind {
             ExprKind::Column(id) => {
@@ -48,11 +77,16 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                     Some(valid) => Some(em.truth(em.get(valid, item)?.into_int_value())?),
                     None => None,
                 };
-                Ok(Val { value, valid })
+                Ok(Val {
+                    value,
+                    valid,
+                    overflow: None,
+                })
             }
             ExprKind::Literal(value) => Ok(Val {
                 value: self.constant(value, expr.ty)?,
                 valid: None,
+                overflow: None,
             }),
             ExprKind::StrCode(code) => {
                 let param = self.param(&Param::StrCode {
@@ -66,13 +100,19 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 Ok(Val {
                     value: value.into(),
                     valid: None,
+                    overflow: None,
                 })
             }
             ExprKind::Unary { op, operand } => {
-                let v = self.eval(operand, item)?;
+                let v = self.value_of(operand, item)?;
+                let mut overflow = v.overflow;
                 let value: BasicValueEnum = match (op, v.value) {
                     (UnaryOp::Not, BasicValueEnum::IntValue(b)) => em.b.build_not(b, "")?.into(),
                     (UnaryOp::Neg, BasicValueEnum::IntValue(i)) => {
+                        // Only the smallest value has no negation.
+                        if !fits_its_type(expr) {
+                            overflow = self.either(overflow, Some(self.is_minimum(i, v.valid)?))?;
+                        }
                         em.b.build_int_neg(i, "")?.into()
                     }
                     (UnaryOp::Neg, BasicValueEnum::FloatValue(x)) => {
@@ -83,11 +123,12 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 Ok(Val {
                     value,
                     valid: v.valid,
+                    overflow,
                 })
             }
             ExprKind::Binary { op, left, right } => {
-                let l = self.eval(left, item)?;
-                let r = self.eval(right, item)?;
+                let l = self.value_of(left, item)?;
+                let r = self.value_of(right, item)?;
                 match op {
                     BinaryOp::And | BinaryOp::Or => self.logical(*op, l, r),
                     op if op.is_comparison() => {
@@ -95,49 +136,72 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                         Ok(Val {
                             value: value.into(),
                             valid: self.both_valid(l.valid, r.valid)?,
+                            overflow: self.either(l.overflow, r.overflow)?,
                         })
                     }
-                    op => self.arithmetic(*op, l, r),
+                    op => self.arithmetic(*op, l, r, fits_its_type(expr)),
                 }
             }
             ExprKind::Cast(operand) => {
-                let v = self.eval(operand, item)?;
+                let v = self.value_of(operand, item)?;
+                let (value, lost) = self.checked_cast(v.value, operand.ty, expr.ty)?;
+                let lost = match (lost, v.valid) {
+                    (Some(lost), Some(valid)) => Some(em.b.build_and(lost, valid, "")?),
+                    (lost, _) => lost,
+                };
                 Ok(Val {
-                    value: self.cast(v.value, operand.ty, expr.ty)?,
+                    value,
                     valid: v.valid,
+                    overflow: self.either(v.overflow, lost)?,
                 })
             }
             ExprKind::Call { function, args } => {
                 let mut valid = None;
+                let mut overflow = None;
                 let mut values = Vec::with_capacity(args.len());
                 for arg in args {
-                    let v = self.eval(arg, item)?;
+                    let v = self.value_of(arg, item)?;
                     valid = self.both_valid(valid, v.valid)?;
+                    overflow = self.either(overflow, v.overflow)?;
                     values.push(v.value);
+                }
+                // `abs` of the smallest integer has no value of its type.
+                if let (Function::Abs, [BasicValueEnum::IntValue(i)]) =
+                    (function, values.as_slice())
+                {
+                    if !fits_its_type(expr) {
+                        overflow = self.either(overflow, Some(self.is_minimum(*i, valid)?))?;
+                    }
                 }
                 Ok(Val {
                     value: self.call(*function, &values, expr.ty)?,
                     valid,
+                    overflow,
                 })
             }
             ExprKind::Case {
                 branches,
                 otherwise,
             } => {
-                let (mut value, mut valid) = match otherwise {
+                let (mut value, mut valid, mut overflow) = match otherwise {
                     Some(otherwise) => {
-                        let v = self.eval(otherwise, item)?;
-                        (v.value, v.valid)
+                        let v = self.value_of(otherwise, item)?;
+                        (v.value, v.valid, v.overflow)
                     }
                     // No `else`: null when no branch matches.
                     None => (
                         self.em.value_type(expr.ty).const_zero(),
                         Some(em.i1().const_zero()),
+                        None,
                     ),
                 };
+                // Conditions are all computed; their overflow counts whichever branch is taken.
+                let mut conditions_overflow = None;
                 for (when, then) in branches.iter().rev() {
-                    let condition = self.truth_of(self.eval(when, item)?)?;
-                    let then = self.eval(then, item)?;
+                    let when = self.value_of(when, item)?;
+                    conditions_overflow = self.either(conditions_overflow, when.overflow)?;
+                    let condition = self.truth_of(when)?;
+                    let then = self.value_of(then, item)?;
                     value = em.b.build_select(condition, then.value, value, "")?;
                     valid = match (then.valid, valid) {
                         (None, None) => None,
@@ -147,11 +211,24 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                             Some(em.b.build_select(condition, a, b, "")?.into_int_value())
                         }
                     };
+                    // Only the branch taken can fail the row.
+                    overflow = match (then.overflow, overflow) {
+                        (None, None) => None,
+                        (a, b) => {
+                            let a = a.unwrap_or(em.i1().const_zero());
+                            let b = b.unwrap_or(em.i1().const_zero());
+                            Some(em.b.build_select(condition, a, b, "")?.into_int_value())
+                        }
+                    };
                 }
-                Ok(Val { value, valid })
+                Ok(Val {
+                    value,
+                    valid,
+                    overflow: self.either(overflow, conditions_overflow)?,
+                })
             }
             ExprKind::IsNull { operand, negated } => {
-                let v = self.eval(operand, item)?;
+                let v = self.value_of(operand, item)?;
                 let is_valid = v.valid.unwrap_or(em.i1().const_all_ones());
                 let value = if *negated {
                     is_valid
@@ -161,9 +238,39 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 Ok(Val {
                     value: value.into(),
                     valid: None,
+                    overflow: v.overflow,
                 })
             }
         }
+    }
+
+    /// Either overflow bit (`None`: neither can be set).
+    fn either(
+        &self,
+        a: Option<IntValue<'ctx>>,
+        b: Option<IntValue<'ctx>>,
+    ) -> CodegenResult<Option<IntValue<'ctx>>> {
+        Ok(match (a, b) {
+            (None, None) => None,
+            (Some(x), None) | (None, Some(x)) => Some(x),
+            (Some(x), Some(y)) => Some(self.em.b.build_or(x, y, "")?),
+        })
+    }
+
+    /// Whether the (valid) integer `i` is its type's smallest value.
+    fn is_minimum(
+        &self,
+        i: IntValue<'ctx>,
+        valid: Option<IntValue<'ctx>>,
+    ) -> CodegenResult<IntValue<'ctx>> {
+        let b = &self.em.b;
+        let ty = i.get_type();
+        let minimum = ty.const_int(1u64 << (ty.get_bit_width() - 1), false);
+        let is = b.build_int_compare(IntPredicate::EQ, i, minimum, "")?;
+        Ok(match valid {
+            Some(valid) => b.build_and(is, valid, "")?,
+            None => is,
+        })
     }
 
     /// True only when the value is valid and true (how filters read a predicate).
@@ -214,10 +321,12 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         } else {
             b.build_or(lv, rv, "")?
         };
+        let overflow = self.either(l.overflow, r.overflow)?;
         if l.valid.is_none() && r.valid.is_none() {
             return Ok(Val {
                 value: value.into(),
                 valid: None,
+                overflow,
             });
         }
         let all = self.em.i1().const_all_ones();
@@ -235,6 +344,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         Ok(Val {
             value: value.into(),
             valid: Some(valid),
+            overflow,
         })
     }
 
@@ -285,15 +395,33 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         })
     }
 
-    fn arithmetic(&self, op: BinaryOp, l: Val<'ctx>, r: Val<'ctx>) -> CodegenResult<Val<'ctx>> {
+    /// `l op r`; `fits` says the result cannot leave its type (no check is made then).
+    fn arithmetic(
+        &self,
+        op: BinaryOp,
+        l: Val<'ctx>,
+        r: Val<'ctx>,
+        fits: bool,
+    ) -> CodegenResult<Val<'ctx>> {
         let em = &self.em;
         let b = &em.b;
         let mut valid = self.both_valid(l.valid, r.valid)?;
+        let mut overflow = self.either(l.overflow, r.overflow)?;
         let value: BasicValueEnum = match (l.value, r.value) {
             (BasicValueEnum::IntValue(x), BasicValueEnum::IntValue(y)) => match op {
-                BinaryOp::Add => b.build_int_add(x, y, "")?.into(),
-                BinaryOp::Sub => b.build_int_sub(x, y, "")?.into(),
-                BinaryOp::Mul => b.build_int_mul(x, y, "")?.into(),
+                BinaryOp::Add if fits => b.build_int_add(x, y, "")?.into(),
+                BinaryOp::Sub if fits => b.build_int_sub(x, y, "")?.into(),
+                BinaryOp::Mul if fits => b.build_int_mul(x, y, "")?.into(),
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => {
+                    let (result, lost) = self.checked_int(op, x, y)?;
+                    // Values of null operands are arbitrary: only valid ones can overflow.
+                    let lost = match valid {
+                        Some(valid) => b.build_and(lost, valid, "")?,
+                        None => lost,
+                    };
+                    overflow = self.either(overflow, Some(lost))?;
+                    result.into()
+                }
                 BinaryOp::Rem => {
                     let ty = y.get_type();
                     let zero = b.build_int_compare(IntPredicate::EQ, y, ty.const_zero(), "")?;
@@ -318,7 +446,75 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             },
             _ => return Err(invalid("arithmetic on values of different kinds")),
         };
-        Ok(Val { value, valid })
+        Ok(Val {
+            value,
+            valid,
+            overflow,
+        })
+    }
+
+    /// `x op y` for `+`, `-`, `*` on integers, and whether the result left the type.
+    fn checked_int(
+        &self,
+        op: BinaryOp,
+        x: IntValue<'ctx>,
+        y: IntValue<'ctx>,
+    ) -> CodegenResult<(IntValue<'ctx>, IntValue<'ctx>)> {
+        let em = &self.em;
+        let ty = x.get_type();
+        let name = match op {
+            BinaryOp::Add => "sadd",
+            BinaryOp::Sub => "ssub",
+            _ => "smul",
+        };
+        let bits = ty.get_bit_width();
+        let pair = em.ctx.struct_type(&[ty.into(), em.i1().into()], false);
+        let f = em.intrinsic(
+            &format!("llvm.{name}.with.overflow.i{bits}"),
+            pair.fn_type(&[ty.into(), ty.into()], false),
+        );
+        let call = em.b.build_call(f, &[x.into(), y.into()], "")?;
+        let both =
+            tessera_runtime::emit::basic(call.try_as_basic_value().basic())?.into_struct_value();
+        let result = em.b.build_extract_value(both, 0, "")?.into_int_value();
+        let lost = em.b.build_extract_value(both, 1, "")?.into_int_value();
+        Ok((result, lost))
+    }
+
+    /// [`Kernel::cast`], and whether the value does not fit the target: an integer narrowed
+    /// past its range, or a float (or NaN) outside the integer's range.
+    fn checked_cast(
+        &self,
+        v: BasicValueEnum<'ctx>,
+        from: DataType,
+        to: DataType,
+    ) -> CodegenResult<(BasicValueEnum<'ctx>, Option<IntValue<'ctx>>)> {
+        let value = self.cast(v, from, to)?;
+        let b = &self.em.b;
+        let lost = match (v, value) {
+            (BasicValueEnum::IntValue(i), BasicValueEnum::IntValue(n))
+                if from != DataType::Bool
+                    && to != DataType::Bool
+                    && n.get_type().get_bit_width() < i.get_type().get_bit_width() =>
+            {
+                let back = b.build_int_s_extend(n, i.get_type(), "")?;
+                Some(b.build_int_compare(IntPredicate::NE, back, i, "")?)
+            }
+            (BasicValueEnum::FloatValue(x), BasicValueEnum::IntValue(n))
+                if to != DataType::Bool =>
+            {
+                let bits = n.get_type().get_bit_width();
+                let limit = 2f64.powi(bits as i32 - 1);
+                let ft = x.get_type();
+                let low =
+                    b.build_float_compare(FloatPredicate::OGE, x, ft.const_float(-limit), "")?;
+                let high =
+                    b.build_float_compare(FloatPredicate::OLT, x, ft.const_float(limit), "")?;
+                Some(b.build_not(b.build_and(low, high, "")?, "")?)
+            }
+            _ => None,
+        };
+        Ok((value, lost))
     }
 
     pub fn cast(
@@ -526,6 +722,61 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let narrow = |v: IntValue<'ctx>| b.build_int_truncate(v, em.i32(), "");
         Ok((narrow(year)?, narrow(month)?, narrow(day)?))
     }
+}
+
+/// Whether an integer expression's value always fits its type, judged from the widths of its
+/// operands (`bits_needed`): then computing it needs no overflow check. Sums and products of
+/// 32-bit columns computed in 64 bits (SSB's `lo_extendedprice * lo_discount`) are such.
+fn fits_its_type(expr: &Expr) -> bool {
+    let width = match expr.ty {
+        DataType::I32 | DataType::Date | DataType::Str => 32,
+        DataType::I64 => 64,
+        _ => return true,
+    };
+    bits_needed(expr) <= width
+}
+
+/// An upper bound on the bits, sign included, that an integer expression's value needs.
+fn bits_needed(expr: &Expr) -> u32 {
+    let width = |ty: DataType| match ty {
+        DataType::Bool => 2,
+        DataType::I32 | DataType::Date | DataType::Str => 32,
+        _ => 64,
+    };
+    let bits = match &expr.kind {
+        ExprKind::Literal(Value::Int(i)) => {
+            let magnitude = if *i < 0 { !*i } else { *i };
+            65 - magnitude.leading_zeros()
+        }
+        ExprKind::Cast(operand) if operand.ty.is_integer() || operand.ty == DataType::Bool => {
+            bits_needed(operand).min(width(expr.ty))
+        }
+        ExprKind::Binary { op, left, right } => match op {
+            BinaryOp::Add | BinaryOp::Sub => bits_needed(left).max(bits_needed(right)) + 1,
+            BinaryOp::Mul => bits_needed(left) + bits_needed(right),
+            BinaryOp::Rem => bits_needed(left),
+            _ => width(expr.ty),
+        },
+        ExprKind::Unary {
+            op: UnaryOp::Neg,
+            operand,
+        } => bits_needed(operand) + 1,
+        ExprKind::Call {
+            function: Function::Abs,
+            args,
+        } => args.first().map_or(64, bits_needed) + 1,
+        ExprKind::Case {
+            branches,
+            otherwise,
+        } => branches
+            .iter()
+            .map(|(_, then)| bits_needed(then))
+            .chain(otherwise.as_deref().map(bits_needed))
+            .max()
+            .unwrap_or(1),
+        _ => width(expr.ty),
+    };
+    bits.min(128)
 }
 
 fn invalid(message: &str) -> CodegenError {

@@ -65,6 +65,8 @@ pub(super) struct Kernel<'k, 'ctx, 'm> {
     tile_counter: Option<usize>,
     /// For a pipeline over a partitioning's rows, that partitioning's buffers.
     partitioned: Option<PartitionBuffers>,
+    /// The query's status words (every pipeline kernel receives them).
+    pub status: usize,
 }
 
 /// A packed column of the kernel: `table.column` as the kernel receives it, and on the GPU the
@@ -425,6 +427,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             fixed,
             tile_counter: None,
             partitioned: None,
+            status: qc.status,
         })
     }
 

@@ -247,6 +247,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             ProbeKey::Codes(codes) => Ok(Val {
                 value: self.em.get(*codes, item)?,
                 valid: None,
+                overflow: None,
             }),
         }
     }

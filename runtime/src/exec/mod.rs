@@ -41,6 +41,8 @@ pub enum RuntimeError {
     Malformed(String),
     #[error("cannot write the result: {0}")]
     Output(std::io::Error),
+    #[error("integer overflow: a row's `+`, `-`, `*`, negation, `abs` or cast gives a value its type cannot hold (write `x as i64` to compute in 64 bits, or `x as f64`)")]
+    Overflow,
 }
 
 /// Bytes a kernel reads as a column.
@@ -686,6 +688,9 @@ fn check_status(bytes: &[u8]) -> Result<(), RuntimeError> {
         return Err(RuntimeError::Stale(
             "a joined relation's key repeats, which it did not when the query was compiled".into(),
         ));
+    }
+    if word(status::ARITHMETIC_OVERFLOW) != 0 {
+        return Err(RuntimeError::Overflow);
     }
     if word(status::SORT_TOO_LARGE) != 0 {
         return Err(RuntimeError::Unsupported(

@@ -37,6 +37,8 @@ pub mod status {
     pub const GROUP_TABLE_FULL: u32 = 3;
     /// Rows to sort on the device numbered past 32 bits.
     pub const SORT_TOO_LARGE: u32 = 4;
+    /// A selected row's integer arithmetic (or a cast) left its type.
+    pub const ARITHMETIC_OVERFLOW: u32 = 5;
     /// How many words the buffer has.
     pub const WORDS: u32 = 8;
 }
