@@ -1,11 +1,14 @@
-//! The error corpus: each script in `tests/errors/` holds one mistake a user could make. Its
-//! diagnostics, rendered without colour, are snapshots; every one must be an error report that
-//! points into the script, and none may be an internal error.
+//! The error corpus: each script in `tests/errors/` holds one mistake a user could make, or one
+//! limit of the language. Its diagnostics, rendered without colour, are snapshots; every one
+//! must be an error report that points into the script, none may be an internal error, and a
+//! limit's message must be word for word an entry of LANGUAGE.md's section 8.
 
 mod common;
 
+use tessera_compiler::emit::{emit, EmitError, Stage};
 use tessera_compiler::{open_catalog, script::OpenError, Compilation};
 use tessera_grammar::{render, source_to_ast, DiagnosticKind};
+use tessera_runtime::Target;
 
 #[test]
 fn every_mistake_is_reported() {
@@ -20,9 +23,16 @@ fn every_mistake_is_reported() {
             Ok(ast) => match open_catalog(&ast, common::ssb_data()) {
                 Err(OpenError::Declarations(d)) => d,
                 Err(OpenError::Storage(e)) => panic!("{name}: the data does not open: {e}"),
+                // Code generation refuses what the plan cannot express in kernels.
                 Ok(catalog) => match Compilation::run(ast, &catalog) {
                     Err(d) => d,
-                    Ok(_) => panic!("{name} compiles, but it is in the error corpus"),
+                    Ok(_) => {
+                        match emit(&source, Stage::Llvm, Some(&catalog), Target::Host, false) {
+                            Err(EmitError::Script(d)) => d,
+                            Err(other) => panic!("{name}: {other:?}"),
+                            Ok(_) => panic!("{name} compiles, but it is in the error corpus"),
+                        }
+                    }
                 },
             },
         };
@@ -34,9 +44,46 @@ fn every_mistake_is_reported() {
                 "{name}: span outside the script"
             );
         }
+        for d in diagnostics
+            .iter()
+            .filter(|d| d.kind == DiagnosticKind::Unsupported)
+        {
+            assert!(
+                documented_limits().contains(&d.message),
+                "{name}: the limit `{}` is not an entry of LANGUAGE.md's section 8",
+                d.message
+            );
+        }
         let text = render(&diagnostics, &name, &source, false);
         insta::with_settings!({ snapshot_path => "snapshots/errors", prepend_module_to_snapshot => false }, {
             insta::assert_snapshot!("diagnostics", text);
         });
     });
+}
+
+/// The entries of LANGUAGE.md's section 8, each the message of the error that refuses it: a
+/// list item's text up to its explanation in parentheses, lines joined.
+fn documented_limits() -> Vec<String> {
+    let language = include_str!("../docs/LANGUAGE.md");
+    let section = language
+        .split("\n## 8. Limits")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("LANGUAGE.md has a section 8");
+    let mut entries: Vec<String> = Vec::new();
+    for line in section.lines() {
+        if let Some(item) = line.strip_prefix("- ") {
+            entries.push(item.to_string());
+        } else if let (Some(last), Some(more)) = (entries.last_mut(), line.strip_prefix("  ")) {
+            last.push(' ');
+            last.push_str(more);
+        }
+    }
+    entries
+        .into_iter()
+        .map(|e| match e.find(" (") {
+            Some(at) => e[..at].to_string(),
+            None => e,
+        })
+        .collect()
 }

@@ -95,6 +95,24 @@ impl Expr {
         Expr::new(ExprKind::Literal(value), ty, nullable, span)
     }
 
+    /// The `null` literal, of type `ty`.
+    pub fn null(ty: DataType, span: Span) -> Expr {
+        Expr::literal(Value::Null, ty, span)
+    }
+
+    pub fn is_null(&self) -> bool {
+        matches!(self.kind, ExprKind::Literal(Value::Null))
+    }
+
+    /// A `null` literal takes the type of what it meets; anything else is unchanged.
+    pub fn adopt(self, ty: DataType) -> Expr {
+        if self.is_null() {
+            Expr::null(ty, self.span)
+        } else {
+            self
+        }
+    }
+
     pub fn boolean(value: bool, span: Span) -> Expr {
         Expr::literal(Value::Bool(value), DataType::Bool, span)
     }

@@ -177,13 +177,26 @@ fn render_one(d: &Diagnostic, name: &str, source: &str, color: bool, out: &mut V
     }
     // Writing into a Vec cannot fail for I/O reasons; a failure here would be an ariadne bug,
     // and the message above still reaches the user through the fallback below.
+    let mut rendered = Vec::new();
     if report
         .finish()
-        .write((name, Source::from(source)), &mut *out)
+        .write((name, Source::from(source)), &mut rendered)
         .is_err()
     {
         out.extend_from_slice(format!("error: {}\n", d).as_bytes());
+        return;
     }
+    // ariadne titles a report `Error:`; Tessera writes `error:` like rustc and cargo, and like
+    // its own one-line errors, so every refusal's first line starts the same way. (A custom
+    // report kind would do it but colors its title even when color is off.)
+    if let Some(at) = find(&rendered, b"Error:").filter(|at| !rendered[..*at].contains(&b'\n')) {
+        rendered[at] = b'e';
+    }
+    out.extend_from_slice(&rendered);
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// Suggests the candidate closest to `wanted` by edit distance, if one is close enough to be a

@@ -139,7 +139,7 @@ fn every_expression_form() {
 #[test]
 fn syntax_error_with_hint() {
     assert_snapshot!(errors("from t | where a = 1"), @r"
-    Error: syntax error: unexpected `=`
+    error: syntax error: unexpected `=`
        ╭─[ test.tq:1:18 ]
        │
      1 │ from t | where a = 1
@@ -154,7 +154,7 @@ fn syntax_error_with_hint() {
 #[test]
 fn unexpected_end_of_script() {
     assert_snapshot!(errors("from lineorder | where lo_revenue > 1 and ("), @r"
-    Error: syntax error: unexpected end of script
+    error: syntax error: unexpected end of script
        ╭─[ test.tq:1:44 ]
        │
      1 │ from lineorder | where lo_revenue > 1 and (
@@ -167,28 +167,28 @@ fn unexpected_end_of_script() {
 #[test]
 fn every_lexical_error_is_reported() {
     assert_snapshot!(errors("from t | take 99999999999999999999 | where d == @94-1-1 $\n| where s == \"abc"), @r#"
-    Error: syntax error: integer literal out of range
+    error: syntax error: integer literal out of range
        ╭─[ test.tq:1:15 ]
        │
      1 │ from t | take 99999999999999999999 | where d == @94-1-1 $
        │               ──────────┬─────────
        │                         ╰─────────── larger than 9223372036854775807, the largest 64-bit integer
     ───╯
-    Error: syntax error: malformed date literal `@94-1-1`
+    error: syntax error: malformed date literal `@94-1-1`
        ╭─[ test.tq:1:49 ]
        │
      1 │ from t | take 99999999999999999999 | where d == @94-1-1 $
        │                                                 ───┬───
        │                                                    ╰───── expected `@yyyy-mm-dd`, e.g. `@1994-01-31`
     ───╯
-    Error: syntax error: invalid character `$`
+    error: syntax error: invalid character `$`
        ╭─[ test.tq:1:57 ]
        │
      1 │ from t | take 99999999999999999999 | where d == @94-1-1 $
        │                                                         ┬
        │                                                         ╰── not part of any token
     ───╯
-    Error: syntax error: unterminated string
+    error: syntax error: unterminated string
        ╭─[ test.tq:2:14 ]
        │
      2 │ | where s == "abc

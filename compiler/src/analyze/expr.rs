@@ -30,7 +30,7 @@ impl Analyzer<'_> {
         context: &PipelineContext,
         what: &str,
     ) -> Result<Expr> {
-        let typed = self.value(expr, context)?;
+        let typed = self.value(expr, context)?.adopt(DataType::Bool);
         if typed.ty != DataType::Bool {
             return Err(Diagnostic::type_error(
                 expr.span,
@@ -50,7 +50,7 @@ impl Analyzer<'_> {
             Operand::Value(typed) => Ok(typed),
             Operand::Text(_, span) => Err(Diagnostic::unsupported(
                 span,
-                "a string literal can only be compared with a string column here",
+                "a string literal can only be compared with a string column",
             )
             .with_hint("strings are dictionary-encoded columns; compare one with `==`, `<`, `between` or `in`")),
         }
@@ -166,12 +166,8 @@ impl Analyzer<'_> {
                 };
                 Expr::literal(Value::Date(days), DataType::Date, span)
             }
-            LiteralValue::Null => {
-                return Err(
-                    Diagnostic::type_error(span, "`null` cannot be used as a value here")
-                        .with_hint("test for missing values with `is null` or `is not null`"),
-                )
-            }
+            // Typed by what it meets (`Expr::adopt`); alone it is an `i32`, as in DuckDB.
+            LiteralValue::Null => Expr::null(DataType::I32, span),
         };
         Ok(Operand::Value(typed))
     }
@@ -205,6 +201,10 @@ impl Analyzer<'_> {
             }
         }
         let typed = self.value(operand, context)?;
+        let typed = match op {
+            UnaryOp::Not => typed.adopt(DataType::Bool),
+            UnaryOp::Neg => typed,
+        };
         let ty = match op {
             UnaryOp::Not if typed.ty == DataType::Bool => DataType::Bool,
             UnaryOp::Not => {
@@ -252,6 +252,12 @@ impl Analyzer<'_> {
                     format!("`{}` cannot be applied to a string", op.symbol()),
                 ))
             }
+        };
+        let (left, right) = if op.is_logical() {
+            (left.adopt(DataType::Bool), right.adopt(DataType::Bool))
+        } else {
+            let (lt, rt) = (left.ty, right.ty);
+            (left.adopt(rt), right.adopt(lt))
         };
         if op.is_logical() {
             for side in [&left, &right] {
@@ -319,6 +325,13 @@ impl Analyzer<'_> {
         right: Operand,
         span: Span,
     ) -> Result<Expr> {
+        // A comparison with `null` is `null` whatever the other side is.
+        if [&left, &right]
+            .iter()
+            .any(|side| matches!(side, Operand::Value(e) if e.is_null()))
+        {
+            return Ok(Expr::null(DataType::Bool, span));
+        }
         let (left, right) = match (left, right) {
             (Operand::Value(l), Operand::Value(r)) => (l, r),
             (Operand::Value(column), Operand::Text(text, text_span)) => {
@@ -347,7 +360,7 @@ impl Analyzer<'_> {
             if l == DataType::Str && !self.same_dictionary(&left, &right) {
                 return Err(Diagnostic::unsupported(
                     span,
-                    "comparing string columns of different tables is not supported",
+                    "comparing or joining two different string columns is not supported yet",
                 )
                 .with_hint("compare each column with a literal instead"));
             }
@@ -415,8 +428,13 @@ impl Analyzer<'_> {
             .map(|(_, t)| t)
             .chain(otherwise.as_ref())
             .collect();
-        let mut ty = results[0].ty;
-        for result in &results[1..] {
+        // `null` results take the type of the others.
+        let typed_results: Vec<&Expr> = results.iter().copied().filter(|r| !r.is_null()).collect();
+        let Some((first, rest)) = typed_results.split_first() else {
+            return Ok(Expr::null(DataType::I32, span));
+        };
+        let mut ty = first.ty;
+        for result in rest {
             ty = match (ty, result.ty) {
                 (a, b) if a == b => a,
                 (a, b) if a.is_numeric() && b.is_numeric() => {

@@ -10,9 +10,11 @@ use tessera_storage::DataType;
 use crate::columns::{ColumnId, ColumnInfo};
 use crate::expr::{AggregateExpr, Expr};
 use crate::typed::{
-    AggregateBinding, Binding, Scope, ScopeEntry, SortKey, TypedStage, TypedStageKind,
+    AggregateBinding, Binding, Scope, ScopeEntry, SortKey, TypedPipeline, TypedRelation,
+    TypedSource, TypedStage, TypedStageKind,
 };
 
+use super::expr::Operand;
 use super::scope::PipelineContext;
 use super::{Analyzer, Result};
 
@@ -201,61 +203,37 @@ impl Analyzer<'_> {
         let both = PipelineContext::over(both);
 
         let mut keys = Vec::new();
+        let mut right_filters = Vec::new();
         for conjunct in split_conjunction(on) {
-            let AstExpr::Binary {
-                op: BinaryOp::Eq,
-                left,
-                right: other,
-            } = &conjunct.kind
-            else {
-                return Err(Diagnostic::type_error(
-                    conjunct.span,
-                    "`on` may only hold equalities between the two inputs",
-                )
-                .with_hint("write `left_column == right_column`, joined with `and`; put other conditions in a `where`"));
-            };
-            let a = self.value(left, &both)?;
-            let b = self.value(other, &both)?;
-            let side = |e: &Expr, ids: &[ColumnId]| {
-                let used = e.columns_used();
-                !used.is_empty() && used.iter().all(|c| ids.contains(c))
-            };
-            let (l, r) = if side(&a, &left_ids) && side(&b, &right_ids) {
-                (a, b)
-            } else if side(&a, &right_ids) && side(&b, &left_ids) {
-                (b, a)
+            if let Some((l, r)) = self.join_key(conjunct, &both, &left_ids, &right_ids)? {
+                keys.push(self.check_join_key(conjunct, l, r)?);
+                continue;
+            }
+            // Any other condition must read the joined relation only: it then selects which of
+            // its rows take part, for every kind of join, exactly as a `where` inside it would.
+            let condition = self.condition(conjunct, &both, "`on`")?;
+            let used = condition.columns_used();
+            if used.iter().all(|c| right_ids.contains(c)) {
+                right_filters.push(condition);
+                continue;
+            }
+            let message = if used.iter().all(|c| left_ids.contains(c)) {
+                "conditions in `on` on the pipeline's own columns are not supported yet"
             } else {
-                return Err(Diagnostic::type_error(
-                    conjunct.span,
-                    "each equality in `on` must compare the pipeline's columns with the joined relation's",
-                )
-                .with_label("this does not compare one side with the other"));
+                "conditions in `on` comparing both inputs other than equalities of keys are not supported yet"
             };
-            if l.ty != r.ty {
-                return Err(Diagnostic::type_error(
-                    conjunct.span,
-                    format!("join keys have different types: `{}` and `{}`", l.ty, r.ty),
-                )
-                .with_secondary(l.span, format!("this is `{}`", l.ty))
-                .with_secondary(r.span, format!("this is `{}`", r.ty))
-                .with_hint("cast one side with `as` so both have the same type"));
-            }
-            if l.ty.is_float() || l.ty == DataType::Bool {
-                return Err(Diagnostic::unsupported(
-                    conjunct.span,
-                    format!("joining on `{}` keys is not supported", l.ty),
-                )
-                .with_hint("cast both keys to an integer type with `as`"));
-            }
-            if l.ty == DataType::Str && !self.same_dictionary(&l, &r) {
-                return Err(Diagnostic::unsupported(
-                    conjunct.span,
-                    "joining on string columns of different tables is not supported",
-                )
-                .with_hint("join on the integer keys instead"));
-            }
-            keys.push((l, r));
+            return Err(Diagnostic::unsupported(conjunct.span, message).with_hint(
+                "write keys as `left_column == right_column`; filter the pipeline with a `where` before the join",
+            ));
         }
+        if keys.is_empty() {
+            return Err(Diagnostic::type_error(
+                on.span,
+                "`on` needs at least one equality between the pipeline's columns and the joined relation's",
+            )
+            .with_hint("write `left_column == right_column`; use `product` to pair every row with every row"));
+        }
+        let right = filtered(right, right_filters);
         let output = match kind {
             JoinKind::Inner => both.scope,
             JoinKind::Semi | JoinKind::Anti => context.scope.clone(),
@@ -276,6 +254,77 @@ impl Analyzer<'_> {
             },
             output,
         ))
+    }
+
+    /// `a == b` with `a` over one input and `b` over the other, as (pipeline side, joined
+    /// side); `None` for any other conjunct.
+    fn join_key(
+        &mut self,
+        conjunct: &ast::Expr,
+        both: &PipelineContext,
+        left_ids: &[ColumnId],
+        right_ids: &[ColumnId],
+    ) -> Result<Option<(Expr, Expr)>> {
+        let AstExpr::Binary {
+            op: BinaryOp::Eq,
+            left,
+            right,
+        } = &conjunct.kind
+        else {
+            return Ok(None);
+        };
+        // A string literal on either side makes this a condition, analyzed as one.
+        let (Operand::Value(a), Operand::Value(b)) =
+            (self.operand(left, both)?, self.operand(right, both)?)
+        else {
+            return Ok(None);
+        };
+        let over = |e: &Expr, ids: &[ColumnId]| {
+            let used = e.columns_used();
+            !used.is_empty() && used.iter().all(|c| ids.contains(c))
+        };
+        Ok(if over(&a, left_ids) && over(&b, right_ids) {
+            Some((a, b))
+        } else if over(&a, right_ids) && over(&b, left_ids) {
+            Some((b, a))
+        } else {
+            None
+        })
+    }
+
+    /// Checks that two keys can be compared by a hash join; integers of different widths are
+    /// compared as the wider type, as SQL does.
+    fn check_join_key(&self, conjunct: &ast::Expr, l: Expr, r: Expr) -> Result<(Expr, Expr)> {
+        let (l, r) = match (l.ty, r.ty) {
+            (DataType::I32, DataType::I64) => (l.cast(DataType::I64), r),
+            (DataType::I64, DataType::I32) => (l, r.cast(DataType::I64)),
+            _ => (l, r),
+        };
+        if l.ty != r.ty {
+            return Err(Diagnostic::type_error(
+                conjunct.span,
+                format!("join keys have different types: `{}` and `{}`", l.ty, r.ty),
+            )
+            .with_secondary(l.span, format!("this is `{}`", l.ty))
+            .with_secondary(r.span, format!("this is `{}`", r.ty))
+            .with_hint("cast one side with `as` so both have the same type"));
+        }
+        if l.ty.is_float() || l.ty == DataType::Bool {
+            return Err(Diagnostic::unsupported(
+                conjunct.span,
+                "joining on floating-point or `bool` keys is not supported",
+            )
+            .with_label(format!("these keys are `{}`", l.ty))
+            .with_hint("cast both keys to an integer type with `as`"));
+        }
+        if l.ty == DataType::Str && !self.same_dictionary(&l, &r) {
+            return Err(Diagnostic::unsupported(
+                conjunct.span,
+                "comparing or joining two different string columns is not supported yet",
+            )
+            .with_hint("join on the integer keys instead"));
+        }
+        Ok((l, r))
     }
 
     fn aggregates(
@@ -423,8 +472,9 @@ impl Analyzer<'_> {
             if ia.ty == DataType::Str && (ia.origin.is_none() || ia.origin != ib.origin) {
                 return Err(Diagnostic::unsupported(
                     right.span,
-                    format!("`{keyword}` of string columns from different tables is not supported"),
-                ));
+                    "combining two different string columns with `union`, `intersect` or `except` is not supported yet",
+                )
+                .with_label(format!("`{}` and `{}` are different string columns", a.name, b.name)));
             }
             let id = self.columns.add(ColumnInfo {
                 name: a.name.clone(),
@@ -480,5 +530,32 @@ fn split_conjunction(expr: &ast::Expr) -> Vec<&ast::Expr> {
             parts
         }
         _ => vec![expr],
+    }
+}
+
+/// `relation` with `conditions` applied as a `where` inside it.
+fn filtered(relation: TypedRelation, conditions: Vec<Expr>) -> TypedRelation {
+    if conditions.is_empty() {
+        return relation;
+    }
+    let span = relation.span;
+    let output = relation.output.clone();
+    let predicate = Expr::conjunction(conditions, span);
+    TypedRelation {
+        source: TypedSource::Pipeline {
+            name: None,
+            pipeline: Box::new(TypedPipeline {
+                from: relation,
+                stages: vec![TypedStage {
+                    kind: TypedStageKind::Where(predicate),
+                    output: output.clone(),
+                    span,
+                }],
+                output: output.clone(),
+                span,
+            }),
+        },
+        output,
+        span,
     }
 }

@@ -83,6 +83,15 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                     overflow: None,
                 })
             }
+            // `null` of any type: a zero that is never valid.
+            ExprKind::Literal(Value::Null) => Ok(Val {
+                value: match expr.ty {
+                    DataType::Bool => self.em.i1().const_zero().into(),
+                    ty => self.em.value_type(ty).const_zero(),
+                },
+                valid: Some(self.em.i1().const_int(0, false)),
+                overflow: None,
+            }),
             ExprKind::Literal(value) => Ok(Val {
                 value: self.constant(value, expr.ty)?,
                 valid: None,
@@ -145,6 +154,8 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             ExprKind::Cast(operand) => {
                 let v = self.value_of(operand, item)?;
                 let (value, lost) = self.checked_cast(v.value, operand.ty, expr.ty)?;
+                // A narrowing the operand's width shows always fits needs no check.
+                let lost = lost.filter(|_| !operand_fits(operand, expr.ty));
                 let lost = match (lost, v.valid) {
                     (Some(lost), Some(valid)) => Some(em.b.build_and(lost, valid, "")?),
                     (lost, _) => lost,
@@ -736,6 +747,16 @@ fn fits_its_type(expr: &Expr) -> bool {
     bits_needed(expr) <= width
 }
 
+/// Whether every value of the integer expression `operand` fits in `ty`.
+fn operand_fits(operand: &Expr, ty: DataType) -> bool {
+    let width = match ty {
+        DataType::I32 | DataType::Date => 32,
+        DataType::I64 => 64,
+        _ => return false,
+    };
+    operand.ty.is_integer() && bits_needed(operand) <= width
+}
+
 /// An upper bound on the bits, sign included, that an integer expression's value needs.
 fn bits_needed(expr: &Expr) -> u32 {
     let width = |ty: DataType| match ty {
@@ -754,7 +775,8 @@ fn bits_needed(expr: &Expr) -> u32 {
         ExprKind::Binary { op, left, right } => match op {
             BinaryOp::Add | BinaryOp::Sub => bits_needed(left).max(bits_needed(right)) + 1,
             BinaryOp::Mul => bits_needed(left) + bits_needed(right),
-            BinaryOp::Rem => bits_needed(left),
+            // |a % b| is below |b| and at most |a|.
+            BinaryOp::Rem => bits_needed(left).min(bits_needed(right)),
             _ => width(expr.ty),
         },
         ExprKind::Unary {
@@ -791,8 +813,9 @@ pub(super) fn host_expr(expr: &Expr) -> Result<HostExpr, Diagnostic> {
         ExprKind::StrCode(_) => {
             return Err(Diagnostic::unsupported(
                 expr.span,
-                "comparing a string of a grouped result with a literal is not supported yet; filter before grouping",
-            ))
+                "comparing a string of a grouped result with a literal is not supported yet",
+            )
+            .with_hint("filter before grouping"))
         }
         ExprKind::Unary { op, operand } => HostExpr::Unary {
             op: op.symbol().to_string(),
@@ -811,12 +834,18 @@ pub(super) fn host_expr(expr: &Expr) -> Result<HostExpr, Diagnostic> {
             function: function.name().to_string(),
             args: args.iter().map(host_expr).collect::<Result<_, _>>()?,
         },
-        ExprKind::Case { branches, otherwise } => HostExpr::Case {
+        ExprKind::Case {
+            branches,
+            otherwise,
+        } => HostExpr::Case {
             branches: branches
                 .iter()
                 .map(|(w, t)| Ok((host_expr(w)?, host_expr(t)?)))
                 .collect::<Result<_, Diagnostic>>()?,
-            otherwise: otherwise.as_ref().map(|o| host_expr(o).map(Box::new)).transpose()?,
+            otherwise: otherwise
+                .as_ref()
+                .map(|o| host_expr(o).map(Box::new))
+                .transpose()?,
         },
         ExprKind::IsNull { operand, negated } => HostExpr::IsNull {
             operand: Box::new(host_expr(operand)?),

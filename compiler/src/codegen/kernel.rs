@@ -574,6 +574,15 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             }
         }
         em.b.build_unconditional_branch(tile_loop.header)?;
+        // The exit goes after the loop's last block, where LLVM's inliner and loop passes
+        // would otherwise move it, each pipeline its own way.
+        if let Some(last) = em.function.get_last_basic_block() {
+            if last != tile_loop.exit {
+                tile_loop.exit.move_after(last).map_err(|()| {
+                    CodegenError::Invalid("cannot move the tile loop's exit".into())
+                })?;
+            }
+        }
         em.b.position_at_end(tile_loop.exit);
         for slot in &mut self.packed {
             slot.staged = None;

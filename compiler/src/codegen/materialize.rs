@@ -53,11 +53,9 @@ pub(super) fn plan_rows(
                     .ok_or_else(|| {
                         Diagnostic::unsupported(
                             query.span,
-                            format!(
-                                "returning the computed string `{}` is not supported",
-                                info.name
-                            ),
+                            "returning a computed string is not supported yet",
                         )
+                        .with_label(format!("`{}` is a computed string", info.name))
                     })?,
             ),
             _ => None,

@@ -263,11 +263,9 @@ pub(super) fn query_to_llvm(
         {
             return Err(Diagnostic::unsupported(
                 query.span,
-                format!(
-                    "joining in `{}`, which may hold nulls, is not supported yet",
-                    query.columns.get(*c).name
-                ),
-            ));
+                "joining in a column that may hold nulls is not supported yet",
+            )
+            .with_label(format!("`{}` may hold nulls", query.columns.get(*c).name)));
         }
         let layout = match table.keys {
             BuildKeys::Unique => HashTableLayout::new(kind, key_ty, &payload),
@@ -372,8 +370,9 @@ pub(super) fn query_to_llvm(
                     let Some(id) = key.expr.as_column() else {
                         return Err(Diagnostic::unsupported(
                             key.expr.span,
-                            "sorting a grouped result by an expression is not supported yet; `derive` it first",
-                        ));
+                            "sorting a grouped result by an expression is not supported yet",
+                        )
+                        .with_hint("`derive` it first"));
                     };
                     ids.push((id.0, key.descending));
                 }

@@ -317,11 +317,9 @@ pub(super) fn plan_sink(
                 if expr.nullable {
                     return Err(Diagnostic::unsupported(
                         expr.span,
-                        format!(
-                            "grouping by `{}`, which may hold nulls, is not supported yet",
-                            info.name
-                        ),
-                    ));
+                        "grouping by a key that may hold nulls is not supported yet",
+                    )
+                    .with_label(format!("`{}` may hold nulls", info.name)));
                 }
                 if let Some(source) = expr.as_column() {
                     qc.assume_range(source, domain.min, domain.min + domain.size as i64 - 1);
@@ -394,11 +392,9 @@ fn hash_groups(
         if expr.nullable {
             return Err(Diagnostic::unsupported(
                 expr.span,
-                format!(
-                    "grouping by `{}`, which may hold nulls, is not supported yet",
-                    query.columns.get(*id).name
-                ),
-            ));
+                "grouping by a key that may hold nulls is not supported yet",
+            )
+            .with_label(format!("`{}` may hold nulls", query.columns.get(*id).name)));
         }
         shift -= bits;
         let dictionary = match expr.ty {

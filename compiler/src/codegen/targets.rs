@@ -122,7 +122,9 @@ const GPU_PASSES: &str = concat!(
     "vector-combine,sccp,bdce,",
     "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>,",
     "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>,",
-    "loop-mssa(licm<allowspeculation>)),",
+    "loop-mssa(licm<allowspeculation>),",
+    // Alignments of shared arrays, which `-O1` infers late and the code generator uses.
+    "infer-alignment),",
     // Shared arrays a kernel only writes (a packed column staged for a value no row needs).
     "globalopt,",
     FOR_PTX!(),

@@ -1,6 +1,7 @@
-//! Constant folding: evaluates operations whose operands are all literals, simplifies `and`/`or`
-//! with a literal side, and removes filters that are always true. Results are unchanged; integer
-//! arithmetic that would overflow is left for run time, where it wraps as the device does.
+//! Constant folding: evaluates operations whose operands are all literals, propagates `null`
+//! through the operations it makes `null`, simplifies `and`/`or` with a literal side, and
+//! removes filters that are always true. Results are unchanged; integer arithmetic or a cast
+//! that would overflow is left for run time, which reports it as an error.
 
 use tessera_grammar::ast::{BinaryOp, UnaryOp};
 use tessera_stdlib::Function;
@@ -42,6 +43,19 @@ fn fold_plan(plan: &mut LogicalPlan) {
 pub(crate) fn fold(expr: Expr) -> Expr {
     let span = expr.span;
     let folded = match &expr.kind {
+        // Every operation but `and`, `or`, `case` and `is null` is `null` when an operand is.
+        ExprKind::Unary { operand, .. } if operand.is_null() => Some(Value::Null),
+        ExprKind::Cast(operand) if operand.is_null() => Some(Value::Null),
+        ExprKind::Call { args, .. } if args.iter().any(Expr::is_null) => Some(Value::Null),
+        ExprKind::Binary { op, left, right }
+            if !op.is_logical() && (left.is_null() || right.is_null()) =>
+        {
+            Some(Value::Null)
+        }
+        ExprKind::Binary { left, right, .. } if left.is_null() && right.is_null() => {
+            Some(Value::Null)
+        }
+        ExprKind::IsNull { operand, negated } if operand.is_null() => Some(Value::Bool(!negated)),
         ExprKind::Unary { op, operand } => match (&operand.kind, op) {
             (ExprKind::Literal(Value::Bool(b)), UnaryOp::Not) => Some(Value::Bool(!b)),
             (ExprKind::Literal(Value::Int(i)), UnaryOp::Neg) => i.checked_neg().map(Value::Int),
@@ -142,7 +156,7 @@ fn binary(op: BinaryOp, a: &Value, b: &Value) -> Option<Value> {
 fn cast(value: &Value, to: DataType) -> Option<Value> {
     Some(match (value, to) {
         (Value::Int(i), DataType::I64) => Value::Int(*i),
-        (Value::Int(i), DataType::I32) => Value::Int(i64::from(*i as i32)),
+        (Value::Int(i), DataType::I32) => Value::Int(i64::from(i32::try_from(*i).ok()?)),
         (Value::Int(i), DataType::F32) => Value::Float(f64::from(*i as f32)),
         (Value::Int(i), DataType::F64) => Value::Float(*i as f64),
         (Value::Float(x), DataType::F32) => Value::Float(f64::from(*x as f32)),

@@ -194,10 +194,8 @@ impl Planner<'_> {
             LogicalPlan::Join(join) => self.join(join),
             LogicalPlan::Aggregate(aggregate) => {
                 let Flow::Pipelined(opens) = self.plan(&aggregate.input)? else {
-                    return Err(Diagnostic::unsupported(
-                        aggregate.span,
-                        "grouping an already grouped or sorted result is not supported yet",
-                    ));
+                    return Err(Diagnostic::unsupported(aggregate.span, "stages after a `group` or `sort` other than `where`, `select`, `derive`, `sort` and `take` are not supported yet")
+                        .with_label("this groups a grouped or sorted result"));
                 };
                 let rows = passing_rows(&opens);
                 let layout = self.group_layout(&aggregate.keys, &aggregate.aggregates, rows);
@@ -255,10 +253,9 @@ impl Planner<'_> {
             Some(opened) => opened,
             None => {
                 let Flow::Pipelined(opens) = self.plan(input)? else {
-                    return Err(Diagnostic::unsupported(
-                        self.span,
-                        format!("{what} of a grouped or sorted result is not supported yet; put it before `group` or `sort`"),
-                    ));
+                    return Err(Diagnostic::unsupported(self.span, "stages after a `group` or `sort` other than `where`, `select`, `derive`, `sort` and `take` are not supported yet")
+                        .with_label(format!("{what} of a grouped or sorted result"))
+                        .with_hint("put it before `group` or `sort`"));
                 };
                 let rows = passing_rows(&opens);
                 let layout = self.group_layout(&keys, &[], rows);
@@ -314,8 +311,9 @@ impl Planner<'_> {
             let Flow::Pipelined(mut side_opens) = self.plan(input)? else {
                 return Err(Diagnostic::unsupported(
                     self.span,
-                    format!("`{keyword}` of a grouped or sorted result is not supported yet"),
-                ));
+                    "joining or combining a grouped or sorted relation is not supported yet",
+                )
+                .with_label(format!("`{keyword}` of a grouped or sorted result")));
             };
             for open in &mut side_opens {
                 // Each input's columns become the operation's, position by position.
@@ -519,8 +517,9 @@ impl Planner<'_> {
         let Flow::Pipelined(builds) = self.plan(&join.right)? else {
             return Err(Diagnostic::unsupported(
                 join.span,
-                "the joined relation must be a table with filters, not a grouped or sorted result",
-            ));
+                "joining or combining a grouped or sorted relation is not supported yet",
+            )
+            .with_label("the joined relation is grouped or sorted"));
         };
         let build_rows: u64 = builds.iter().map(|b| b.rows).sum();
         let estimated_rows = passing_rows(&builds);
@@ -545,10 +544,9 @@ impl Planner<'_> {
         if keys == BuildKeys::Chained && build_rows > MAX_CHAINED_ROWS {
             return Err(Diagnostic::unsupported(
                 join.span,
-                format!(
-                    "the joined relation has {build_rows} rows and its keys may repeat; such joins take at most {MAX_CHAINED_ROWS} rows"
-                ),
-            ));
+                format!("a joined relation whose keys may repeat can have at most {MAX_CHAINED_ROWS} rows"),
+            )
+            .with_label(format!("this one has {build_rows} rows")));
         }
         let repeats_rows = |open: &OpenPipeline| {
             open.steps.iter().any(|step| {
@@ -559,7 +557,7 @@ impl Planner<'_> {
         if keys == BuildKeys::Chained && builds.iter().any(repeats_rows) {
             return Err(Diagnostic::unsupported(
                 join.span,
-                "both sides of this join repeat their keys and join others on repeated keys; such joins are not supported yet",
+                "a join on keys that may repeat, of a relation that itself joins on keys that may repeat, is not supported yet",
             ));
         }
         if keys == BuildKeys::Chained && builds.len() > 1 {
@@ -590,10 +588,8 @@ impl Planner<'_> {
         );
 
         let Flow::Pipelined(mut probes) = self.plan(&join.left)? else {
-            return Err(Diagnostic::unsupported(
-                join.span,
-                "joining a grouped or sorted result is not supported yet",
-            ));
+            return Err(Diagnostic::unsupported(join.span, "stages after a `group` or `sort` other than `where`, `select`, `derive`, `sort` and `take` are not supported yet")
+                .with_label("this joins a grouped or sorted result"));
         };
         let found = if build_rows == 0 {
             0.0
@@ -674,12 +670,27 @@ impl Planner<'_> {
                 Some(source) => self.kept_once(&project.input, source),
                 None => false,
             },
-            // The statistics of the column itself say (scans; groupings and set operations
-            // produce columns of their own).
-            LogicalPlan::Scan(_)
-            | LogicalPlan::Aggregate(_)
-            | LogicalPlan::Distinct(_)
-            | LogicalPlan::SetOperation(_) => true,
+            // A set operation's columns carry their left input's statistics, which say nothing
+            // of what the right input adds: a `union all` may repeat any value, a `union` only
+            // whole rows; `intersect` and `except` keep a subset of the left input's rows.
+            LogicalPlan::SetOperation(set) => {
+                let single_distinct = !set.all && set.outputs.len() == 1;
+                match set.op {
+                    SetOp::Union => single_distinct,
+                    SetOp::Intersect | SetOp::Except => {
+                        single_distinct
+                            || set
+                                .outputs
+                                .iter()
+                                .position(|c| *c == column)
+                                .and_then(|i| set.left.output().get(i).copied())
+                                .is_some_and(|source| self.kept_once(&set.left, source))
+                    }
+                }
+            }
+            // The statistics of the column itself say (scans; groupings produce columns of
+            // their own).
+            LogicalPlan::Scan(_) | LogicalPlan::Aggregate(_) | LogicalPlan::Distinct(_) => true,
         }
     }
 
