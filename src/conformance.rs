@@ -53,7 +53,15 @@ impl Case {
                 body.push_str(line);
                 body.push('\n');
             } else if let Some(rest) = line.strip_prefix("data:") {
-                data = Some(rest.trim().to_string());
+                let rest = rest.trim();
+                data = Some(match rest.strip_prefix("folder ") {
+                    // A checked-in data folder, found like a script file.
+                    Some(folder) => {
+                        let found = resolve(path, folder.trim(), Path::is_dir)?;
+                        format!("folder {}", found.display())
+                    }
+                    None => rest.to_string(),
+                });
             } else if let Some(rest) = line.strip_prefix("order:") {
                 ordered = rest.trim() != "any";
             } else if let Some(rest) = line.strip_prefix("script:") {
@@ -61,7 +69,7 @@ impl Case {
                 if rest.is_empty() {
                     inline = Some(String::new());
                 } else {
-                    script = Some(Script::File(resolve(path, rest)?));
+                    script = Some(Script::File(resolve(path, rest, Path::is_file)?));
                 }
             }
         }
@@ -79,21 +87,22 @@ impl Case {
     }
 }
 
-/// A script path, relative to the test file's folder or any folder above it.
-fn resolve(test: &Path, script: &str) -> Result<PathBuf, String> {
-    let candidate = Path::new(script);
+/// A script file or data folder named by a test file: a path relative to the test file's folder
+/// or any folder above it, or an absolute one.
+fn resolve(test: &Path, named: &str, exists: fn(&Path) -> bool) -> Result<PathBuf, String> {
+    let candidate = Path::new(named);
     if candidate.is_absolute() {
         return Ok(candidate.to_path_buf());
     }
     let start = test.parent().unwrap_or(Path::new("."));
     for folder in start.ancestors() {
         let path = folder.join(candidate);
-        if path.is_file() {
+        if exists(&path) {
             return Ok(path);
         }
     }
     Err(format!(
-        "{}: script {script} not found next to it or above",
+        "{}: {named} not found next to it or above",
         test.display()
     ))
 }

@@ -269,8 +269,13 @@ fn parse_target(text: &str) -> Result<tessera_runtime::Target, String> {
 
 #[derive(clap::Args)]
 pub struct RunArgs {
-    /// The script (`.tq`) or compiled program (`.tqx`).
-    script: PathBuf,
+    /// The script (`.tq`), a compiled program (`.tqx`), or `-` to read the script from
+    /// standard input.
+    #[arg(required_unless_present = "command", conflicts_with = "command")]
+    script: Option<PathBuf>,
+    /// The script itself, instead of a file.
+    #[arg(short = 'c', long = "command", value_name = "SCRIPT")]
+    command: Option<String>,
     /// The data directory.
     #[arg(long)]
     data: PathBuf,
@@ -280,6 +285,10 @@ pub struct RunArgs {
     /// How to print results.
     #[arg(long, value_enum, default_value = "table")]
     format: commands::run::Format,
+    /// Rows a table shows at most, its first and last ones (0 for all): 40 when the output is a
+    /// terminal, all otherwise.
+    #[arg(long, value_name = "N")]
+    max_rows: Option<usize>,
     /// Print compile time, each kernel's time and the bytes it read (on stderr).
     #[arg(long)]
     timing: bool,
@@ -599,7 +608,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|| "a worker thread failed".into());
             output_failure(&message).unwrap_or_else(|| {
                 eprintln!("error: internal error (this is a bug in Tessera): {message}");
-                2
+                EXIT_INTERNAL
             })
         }
     };
@@ -608,6 +617,10 @@ fn main() -> ExitCode {
     }
     ExitCode::from(code)
 }
+
+/// The exit status of an internal error (a bug in Tessera), as sysexits' EX_SOFTWARE; a user's
+/// error exits with 1 and a usage error (clap's) with 2.
+const EXIT_INTERNAL: u8 = 70;
 
 /// The stack of the thread that runs the command.
 const COMMAND_STACK_BYTES: usize = 1 << 30;

@@ -735,3 +735,130 @@ fn partitioned_rows_give_the_same_result_whether_staged_by_part_or_written_direc
     assert_eq!(plain, staged);
     assert_eq!(plain, direct);
 }
+
+/// Runs `args` with `input` on standard input.
+fn tessera_with_input(args: &[&str], input: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .current_dir(common::repo())
+        .env("TESSERA_CACHE_DIR", "")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("tessera starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(input.as_bytes()).expect("script written");
+    drop(stdin);
+    child.wait_with_output().expect("tessera runs")
+}
+
+#[test]
+fn scripts_come_inline_or_from_standard_input_and_print_in_every_format() {
+    let script = "from supplier | where s_suppkey < 3 \
+                  | select z = s_suppkey, a = s_suppkey + null, f = (s_suppkey as f32) / 10.0 \
+                  | sort z\n\
+                  from date | aggregate { n = count() }";
+    let json = tessera(&[
+        "run",
+        "-c",
+        script,
+        "--data",
+        data(),
+        "--device",
+        "cpu",
+        "--format",
+        "json",
+    ]);
+    let stdout = text(&json.stdout);
+    assert!(json.status.success(), "{}", text(&json.stderr));
+    // One JSON value for the whole script; keys in column order; f32 values in their shortest
+    // form; a null is JSON's null.
+    let parsed: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON value");
+    assert_eq!(
+        parsed,
+        serde_json::json!([
+            [{"z": 1, "a": null, "f": 0.1}, {"z": 2, "a": null, "f": 0.2}],
+            [{"n": 2556}]
+        ])
+    );
+    assert!(
+        stdout.contains(r#"{"z": 1, "a": null, "f": 0.1}"#),
+        "{stdout}"
+    );
+
+    let piped = tessera_with_input(
+        &[
+            "run",
+            "-",
+            "--data",
+            data(),
+            "--device",
+            "cpu",
+            "--format",
+            "csv",
+        ],
+        script,
+    );
+    assert!(piped.status.success(), "{}", text(&piped.stderr));
+    assert_eq!(text(&piped.stdout), "z,a,f\n1,,0.1\n2,,0.2\n\nn\n2556\n");
+
+    let ndjson = tessera(&[
+        "run",
+        "-c",
+        script,
+        "--data",
+        data(),
+        "--device",
+        "cpu",
+        "--format",
+        "ndjson",
+    ]);
+    let lines: Vec<serde_json::Value> = text(&ndjson.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON object per line"))
+        .collect();
+    assert_eq!(lines.len(), 3);
+
+    let table = tessera(&["run", "-c", script, "--data", data(), "--device", "cpu"]);
+    assert!(
+        text(&table.stdout).contains("NULL"),
+        "{}",
+        text(&table.stdout)
+    );
+}
+
+#[test]
+fn a_long_table_is_elided_when_asked() {
+    let output = tessera(&[
+        "run",
+        "-c",
+        "from date | select d_datekey | sort d_datekey",
+        "--data",
+        data(),
+        "--device",
+        "cpu",
+        "--max-rows",
+        "4",
+    ]);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(stdout.lines().count(), 2 + 4 + 1 + 1, "{stdout}");
+    assert!(stdout.ends_with("(2556 rows, 4 shown)\n"), "{stdout}");
+}
+
+#[test]
+fn a_script_is_named_once() {
+    let both = tessera(&[
+        "run",
+        "examples/ssb/q11.tq",
+        "-c",
+        "from date",
+        "--data",
+        data(),
+    ]);
+    assert_eq!(both.status.code(), Some(2));
+    let neither = tessera(&["run", "--data", data()]);
+    assert_eq!(neither.status.code(), Some(2));
+}

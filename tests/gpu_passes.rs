@@ -142,8 +142,8 @@ fn gpu_passes_match_llvm_o1() {
         (Compression::Auto, target.default_packed_tile()),
     ] {
         for (name, source) in &scripts {
+            let catalog = common::catalog_for_file(name, source).with_compression(compression);
             let name = format!("{name} (--compress {compression})");
-            let catalog = common::catalog_for(source).with_compression(compression);
             let ast = source_to_ast(source).unwrap_or_else(|d| panic!("{name}: {d:?}"));
             let compilation =
                 Compilation::run(ast, &catalog).unwrap_or_else(|d| panic!("{name}: {d:?}"));
@@ -242,7 +242,7 @@ fn shared_bytes_per_kernel(ptx: &str) -> Vec<(String, u64)> {
 fn packed_kernels_fit_static_shared_memory() {
     let target = Target::Nvptx { sm: 90 };
     for (name, source) in scripts() {
-        let catalog = common::catalog_for(&source).with_compression(Compression::Dfor);
+        let catalog = common::catalog_for_file(&name, &source).with_compression(Compression::Dfor);
         let ast = source_to_ast(&source).unwrap_or_else(|d| panic!("{name}: {d:?}"));
         let compilation =
             Compilation::run(ast, &catalog).unwrap_or_else(|d| panic!("{name}: {d:?}"));

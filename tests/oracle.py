@@ -11,7 +11,8 @@ and rewrites everything after `----`. Tessera never produces its own expectation
     python3 tests/oracle.py --data D --out E       # answers on data D, written to copies under E
 
 Data: a file's `data:` line names generated data, `ssb SF` (the Star Schema Benchmark at that scale
-factor) or `wisconsin ROWS` (the Wisconsin relations). Unless `--data` is given, it is generated
+factor) or `wisconsin ROWS` (the Wisconsin relations), or a checked-in folder, `folder PATH`
+(relative to the file's folder or one above it; see tests/data/make.py). Unless `--data` is given, it is generated
 with `tessera gen` (deterministic) into target/conformance-data.
 """
 
@@ -56,10 +57,16 @@ def parse(path):
     return head, fields
 
 
-def dataset(fields, args):
+def dataset(path, fields, args):
     if args.data:
         return pathlib.Path(args.data)
     kind, _, scale = fields.get("data", "").partition(" ")
+    if kind == "folder" and scale:
+        # A checked-in folder, relative to the file's folder or one above it.
+        for ancestor in [path.parent, *path.resolve().parents]:
+            if (ancestor / scale).is_dir():
+                return (ancestor / scale).resolve()
+        sys.exit(f"error: {path}: data folder {scale} not found")
     if kind == "ssb" and scale:
         folder = ROOT / "target" / "conformance-data" / f"ssb-{scale}"
         marker = folder / "date.parquet"
@@ -147,7 +154,7 @@ def main():
         head, fields = parse(path)
         if "sql" not in fields:
             sys.exit(f"error: {path} has no `sql:` section")
-        folder = dataset(fields, args)
+        folder = dataset(path, fields, args)
         if folder not in connections:
             connections[folder] = connect(folder)
         expected = answer(connections[folder], fields["sql"])

@@ -8,6 +8,7 @@
 
 pub mod emit;
 pub mod exec;
+pub mod output;
 pub mod primitives;
 pub mod program;
 pub mod result;

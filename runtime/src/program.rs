@@ -11,7 +11,7 @@ use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
 
 /// Bumped whenever the format changes, so an old artifact is refused with a clear message.
-pub const FORMAT_VERSION: u32 = 10;
+pub const FORMAT_VERSION: u32 = 11;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {
@@ -370,16 +370,20 @@ pub struct HashKey {
     pub ty: DataType,
     pub shift: u32,
     pub bits: u32,
+    /// Whether the bit above the value's is the key's null flag.
+    pub nullable: bool,
     pub dictionary: Option<(String, String)>,
 }
 
-/// A group key of a dense result: slot index digit `(key - min)` in a domain of `size` values.
+/// A group key of a dense result: slot index digit `(key - min)` in a domain of `size` values,
+/// and, when `nullable`, digit `size` for null.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DenseKey {
     pub id: u32,
     pub ty: DataType,
     pub min: i64,
     pub size: u64,
+    pub nullable: bool,
     pub dictionary: Option<(String, String)>,
 }
 

@@ -88,10 +88,15 @@ pub(crate) fn decode_result(
                 let mut rest = slot as u64;
                 let mut digits = vec![0u64; keys.len()];
                 for (i, key) in keys.iter().enumerate().rev() {
-                    digits[i] = rest % key.size;
-                    rest /= key.size;
+                    let slots = key.size + u64::from(key.nullable);
+                    digits[i] = rest % slots;
+                    rest /= slots;
                 }
                 for ((key, digit), dictionary) in keys.iter().zip(digits).zip(&dictionaries) {
+                    if digit == key.size {
+                        row.push(Value::Null);
+                        continue;
+                    }
                     let raw = key.min + digit as i64;
                     row.push(match (key.ty, dictionary) {
                         (DataType::Str, Some(d)) => {
@@ -158,6 +163,10 @@ pub(crate) fn decode_result(
                 };
                 let mut row = Vec::with_capacity(keys.len() + aggregates.len());
                 for (key, dictionary) in keys.iter().zip(&dictionaries) {
+                    if key.nullable && (packed >> (key.shift + key.bits)) & 1 == 1 {
+                        row.push(Value::Null);
+                        continue;
+                    }
                     let raw = unpack(packed, key.shift, key.bits);
                     row.push(match (key.ty, dictionary) {
                         (DataType::Str, Some(d)) => {
@@ -660,212 +669,4 @@ fn call(function: &str, v: Value) -> Result<Value, RuntimeError> {
             })
         }
     })
-}
-
-/// The text forms a result is printed in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TextFormat {
-    /// An aligned table with a header and a row count.
-    Table,
-    /// Comma-separated values with a header row; nulls are empty fields.
-    Csv,
-    /// A JSON array of objects, one per row; nulls are `null`.
-    Json,
-}
-
-/// Writes a result piece by piece as it is read back: the header with the first piece, each
-/// piece's rows as they come, the closing line (the row count, or JSON's bracket) at the end.
-/// A table's columns take their widths from the first piece.
-pub struct ResultWriter<W: std::io::Write> {
-    out: W,
-    format: TextFormat,
-    numeric: Vec<bool>,
-    widths: Vec<usize>,
-    /// Column names, for JSON's objects.
-    names: Vec<String>,
-    rows: u64,
-    started: bool,
-}
-
-impl<W: std::io::Write> ResultWriter<W> {
-    pub fn new(out: W, format: TextFormat) -> ResultWriter<W> {
-        ResultWriter {
-            out,
-            format,
-            numeric: Vec::new(),
-            widths: Vec::new(),
-            names: Vec::new(),
-            rows: 0,
-            started: false,
-        }
-    }
-
-    /// Writes the rows of `piece` (and, the first time, the header).
-    pub fn write(&mut self, piece: &ResultTable) -> std::io::Result<()> {
-        if !self.started {
-            self.start(piece)?;
-        }
-        for row in &piece.rows {
-            self.row(row)?;
-            self.rows += 1;
-        }
-        Ok(())
-    }
-
-    /// Ends the result (`columns` name the header if no piece came); returns the writer.
-    pub fn finish(mut self, columns: &[(String, DataType)]) -> std::io::Result<W> {
-        if !self.started {
-            self.start(&ResultTable {
-                columns: columns.to_vec(),
-                rows: Vec::new(),
-            })?;
-        }
-        match self.format {
-            TextFormat::Table => writeln!(
-                self.out,
-                "({} row{})",
-                self.rows,
-                if self.rows == 1 { "" } else { "s" }
-            )?,
-            TextFormat::Csv => {}
-            TextFormat::Json if self.rows == 0 => writeln!(self.out, "[]")?,
-            TextFormat::Json => write!(self.out, "\n]\n")?,
-        }
-        self.out.flush()?;
-        Ok(self.out)
-    }
-
-    fn start(&mut self, piece: &ResultTable) -> std::io::Result<()> {
-        self.started = true;
-        let header: Vec<String> = piece.columns.iter().map(|(name, _)| name.clone()).collect();
-        match self.format {
-            TextFormat::Table => {
-                self.numeric = piece
-                    .columns
-                    .iter()
-                    .map(|(_, ty)| ty.is_numeric())
-                    .collect();
-                self.widths = header.iter().map(|h| h.chars().count()).collect();
-                for row in &piece.rows {
-                    for (w, v) in self.widths.iter_mut().zip(row) {
-                        *w = (*w).max(format_value(v).chars().count());
-                    }
-                }
-                self.aligned(&header)?;
-                let rule: Vec<String> = self.widths.iter().map(|&w| "-".repeat(w)).collect();
-                writeln!(self.out, "{}", rule.join("  "))
-            }
-            TextFormat::Csv => {
-                let header: Vec<String> = header.iter().map(|h| csv_field(h)).collect();
-                writeln!(self.out, "{}", header.join(","))
-            }
-            TextFormat::Json => {
-                self.names = header;
-                Ok(())
-            }
-        }
-    }
-
-    fn row(&mut self, row: &[Value]) -> std::io::Result<()> {
-        match self.format {
-            TextFormat::Table => {
-                let cells: Vec<String> = row.iter().map(format_value).collect();
-                self.aligned(&cells)
-            }
-            TextFormat::Csv => {
-                let fields: Vec<String> = row
-                    .iter()
-                    .map(|v| match v {
-                        Value::Null => String::new(),
-                        other => csv_field(&format_value(other)),
-                    })
-                    .collect();
-                writeln!(self.out, "{}", fields.join(","))
-            }
-            TextFormat::Json => {
-                let object: serde_json::Map<String, serde_json::Value> = self
-                    .names
-                    .iter()
-                    .zip(row)
-                    .map(|(name, v)| (name.clone(), json_value(v)))
-                    .collect();
-                let text = serde_json::to_string_pretty(&serde_json::Value::Object(object))
-                    .unwrap_or_else(|_| "{}".into());
-                let separator = if self.rows == 0 { "[\n" } else { ",\n" };
-                let indented: Vec<String> = text.lines().map(|l| format!("  {l}")).collect();
-                write!(self.out, "{separator}{}", indented.join("\n"))
-            }
-        }
-    }
-
-    fn aligned(&mut self, cells: &[String]) -> std::io::Result<()> {
-        let parts: Vec<String> = cells
-            .iter()
-            .zip(&self.widths)
-            .zip(&self.numeric)
-            .map(|((c, &w), &right)| {
-                if right {
-                    format!("{c:>w$}")
-                } else {
-                    format!("{c:<w$}")
-                }
-            })
-            .collect();
-        writeln!(self.out, "{}", parts.join("  ").trim_end())
-    }
-}
-
-impl ResultTable {
-    /// The table in `format`, as `tessera run` prints it.
-    pub fn to_format(&self, format: TextFormat) -> String {
-        let mut writer = ResultWriter::new(Vec::new(), format);
-        let written = writer
-            .write(self)
-            .and_then(|()| writer.finish(&self.columns));
-        String::from_utf8_lossy(&written.unwrap_or_default()).into_owned()
-    }
-
-    /// An aligned text table with a header, as `tessera run` prints by default.
-    pub fn to_text(&self) -> String {
-        self.to_format(TextFormat::Table)
-    }
-
-    /// Comma-separated values with a header row; nulls are empty fields.
-    pub fn to_csv(&self) -> String {
-        self.to_format(TextFormat::Csv)
-    }
-
-    /// A JSON array of objects, one per row; nulls are `null`.
-    pub fn to_json(&self) -> String {
-        self.to_format(TextFormat::Json)
-    }
-}
-
-/// A value as text: integers plainly, floats in their shortest exact form, dates as ISO dates.
-pub fn format_value(v: &Value) -> String {
-    match v {
-        Value::Null => "null".into(),
-        Value::Float(x) if x.is_finite() && x.fract() == 0.0 && x.abs() < 1e15 => format!("{x:.1}"),
-        other => other.to_string(),
-    }
-}
-
-fn csv_field(text: &str) -> String {
-    if text.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text.to_string()
-    }
-}
-
-fn json_value(v: &Value) -> serde_json::Value {
-    match v {
-        Value::Null => serde_json::Value::Null,
-        Value::Bool(b) => (*b).into(),
-        Value::Int(i) => (*i).into(),
-        Value::Float(x) => serde_json::Number::from_f64(*x)
-            .map_or(serde_json::Value::Null, serde_json::Value::Number),
-        Value::Date(d) => date::format_days(*d).into(),
-        Value::Str(s) => s.clone().into(),
-    }
 }

@@ -86,7 +86,17 @@ pub struct Script {
 }
 
 impl Script {
+    /// The script in the file at `path`, or on standard input when `path` is `-`.
     pub fn read(path: &Path) -> Result<Script, Failure> {
+        if path.as_os_str() == "-" {
+            let mut source = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut source)
+                .map_err(|e| Failure::Message(format!("cannot read standard input: {e}")))?;
+            return Ok(Script {
+                name: "<stdin>".into(),
+                source,
+            });
+        }
         // A pipe or device nobody writes to would block the read forever.
         let metadata = std::fs::metadata(path)
             .map_err(|e| Failure::Message(format!("cannot read {}: {e}", path.display())))?;

@@ -9,7 +9,8 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use tessera_grammar::{Diagnostic, DiagnosticKind, Span};
-use tessera_runtime::result::{ResultTable, ResultWriter, TextFormat};
+use tessera_runtime::output::{ScriptOutput, TableLimits, TextFormat};
+use tessera_runtime::result::ResultTable;
 use tessera_storage::{date, DataType, Value};
 
 use super::compile::Script;
@@ -19,22 +20,23 @@ use crate::failure::Failure;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Runs `script` on the server at `address`, printing each result in `format`.
-pub fn run(address: &str, script: &Script, format: TextFormat) -> Result<(), Failure> {
+pub fn run(
+    address: &str,
+    script: &Script,
+    format: TextFormat,
+    limits: TableLimits,
+) -> Result<(), Failure> {
     let results = Connection::open(address)?.run(address, script)?;
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let io = |e: std::io::Error| Failure::Message(format!("cannot write the output: {e}"));
-    for (i, table) in results.iter().enumerate() {
-        if i > 0 {
-            writeln!(out).map_err(io)?;
-        }
-        let mut writer = ResultWriter::new(&mut out, format);
-        writer.write(table).map_err(io)?;
-        writer.finish(&table.columns).map_err(io)?;
-    }
-    match out.flush() {
+    let out = std::io::BufWriter::new(stdout.lock());
+    let mut output = ScriptOutput::new(out, format, limits, results.len());
+    let printed = results
+        .iter()
+        .try_for_each(|table| output.print(table))
+        .and_then(|()| output.finish().map(|_| ()));
+    match printed {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.map_err(io),
+        other => other.map_err(|e| Failure::Message(format!("cannot write the output: {e}"))),
     }
 }
 

@@ -13,8 +13,9 @@ use tessera_runtime::exec::host::HostBackend;
 use tessera_runtime::exec::{
     prefetch_columns, run_query, run_query_with, Backend, QueryOutcome, Readback, RuntimeError,
 };
+use tessera_runtime::output::{ScriptOutput, TableLimits, TextFormat};
 use tessera_runtime::program::{Code, Program};
-use tessera_runtime::result::{ResultTable, ResultWriter, TextFormat};
+use tessera_runtime::result::ResultTable;
 use tessera_storage::prepared::PreparedStore;
 use tessera_storage::Catalog;
 
@@ -32,34 +33,55 @@ pub enum Format {
     Table,
     Csv,
     Json,
+    /// One JSON object per row and line.
+    Ndjson,
 }
 
 /// Rows read back from the device at a time when a query's result streams to the output.
 const STREAM_ROWS: usize = 1 << 20;
 
 pub fn run(args: &RunArgs) -> Result<(), Failure> {
-    let is_artifact = args.script.extension().is_some_and(|e| e == "tqx");
+    let artifact = args
+        .script
+        .as_deref()
+        .filter(|path| path.extension().is_some_and(|e| e == "tqx"));
+    let read_script = || match (&args.command, &args.script) {
+        (Some(text), _) => Ok(Script {
+            name: "<command>".into(),
+            source: text.clone(),
+        }),
+        (None, Some(path)) => Script::read(path),
+        (None, None) => Err(Failure::Message("no script: name a file or pass -c".into())),
+    };
     if let Some(server) = &args.server {
-        if is_artifact {
+        if artifact.is_some() {
             return Err(Failure::Message(
                 "a server runs scripts, not compiled programs: send the .tq".into(),
             ));
         }
-        return super::remote::run(server, &Script::read(&args.script)?, args.format.into());
+        return super::remote::run(
+            server,
+            &read_script()?,
+            args.format.into(),
+            TableLimits::for_stdout(args.max_rows),
+        );
     }
     let stdout = std::io::stdout();
     let mut printer = Printer {
-        out: std::io::BufWriter::new(stdout.lock()),
-        format: args.format.into(),
-        queries: 0,
+        output: ScriptOutput::new(
+            std::io::BufWriter::new(stdout.lock()),
+            args.format.into(),
+            TableLimits::for_stdout(args.max_rows),
+            0,
+        ),
     };
     let mut report = ProcessReport::default();
-    let result = if is_artifact {
-        let program = read_artifact(&args.script)?;
+    let result = if let Some(artifact) = artifact {
+        let program = read_artifact(artifact)?;
         if args.device == DeviceChoice::Cpu && matches!(program.code, Code::Ptx(_)) {
             return Err(Failure::Message(format!(
                 "{} was compiled for {}; compile it with --target host to run on the CPU",
-                args.script.display(),
+                artifact.display(),
                 program.target
             )));
         }
@@ -73,7 +95,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         report.prepared = catalog.prepared_counts();
         outcomes.map(|outcomes| (program, outcomes, None))
     } else {
-        let script = Script::read(&args.script)?;
+        let script = read_script()?;
         // The data's tables are found while the driver starts; the target waits for it.
         let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
         let opened = open(&script, &ast, &args.data)?;
@@ -101,7 +123,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         // printed): compile afresh.
         if matches!(outcomes, Err(RuntimeError::Stale(_)))
             && compiled.from_cache
-            && printer.queries == 0
+            && printer.output.printed() == 0
         {
             if let Some(key) = &compiled.cache_key {
                 cache::forget(key);
@@ -141,10 +163,10 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         Err(e) => return Err(e.into()),
     };
     // What is still buffered must reach the output: a closed or full one is an error.
-    match printer.out.flush() {
+    match printer.output.finish() {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
         Err(e) => return Err(Failure::Message(format!("cannot write the output: {e}"))),
-        Ok(()) => {}
+        Ok(_) => {}
     }
     if args.timing {
         eprint!("{}", timing_report(&program, &outcomes, compile));
@@ -245,16 +267,14 @@ impl From<Format> for TextFormat {
             Format::Table => TextFormat::Table,
             Format::Csv => TextFormat::Csv,
             Format::Json => TextFormat::Json,
+            Format::Ndjson => TextFormat::NdJson,
         }
     }
 }
 
-/// Prints each query's result as it is read back, a blank line between queries.
+/// Prints each query's result as it is read back.
 struct Printer<W: Write> {
-    out: W,
-    format: TextFormat,
-    /// Queries printed so far.
-    queries: usize,
+    output: ScriptOutput<W>,
 }
 
 impl<W: Write> Printer<W> {
@@ -265,10 +285,7 @@ impl<W: Write> Printer<W> {
         query: &tessera_runtime::program::QueryProgram,
         catalog: &Catalog,
     ) -> Result<QueryOutcome, RuntimeError> {
-        if self.queries > 0 {
-            writeln!(self.out).map_err(RuntimeError::Output)?;
-        }
-        let mut writer = ResultWriter::new(&mut self.out, self.format);
+        let mut writer = self.output.next_result();
         let mut deliver = |piece: ResultTable| writer.write(&piece).map_err(RuntimeError::Output);
         let mut readback = Readback::Stream {
             rows: STREAM_ROWS,
@@ -278,7 +295,7 @@ impl<W: Write> Printer<W> {
         writer
             .finish(&outcome.table.columns)
             .map_err(RuntimeError::Output)?;
-        self.queries += 1;
+        self.output.finished();
         Ok(outcome)
     }
 }
@@ -307,6 +324,7 @@ fn execute_program<W: Write>(
     }
     report.prefetch_ms += started.elapsed().as_secs_f64() * 1e3;
     report.mark("columns mapped");
+    printer.output.set_queries(program.queries.len());
     match &program.code {
         Code::Ptx(ptx) => {
             let mut backend = GpuBackend::new(ptx, program.cubins.as_ref())?;

@@ -6,7 +6,7 @@
 //! the shell, and Ctrl-D leaves. From a pipe, scripts are read with no prompt and their
 //! results printed.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use rustyline::hint::Hinter;
 use rustyline::validate::Validator;
 use rustyline::{Context, Editor, Helper};
 use tessera_runtime::exec::QueryOutcome;
-use tessera_runtime::result::{ResultWriter, TextFormat};
+use tessera_runtime::output::{ScriptOutput, TableLimits, TextFormat};
 use tessera_storage::cache::CacheFolder;
 
 use crate::engine::{Engine, EngineOptions};
@@ -190,6 +190,7 @@ impl Shell {
             (".format", Some("table")) => self.format = TextFormat::Table,
             (".format", Some("csv")) => self.format = TextFormat::Csv,
             (".format", Some("json")) => self.format = TextFormat::Json,
+            (".format", Some("ndjson")) => self.format = TextFormat::NdJson,
             (".device", _) => println!("{}", self.engine.device_name),
             (".tables", _) => {
                 for table in self.engine.catalog().tables() {
@@ -262,17 +263,13 @@ impl Shell {
 
     fn print(&self, outcomes: &[QueryOutcome]) -> Result<(), Failure> {
         let stdout = std::io::stdout();
-        let mut out = stdout.lock();
         let io = |e: std::io::Error| Failure::Message(format!("cannot write the output: {e}"));
-        for (i, outcome) in outcomes.iter().enumerate() {
-            if i > 0 {
-                writeln!(out).map_err(io)?;
-            }
-            let mut writer = ResultWriter::new(&mut out, self.format);
-            writer.write(&outcome.table).map_err(io)?;
-            writer.finish(&outcome.table.columns).map_err(io)?;
+        let limits = TableLimits::for_stdout(None);
+        let mut output = ScriptOutput::new(stdout.lock(), self.format, limits, outcomes.len());
+        for outcome in outcomes {
+            output.print(&outcome.table).map_err(io)?;
         }
-        out.flush().map_err(io)
+        output.finish().map(|_| ()).map_err(io)
     }
 }
 
@@ -335,7 +332,7 @@ Scripts end with `;` and may span lines. Commands:
   .tables              the tables of the data folder
   .schema TABLE        a table's columns: name, type, nullability
   .read FILE           run the scripts in FILE
-  .format table|csv|json
+  .format table|csv|json|ndjson
   .timer on|off        print each script's time
   .device              where queries run
   .help                this text

@@ -192,6 +192,9 @@ fn walk(folder: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
 /// generating it unless it holds a complete generation of that data already (a folder whose
 /// generation was interrupted is generated again).
 fn dataset(spec: &str) -> Result<PathBuf, String> {
+    if let Some(folder) = spec.strip_prefix("folder ") {
+        return Ok(PathBuf::from(folder));
+    }
     let words: Vec<&str> = spec.split_whitespace().collect();
     let (dataset, folder, what) = match words.as_slice() {
         ["ssb", scale] => {
@@ -216,7 +219,7 @@ fn dataset(spec: &str) -> Result<PathBuf, String> {
         }
         _ => {
             return Err(format!(
-                "unknown data `{spec}` (expected `ssb SF` or `wisconsin ROWS`)"
+                "unknown data `{spec}` (expected `ssb SF`, `wisconsin ROWS` or `folder PATH`)"
             ))
         }
     };

@@ -52,6 +52,24 @@ pub fn catalog_for(source: &str) -> Catalog {
     ssb_catalog(source)
 }
 
+/// The catalog the script of file `path` sees: a conformance file's checked-in data folder
+/// (`data: folder PATH`, relative to the repository), else as [`catalog_for`].
+pub fn catalog_for_file(path: &str, source: &str) -> Catalog {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let folder = text
+        .lines()
+        .find_map(|line| line.strip_prefix("data: folder "))
+        .map(|folder| repo().join(folder.trim()));
+    match folder {
+        Some(folder) => {
+            let ast =
+                source_to_ast(source).unwrap_or_else(|_| source_to_ast("").expect("empty parses"));
+            open_catalog(&ast, &folder).expect("the data folder opens")
+        }
+        None => catalog_for(source),
+    }
+}
+
 /// The catalog a script sees over the SSB data.
 pub fn ssb_catalog(source: &str) -> Catalog {
     let ast = source_to_ast(source).unwrap_or_else(|_| source_to_ast("").expect("empty parses"));

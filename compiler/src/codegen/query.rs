@@ -16,6 +16,7 @@ use tessera_runtime::{Target, TileShape};
 use tessera_storage::compress::Scheme;
 use tessera_storage::{Catalog, DataType};
 
+use crate::columns::ColumnId;
 use crate::physical::{
     BuildKeys, HashLayout, HostStep, Input, PartitionPass, Partitioning, PhysicalQuery, Sink, Step,
 };
@@ -45,6 +46,31 @@ pub(super) struct QueryContext<'q> {
     pub group_capacity: Option<u64>,
     /// Buffers of sinks that several pipelines share, by the sink's columns and the buffer's name.
     pub sink_buffers: HashMap<(Vec<crate::columns::ColumnId>, String), usize>,
+}
+
+/// One field of a hash table's payload: a column's values, or whether they are valid (a byte
+/// per row, for a column that may hold nulls).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct PayloadField {
+    pub column: ColumnId,
+    pub validity: bool,
+}
+
+/// The fields of a hash table whose payload is `payload`: every payload column's values in
+/// order, then the validity of those that may hold nulls.
+pub(super) fn payload_fields(query: &PhysicalQuery, payload: &[ColumnId]) -> Vec<PayloadField> {
+    let values = payload.iter().map(|&column| PayloadField {
+        column,
+        validity: false,
+    });
+    let validity = payload
+        .iter()
+        .filter(|c| query.columns.get(**c).nullable)
+        .map(|&column| PayloadField {
+            column,
+            validity: true,
+        });
+    values.chain(validity).collect()
 }
 
 /// A hash table keyed by the codes of a `dict` column rather than by values: every probe of it
@@ -251,22 +277,13 @@ pub(super) fn query_to_llvm(
             },
             (None, HashLayout::Open { capacity }) => HashKind::Open { capacity },
         };
-        let payload: Vec<DataType> = table
-            .payload
+        let payload: Vec<DataType> = payload_fields(query, &table.payload)
             .iter()
-            .map(|c| query.columns.get(*c).ty)
+            .map(|field| match field.validity {
+                true => DataType::Bool,
+                false => query.columns.get(field.column).ty,
+            })
             .collect();
-        if let Some(c) = table
-            .payload
-            .iter()
-            .find(|c| query.columns.get(**c).nullable)
-        {
-            return Err(Diagnostic::unsupported(
-                query.span,
-                "joining in a column that may hold nulls is not supported yet",
-            )
-            .with_label(format!("`{}` may hold nulls", query.columns.get(*c).name)));
-        }
         let layout = match table.keys {
             BuildKeys::Unique => HashTableLayout::new(kind, key_ty, &payload),
             BuildKeys::Shared => HashTableLayout::new(kind, key_ty, &payload).sharing_keys(),

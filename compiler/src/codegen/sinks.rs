@@ -6,7 +6,7 @@ use inkwell::types::BasicTypeEnum;
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::IntPredicate;
 use tessera_grammar::Diagnostic;
-use tessera_runtime::emit::Item;
+use tessera_runtime::emit::{Item, TileArray};
 use tessera_runtime::primitives::dict_code::dict_code;
 use tessera_runtime::primitives::group;
 use tessera_runtime::primitives::hash::{self, status};
@@ -25,12 +25,13 @@ use crate::physical::{GroupLayout, KeyDomain, PartitionPass, Pipeline, Sink};
 use super::kernel::Kernel;
 use super::materialize::{plan_rows, WrittenColumn};
 use super::partition::PartCounts;
-use super::query::QueryContext;
+use super::query::{payload_fields, QueryContext};
 
 pub(super) enum SinkPlan {
     /// Groups found in a hash table by their keys packed in 64 bits.
     HashGroups {
-        /// Each key with where its bits go in the packed key (`shift`, `bits`).
+        /// Each key with where its bits go in the packed key (`shift`, `bits`; a key that may
+        /// be null has its null flag in the bit above).
         keys: Vec<(Expr, u32, u32)>,
         aggregates: Vec<AggregatePlan>,
         key_buffer: usize,
@@ -314,13 +315,6 @@ pub(super) fn plan_sink(
             let mut plan_keys = Vec::with_capacity(keys.len());
             for ((id, expr), domain) in keys.iter().zip(domains) {
                 let info = query.columns.get(*id);
-                if expr.nullable {
-                    return Err(Diagnostic::unsupported(
-                        expr.span,
-                        "grouping by a key that may hold nulls is not supported yet",
-                    )
-                    .with_label(format!("`{}` may hold nulls", info.name)));
-                }
                 if let Some(source) = expr.as_column() {
                     qc.assume_range(source, domain.min, domain.min + domain.size as i64 - 1);
                 }
@@ -336,6 +330,7 @@ pub(super) fn plan_sink(
                     ty: info.ty,
                     min: domain.min,
                     size: domain.size,
+                    nullable: domain.nullable,
                     dictionary,
                 });
                 plan_keys.push((*id, expr.clone(), *domain));
@@ -361,7 +356,8 @@ pub(super) fn plan_sink(
 }
 
 /// The sink of a hash grouping: keys of up to 32 bits each are packed two to a 64-bit word
-/// (a 64-bit key alone), which the table compares whole.
+/// (a 64-bit key alone), which the table compares whole. A key that may be null takes one bit
+/// more, set for null (its value bits then zero, so all nulls make one group).
 fn hash_groups(
     qc: &mut QueryContext<'_>,
     keys: &[(ColumnId, Expr)],
@@ -377,26 +373,20 @@ fn hash_groups(
             _ => 32,
         })
         .collect();
-    let fits = widths.iter().all(|w| *w > 0) && widths.iter().sum::<u32>() <= 64;
+    let flags = keys.iter().filter(|(_, e)| e.nullable).count() as u32;
+    let fits = widths.iter().all(|w| *w > 0) && widths.iter().sum::<u32>() + flags <= 64;
     if !fits {
         let span = keys.first().map_or(query.span, |(_, e)| e.span);
         return Err(Diagnostic::unsupported(
             span,
-            "grouping by these keys needs a hash table, which takes at most two keys of 32 bits, or one of 64, and no floating-point keys",
+            "grouping by these keys needs a hash table, which takes at most two keys of 32 bits, or one of 64, with one bit more for each key that may be null, and no floating-point keys",
         ));
     }
     let mut shift = 64;
     let mut packed = Vec::with_capacity(keys.len());
     let mut described = Vec::with_capacity(keys.len());
     for ((id, expr), bits) in keys.iter().zip(widths) {
-        if expr.nullable {
-            return Err(Diagnostic::unsupported(
-                expr.span,
-                "grouping by a key that may hold nulls is not supported yet",
-            )
-            .with_label(format!("`{}` may hold nulls", query.columns.get(*id).name)));
-        }
-        shift -= bits;
+        shift -= bits + u32::from(expr.nullable);
         let dictionary = match expr.ty {
             DataType::Str => expr
                 .as_column()
@@ -409,6 +399,7 @@ fn hash_groups(
             ty: expr.ty,
             shift,
             bits,
+            nullable: expr.nullable,
             dictionary,
         });
         packed.push((expr.clone(), shift, bits));
@@ -433,6 +424,19 @@ fn hash_groups(
             key_buffer,
         }),
     ))
+}
+
+/// A payload field's value for `item`: from its tile array, or 1 (valid) for the validity of a
+/// column whose rows are all valid.
+fn field_value<'ctx>(
+    em: &tessera_runtime::Emitter<'ctx, '_>,
+    values: Option<TileArray<'ctx>>,
+    item: Item<'ctx>,
+) -> CodegenResult<BasicValueEnum<'ctx>> {
+    match values {
+        Some(values) => em.get(values, item),
+        None => Ok(em.i8().const_int(1, false).into()),
+    }
 }
 
 /// Accumulators start at the identity of their operation.
@@ -605,11 +609,20 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let (layout, buffer) = &qc.tables[table];
         let pointer = self.buffer(*buffer)?;
         let status = self.buffer(qc.status)?;
-        let fields = payload
+        // Each field's tile array; `None` for the validity of a column whose tile has every
+        // row valid.
+        let fields = payload_fields(qc.query, &payload)
             .iter()
-            .map(|id| {
-                self.tiles.get(id).map(|t| t.values).ok_or_else(|| {
-                    CodegenError::Invalid(format!("payload column {id} is not in registers"))
+            .map(|field| {
+                let tile = self.tiles.get(&field.column).ok_or_else(|| {
+                    CodegenError::Invalid(format!(
+                        "payload column {} is not in registers",
+                        field.column
+                    ))
+                })?;
+                Ok(match field.validity {
+                    true => tile.valid,
+                    false => Some(tile.values),
                 })
             })
             .collect::<CodegenResult<Vec<_>>>()?;
@@ -653,14 +666,14 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                         let place = hash::chain_record(em, layout, pointer, slot, records, row)?;
                         for (index, values) in fields.iter().enumerate() {
                             let (field, _) = hash::record_field_ptr(em, layout, place, index)?;
-                            em.b.build_store(field, em.get(*values, item)?)?;
+                            em.b.build_store(field, field_value(em, *values, item)?)?;
                         }
                         Ok(())
                     }
                     None => {
                         for (index, values) in fields.iter().enumerate() {
                             let (field, _) = hash::payload_ptr(em, layout, slot, index)?;
-                            em.b.build_store(field, em.get(*values, item)?)?;
+                            em.b.build_store(field, field_value(em, *values, item)?)?;
                         }
                         Ok(())
                     }
@@ -784,7 +797,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         block_local: bool,
         kernel: &str,
     ) -> CodegenResult<Option<SharedGroups<'ctx>>> {
-        let slots: u64 = keys.iter().map(|(_, _, d)| d.size).product();
+        let slots: u64 = keys.iter().map(|(_, _, d)| d.slots()).product();
         let per_slot: u64 = 1 + aggregates
             .iter()
             .map(|a| a.accumulator.width() as u64 + if a.count.is_some() { 8 } else { 0 })
@@ -876,22 +889,32 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 let mut index = em.const_i64(0);
                 let mut inside = em.i1().const_all_ones();
                 for (_, key, domain) in keys {
-                    let k = self.eval(key, item)?.value.into_int_value();
+                    let evaluated = self.eval(key, item)?;
+                    let k = evaluated.value.into_int_value();
                     let k = if k.get_type().get_bit_width() < 64 {
                         em.b.build_int_s_extend(k, em.i64(), "")?
                     } else {
                         k
                     };
-                    let digit = em.b.build_int_sub(k, em.const_i64(domain.min), "")?;
-                    let fits = em.b.build_int_compare(
+                    let mut digit = em.b.build_int_sub(k, em.const_i64(domain.min), "")?;
+                    let mut fits = em.b.build_int_compare(
                         IntPredicate::ULT,
                         digit,
                         em.const_i64(domain.size as i64),
                         "",
                     )?;
+                    // A null key's digit is the slot after the values'.
+                    if let (true, Some(valid)) = (domain.nullable, evaluated.valid) {
+                        let null_slot = em.const_i64(domain.size as i64);
+                        digit =
+                            em.b.build_select(valid, digit, null_slot, "")?
+                                .into_int_value();
+                        let null = em.b.build_not(valid, "")?;
+                        fits = em.b.build_or(fits, null, "")?;
+                    }
                     inside = em.b.build_and(inside, fits, "")?;
                     index =
-                        em.b.build_int_mul(index, em.const_i64(domain.size as i64), "")?;
+                        em.b.build_int_mul(index, em.const_i64(domain.slots() as i64), "")?;
                     index = em.b.build_int_add(index, digit, "group")?;
                 }
                 hash::report_unless(em, inside, status, status::GROUP_OUT_OF_RANGE)?;
@@ -983,18 +1006,24 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             em.if_then(flag, || {
                 let mut packed = em.const_i64(0);
                 for (key, shift, bits) in keys {
-                    let value = self.eval(key, item)?.value.into_int_value();
+                    let evaluated = self.eval(key, item)?;
+                    let value = evaluated.value.into_int_value();
                     let value = if value.get_type().get_bit_width() == 1 {
                         em.b.build_int_z_extend(value, em.i32(), "")?
                     } else {
                         value
                     };
                     // A key's two's-complement bits, zero-extended into its field.
-                    let field = if *bits == 64 {
+                    let mut field = if *bits == 64 {
                         value
                     } else {
                         em.b.build_int_z_extend(value, em.i64(), "")?
                     };
+                    // A null: no value bits, and the flag above them.
+                    if let (true, Some(valid)) = (key.nullable, evaluated.valid) {
+                        let flag = em.const_i64(1i64 << bits);
+                        field = em.b.build_select(valid, field, flag, "")?.into_int_value();
+                    }
                     let field =
                         em.b.build_left_shift(field, em.const_i64(i64::from(*shift)), "")?;
                     packed = em.b.build_or(packed, field, "packed")?;

@@ -16,7 +16,7 @@ use crate::physical::Step;
 
 use super::expr::Val;
 use super::kernel::{ColumnTile, Kernel};
-use super::query::QueryContext;
+use super::query::{payload_fields, PayloadField, QueryContext};
 use super::sinks::{SinkPlan, SinkState};
 
 /// What a probe looks up: the key expression's value, or for a table keyed by codes
@@ -104,7 +104,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let (layout, buffer) = &qc.tables[table];
         let pointer = self.buffer(*buffer)?;
         let payload = match kind {
-            JoinKind::Inner => qc.query.hash_tables[table].payload.clone(),
+            JoinKind::Inner => payload_fields(qc.query, &qc.query.hash_tables[table].payload),
             _ => Vec::new(),
         };
         let outputs = self.payload_tiles(&payload)?;
@@ -137,15 +137,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         } else {
             self.probe_branching(layout, pointer, key, kind, &outputs)?;
         }
-        for (_, id, values) in outputs {
-            self.tiles.insert(
-                id,
-                ColumnTile {
-                    values,
-                    valid: None,
-                },
-            );
-        }
+        self.attach_payload(&payload, &outputs);
         Ok(())
     }
 
@@ -403,15 +395,10 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             self.walk_matches(qc, &ranges)
         }
         .map_err(internal)?;
-        for (_, id, values) in &outputs {
-            self.tiles.insert(
-                *id,
-                ColumnTile {
-                    values: *values,
-                    valid: None,
-                },
-            );
-        }
+        self.attach_payload(
+            &payload_fields(qc.query, &qc.query.hash_tables[table].payload),
+            &outputs,
+        );
         self.run_steps(qc, rest, sink, state)?;
         self.end_rounds(rounds).map_err(internal)
     }
@@ -680,7 +667,10 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         self.load_columns(&key.columns_used())?;
         let (layout, buffer) = &qc.tables[table];
         let pointer = self.buffer(*buffer)?;
-        let outputs = self.payload_tiles(&qc.query.hash_tables[table].payload)?;
+        let outputs = self.payload_tiles(&payload_fields(
+            qc.query,
+            &qc.query.hash_tables[table].payload,
+        ))?;
         let em = &self.em;
         let counts = em.tile_array(em.i32().into(), "match_counts")?;
         let starts = em.tile_array(em.i32().into(), "first_rows")?;
@@ -707,22 +697,57 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         Ok((counts, starts, outputs))
     }
 
-    /// A tile array for each payload column a probe brings, with its place in the payload.
+    /// A tile array for each payload field a probe brings, with its place in the payload: a
+    /// column's values, or its validity bytes.
     fn payload_tiles(
         &self,
-        payload: &[crate::columns::ColumnId],
+        payload: &[PayloadField],
     ) -> CodegenResult<Vec<(usize, crate::columns::ColumnId, TileArray<'ctx>)>> {
         payload
             .iter()
             .enumerate()
-            .map(|(index, id)| {
-                let info = self.query.columns.get(*id);
-                let values = self
-                    .em
-                    .tile_array(self.em.value_type(info.ty), &info.name)?;
-                Ok((index, *id, values))
+            .map(|(index, field)| {
+                let info = self.query.columns.get(field.column);
+                let values = match field.validity {
+                    true => self
+                        .em
+                        .tile_array(self.em.i8().into(), &format!("{}_valid", info.name))?,
+                    false => self
+                        .em
+                        .tile_array(self.em.value_type(info.ty), &info.name)?,
+                };
+                Ok((index, field.column, values))
             })
             .collect()
+    }
+
+    /// Makes the columns a probe brought available to the steps after it: each payload
+    /// column's values, with its validity when it may hold nulls (zero, null, where no row
+    /// matched).
+    fn attach_payload(
+        &mut self,
+        payload: &[PayloadField],
+        outputs: &[(usize, crate::columns::ColumnId, TileArray<'ctx>)],
+    ) {
+        let validity = |column| {
+            payload
+                .iter()
+                .zip(outputs)
+                .find(|(field, _)| field.validity && field.column == column)
+                .map(|(_, (_, _, valid))| *valid)
+        };
+        for (field, (_, column, values)) in payload.iter().zip(outputs) {
+            if !field.validity {
+                let valid = validity(*column);
+                self.tiles.insert(
+                    *column,
+                    ColumnTile {
+                        values: *values,
+                        valid,
+                    },
+                );
+            }
+        }
     }
 
     fn compute(

@@ -139,8 +139,13 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                         domains,
                         block_local,
                     } => {
-                        let sizes: Vec<String> =
-                            domains.iter().map(|d| d.size.to_string()).collect();
+                        let sizes: Vec<String> = domains
+                            .iter()
+                            .map(|d| match d.nullable {
+                                true => format!("({} + null)", d.size),
+                                false => d.size.to_string(),
+                            })
+                            .collect();
                         let local = if *block_local {
                             ", block-local first"
                         } else {

@@ -266,18 +266,27 @@ pub enum GroupLayout {
     Hash { capacity: u64 },
 }
 
-/// The values a group key can take: `min ..= min + size - 1`.
+/// The values a group key can take: `min ..= min + size - 1`, and null when `nullable` (one
+/// more slot, after the values': SQL puts every null key in one group).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct KeyDomain {
     pub min: i64,
     pub size: u64,
+    pub nullable: bool,
+}
+
+impl KeyDomain {
+    /// The slots the key spans: one per value, and one for null.
+    pub fn slots(&self) -> u64 {
+        self.size + u64::from(self.nullable)
+    }
 }
 
 impl GroupLayout {
     pub fn slots(&self) -> u64 {
         match self {
             GroupLayout::Scalar => 1,
-            GroupLayout::Dense { domains, .. } => domains.iter().map(|d| d.size).product(),
+            GroupLayout::Dense { domains, .. } => domains.iter().map(KeyDomain::slots).product(),
             GroupLayout::Hash { capacity } => *capacity,
         }
     }

@@ -894,13 +894,14 @@ impl Planner<'_> {
                 Some(KeyDomain {
                     min,
                     size: (max - min) as u64 + 1,
+                    nullable: expr.nullable,
                 })
             })
             .collect();
         if let Some(domains) = domains {
             let slots = domains
                 .iter()
-                .try_fold(1u64, |acc, d| acc.checked_mul(d.size));
+                .try_fold(1u64, |acc, d| acc.checked_mul(d.slots()));
             if let Some(slots) = slots.filter(|s| *s <= MAX_DENSE_GROUPS) {
                 let block_local = block_local_pays(slots, aggregates, rows);
                 return GroupLayout::Dense {
@@ -939,12 +940,13 @@ fn dense_over_both(left: &[KeyDomain], right: &[KeyDomain]) -> Option<GroupLayou
             KeyDomain {
                 min,
                 size: (end - min) as u64,
+                nullable: l.nullable || r.nullable,
             }
         })
         .collect();
     let slots = domains
         .iter()
-        .try_fold(1u64, |acc, d| acc.checked_mul(d.size))?;
+        .try_fold(1u64, |acc, d| acc.checked_mul(d.slots()))?;
     (slots <= MAX_DENSE_GROUPS).then_some(GroupLayout::Dense {
         domains,
         block_local: false,

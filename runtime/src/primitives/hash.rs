@@ -656,6 +656,17 @@ pub fn slot_fields<'ctx>(
             let high = em.b.build_left_shift(high, em.const_i64(32), "")?;
             let bits = em.b.build_or(high, low, "")?;
             em.b.build_bit_cast(bits, ty, "")?
+        } else if field.ty.width() < 4 {
+            // A byte (a validity flag) inside its word: both targets are little-endian.
+            let shift = i64::from(field.offset % 4 * 8);
+            let shifted = em.b.build_right_shift(
+                word(first)?.into_int_value(),
+                em.const_i32(shift),
+                false,
+                "",
+            )?;
+            em.b.build_int_truncate(shifted, ty.into_int_type(), "")?
+                .into()
         } else {
             em.b.build_bit_cast(word(first)?, ty, "")?
         };

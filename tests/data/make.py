@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Writes the small checked-in data sets that conformance files name with `data: folder PATH`,
+with DuckDB. Deterministic: running it again writes the same rows.
+
+    python3 tests/data/make.py
+
+nullable/: tables whose columns hold nulls, as the files users bring do (DuckDB, pandas, Spark
+and Polars write every column as nullable).
+  people(id, name, city, age, score, team_id): 60 rows; `city`, `age`, `score`, `team_id` and
+    `name` hold nulls (and `name` an empty string).
+  teams(team_id, team, league, budget): 6 rows, one with a null `team_id`; `league` and
+    `budget` hold nulls.
+"""
+
+import pathlib
+
+import duckdb
+
+ROOT = pathlib.Path(__file__).resolve().parent
+
+
+def main():
+    folder = ROOT / "nullable"
+    folder.mkdir(exist_ok=True)
+    con = duckdb.connect()
+    con.execute(
+        """
+        CREATE TABLE people AS
+        SELECT
+            i::INTEGER AS id,
+            CASE WHEN i % 11 = 0 THEN NULL WHEN i % 13 = 0 THEN '' ELSE 'p' || i END AS name,
+            CASE WHEN i % 4 = 0 THEN NULL ELSE ['Oslo', 'Lima', 'Pune', 'Kyiv', 'Baku'][1 + i % 5] END AS city,
+            CASE WHEN i % 7 = 3 THEN NULL ELSE (18 + (i * 7) % 50)::INTEGER END AS age,
+            CASE WHEN i % 6 = 5 THEN NULL ELSE (i * 37 % 101) / 4.0 END::DOUBLE AS score,
+            CASE WHEN i % 5 = 2 THEN NULL ELSE (i % 7)::BIGINT END AS team_id
+        FROM range(1, 61) t(i)
+        """
+    )
+    con.execute(
+        """
+        CREATE TABLE teams AS
+        SELECT * FROM (VALUES (0::BIGINT, 'red', 'east', 100), (1, 'blue', NULL, 250),
+                              (2, 'green', 'west', NULL), (3, 'gold', 'east', 75),
+                              (5, 'grey', NULL, NULL), (NULL, 'none', 'west', 10))
+                     t(team_id, team, league, budget)
+        """
+    )
+    for table in ("people", "teams"):
+        con.execute(f"COPY {table} TO '{folder / (table + '.parquet')}' (FORMAT parquet)")
+
+
+if __name__ == "__main__":
+    main()
