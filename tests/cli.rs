@@ -862,3 +862,50 @@ fn a_script_is_named_once() {
     let neither = tessera(&["run", "--data", data()]);
     assert_eq!(neither.status.code(), Some(2));
 }
+
+#[test]
+fn a_single_csv_or_tsv_file_is_a_table_named_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("my-sales.csv");
+    std::fs::write(
+        &csv,
+        "region,amount,day\nnorth,10,2024-03-01\nsouth,,2024-03-02\nnorth,5,2024-03-02\n,7,\n",
+    )
+    .unwrap();
+    let output = tessera(&[
+        "run",
+        "-c",
+        "from `my-sales` | group region { n = count(), total = sum(amount) } | sort region",
+        "--data",
+        csv.to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--format",
+        "csv",
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(
+        text(&output.stdout),
+        "region,n,total\nnorth,2,15\nsouth,1,\n,1,7\n"
+    );
+
+    let tsv = dir.path().join("events.tsv");
+    std::fs::write(&tsv, "id\tname\n1\ta, b\n2\t\n").unwrap();
+    let output = tessera(&[
+        "run",
+        "-c",
+        "from events | where name is null | select id",
+        "--data",
+        dir.path().to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--format",
+        "csv",
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout), "id\n2\n");
+
+    let not_a_table = tessera(&["run", "-c", "from x", "--data", "README.md"]);
+    assert_eq!(not_a_table.status.code(), Some(1));
+    assert!(text(&not_a_table.stderr).contains("is not a table"));
+}

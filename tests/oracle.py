@@ -94,6 +94,9 @@ def connect(folder):
             pattern = str(entry / "*.parquet")
         elif entry.suffix == ".parquet":
             pattern = str(entry)
+        elif entry.suffix in (".csv", ".tsv"):
+            connection.execute(f"CREATE VIEW \"{entry.stem}\" AS SELECT * FROM read_csv('{entry}')")
+            continue
         else:
             continue
         connection.execute(f"CREATE VIEW \"{name}\" AS SELECT * FROM read_parquet('{pattern}')")

@@ -136,7 +136,8 @@ impl TokenKind {
 impl fmt::Display for TokenKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TokenKind::Ident(name) => f.write_str(name),
+            TokenKind::Ident(name) if is_plain_name(name) => f.write_str(name),
+            TokenKind::Ident(name) => write!(f, "`{name}`"),
             TokenKind::Int(value) => write!(f, "{value}"),
             TokenKind::Float(value) => write!(f, "{value:?}"),
             TokenKind::Str(value) => f.write_str(&quote_string(value)),
@@ -163,6 +164,16 @@ pub fn quote_string(value: &str) -> String {
     quoted
 }
 
+/// Whether `name` can be written without backquotes: an identifier that is not a keyword.
+pub fn is_plain_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && TokenKind::from_fixed_text(name).is_none()
+}
+
 /// The raw shape of a token as the DFA sees it; `source_to_tokens` turns it into a `TokenKind`.
 #[derive(Logos, Clone, Copy, Debug, PartialEq, Eq)]
 #[logos(skip r"[ \t\r\n\f]+")]
@@ -185,6 +196,11 @@ enum Shape {
     /// that `@94-1-1` is one clear error rather than a cascade of tokens.
     #[regex(r"@[0-9A-Za-z_\-]*")]
     Date,
+    /// A name that is not an identifier, or is a keyword, in backquotes: `` `Order Date` ``.
+    #[regex(r"`[^`\n]+`")]
+    QuotedName,
+    #[regex(r"`[^`\n]*")]
+    UnterminatedName,
     #[regex(r"==|!=|<=|>=|[|,.(){}:?=<>+\-*/%]")]
     Punct,
 }
@@ -295,6 +311,10 @@ fn decode(shape: Shape, text: &str, span: Span) -> Result<TokenKind, Diagnostic>
                 .with_label("larger than the largest 64-bit float")),
         },
         Shape::Str => decode_string(text, span).map(TokenKind::Str),
+        Shape::QuotedName => Ok(TokenKind::Ident(text[1..text.len() - 1].to_string())),
+        Shape::UnterminatedName => Err(Diagnostic::syntax(span, "unterminated quoted name")
+            .with_label("this name has no closing `` ` ``")
+            .with_hint("a quoted name ends on the line where it starts")),
         Shape::UnterminatedStr => Err(Diagnostic::syntax(span, "unterminated string")
             .with_label("this string has no closing `\"`")
             .with_hint("a string ends on the line where it starts")),
@@ -503,6 +523,13 @@ mod tests {
         // A leading minus is an operator, not part of the literal.
         assert_eq!(kinds("-5"), vec![Minus, Int(5)]);
         assert_eq!(kinds("a-1"), vec![Ident("a".into()), Minus, Int(1)]);
+        assert_eq!(
+            kinds("`Order Date` `from`"),
+            vec![Ident("Order Date".into()), Ident("from".into())]
+        );
+        assert_eq!(TokenKind::Ident("my-data".into()).to_string(), "`my-data`");
+        assert_eq!(TokenKind::Ident("select".into()).to_string(), "`select`");
+        assert!(source_to_tokens("from `x").is_err());
         // `1.` is an integer and a dot; the parser rejects it.
         assert_eq!(kinds("1."), vec![Int(1), Dot]);
     }

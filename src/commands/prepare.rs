@@ -25,6 +25,12 @@ pub fn run(args: &PrepareArgs) -> Result<(), Failure> {
             Compression::None
         }
     });
+    if args.in_place && args.data.is_file() {
+        return Err(Failure::Message(format!(
+            "--in-place writes into a data folder, and {} is a file: prepare it into the cache instead (without --in-place)",
+            args.data.display()
+        )));
+    }
     let store = if args.in_place {
         PreparedStore::in_place(&args.data)
     } else {

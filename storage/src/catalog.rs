@@ -2,8 +2,9 @@
 //! columns themselves, loaded on first use and cached.
 //!
 //! A data directory holds one entry per table: `name.parquet`, a folder `name/` of `*.parquet`
-//! files (read in file-name order), or `name.tbl` (which needs a declared schema). Hidden files
-//! (`.x`, `_x`) and files of other kinds are ignored.
+//! files (read in file-name order), `name.csv` or `name.tsv`, or `name.tbl` (which needs a
+//! declared schema). Hidden files (`.x`, `_x`) and files of other kinds are ignored. The data may
+//! also be one such file, the only table.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsStr;
@@ -16,6 +17,7 @@ use rayon::prelude::*;
 
 use crate::column::{Column, ColumnStats, Dictionary};
 use crate::compress::Compression;
+use crate::csv_read::{open_csv, read_csv};
 use crate::error::StorageError;
 use crate::packed::PackedColumns;
 use crate::parquet_read::{
@@ -33,6 +35,8 @@ pub enum TableFormat {
     Parquet { files: Vec<PathBuf> },
     /// A pipe-separated SSB `.tbl` file, read with a declared schema.
     Tbl { path: PathBuf },
+    /// A CSV (or TSV) file with a header row.
+    Csv { path: PathBuf },
     /// Columns given directly (tests, generated data).
     Memory,
 }
@@ -115,15 +119,18 @@ impl Catalog {
     /// footers are read (row counts come from Parquet metadata); a `.tbl` file is scanned once
     /// to count its lines.
     pub fn open(dir: &Path, declared: &[(String, Schema)]) -> Result<Catalog, StorageError> {
-        if !dir.is_dir() {
+        let entries = if dir.is_file() {
+            vec![single_file(dir)?]
+        } else if dir.is_dir() {
+            crate::gen::check_generation(dir)?;
+            scan_directory(dir)?
+        } else {
             return Err(StorageError::NoDirectory(dir.to_path_buf()));
-        }
-        crate::gen::check_generation(dir)?;
+        };
         let declared: HashMap<&str, &Schema> = declared
             .iter()
             .map(|(name, schema)| (name.as_str(), schema))
             .collect();
-        let entries = scan_directory(dir)?;
         let tables: Vec<TableInfo> = entries
             .into_par_iter()
             .map(|(name, source)| open_table(name, source, &declared))
@@ -510,6 +517,15 @@ impl Catalog {
                     .zip(loaded)
                     .collect()
             }
+            TableFormat::Csv { path } => {
+                progress.start(&format!("loading {table}"), info.rows);
+                let loaded = read_csv(path, &info.schema, info.rows, progress)?;
+                info.schema
+                    .names()
+                    .map(str::to_string)
+                    .zip(loaded)
+                    .collect()
+            }
             // Memory tables are cached whole from the start.
             TableFormat::Memory => Vec::new(),
         };
@@ -687,7 +703,7 @@ impl Catalog {
                 .par_iter()
                 .map(|f| SourceFile::of(f))
                 .collect::<Result<_, _>>()?,
-            TableFormat::Tbl { path } => vec![SourceFile::of(path)?],
+            TableFormat::Tbl { path } | TableFormat::Csv { path } => vec![SourceFile::of(path)?],
             TableFormat::Memory => return Ok(None),
         };
         let files = Arc::new(files);
@@ -742,12 +758,28 @@ enum Source {
     ParquetFile(PathBuf),
     ParquetFolder(PathBuf, Vec<PathBuf>),
     Tbl(PathBuf),
+    Csv(PathBuf),
 }
 
 impl Source {
+    /// The source a file is, by its extension; `None` for files of other kinds.
+    fn of_file(path: &Path) -> Option<Source> {
+        if has_extension(path, "parquet") {
+            Some(Source::ParquetFile(path.to_path_buf()))
+        } else if has_extension(path, "tbl") {
+            Some(Source::Tbl(path.to_path_buf()))
+        } else if has_extension(path, "csv") || has_extension(path, "tsv") {
+            Some(Source::Csv(path.to_path_buf()))
+        } else {
+            None
+        }
+    }
+
     fn describe(&self) -> String {
         match self {
-            Source::ParquetFile(path) | Source::Tbl(path) => path.display().to_string(),
+            Source::ParquetFile(path) | Source::Tbl(path) | Source::Csv(path) => {
+                path.display().to_string()
+            }
             Source::ParquetFolder(path, _) => format!("{}/", path.display()),
         }
     }
@@ -805,16 +837,27 @@ fn scan_directory(dir: &Path) -> Result<Vec<(String, Source)>, StorageError> {
         } else if !path.is_file() {
             // A pipe or device named like a table would block its reader forever.
             continue;
-        } else if has_extension(&path, "parquet") {
-            Source::ParquetFile(path)
-        } else if has_extension(&path, "tbl") {
-            Source::Tbl(path)
         } else {
-            continue;
+            match Source::of_file(&path) {
+                Some(source) => source,
+                None => continue,
+            }
         };
         insert_table(&mut tables, stem, source)?;
     }
     Ok(tables.into_iter().collect())
+}
+
+/// The one table of data given as a single file, named after the file's stem.
+fn single_file(path: &Path) -> Result<(String, Source), StorageError> {
+    let stem = path.file_stem().and_then(OsStr::to_str);
+    match (stem, Source::of_file(path)) {
+        (Some(stem), Some(source)) => Ok((stem.to_string(), source)),
+        _ => Err(StorageError::Invalid(format!(
+            "{} is not a table: data is a folder, or a .parquet, .csv, .tsv or .tbl file",
+            path.display()
+        ))),
+    }
 }
 
 fn insert_table(
@@ -861,6 +904,21 @@ fn open_table(
             })
         }
         Source::ParquetFile(path) => open_parquet(name, vec![path], declared),
+        Source::Csv(path) => {
+            let table = open_csv(&path, declared)?;
+            if let Some(declared) = declared {
+                check_declared(&name, &table.schema, &table.unsupported, declared)?;
+            }
+            Ok(TableInfo {
+                rows: table.rows,
+                schema: table.schema,
+                format: TableFormat::Csv { path },
+                unsupported: table.unsupported,
+                statistics: BTreeMap::new(),
+                unique: Vec::new(),
+                name,
+            })
+        }
         Source::ParquetFolder(_, files) => open_parquet(name, files, declared),
     }
 }

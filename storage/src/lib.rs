@@ -1,6 +1,6 @@
 //! Tessera's data layer: types and schemas, columns in memory with their statistics and sorted
-//! string dictionaries, the catalog of a data directory (Parquet files or folders, SSB `.tbl`
-//! files) that loads only the columns asked for, and the built-in data generators.
+//! string dictionaries, the catalog of a data directory or file (Parquet files or folders, CSV,
+//! SSB `.tbl` files) that loads only the columns asked for, and the built-in data generators.
 //!
 //! | module | owns |
 //! |---|---|
@@ -8,6 +8,7 @@
 //! | `catalog` | the tables of a data directory, schema checks, the column cache |
 //! | `parquet_read` / `parquet_write` | Parquet footers and columns in; whole tables out |
 //! | `tbl` | dbgen's pipe-separated `.tbl` files, read with a declared schema |
+//! | `csv_read` | CSV and TSV files: types inferred (or declared), columns decoded with arrow-csv |
 //! | `string_chunks` | strings read in parallel chunks, merged into one sorted dictionary |
 //! | `gen` | the SSB and Wisconsin generators (deterministic, parallel, written as Parquet), and the record of a generation that its folder keeps |
 //! | `compress` | GPU-FOR and GPU-DFOR bit-packing of integer columns (CPU encoder, reference decoder) |
@@ -20,6 +21,7 @@ pub mod cache;
 pub mod catalog;
 pub mod column;
 pub mod compress;
+mod csv_read;
 pub mod date;
 pub mod error;
 pub mod gen;

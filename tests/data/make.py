@@ -10,6 +10,10 @@ and Polars write every column as nullable).
     `name` hold nulls (and `name` an empty string).
   teams(team_id, team, league, budget): 6 rows, one with a null `team_id`; `league` and
     `budget` hold nulls.
+
+csv/: a CSV file as DuckDB writes one (a header, empty fields for nulls, quotes where needed).
+  weather(station, day, temp, rain, note): 200 rows of integers, dates, floats, booleans and
+    strings (some with commas and quotes), each column with nulls.
 """
 
 import pathlib
@@ -47,6 +51,23 @@ def main():
     )
     for table in ("people", "teams"):
         con.execute(f"COPY {table} TO '{folder / (table + '.parquet')}' (FORMAT parquet)")
+
+    folder = ROOT / "csv"
+    folder.mkdir(exist_ok=True)
+    con.execute(
+        """
+        CREATE TABLE weather AS
+        SELECT
+            CASE WHEN i % 17 = 0 THEN NULL ELSE i % 6 END AS station,
+            CASE WHEN i % 23 = 0 THEN NULL ELSE DATE '2024-01-01' + (i // 3)::INTEGER END AS day,
+            CASE WHEN i % 9 = 4 THEN NULL ELSE ((i * 37) % 90 - 30) / 4.0 END::DOUBLE AS temp,
+            CASE WHEN i % 11 = 5 THEN NULL ELSE i % 3 = 0 END AS rain,
+            CASE WHEN i % 7 = 1 THEN NULL
+                 ELSE ['calm', 'wind, strong', 'say "hi"', 'fog'][1 + i % 4] END AS note
+        FROM range(200) t(i)
+        """
+    )
+    con.execute(f"COPY weather TO '{folder / 'weather.csv'}' (HEADER, DELIMITER ',')")
 
 
 if __name__ == "__main__":

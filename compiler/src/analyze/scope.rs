@@ -139,9 +139,7 @@ impl Analyzer<'_> {
             .map(|e| e.name.as_str())
             .collect();
         d = d.with_label("no column of this name here");
-        if let Some(suggestion) = closest_name(&name.name, in_scope.iter().copied()) {
-            return d.with_hint(format!("did you mean `{suggestion}`?"));
-        }
+        // A column the files hold but Tessera cannot read is named as such, before any guess.
         for table in self.catalog.tables() {
             if let Some((_, reason)) = table.unsupported.iter().find(|(c, _)| *c == name.name) {
                 return d.with_hint(format!(
@@ -149,6 +147,11 @@ impl Analyzer<'_> {
                     table.name, name.name
                 ));
             }
+        }
+        if let Some(suggestion) = closest_name(&name.name, in_scope.iter().copied()) {
+            return d.with_hint(format!("did you mean `{suggestion}`?"));
+        }
+        for table in self.catalog.tables() {
             if table.schema.field(&name.name).is_some() {
                 return d.with_hint(format!(
                     "`{}` is a column of `{}`, which is not part of this pipeline; `join` it first",

@@ -891,10 +891,11 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 for (_, key, domain) in keys {
                     let evaluated = self.eval(key, item)?;
                     let k = evaluated.value.into_int_value();
-                    let k = if k.get_type().get_bit_width() < 64 {
-                        em.b.build_int_s_extend(k, em.i64(), "")?
-                    } else {
-                        k
+                    let k = match k.get_type().get_bit_width() {
+                        // A `bool` is 0 or 1, not 0 or -1.
+                        1 => em.b.build_int_z_extend(k, em.i64(), "")?,
+                        64 => k,
+                        _ => em.b.build_int_s_extend(k, em.i64(), "")?,
                     };
                     let mut digit = em.b.build_int_sub(k, em.const_i64(domain.min), "")?;
                     let mut fits = em.b.build_int_compare(

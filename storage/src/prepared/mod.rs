@@ -81,11 +81,15 @@ impl PreparedStore {
     /// user's cache; new entries go to the cache (none when there is no usable cache).
     pub fn for_data(data: &Path) -> PreparedStore {
         let cache = CacheFolder::open_default();
-        let mut read = vec![StoreFolder {
-            path: data.join(IN_PLACE),
-            private: false,
-            cache: None,
-        }];
+        // Data given as one file has no folder of its own to hold entries beside it.
+        let mut read: Vec<StoreFolder> = (!data.is_file())
+            .then(|| StoreFolder {
+                path: data.join(IN_PLACE),
+                private: false,
+                cache: None,
+            })
+            .into_iter()
+            .collect();
         let write = cache.and_then(|cache| {
             let folder = cache_folder_for(&cache, data)?;
             Some(StoreFolder {

@@ -1,0 +1,375 @@
+//! CSV tables (`.csv`, comma-separated, and `.tsv`, tab-separated, each with a header row): the
+//! schema inferred from the file's first rows by arrow-csv — or declared in the script, whose
+//! types override the inferred ones — the row count from one quote-aware pass over the bytes,
+//! and the columns decoded with arrow-csv on first use. The file is parsed whole then, so every
+//! column it holds is kept.
+//!
+//! Every column may hold nulls (an empty field is null), as in DuckDB's `read_csv`.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Date32Type, Float32Type, Float64Type, Int32Type, Int64Type};
+use arrow_array::{Array, RecordBatch};
+use arrow_csv::reader::{Format, ReaderBuilder};
+use arrow_schema::{DataType as ArrowType, Field as ArrowField, Schema as ArrowSchema};
+
+use crate::column::{Column, ColumnData};
+use crate::error::StorageError;
+use crate::progress::Progress;
+use crate::string_chunks::{self, ChunkStrings};
+use crate::types::{DataType, Field, Schema};
+
+/// Rows the schema is inferred from. A later value that does not parse as its column's
+/// inferred type fails the read, with a hint to declare the table.
+const INFERENCE_ROWS: usize = 100_000;
+
+/// Rows decoded at a time.
+const BATCH_ROWS: usize = 1 << 16;
+
+/// What opening a CSV file tells about its table.
+pub(crate) struct CsvTable {
+    pub schema: Schema,
+    /// Columns Tessera cannot read, with the reason.
+    pub unsupported: Vec<(String, String)>,
+    pub rows: u64,
+}
+
+fn format_for(path: &Path) -> Format {
+    let delimiter = match path.extension().and_then(|e| e.to_str()) {
+        Some(e) if e.eq_ignore_ascii_case("tsv") => b'\t',
+        _ => b',',
+    };
+    Format::default()
+        .with_header(true)
+        .with_delimiter(delimiter)
+}
+
+fn open(path: &Path) -> Result<File, StorageError> {
+    File::open(path).map_err(|source| StorageError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn invalid(path: &Path, message: impl std::fmt::Display) -> StorageError {
+    StorageError::Invalid(format!("{}: {message}", path.display()))
+}
+
+/// The type Tessera reads an inferred or declared column as; `Err` says why it cannot.
+fn tessera_type(ty: &ArrowType) -> Result<DataType, String> {
+    Ok(match ty {
+        ArrowType::Boolean => DataType::Bool,
+        ArrowType::Int32 => DataType::I32,
+        ArrowType::Int64 => DataType::I64,
+        ArrowType::Float32 => DataType::F32,
+        ArrowType::Float64 => DataType::F64,
+        ArrowType::Date32 => DataType::Date,
+        // A column with no values at all: strings, all null.
+        ArrowType::Utf8 | ArrowType::Null => DataType::Str,
+        ArrowType::Timestamp(..) => return Err("timestamps are not supported yet".into()),
+        other => return Err(format!("{other} values are not supported")),
+    })
+}
+
+fn arrow_type(ty: DataType) -> ArrowType {
+    match ty {
+        DataType::Bool => ArrowType::Boolean,
+        DataType::I32 => ArrowType::Int32,
+        DataType::I64 => ArrowType::Int64,
+        DataType::F32 => ArrowType::Float32,
+        DataType::F64 => ArrowType::Float64,
+        DataType::Date => ArrowType::Date32,
+        DataType::Str => ArrowType::Utf8,
+    }
+}
+
+/// The schema arrow-csv reads the file with: inferred, with the declared columns' types.
+fn arrow_schema(path: &Path, declared: Option<&Schema>) -> Result<ArrowSchema, StorageError> {
+    let (inferred, _) = format_for(path)
+        .infer_schema(open(path)?, Some(INFERENCE_ROWS))
+        .map_err(|e| invalid(path, format!("not a readable CSV file: {e}")))?;
+    let fields: Vec<ArrowField> = inferred
+        .fields()
+        .iter()
+        .map(|field| {
+            let ty = match declared.and_then(|d| d.field(field.name())) {
+                Some(declared) => arrow_type(declared.ty),
+                // Columns of nothing but empty fields are read as strings.
+                None if field.data_type() == &ArrowType::Null => ArrowType::Utf8,
+                None => field.data_type().clone(),
+            };
+            ArrowField::new(field.name(), ty, true)
+        })
+        .collect();
+    Ok(ArrowSchema::new(fields))
+}
+
+/// Opens a CSV table: its schema and its rows, without decoding any value.
+pub(crate) fn open_csv(path: &Path, declared: Option<&Schema>) -> Result<CsvTable, StorageError> {
+    let arrow = arrow_schema(path, declared)?;
+    let mut fields = Vec::new();
+    let mut unsupported = Vec::new();
+    for field in arrow.fields() {
+        match tessera_type(field.data_type()) {
+            Ok(ty) => fields.push(Field {
+                name: field.name().clone(),
+                ty,
+                nullable: true,
+            }),
+            Err(reason) => unsupported.push((field.name().clone(), reason)),
+        }
+    }
+    Ok(CsvTable {
+        schema: Schema::new(fields),
+        unsupported,
+        rows: count_records(path)?,
+    })
+}
+
+/// The records of a CSV file after its header: lines that are not blank, where a line ends at
+/// a newline outside quotes (a quoted field may hold newlines; `""` inside one is a quote).
+fn count_records(path: &Path) -> Result<u64, StorageError> {
+    let mut file = open(path)?;
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut records = 0u64;
+    let mut in_quotes = false;
+    // Whether the current line has anything but a carriage return.
+    let mut line_has_text = false;
+    loop {
+        let read = file.read(&mut buffer).map_err(|source| StorageError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if read == 0 {
+            break;
+        }
+        for &byte in &buffer[..read] {
+            match byte {
+                b'"' => {
+                    in_quotes = !in_quotes;
+                    line_has_text = true;
+                }
+                b'\n' if !in_quotes => {
+                    records += u64::from(line_has_text);
+                    line_has_text = false;
+                }
+                b'\r' => {}
+                _ => line_has_text = true,
+            }
+        }
+    }
+    records += u64::from(line_has_text);
+    // The header is not a record.
+    Ok(records.saturating_sub(1))
+}
+
+/// The values of one column as they are decoded, batch by batch.
+enum Values {
+    Bool(Vec<bool>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    Date(Vec<i32>),
+    Str(Vec<ChunkStrings>),
+}
+
+impl Values {
+    fn new(ty: DataType) -> Values {
+        match ty {
+            DataType::Bool => Values::Bool(Vec::new()),
+            DataType::I32 => Values::I32(Vec::new()),
+            DataType::I64 => Values::I64(Vec::new()),
+            DataType::F32 => Values::F32(Vec::new()),
+            DataType::F64 => Values::F64(Vec::new()),
+            DataType::Date => Values::Date(Vec::new()),
+            DataType::Str => Values::Str(Vec::new()),
+        }
+    }
+
+    /// Appends a batch's column; a null row's value is the type's zero (validity says null).
+    fn extend(&mut self, array: &dyn Array) -> Result<(), String> {
+        let wrong = || format!("decoded as {} instead", array.data_type());
+        match self {
+            Values::Bool(values) => {
+                let array = array.as_boolean_opt().ok_or_else(wrong)?;
+                values.extend((0..array.len()).map(|i| array.is_valid(i) && array.value(i)));
+            }
+            Values::I32(values) => {
+                extend_primitive::<Int32Type>(values, array).ok_or_else(wrong)?
+            }
+            Values::I64(values) => {
+                extend_primitive::<Int64Type>(values, array).ok_or_else(wrong)?
+            }
+            Values::F32(values) => {
+                extend_primitive::<Float32Type>(values, array).ok_or_else(wrong)?
+            }
+            Values::F64(values) => {
+                extend_primitive::<Float64Type>(values, array).ok_or_else(wrong)?
+            }
+            Values::Date(values) => {
+                extend_primitive::<Date32Type>(values, array).ok_or_else(wrong)?
+            }
+            Values::Str(chunks) => {
+                let array = array.as_string_opt::<i32>().ok_or_else(wrong)?;
+                let mut chunk = ChunkStrings::with_capacity(array.len());
+                chunk
+                    .push_batch(array.iter().map(|v| v.map(str::as_bytes)))
+                    .map_err(|_| "a value is not UTF-8".to_string())?;
+                chunks.push(chunk);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> ColumnData {
+        match self {
+            Values::Bool(v) => ColumnData::Bool(v.into()),
+            Values::I32(v) => ColumnData::I32(v.into()),
+            Values::I64(v) => ColumnData::I64(v.into()),
+            Values::F32(v) => ColumnData::F32(v.into()),
+            Values::F64(v) => ColumnData::F64(v.into()),
+            Values::Date(v) => ColumnData::Date(v.into()),
+            Values::Str(chunks) => string_chunks::merge(chunks),
+        }
+    }
+}
+
+fn extend_primitive<T: arrow_array::ArrowPrimitiveType>(
+    values: &mut Vec<T::Native>,
+    array: &dyn Array,
+) -> Option<()> {
+    let array = array.as_primitive_opt::<T>()?;
+    // Null rows hold the zero arrow-csv leaves there.
+    values.extend_from_slice(array.values());
+    Some(())
+}
+
+/// Reads every column of `schema` (a table opened by [`open_csv`] with `rows` rows) from the
+/// file, in the schema's order.
+pub(crate) fn read_csv(
+    path: &Path,
+    schema: &Schema,
+    rows: u64,
+    progress: &dyn Progress,
+) -> Result<Vec<Column>, StorageError> {
+    let arrow = Arc::new(arrow_schema(path, Some(schema))?);
+    let positions: Vec<usize> = schema
+        .fields
+        .iter()
+        .map(|field| {
+            arrow
+                .index_of(&field.name)
+                .map_err(|_| invalid(path, format!("column `{}` is gone", field.name)))
+        })
+        .collect::<Result<_, _>>()?;
+    let reader = ReaderBuilder::new(Arc::clone(&arrow))
+        .with_format(format_for(path))
+        .with_batch_size(BATCH_ROWS)
+        .with_projection(positions)
+        .build(open(path)?)
+        .map_err(|e| invalid(path, e))?;
+    let mut values: Vec<Values> = schema.fields.iter().map(|f| Values::new(f.ty)).collect();
+    let mut validity: Vec<Vec<bool>> = vec![Vec::new(); schema.fields.len()];
+    let mut read = 0u64;
+    for batch in reader {
+        let batch: RecordBatch = batch.map_err(|e| {
+            invalid(
+                path,
+                format!("{e}; declare the table's column types in the script to read it otherwise"),
+            )
+        })?;
+        for (index, array) in batch.columns().iter().enumerate() {
+            let field = &schema.fields[index];
+            values[index]
+                .extend(array.as_ref())
+                .map_err(|e| invalid(path, format!("column `{}`: {e}", field.name)))?;
+            validity[index].extend((0..array.len()).map(|row| array.is_valid(row)));
+        }
+        read += batch.num_rows() as u64;
+        progress.advance(batch.num_rows() as u64);
+    }
+    if read != rows {
+        return Err(invalid(
+            path,
+            format!("holds {read} rows where {rows} were counted; was it changed while read?"),
+        ));
+    }
+    Ok(values
+        .into_iter()
+        .zip(validity)
+        .map(|(values, valid)| Column::new(values.finish(), Some(valid)))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::progress::NoProgress;
+    use crate::types::Value;
+
+    fn write(text: &str, name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn types_are_inferred_and_empty_fields_are_null() {
+        let (_dir, path) = write(
+            "id,name,score,day,ok\n1,ann,1.5,2024-01-05,true\n2,,,,\n3,\"b, \"\"c\"\"\",2.0,2024-02-01,false\n",
+            "t.csv",
+        );
+        let table = open_csv(&path, None).unwrap();
+        let types: Vec<DataType> = table.schema.fields.iter().map(|f| f.ty).collect();
+        assert_eq!(
+            types,
+            [
+                DataType::I64,
+                DataType::Str,
+                DataType::F64,
+                DataType::Date,
+                DataType::Bool
+            ]
+        );
+        assert_eq!(table.rows, 3);
+        let columns = read_csv(&path, &table.schema, table.rows, &NoProgress).unwrap();
+        assert_eq!(columns[1].data.value(2), Value::Str("b, \"c\"".into()));
+        assert!(!columns[1].is_valid(1));
+        assert!(!columns[2].is_valid(1));
+        assert_eq!(columns[2].data.value(0), Value::Float(1.5));
+    }
+
+    #[test]
+    fn declared_types_override_inferred_ones() {
+        let (_dir, path) = write("a\tb\n1\t2\n", "t.tsv");
+        let declared = Schema::new(vec![Field::new("a", DataType::I32)]);
+        let table = open_csv(&path, Some(&declared)).unwrap();
+        assert_eq!(table.schema.fields[0].ty, DataType::I32);
+        assert_eq!(table.schema.fields[1].ty, DataType::I64);
+    }
+
+    #[test]
+    fn records_are_counted_outside_quotes() {
+        let (_dir, path) = write("a,b\r\n1,\"x\ny\"\r\n\r\n2,z", "t.csv");
+        assert_eq!(count_records(&path).unwrap(), 2);
+    }
+
+    #[test]
+    fn a_value_that_does_not_parse_is_a_clear_error() {
+        let mut text = String::from("a\n");
+        for i in 0..INFERENCE_ROWS + 10 {
+            text.push_str(&format!("{i}\n"));
+        }
+        text.push_str("oops\n");
+        let (_dir, path) = write(&text, "t.csv");
+        let table = open_csv(&path, None).unwrap();
+        let error = read_csv(&path, &table.schema, table.rows, &NoProgress).unwrap_err();
+        assert!(error.to_string().contains("declare"), "{error}");
+    }
+}
