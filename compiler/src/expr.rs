@@ -76,6 +76,51 @@ pub struct AggregateExpr {
 }
 
 impl Expr {
+    /// An upper bound on the bits, sign included, that an integer expression's value needs.
+    pub fn bits_needed(&self) -> u32 {
+        let expr = self;
+        let width = |ty: DataType| match ty {
+            DataType::Bool => 2,
+            DataType::I32 | DataType::Date | DataType::Str => 32,
+            _ => 64,
+        };
+        let bits = match &expr.kind {
+            ExprKind::Literal(Value::Int(i)) => {
+                let magnitude = if *i < 0 { !*i } else { *i };
+                65 - magnitude.leading_zeros()
+            }
+            ExprKind::Cast(operand) if operand.ty.is_integer() || operand.ty == DataType::Bool => {
+                operand.bits_needed().min(width(expr.ty))
+            }
+            ExprKind::Binary { op, left, right } => match op {
+                BinaryOp::Add | BinaryOp::Sub => left.bits_needed().max(right.bits_needed()) + 1,
+                BinaryOp::Mul => left.bits_needed() + right.bits_needed(),
+                // |a % b| is below |b| and at most |a|.
+                BinaryOp::Rem => left.bits_needed().min(right.bits_needed()),
+                _ => width(expr.ty),
+            },
+            ExprKind::Unary {
+                op: UnaryOp::Neg,
+                operand,
+            } => operand.bits_needed() + 1,
+            ExprKind::Call {
+                function: Function::Abs,
+                args,
+            } => args.first().map_or(64, Expr::bits_needed) + 1,
+            ExprKind::Case {
+                branches,
+                otherwise,
+            } => branches
+                .iter()
+                .map(|(_, then)| then.bits_needed())
+                .chain(otherwise.as_deref().map(Expr::bits_needed))
+                .max()
+                .unwrap_or(1),
+            _ => width(expr.ty),
+        };
+        bits.min(128)
+    }
+
     pub fn new(kind: ExprKind, ty: DataType, nullable: bool, span: Span) -> Expr {
         Expr {
             kind,

@@ -11,7 +11,7 @@ use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
 
 /// Bumped whenever the format changes, so an old artifact is refused with a clear message.
-pub const FORMAT_VERSION: u32 = 11;
+pub const FORMAT_VERSION: u32 = 12;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {
@@ -432,6 +432,15 @@ pub enum HostOp {
     Filter(HostExpr),
     /// Each row as many times as the expression (an integer) says, none when it is 0 or less.
     Repeat(HostExpr),
+    /// Fails with [`RuntimeError::SumOverflow`] where the integer sum `exact` wrapped: where it
+    /// lies farther than 2^63 from `approximate`, the same sum in floating point.
+    ///
+    /// [`RuntimeError::SumOverflow`]: crate::exec::RuntimeError::SumOverflow
+    CheckSum {
+        exact: u32,
+        approximate: u32,
+        name: String,
+    },
     /// Adds (or replaces) column `id` computed from the others.
     Compute {
         id: u32,

@@ -435,6 +435,22 @@ fn apply(op: &HostOp, rows: &mut Rows) -> Result<(), RuntimeError> {
             }
             rows.rows = kept;
         }
+        HostOp::CheckSum {
+            exact,
+            approximate,
+            name,
+        } => {
+            let (exact, approximate) = (rows.position(*exact)?, rows.position(*approximate)?);
+            for row in &rows.rows {
+                if let (Value::Int(sum), Value::Float(estimate)) = (&row[exact], &row[approximate])
+                {
+                    // A wrapped sum is 2^64 away from the true one; float rounding is far less.
+                    if (*sum as f64 - estimate).abs() > 2f64.powi(63) {
+                        return Err(RuntimeError::SumOverflow(name.clone()));
+                    }
+                }
+            }
+        }
         HostOp::Repeat(copies) => {
             let mut repeated = Vec::with_capacity(rows.rows.len());
             for row in std::mem::take(&mut rows.rows) {

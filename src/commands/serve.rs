@@ -390,6 +390,10 @@ impl ToSqlText for PgDate {
 /// character index into the script, from 1) and help as its hint.
 fn error_response(failure: Failure, script: &str) -> PgWireError {
     match failure {
+        // Overflow is the data's doing (numeric_value_out_of_range), as in PostgreSQL.
+        Failure::Message(message) if message.starts_with("integer overflow") => {
+            user_error("22003", message, None, None)
+        }
         Failure::Message(message) => user_error("XX000", message, None, None),
         Failure::Reported => internal("a failure was reported without its message"),
         Failure::Script { diagnostics, .. } => {

@@ -744,7 +744,7 @@ fn fits_its_type(expr: &Expr) -> bool {
         DataType::I64 => 64,
         _ => return true,
     };
-    bits_needed(expr) <= width
+    expr.bits_needed() <= width
 }
 
 /// Whether every value of the integer expression `operand` fits in `ty`.
@@ -754,51 +754,7 @@ fn operand_fits(operand: &Expr, ty: DataType) -> bool {
         DataType::I64 => 64,
         _ => return false,
     };
-    operand.ty.is_integer() && bits_needed(operand) <= width
-}
-
-/// An upper bound on the bits, sign included, that an integer expression's value needs.
-fn bits_needed(expr: &Expr) -> u32 {
-    let width = |ty: DataType| match ty {
-        DataType::Bool => 2,
-        DataType::I32 | DataType::Date | DataType::Str => 32,
-        _ => 64,
-    };
-    let bits = match &expr.kind {
-        ExprKind::Literal(Value::Int(i)) => {
-            let magnitude = if *i < 0 { !*i } else { *i };
-            65 - magnitude.leading_zeros()
-        }
-        ExprKind::Cast(operand) if operand.ty.is_integer() || operand.ty == DataType::Bool => {
-            bits_needed(operand).min(width(expr.ty))
-        }
-        ExprKind::Binary { op, left, right } => match op {
-            BinaryOp::Add | BinaryOp::Sub => bits_needed(left).max(bits_needed(right)) + 1,
-            BinaryOp::Mul => bits_needed(left) + bits_needed(right),
-            // |a % b| is below |b| and at most |a|.
-            BinaryOp::Rem => bits_needed(left).min(bits_needed(right)),
-            _ => width(expr.ty),
-        },
-        ExprKind::Unary {
-            op: UnaryOp::Neg,
-            operand,
-        } => bits_needed(operand) + 1,
-        ExprKind::Call {
-            function: Function::Abs,
-            args,
-        } => args.first().map_or(64, bits_needed) + 1,
-        ExprKind::Case {
-            branches,
-            otherwise,
-        } => branches
-            .iter()
-            .map(|(_, then)| bits_needed(then))
-            .chain(otherwise.as_deref().map(bits_needed))
-            .max()
-            .unwrap_or(1),
-        _ => width(expr.ty),
-    };
-    bits.min(128)
+    operand.ty.is_integer() && operand.bits_needed() <= width
 }
 
 fn invalid(message: &str) -> CodegenError {

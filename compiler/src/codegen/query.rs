@@ -398,6 +398,11 @@ pub(super) fn query_to_llvm(
             HostStep::Limit(n) => HostOp::Limit(*n),
             HostStep::Filter(predicate) => HostOp::Filter(super::expr::host_expr(predicate)?),
             HostStep::Repeat(copies) => HostOp::Repeat(super::expr::host_expr(copies)?),
+            HostStep::CheckSum { exact, approximate } => HostOp::CheckSum {
+                exact: exact.0,
+                approximate: approximate.0,
+                name: query.columns.get(*exact).name.clone(),
+            },
             HostStep::Project(outputs) => {
                 let mut computed = Vec::new();
                 for (id, expr) in outputs {

@@ -230,6 +230,12 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                 writeln!(out, "  host: sort {}", keys.join(", "))
             }
             HostStep::Limit(n) => writeln!(out, "  host: take {n}"),
+            HostStep::CheckSum { exact, approximate } => writeln!(
+                out,
+                "  host: check {} against {} for 64-bit overflow",
+                columns.get(*exact).name,
+                columns.get(*approximate).name
+            ),
             HostStep::Repeat(copies) => {
                 writeln!(
                     out,

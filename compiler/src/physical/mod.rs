@@ -301,4 +301,10 @@ pub enum HostStep {
     Project(Vec<(ColumnId, Expr)>),
     Sort(Vec<SortKey>),
     Limit(u64),
+    /// Fails the query when the 64-bit integer sum `exact` wrapped: when it lies farther than
+    /// 2^63 from `approximate`, the same sum in floating point (a wrap moves it by 2^64).
+    CheckSum {
+        exact: ColumnId,
+        approximate: ColumnId,
+    },
 }

@@ -198,12 +198,13 @@ impl Planner<'_> {
                         .with_label("this groups a grouped or sorted result"));
                 };
                 let rows = passing_rows(&opens);
-                let layout = self.group_layout(&aggregate.keys, &aggregate.aggregates, rows);
+                let aggregates = self.checked_sums(&aggregate.aggregates, &opens);
+                let layout = self.group_layout(&aggregate.keys, &aggregates, rows);
                 self.finish_all(
                     opens,
                     &Sink::Aggregate {
                         keys: aggregate.keys.clone(),
-                        aggregates: aggregate.aggregates.clone(),
+                        aggregates,
                         layout,
                     },
                 );
@@ -237,6 +238,53 @@ impl Planner<'_> {
                 })
             }
         }
+    }
+
+    /// `aggregates`, with a floating-point twin for each 64-bit integer sum that could wrap,
+    /// and a host step that compares the two (the error DuckDB avoids with 128-bit sums). A sum
+    /// cannot wrap when its values' bits plus the bits of the count of rows that can reach it
+    /// fit in 63: rows reach it from the scanned tables, and no join repeats them.
+    fn checked_sums(
+        &mut self,
+        aggregates: &[(ColumnId, AggregateExpr)],
+        opens: &[OpenPipeline],
+    ) -> Vec<(ColumnId, AggregateExpr)> {
+        let repeats_rows = opens.iter().flat_map(|open| &open.steps).any(|step| {
+            matches!(step, Step::Probe { table, kind: JoinKind::Inner, .. }
+                if self.hash_tables[*table].keys == BuildKeys::Chained)
+        });
+        let rows: u64 = opens.iter().map(|open| open.rows).sum();
+        let row_bits = 64 - rows.leading_zeros();
+        let mut checked = aggregates.to_vec();
+        for (id, aggregate) in aggregates {
+            let Some(arg) = &aggregate.arg else { continue };
+            let integer_sum = aggregate.function == Aggregate::Sum
+                && aggregate.ty == DataType::I64
+                && arg.ty.is_integer();
+            if !integer_sum || (!repeats_rows && arg.bits_needed() + row_bits <= 63) {
+                continue;
+            }
+            let approximate = self.columns.add(ColumnInfo {
+                name: format!("{}_as_float", self.columns.get(*id).name),
+                ty: DataType::F64,
+                nullable: true,
+                origin: None,
+            });
+            checked.push((
+                approximate,
+                AggregateExpr {
+                    function: Aggregate::Sum,
+                    arg: Some(arg.clone().cast(DataType::F64)),
+                    ty: DataType::F64,
+                    span: aggregate.span,
+                },
+            ));
+            self.host_steps.push(HostStep::CheckSum {
+                exact: *id,
+                approximate,
+            });
+        }
+        checked
     }
 
     /// Groups the rows of `input` (or of the open pipelines `opened`, when given) by `keys`

@@ -43,6 +43,8 @@ pub enum RuntimeError {
     Output(std::io::Error),
     #[error("integer overflow: a row's `+`, `-`, `*`, negation, `abs` or cast gives a value its type cannot hold (write `x as i64` to compute in 64 bits, or `x as f64`)")]
     Overflow,
+    #[error("integer overflow: the sum `{0}` is beyond the 64-bit integer range (sum `x as f64` for an approximate total)")]
+    SumOverflow(String),
 }
 
 /// Bytes a kernel reads as a column.
