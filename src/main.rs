@@ -37,6 +37,9 @@ enum Command {
         #[command(subcommand)]
         suite: BenchSuite,
     },
+    /// Lists the tables of a data folder or file (rows, files) and their columns (type,
+    /// nullability, and those that cannot be read, with the reason).
+    Describe(DescribeArgs),
     /// Shows how each column of a data directory is stored for kernels: encoding, bits per value.
     Stats(StatsArgs),
     /// Generates benchmark data as Parquet.
@@ -58,6 +61,17 @@ enum Command {
     /// An interactive prompt on the resident engine: scripts end with `;`, `.help` lists the
     /// shell's commands. Reads scripts from a pipe too.
     Shell(ShellArgs),
+}
+
+#[derive(clap::Args)]
+pub struct DescribeArgs {
+    /// The data folder, or one table's file.
+    data: PathBuf,
+    /// Only this table.
+    table: Option<String>,
+    /// How to print the listing.
+    #[arg(long, value_enum, default_value = "table")]
+    format: commands::run::Format,
 }
 
 #[derive(clap::Args)]
@@ -155,6 +169,7 @@ impl Command {
             Command::Bench { .. } | Command::Prepare(_) => true,
             Command::Compile(_)
             | Command::Stats(_)
+            | Command::Describe(_)
             | Command::Gen { .. }
             | Command::Cache { .. } => false,
         }
@@ -202,9 +217,10 @@ pub struct CompileArgs {
     /// Write the compiled program here (`.tqx`), to run later without compiling.
     #[arg(short = 'o', long = "output")]
     output: Option<PathBuf>,
-    /// The code to generate: `sm_90` (or another `sm_XX`) for NVIDIA GPUs, or `host`.
-    #[arg(long, default_value = "sm_90", value_parser = parse_target)]
-    target: tessera_runtime::Target,
+    /// The code to generate: `sm_90` (or another `sm_XX`) for NVIDIA GPUs, or `host`. By
+    /// default this machine's GPU, else the host (`sm_90` for `--emit ptx`).
+    #[arg(long, value_parser = parse_target)]
+    target: Option<tessera_runtime::Target>,
     /// Tile shape of the kernels, threads x items per thread (e.g. 128x8); the target's default
     /// when omitted.
     #[arg(long, value_parser = parse_tile)]
@@ -698,6 +714,7 @@ fn run(cli: Cli) -> Result<(), failure::Failure> {
         Command::Run(args) => commands::run::run(&args),
         Command::Test(args) => commands::test::run(&args),
         Command::Stats(args) => commands::stats::run(&args),
+        Command::Describe(args) => commands::describe::run(&args),
         Command::Bench {
             suite: BenchSuite::Ssb(args),
         } => commands::bench::run(&args),

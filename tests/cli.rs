@@ -909,3 +909,71 @@ fn a_single_csv_or_tsv_file_is_a_table_named_after_it() {
     assert_eq!(not_a_table.status.code(), Some(1));
     assert!(text(&not_a_table.stderr).contains("is not a table"));
 }
+
+#[test]
+fn describe_lists_tables_columns_nullability_and_unreadable_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("visits.csv");
+    std::fs::write(
+        &csv,
+        "id,at,note\n1,2024-01-01T10:00:00,\n2,2024-01-02T11:00:00,x\n",
+    )
+    .unwrap();
+    let output = tessera(&["describe", csv.to_str().unwrap(), "--format", "csv"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.starts_with("table,rows,source\nvisits,2,"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("visits,id,i64,nullable\n"), "{stdout}");
+    assert!(stdout.contains("visits,note,str,nullable\n"), "{stdout}");
+    assert!(
+        stdout.contains("visits,at,unreadable: timestamps are not supported yet,\n"),
+        "{stdout}"
+    );
+    // Referring to the unreadable column says why it cannot be read.
+    let select = tessera(&[
+        "run",
+        "-c",
+        "from visits | select at",
+        "--data",
+        csv.to_str().unwrap(),
+        "--device",
+        "cpu",
+    ]);
+    assert_eq!(select.status.code(), Some(1));
+    assert!(
+        text(&select.stderr).contains("Tessera cannot read it: timestamps"),
+        "{}",
+        text(&select.stderr)
+    );
+    let missing = tessera(&["describe", data(), "nope"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(text(&missing.stderr).contains("no table `nope`"));
+}
+
+#[test]
+fn compile_targets_the_host_without_a_gpu_unless_told() {
+    if tessera_runtime::exec::gpu::probe().is_ok() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let artifact = dir.path().join("q11.tqx");
+    let compile = tessera(&[
+        "compile",
+        "examples/ssb/q11.tq",
+        "--data",
+        data(),
+        "-o",
+        artifact.to_str().unwrap(),
+    ]);
+    assert!(compile.status.success(), "{}", text(&compile.stderr));
+    assert!(
+        text(&compile.stderr).contains(" for host "),
+        "{}",
+        text(&compile.stderr)
+    );
+    let run = tessera(&["run", artifact.to_str().unwrap(), "--data", data()]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+}

@@ -76,8 +76,15 @@ pub struct AggregateExpr {
 }
 
 impl Expr {
-    /// An upper bound on the bits, sign included, that an integer expression's value needs.
+    /// An upper bound on the bits, sign included, that an integer expression's value needs,
+    /// from the types of its columns.
     pub fn bits_needed(&self) -> u32 {
+        self.bits_needed_with(&mut |_| None)
+    }
+
+    /// [`Expr::bits_needed`], where `column_bits` may know better for a column (from its
+    /// values' range).
+    pub fn bits_needed_with(&self, column_bits: &mut dyn FnMut(ColumnId) -> Option<u32>) -> u32 {
         let expr = self;
         let width = |ty: DataType| match ty {
             DataType::Bool => 2,
@@ -85,37 +92,51 @@ impl Expr {
             _ => 64,
         };
         let bits = match &expr.kind {
+            ExprKind::Column(id) => column_bits(*id).unwrap_or_else(|| width(expr.ty)),
             ExprKind::Literal(Value::Int(i)) => {
                 let magnitude = if *i < 0 { !*i } else { *i };
                 65 - magnitude.leading_zeros()
             }
             ExprKind::Cast(operand) if operand.ty.is_integer() || operand.ty == DataType::Bool => {
-                operand.bits_needed().min(width(expr.ty))
+                operand.bits_needed_with(column_bits).min(width(expr.ty))
             }
             ExprKind::Binary { op, left, right } => match op {
-                BinaryOp::Add | BinaryOp::Sub => left.bits_needed().max(right.bits_needed()) + 1,
-                BinaryOp::Mul => left.bits_needed() + right.bits_needed(),
+                BinaryOp::Add | BinaryOp::Sub => {
+                    left.bits_needed_with(column_bits)
+                        .max(right.bits_needed_with(column_bits))
+                        + 1
+                }
+                BinaryOp::Mul => {
+                    left.bits_needed_with(column_bits) + right.bits_needed_with(column_bits)
+                }
                 // |a % b| is below |b| and at most |a|.
-                BinaryOp::Rem => left.bits_needed().min(right.bits_needed()),
+                BinaryOp::Rem => left
+                    .bits_needed_with(column_bits)
+                    .min(right.bits_needed_with(column_bits)),
                 _ => width(expr.ty),
             },
             ExprKind::Unary {
                 op: UnaryOp::Neg,
                 operand,
-            } => operand.bits_needed() + 1,
+            } => operand.bits_needed_with(column_bits) + 1,
             ExprKind::Call {
                 function: Function::Abs,
                 args,
-            } => args.first().map_or(64, Expr::bits_needed) + 1,
+            } => args.first().map_or(64, |a| a.bits_needed_with(column_bits)) + 1,
             ExprKind::Case {
                 branches,
                 otherwise,
-            } => branches
-                .iter()
-                .map(|(_, then)| then.bits_needed())
-                .chain(otherwise.as_deref().map(Expr::bits_needed))
-                .max()
-                .unwrap_or(1),
+            } => {
+                let mut most = 1;
+                for then in branches
+                    .iter()
+                    .map(|(_, then)| then)
+                    .chain(otherwise.as_deref())
+                {
+                    most = most.max(then.bits_needed_with(column_bits));
+                }
+                most
+            }
             _ => width(expr.ty),
         };
         bits.min(128)

@@ -7,6 +7,7 @@ use tessera_compiler::emit::{emit_for_tile as compiler_emit, EmitError};
 use tessera_compiler::open_catalog;
 use tessera_compiler::script::OpenError;
 use tessera_grammar::source_to_ast;
+use tessera_runtime::Target;
 use tessera_storage::Catalog;
 
 use super::session::{compile_script, compression_for, CompileOptions};
@@ -20,10 +21,11 @@ pub fn run(args: &CompileArgs) -> Result<(), Failure> {
             "say what to produce: --emit STAGE, or -o FILE.tqx".into(),
         ));
     }
+    let target = args.target.unwrap_or_else(|| default_target(args.emit));
     let options = CompileOptions {
-        target: args.target,
+        target,
         tile: args.tile,
-        compress: compression_for(args.target, args.compress),
+        compress: compression_for(target, args.compress),
         partition_joins: args.partition_joins,
         prepare: true,
     };
@@ -44,7 +46,7 @@ pub fn run(args: &CompileArgs) -> Result<(), Failure> {
         eprintln!(
             "compiled {} for {} in {:.1} ms (plan {:.1}, {}): {}{}",
             args.script.display(),
-            args.target,
+            target,
             compiled.compile_ms,
             compiled.plan_ms,
             compiled.codegen,
@@ -53,6 +55,16 @@ pub fn run(args: &CompileArgs) -> Result<(), Failure> {
         );
     }
     Ok(())
+}
+
+/// The target when none is named: this machine's GPU, else the host, except that PTX is asked
+/// for a GPU (`sm_90`).
+fn default_target(emit: Option<Emit>) -> Target {
+    match tessera_runtime::exec::gpu::probe() {
+        Ok(gpu) => Target::Nvptx { sm: gpu.sm },
+        Err(_) if emit == Some(Emit::Ptx) => Target::Nvptx { sm: 90 },
+        Err(_) => Target::Host,
+    }
 }
 
 /// Adds the cubins this machine's GPU links from the program's PTX, when the program is for

@@ -7,6 +7,7 @@ pub mod bench_micro;
 pub mod bench_serve;
 pub mod cache;
 pub mod compile;
+pub mod describe;
 pub mod gen;
 pub mod prepare;
 pub mod remote;

@@ -255,6 +255,9 @@ pub(super) fn query_to_llvm(
         sink_buffers: HashMap::new(),
     };
     qc.status = qc.buffer("status".into(), u64::from(status::WORDS), 4, Fill::Zero);
+    for &(column, min, max) in &query.assumptions {
+        qc.assume_range(column, min, max);
+    }
     for table in &query.hash_tables {
         let key_ty = query
             .pipelines

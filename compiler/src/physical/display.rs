@@ -204,6 +204,13 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
             }
         };
     }
+    for (column, min, max) in &query.assumptions {
+        let _ = writeln!(
+            out,
+            "  assumes {} in {min}..={max} (checked when the program runs)",
+            columns.get(*column).name
+        );
+    }
     for step in &query.host_steps {
         let _ = match step {
             HostStep::Filter(predicate) => {

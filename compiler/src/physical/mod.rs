@@ -29,6 +29,9 @@ pub struct PhysicalQuery {
     pub partitionings: Vec<Partitioning>,
     /// Work on the host over the last pipeline's output.
     pub host_steps: Vec<HostStep>,
+    /// Value ranges of columns the plan relies on beyond those of group keys (a sum proven
+    /// not to overflow), checked against the data when the program runs.
+    pub assumptions: Vec<(ColumnId, i64, i64)>,
     /// The result's columns, as the user sees them.
     pub output: Vec<(String, ColumnId)>,
     pub span: Span,

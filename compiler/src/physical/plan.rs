@@ -60,6 +60,7 @@ pub fn logical_to_pipelines(
         pipelines: Vec::new(),
         hash_tables: Vec::new(),
         host_steps: Vec::new(),
+        assumptions: Vec::new(),
     };
     if let Flow::Pipelined(opens) = planner.plan(&query.plan)? {
         let columns = query.plan.output();
@@ -71,6 +72,7 @@ pub fn logical_to_pipelines(
         partitionings: planner.partitionings,
         columns: planner.columns,
         host_steps: planner.host_steps,
+        assumptions: planner.assumptions,
         output: query.output.clone(),
         span: query.span,
     })
@@ -111,6 +113,8 @@ struct Planner<'a> {
     partitionings: Vec<Partitioning>,
     partition_joins: PartitionJoins,
     host_steps: Vec<HostStep>,
+    /// Value ranges the plan relies on beyond those of group keys.
+    assumptions: Vec<(ColumnId, i64, i64)>,
 }
 
 impl Planner<'_> {
@@ -243,7 +247,9 @@ impl Planner<'_> {
     /// `aggregates`, with a floating-point twin for each 64-bit integer sum that could wrap,
     /// and a host step that compares the two (the error DuckDB avoids with 128-bit sums). A sum
     /// cannot wrap when its values' bits plus the bits of the count of rows that can reach it
-    /// fit in 63: rows reach it from the scanned tables, and no join repeats them.
+    /// fit in 63: rows reach it from the scanned tables, and no join repeats them. Its values'
+    /// bits come from its columns' types, or failing that, from their value ranges where
+    /// statistics give them (the program then relies on those ranges).
     fn checked_sums(
         &mut self,
         aggregates: &[(ColumnId, AggregateExpr)],
@@ -262,6 +268,21 @@ impl Planner<'_> {
                 && aggregate.ty == DataType::I64
                 && arg.ty.is_integer();
             if !integer_sum || (!repeats_rows && arg.bits_needed() + row_bits <= 63) {
+                continue;
+            }
+            let mut relied = Vec::new();
+            let estimator = &self.estimator;
+            let bits = arg.bits_needed_with(&mut |column| {
+                let (min, max) = estimator.int_range(column)?;
+                relied.push((column, min, max));
+                Some(signed_bits(min).max(signed_bits(max)))
+            });
+            if !repeats_rows && bits + row_bits <= 63 {
+                for assumption in relied {
+                    if !self.assumptions.contains(&assumption) {
+                        self.assumptions.push(assumption);
+                    }
+                }
                 continue;
             }
             let approximate = self.columns.add(ColumnInfo {
@@ -975,6 +996,12 @@ impl Planner<'_> {
             .next_power_of_two();
         GroupLayout::Hash { capacity }
     }
+}
+
+/// The bits, sign included, that `value` needs.
+fn signed_bits(value: i64) -> u32 {
+    let magnitude = if value < 0 { !value } else { value };
+    65 - magnitude.leading_zeros()
 }
 
 /// One dense array covering both inputs' key domains, if it is small enough.
