@@ -230,6 +230,12 @@ pub enum Param {
     RowCapacity,
     /// A number fixed when compiling.
     Constant(u64),
+    /// For each code of string column `from` (table, column), the code of the same string in
+    /// column `to`'s dictionary, or -1 where `to` lacks it; computed when the query runs.
+    Translation {
+        from: (String, String),
+        to: (String, String),
+    },
     /// A string literal's code in a column's dictionary, looked up when the query runs.
     StrCode {
         table: String,

@@ -10,6 +10,7 @@ and Polars write every column as nullable).
     `name` hold nulls (and `name` an empty string).
   teams(team_id, team, league, budget): 6 rows, one with a null `team_id`; `league` and
     `budget` hold nulls.
+  places(city, country): 5 rows, a city people lack, a null city and a null country.
 
 csv/: a CSV file as DuckDB writes one (a header, empty fields for nulls, quotes where needed).
   weather(station, day, temp, rain, note): 200 rows of integers, dates, floats, booleans and
@@ -49,7 +50,14 @@ def main():
                      t(team_id, team, league, budget)
         """
     )
-    for table in ("people", "teams"):
+    con.execute(
+        """
+        CREATE TABLE places AS
+        SELECT * FROM (VALUES ('Oslo', 'Norway'), ('Lima', 'Peru'), ('Pune', NULL),
+                              ('Rome', 'Italy'), (NULL, 'Nowhere')) t(city, country)
+        """
+    )
+    for table in ("people", "teams", "places"):
         con.execute(f"COPY {table} TO '{folder / (table + '.parquet')}' (FORMAT parquet)")
 
     folder = ROOT / "csv"

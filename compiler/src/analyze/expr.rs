@@ -360,9 +360,9 @@ impl Analyzer<'_> {
             if l == DataType::Str && !self.same_dictionary(&left, &right) {
                 return Err(Diagnostic::unsupported(
                     span,
-                    "comparing or joining two different string columns is not supported yet",
+                    "comparing two different string columns is not supported yet",
                 )
-                .with_hint("compare each column with a literal instead"));
+                .with_hint("join on them, or compare each column with a literal"));
             }
             l
         } else if l.is_numeric() && r.is_numeric() {
@@ -522,6 +522,16 @@ impl Analyzer<'_> {
             nullable,
             span,
         ))
+    }
+
+    /// Whether both are string columns of tables, each with its dictionary: a join translates
+    /// one's codes into the other's.
+    pub(super) fn both_stored(&self, a: &Expr, b: &Expr) -> bool {
+        let stored = |e: &Expr| {
+            e.as_column()
+                .is_some_and(|c| self.columns.get(c).origin.is_some())
+        };
+        stored(a) && stored(b)
     }
 
     pub(super) fn same_dictionary(&self, a: &Expr, b: &Expr) -> bool {

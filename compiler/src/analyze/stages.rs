@@ -317,12 +317,12 @@ impl Analyzer<'_> {
             .with_label(format!("these keys are `{}`", l.ty))
             .with_hint("cast both keys to an integer type with `as`"));
         }
-        if l.ty == DataType::Str && !self.same_dictionary(&l, &r) {
+        if l.ty == DataType::Str && !self.both_stored(&l, &r) {
             return Err(Diagnostic::unsupported(
                 conjunct.span,
-                "comparing or joining two different string columns is not supported yet",
+                "joining on a string that is not a column of a table is not supported yet",
             )
-            .with_hint("join on the integer keys instead"));
+            .with_hint("join on the table's column itself"));
         }
         Ok((l, r))
     }

@@ -298,9 +298,12 @@ fn collect_params(
             }
         }
     }
-    if let SinkPlan::Build { table, .. } = sink {
+    if let SinkPlan::Build { table, key } = sink {
         if let Some(chain) = qc.chains[*table] {
             push(Param::Buffer(chain.records));
+        }
+        if let Some(translation) = super::query::key_translation(qc.query, *table, key) {
+            push(translation);
         }
         if let Some(coded) = &qc.coded[*table] {
             push(coded.dictionary());
@@ -332,6 +335,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                     | Param::BlockStarts { .. }
                     | Param::FixedWords { .. }
                     | Param::Dictionary { .. }
+                    | Param::Translation { .. }
                     | Param::Buffer(_)
             )
         };

@@ -73,6 +73,21 @@ pub(super) fn payload_fields(query: &PhysicalQuery, payload: &[ColumnId]) -> Vec
     values.chain(validity).collect()
 }
 
+/// The parameter that translates the codes of hash table `table`'s build key (`key`) into the
+/// probe column's, when the table holds the probe column's codes.
+pub(super) fn key_translation(
+    query: &PhysicalQuery,
+    table: usize,
+    key: &crate::expr::Expr,
+) -> Option<Param> {
+    let probe = query.hash_tables[table].key_codes_of.as_ref()?;
+    let build = query.columns.get(key.as_column()?).origin.clone()?;
+    Some(Param::Translation {
+        from: (build.table, build.column),
+        to: (probe.table.clone(), probe.column.clone()),
+    })
+}
+
 /// A hash table keyed by the codes of a `dict` column rather than by values: every probe of it
 /// reads that column's codes, and its build finds each key's code in the column's dictionary,
 /// so the table has a slot per dictionary entry and probes skip the dictionary.

@@ -25,7 +25,7 @@ use crate::physical::{GroupLayout, KeyDomain, PartitionPass, Pipeline, Sink};
 use super::kernel::Kernel;
 use super::materialize::{plan_rows, WrittenColumn};
 use super::partition::PartCounts;
-use super::query::{payload_fields, QueryContext};
+use super::query::{key_translation, payload_fields, QueryContext};
 
 pub(super) enum SinkPlan {
     /// Groups found in a hash table by their keys packed in 64 bits.
@@ -636,6 +636,16 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             )),
             None => None,
         };
+        // String keys stored as the probe column's codes: each key's code translated.
+        let translation = match key_translation(qc.query, table, key) {
+            Some(param) => Some(self.param(&param)?.into_pointer_value()),
+            None if qc.query.hash_tables[table].key_codes_of.is_some() => {
+                return Err(CodegenError::Invalid(
+                    "a translated key is a stored string column".into(),
+                ))
+            }
+            None => None,
+        };
         let em = &self.em;
         em.for_each_item(|item| {
             let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
@@ -646,6 +656,17 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 None => flag,
             };
             let mut key = k.value.into_int_value();
+            if let Some(codes) = translation {
+                // A row not taken may hold anything where its key would be: read code 0.
+                let index =
+                    em.b.build_select(take, key, key.get_type().const_zero(), "")?
+                        .into_int_value();
+                let slot = em.offset_ptr(em.i32().into(), codes, index)?;
+                key = em.b.build_load(em.i32(), slot, "code")?.into_int_value();
+                let held =
+                    em.b.build_int_compare(IntPredicate::SGE, key, em.const_i32(0), "held")?;
+                take = em.b.build_and(take, held, "")?;
+            }
             // A table keyed by codes takes the key's code; a key the probe column never holds
             // has none and can match nothing.
             if let Some((dictionary, entries)) = coded {

@@ -110,6 +110,9 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                     BuildKeys::Shared => layout.push_str(", keys may repeat"),
                     BuildKeys::Chained => layout.push_str(", chained rows"),
                 }
+                if let Some(probe) = &ht.key_codes_of {
+                    layout.push_str(&format!(", keys as codes of {probe}"));
+                }
                 let payload = if ht.payload.is_empty() {
                     String::new()
                 } else {

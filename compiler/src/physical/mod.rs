@@ -15,7 +15,7 @@ pub use plan::logical_to_pipelines;
 use tessera_grammar::ast::JoinKind;
 use tessera_grammar::Span;
 
-use crate::columns::{ColumnId, Columns};
+use crate::columns::{BaseColumn, ColumnId, Columns};
 use crate::expr::{AggregateExpr, Expr};
 use crate::typed::SortKey;
 
@@ -180,6 +180,10 @@ pub struct HashTable {
     pub estimated_rows: f64,
     /// How the table treats a key inserted twice.
     pub keys: BuildKeys,
+    /// For string keys of two different columns: the probe key's column, whose dictionary
+    /// codes the table holds; the build translates its keys' codes into them (a key the probe
+    /// column never holds is not inserted).
+    pub key_codes_of: Option<BaseColumn>,
 }
 
 /// What the build side's keys are known to be, and so how a key inserted twice is treated.

@@ -592,7 +592,17 @@ impl Planner<'_> {
         };
         let build_rows: u64 = builds.iter().map(|b| b.rows).sum();
         let estimated_rows = passing_rows(&builds);
-        let key_column = right_key.as_column();
+        // String keys of two columns have two dictionaries: the table holds the probe
+        // column's codes, and keeps the build key (its own codes) as payload.
+        let origin = |key: &Expr| {
+            key.as_column()
+                .and_then(|c| self.columns.get(c).origin.clone())
+        };
+        let key_codes_of = match (left_key.ty, origin(left_key), origin(right_key)) {
+            (DataType::Str, Some(probe), Some(build)) if probe != build => Some(probe),
+            _ => None,
+        };
+        let key_column = right_key.as_column().filter(|_| key_codes_of.is_none());
         let payload: Vec<ColumnId> = match join.kind {
             JoinKind::Inner => join
                 .right
@@ -645,6 +655,7 @@ impl Planner<'_> {
             max_rows: build_rows,
             estimated_rows,
             keys,
+            key_codes_of,
         });
         // Every pipeline of the joined relation (one per input of a `union all`) inserts its
         // rows into the same table.

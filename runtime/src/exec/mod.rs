@@ -60,6 +60,9 @@ pub enum ColumnBytes {
     BlockStarts(Arc<Encoded>),
     /// A `pack` or `dict` column's reference or dictionary (one zero word when it has none).
     Dictionary(Arc<Encoded>),
+    /// For each code of one string column's dictionary, the same string's code in another's,
+    /// or -1 (one -1 when the first dictionary is empty).
+    Translation(Arc<Vec<i32>>),
 }
 
 impl ColumnBytes {
@@ -98,6 +101,13 @@ impl ColumnBytes {
                 }
                 Cow::Owned(bytes)
             }
+            ColumnBytes::Translation(codes) => {
+                let mut bytes: Vec<u8> = codes.iter().flat_map(|code| code.to_le_bytes()).collect();
+                if bytes.is_empty() {
+                    bytes.extend_from_slice(&(-1i32).to_le_bytes());
+                }
+                Cow::Owned(bytes)
+            }
         }
     }
 
@@ -124,7 +134,9 @@ impl ColumnBytes {
             }
             ColumnBytes::PackedWords(packed) => packed.data.is_mapped(),
             ColumnBytes::BlockStarts(packed) => packed.block_starts.is_mapped(),
-            ColumnBytes::AllValid(_) | ColumnBytes::Dictionary(_) => false,
+            ColumnBytes::AllValid(_) | ColumnBytes::Dictionary(_) | ColumnBytes::Translation(_) => {
+                false
+            }
         }
     }
 
@@ -137,6 +149,7 @@ impl ColumnBytes {
             ColumnBytes::PackedWords(packed) => packed.data.len() as u64 * 4,
             ColumnBytes::BlockStarts(packed) => packed.block_starts.len() as u64 * 4,
             ColumnBytes::Dictionary(packed) => packed.dictionary.len() as u64 * 4,
+            ColumnBytes::Translation(codes) => codes.len() as u64 * 4,
         }
     }
 }
@@ -553,6 +566,25 @@ fn bind(
                     kernel.name
                 ))
             })?,
+            Param::Translation { from, to } => {
+                let dictionary = |(table, column): &(String, String)| {
+                    catalog.codes_dictionary(table, column)?.ok_or_else(|| {
+                        RuntimeError::Stale(format!(
+                            "`{table}.{column}` is no longer a string column"
+                        ))
+                    })
+                };
+                let (source, target) = (dictionary(from)?, dictionary(to)?);
+                let codes: Vec<i32> = source
+                    .values()
+                    .iter()
+                    .map(|text| target.code_of(text).unwrap_or(-1))
+                    .collect();
+                column(
+                    format!("{}.{}->{}.{}", from.0, from.1, to.0, to.1),
+                    ColumnBytes::Translation(Arc::new(codes)),
+                )?
+            }
             Param::StrCode {
                 table,
                 column,
