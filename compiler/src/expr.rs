@@ -54,6 +54,16 @@ pub enum ExprKind {
         operand: Box<Expr>,
         negated: bool,
     },
+    /// A string column's value placed among the sorted strings of `among`'s dictionary (an
+    /// `i32`): twice the index of the first string not below it, less one when `among` lacks
+    /// it. Two string columns with different dictionaries compare through their ranks in one
+    /// of them (the other column's own rank is twice its code). Resolved from the data each time
+    /// a query runs; `entries` is the operand's dictionary size it was compiled for.
+    Rank {
+        operand: Box<Expr>,
+        among: BaseColumn,
+        entries: u32,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -238,7 +248,9 @@ impl Expr {
                 left.walk(visit);
                 right.walk(visit);
             }
-            ExprKind::Cast(operand) | ExprKind::IsNull { operand, .. } => operand.walk(visit),
+            ExprKind::Cast(operand)
+            | ExprKind::IsNull { operand, .. }
+            | ExprKind::Rank { operand, .. } => operand.walk(visit),
             ExprKind::Call { args, .. } => args.iter().for_each(|arg| arg.walk(visit)),
             ExprKind::Case {
                 branches,
@@ -279,6 +291,15 @@ impl Expr {
             ExprKind::IsNull { operand, negated } => ExprKind::IsNull {
                 operand: Box::new(operand.transform(rewrite)),
                 negated,
+            },
+            ExprKind::Rank {
+                operand,
+                among,
+                entries,
+            } => ExprKind::Rank {
+                operand: Box::new(operand.transform(rewrite)),
+                among,
+                entries,
             },
             ExprKind::Call { function, args } => ExprKind::Call {
                 function,
@@ -465,6 +486,11 @@ fn write_expr(f: &mut fmt::Formatter<'_>, e: &Expr, columns: &Columns, top: bool
                 f.write_str(")")?;
             }
             Ok(())
+        }
+        ExprKind::Rank { operand, among, .. } => {
+            f.write_str("rank(")?;
+            write_expr(f, operand, columns, true)?;
+            write!(f, " among {among})")
         }
     }
 }

@@ -236,6 +236,14 @@ pub enum Param {
         from: (String, String),
         to: (String, String),
     },
+    /// For each code of string column `from`, its string's rank among column `among`'s sorted
+    /// strings: twice the index of the first one not below it, less one when `among` lacks it.
+    /// The code was compiled for `from`'s dictionary of `entries` strings (checked when it runs).
+    Ranks {
+        from: (String, String),
+        among: (String, String),
+        entries: u32,
+    },
     /// A string literal's code in a column's dictionary, looked up when the query runs.
     StrCode {
         table: String,

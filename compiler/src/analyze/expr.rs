@@ -358,11 +358,7 @@ impl Analyzer<'_> {
                 ));
             }
             if l == DataType::Str && !self.same_dictionary(&left, &right) {
-                return Err(Diagnostic::unsupported(
-                    span,
-                    "comparing two different string columns is not supported yet",
-                )
-                .with_hint("join on them, or compare each column with a literal"));
+                return self.compare_string_columns(op, left, right, span);
             }
             l
         } else if l.is_numeric() && r.is_numeric() {

@@ -1,7 +1,9 @@
-//! String-literal binding: a comparison of a dictionary-encoded column with a string literal
-//! becomes a comparison of codes. The dictionary is sorted, so every comparison maps to one
-//! code: `s == "X"` tests the code of "X" (-1, which no row has, when "X" is absent), and
-//! `s < "X"`, `s <= "X"`, `s > "X"`, `s >= "X"` compare with the first code at or above "X".
+//! String comparisons over dictionary codes. A comparison of a dictionary-encoded column with a
+//! string literal becomes a comparison of codes. The dictionary is sorted, so every comparison
+//! maps to one code: `s == "X"` tests the code of "X" (-1, which no row has, when "X" is
+//! absent), and `s < "X"`, `s <= "X"`, `s > "X"`, `s >= "X"` compare with the first code at or
+//! above "X". Two string columns with different dictionaries compare through their ranks among
+//! the right one's strings (`ExprKind::Rank`).
 
 use tessera_grammar::ast::BinaryOp;
 use tessera_grammar::{Diagnostic, Span};
@@ -12,6 +14,59 @@ use crate::expr::{Expr, ExprKind, StrBound, StrCode};
 use super::{Analyzer, Result};
 
 impl Analyzer<'_> {
+    /// `left op right` for string columns of two different dictionaries: both become their
+    /// rank among `right`'s strings, where equal strings have equal ranks and the order of
+    /// ranks is the order of strings.
+    pub(super) fn compare_string_columns(
+        &mut self,
+        op: BinaryOp,
+        left: Expr,
+        right: Expr,
+        span: Span,
+    ) -> Result<Expr> {
+        let among = right
+            .as_column()
+            .and_then(|id| self.columns.get(id).origin.clone());
+        let (Some(among), Some(_)) = (among, left.as_column()) else {
+            return Err(Diagnostic::unsupported(
+                span,
+                "comparing a computed string with another string is not supported yet",
+            ));
+        };
+        let rank = |analyzer: &Self, operand: Expr| -> Result<Expr> {
+            let origin = operand
+                .as_column()
+                .and_then(|id| analyzer.columns.get(id).origin.clone())
+                .ok_or_else(|| {
+                    Diagnostic::unsupported(
+                        operand.span,
+                        "comparing a computed string with another string is not supported yet",
+                    )
+                })?;
+            // The dictionary of the codes kernels read, whose size bounds them.
+            let entries = analyzer
+                .catalog
+                .codes_dictionary(&origin.table, &origin.column)
+                .ok()
+                .flatten()
+                .map_or(0, |d| d.len() as u32);
+            let (nullable, operand_span) = (operand.nullable, operand.span);
+            Ok(Expr::new(
+                ExprKind::Rank {
+                    operand: Box::new(operand),
+                    among: among.clone(),
+                    entries,
+                },
+                DataType::I32,
+                nullable,
+                operand_span,
+            ))
+        };
+        let left = rank(self, left)?;
+        let right = rank(self, right)?;
+        Ok(Expr::binary(op, left, right, DataType::Bool, span))
+    }
+
     pub(super) fn bind_string_comparison(
         &mut self,
         op: BinaryOp,

@@ -238,6 +238,33 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                     overflow: self.either(overflow, conditions_overflow)?,
                 })
             }
+            ExprKind::Rank { entries, .. } => {
+                let ExprKind::Rank { operand, .. } = &expr.kind else {
+                    return Err(invalid("a rank has an operand"));
+                };
+                let param = ranks_param(self.query, expr)
+                    .ok_or_else(|| invalid("a rank is of a stored string column"))?;
+                let ranks = self.param(&param)?.into_pointer_value();
+                let v = self.value_of(operand, item)?;
+                let code = v.value.into_int_value();
+                // A row not selected may hold anything where its code would be: read entry 0.
+                let inside = em.b.build_int_compare(
+                    IntPredicate::ULT,
+                    code,
+                    em.const_i32(i64::from(*entries)),
+                    "",
+                )?;
+                let index =
+                    em.b.build_select(inside, code, em.const_i32(0), "")?
+                        .into_int_value();
+                let slot = em.offset_ptr(em.i32().into(), ranks, index)?;
+                let value = em.b.build_load(em.i32(), slot, "rank")?;
+                Ok(Val {
+                    value,
+                    valid: v.valid,
+                    overflow: v.overflow,
+                })
+            }
             ExprKind::IsNull { operand, negated } => {
                 let v = self.value_of(operand, item)?;
                 let is_valid = v.valid.unwrap_or(em.i1().const_all_ones());
@@ -807,5 +834,30 @@ pub(super) fn host_expr(expr: &Expr) -> Result<HostExpr, Diagnostic> {
             operand: Box::new(host_expr(operand)?),
             negated: *negated,
         },
+        ExprKind::Rank { .. } => {
+            return Err(Diagnostic::unsupported(
+                expr.span,
+                "comparing two string columns of a grouped or sorted result is not supported yet",
+            )
+            .with_hint("compare them before grouping"))
+        }
+    })
+}
+
+/// The parameter holding the ranks a [`ExprKind::Rank`] reads (`None` for other expressions).
+pub(super) fn ranks_param(query: &crate::physical::PhysicalQuery, expr: &Expr) -> Option<Param> {
+    let ExprKind::Rank {
+        operand,
+        among,
+        entries,
+    } = &expr.kind
+    else {
+        return None;
+    };
+    let from = query.columns.get(operand.as_column()?).origin.clone()?;
+    Some(Param::Ranks {
+        from: (from.table, from.column),
+        among: (among.table.clone(), among.column.clone()),
+        entries: *entries,
     })
 }

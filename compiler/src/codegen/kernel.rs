@@ -281,6 +281,9 @@ fn collect_params(
                     bound: code.bound,
                 });
             }
+            if let Some(ranks) = super::expr::ranks_param(qc.query, e) {
+                push(ranks);
+            }
         });
     }
     if matches!(sink, SinkPlan::HashGroups { .. }) {
@@ -336,6 +339,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                     | Param::FixedWords { .. }
                     | Param::Dictionary { .. }
                     | Param::Translation { .. }
+                    | Param::Ranks { .. }
                     | Param::Buffer(_)
             )
         };

@@ -61,7 +61,7 @@ pub enum ColumnBytes {
     /// A `pack` or `dict` column's reference or dictionary (one zero word when it has none).
     Dictionary(Arc<Encoded>),
     /// For each code of one string column's dictionary, the same string's code in another's,
-    /// or -1 (one -1 when the first dictionary is empty).
+    /// or -1, or its rank among the other's strings (one -1 when the first dictionary is empty).
     Translation(Arc<Vec<i32>>),
 }
 
@@ -583,6 +583,40 @@ fn bind(
                 column(
                     format!("{}.{}->{}.{}", from.0, from.1, to.0, to.1),
                     ColumnBytes::Translation(Arc::new(codes)),
+                )?
+            }
+            Param::Ranks {
+                from,
+                among,
+                entries,
+            } => {
+                let dictionary = |(table, column): &(String, String)| {
+                    catalog.codes_dictionary(table, column)?.ok_or_else(|| {
+                        RuntimeError::Stale(format!(
+                            "`{table}.{column}` is no longer a string column"
+                        ))
+                    })
+                };
+                let (source, sorted) = (dictionary(from)?, dictionary(among)?);
+                if source.len() != *entries as usize {
+                    return Err(RuntimeError::Stale(format!(
+                        "`{}.{}` now has {} strings, compiled for {entries}",
+                        from.0,
+                        from.1,
+                        source.len()
+                    )));
+                }
+                let ranks: Vec<i32> = source
+                    .values()
+                    .iter()
+                    .map(|text| {
+                        let missing = i32::from(sorted.code_of(text).is_none());
+                        2 * sorted.lower_bound(text) - missing
+                    })
+                    .collect();
+                column(
+                    format!("{}.{} ranked among {}.{}", from.0, from.1, among.0, among.1),
+                    ColumnBytes::Translation(Arc::new(ranks)),
                 )?
             }
             Param::StrCode {
