@@ -23,7 +23,7 @@ use tessera_runtime::{CodegenError, CodegenResult};
 use tessera_stdlib::Function;
 use tessera_storage::{DataType, Value};
 
-use crate::expr::{Expr, ExprKind};
+use crate::expr::{Expr, ExprKind, StrBound};
 
 use super::kernel::Kernel;
 
@@ -804,6 +804,32 @@ pub(super) fn host_expr(expr: &Expr) -> Result<HostExpr, Diagnostic> {
             op: op.symbol().to_string(),
             operand: Box::new(host_expr(operand)?),
         },
+        // The host holds a grouped result's strings as text: a comparison with a literal's
+        // code is again one with the literal.
+        ExprKind::Binary { op, left, right } if matches!(right.kind, ExprKind::StrCode(_)) => {
+            let ExprKind::StrCode(code) = &right.kind else {
+                return Err(Diagnostic::internal(expr.span, "a string code"));
+            };
+            let op = match (op, code.bound) {
+                (BinaryOp::Eq, _) => "==",
+                (BinaryOp::Ne, _) => "!=",
+                (BinaryOp::Lt, StrBound::Lower) => "<",
+                (BinaryOp::Lt, StrBound::Upper) => "<=",
+                (BinaryOp::Ge, StrBound::Upper) => ">",
+                (BinaryOp::Ge, StrBound::Lower) => ">=",
+                (other, _) => {
+                    return Err(Diagnostic::internal(
+                        expr.span,
+                        format!("`{}` with a string code", other.symbol()),
+                    ))
+                }
+            };
+            HostExpr::Binary {
+                op: op.to_string(),
+                left: Box::new(host_expr(left)?),
+                right: Box::new(HostExpr::Literal(Value::Str(code.text.clone()))),
+            }
+        }
         ExprKind::Binary { op, left, right } => HostExpr::Binary {
             op: op.symbol().to_string(),
             left: Box::new(host_expr(left)?),
