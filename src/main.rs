@@ -61,6 +61,12 @@ enum Command {
     /// An interactive prompt on the resident engine: scripts end with `;`, `.help` lists the
     /// shell's commands. Reads scripts from a pipe too.
     Shell(ShellArgs),
+    /// Prints a completion script for a shell: `tessera completions bash > /etc/bash_completion.d/tessera`,
+    /// or `source <(tessera completions bash)`.
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(clap::Args)]
@@ -170,6 +176,7 @@ impl Command {
             Command::Compile(_)
             | Command::Stats(_)
             | Command::Describe(_)
+            | Command::Completions { .. }
             | Command::Gen { .. }
             | Command::Cache { .. } => false,
         }
@@ -715,6 +722,17 @@ fn run(cli: Cli) -> Result<(), failure::Failure> {
         Command::Test(args) => commands::test::run(&args),
         Command::Stats(args) => commands::stats::run(&args),
         Command::Describe(args) => commands::describe::run(&args),
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "tessera", &mut script);
+            match std::io::Write::write_all(&mut std::io::stdout(), &script) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(
+                    failure::Failure::Message(format!("cannot write the output: {e}")),
+                ),
+                _ => Ok(()),
+            }
+        }
         Command::Bench {
             suite: BenchSuite::Ssb(args),
         } => commands::bench::run(&args),

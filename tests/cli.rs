@@ -977,3 +977,15 @@ fn compile_targets_the_host_without_a_gpu_unless_told() {
     let run = tessera(&["run", artifact.to_str().unwrap(), "--data", data()]);
     assert!(run.status.success(), "{}", text(&run.stderr));
 }
+
+#[test]
+fn shell_completions_name_the_subcommands() {
+    for shell in ["bash", "zsh", "fish"] {
+        let output = tessera(&["completions", shell]);
+        assert!(output.status.success(), "{shell}: {}", text(&output.stderr));
+        let script = text(&output.stdout);
+        for word in ["describe", "run", "serve", "--format"] {
+            assert!(script.contains(word), "{shell} completion lacks {word}");
+        }
+    }
+}
