@@ -984,7 +984,7 @@ fn shell_completions_name_the_subcommands() {
         let output = tessera(&["completions", shell]);
         assert!(output.status.success(), "{shell}: {}", text(&output.stderr));
         let script = text(&output.stdout);
-        for word in ["describe", "run", "serve", "--format"] {
+        for word in ["describe", "run", "serve", "format"] {
             assert!(script.contains(word), "{shell} completion lacks {word}");
         }
     }
