@@ -94,6 +94,11 @@ def connect(folder):
             pattern = str(entry / "*.parquet")
         elif entry.suffix == ".parquet":
             pattern = str(entry)
+        elif entry.suffix in (".arrow", ".feather", ".ipc"):
+            import pyarrow.feather
+
+            connection.register(entry.stem, pyarrow.feather.read_table(str(entry)))
+            continue
         elif entry.suffix in (".csv", ".tsv"):
             connection.execute(f"CREATE VIEW \"{entry.stem}\" AS SELECT * FROM read_csv('{entry}')")
             continue

@@ -72,7 +72,9 @@ fn source(format: &TableFormat) -> String {
             Some(folder) => format!("{} ({} Parquet files)", name(folder), files.len()),
             None => format!("{} Parquet files", files.len()),
         },
-        TableFormat::Tbl { path } | TableFormat::Csv { path } => name(path),
+        TableFormat::Tbl { path } | TableFormat::Csv { path } | TableFormat::Ipc { path } => {
+            name(path)
+        }
         TableFormat::Memory => "memory".into(),
     }
 }

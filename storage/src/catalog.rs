@@ -2,8 +2,8 @@
 //! columns themselves, loaded on first use and cached.
 //!
 //! A data directory holds one entry per table: `name.parquet`, a folder `name/` of `*.parquet`
-//! files (read in file-name order), `name.csv` or `name.tsv`, or `name.tbl` (which needs a
-//! declared schema). Hidden files (`.x`, `_x`) and files of other kinds are ignored. The data may
+//! files (read in file-name order), `name.csv` or `name.tsv`, `name.arrow`, `name.feather` or
+//! `name.ipc` (Arrow IPC), or `name.tbl` (which needs a declared schema). Hidden files (`.x`, `_x`) and files of other kinds are ignored. The data may
 //! also be one such file, the only table.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -19,6 +19,7 @@ use crate::column::{Column, ColumnStats, Dictionary};
 use crate::compress::Compression;
 use crate::csv_read::{open_csv, read_csv};
 use crate::error::StorageError;
+use crate::ipc_read::{open_ipc, read_ipc};
 use crate::packed::PackedColumns;
 use crate::parquet_read::{
     read_parquet_columns, read_parquet_dictionary, read_parquet_schema, ParquetFileSchema,
@@ -37,6 +38,8 @@ pub enum TableFormat {
     Tbl { path: PathBuf },
     /// A CSV (or TSV) file with a header row.
     Csv { path: PathBuf },
+    /// An Arrow IPC file.
+    Ipc { path: PathBuf },
     /// Columns given directly (tests, generated data).
     Memory,
 }
@@ -526,6 +529,15 @@ impl Catalog {
                     .zip(loaded)
                     .collect()
             }
+            TableFormat::Ipc { path } => {
+                progress.start(&format!("loading {table}"), info.rows);
+                let loaded = read_ipc(path, &info.schema, info.rows, progress)?;
+                info.schema
+                    .names()
+                    .map(str::to_string)
+                    .zip(loaded)
+                    .collect()
+            }
             // Memory tables are cached whole from the start.
             TableFormat::Memory => Vec::new(),
         };
@@ -703,7 +715,9 @@ impl Catalog {
                 .par_iter()
                 .map(|f| SourceFile::of(f))
                 .collect::<Result<_, _>>()?,
-            TableFormat::Tbl { path } | TableFormat::Csv { path } => vec![SourceFile::of(path)?],
+            TableFormat::Tbl { path } | TableFormat::Csv { path } | TableFormat::Ipc { path } => {
+                vec![SourceFile::of(path)?]
+            }
             TableFormat::Memory => return Ok(None),
         };
         let files = Arc::new(files);
@@ -759,6 +773,7 @@ enum Source {
     ParquetFolder(PathBuf, Vec<PathBuf>),
     Tbl(PathBuf),
     Csv(PathBuf),
+    Ipc(PathBuf),
 }
 
 impl Source {
@@ -770,6 +785,11 @@ impl Source {
             Some(Source::Tbl(path.to_path_buf()))
         } else if has_extension(path, "csv") || has_extension(path, "tsv") {
             Some(Source::Csv(path.to_path_buf()))
+        } else if ["arrow", "feather", "ipc"]
+            .iter()
+            .any(|extension| has_extension(path, extension))
+        {
+            Some(Source::Ipc(path.to_path_buf()))
         } else {
             None
         }
@@ -777,9 +797,10 @@ impl Source {
 
     fn describe(&self) -> String {
         match self {
-            Source::ParquetFile(path) | Source::Tbl(path) | Source::Csv(path) => {
-                path.display().to_string()
-            }
+            Source::ParquetFile(path)
+            | Source::Tbl(path)
+            | Source::Csv(path)
+            | Source::Ipc(path) => path.display().to_string(),
             Source::ParquetFolder(path, _) => format!("{}/", path.display()),
         }
     }
@@ -854,7 +875,7 @@ fn single_file(path: &Path) -> Result<(String, Source), StorageError> {
     match (stem, Source::of_file(path)) {
         (Some(stem), Some(source)) => Ok((stem.to_string(), source)),
         _ => Err(StorageError::Invalid(format!(
-            "{} is not a table: data is a folder, or a .parquet, .csv, .tsv or .tbl file",
+            "{} is not a table: data is a folder, or a .parquet, .csv, .tsv, .arrow, .feather, .ipc or .tbl file",
             path.display()
         ))),
     }
@@ -904,6 +925,21 @@ fn open_table(
             })
         }
         Source::ParquetFile(path) => open_parquet(name, vec![path], declared),
+        Source::Ipc(path) => {
+            let table = open_ipc(&path)?;
+            if let Some(declared) = declared {
+                check_declared(&name, &table.schema, &table.unsupported, declared)?;
+            }
+            Ok(TableInfo {
+                rows: table.rows,
+                schema: table.schema,
+                format: TableFormat::Ipc { path },
+                unsupported: table.unsupported,
+                statistics: BTreeMap::new(),
+                unique: Vec::new(),
+                name,
+            })
+        }
         Source::Csv(path) => {
             let table = open_csv(&path, declared)?;
             if let Some(declared) = declared {

@@ -11,16 +11,14 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Date32Type, Float32Type, Float64Type, Int32Type, Int64Type};
-use arrow_array::{Array, RecordBatch};
+use arrow_array::RecordBatch;
 use arrow_csv::reader::{Format, ReaderBuilder};
 use arrow_schema::{DataType as ArrowType, Field as ArrowField, Schema as ArrowSchema};
 
-use crate::column::{Column, ColumnData};
+use crate::arrow_columns::{tessera_type, ColumnsBuilder};
+use crate::column::Column;
 use crate::error::StorageError;
 use crate::progress::Progress;
-use crate::string_chunks::{self, ChunkStrings};
 use crate::types::{DataType, Field, Schema};
 
 /// Rows the schema is inferred from. A later value that does not parse as its column's
@@ -57,22 +55,6 @@ fn open(path: &Path) -> Result<File, StorageError> {
 
 fn invalid(path: &Path, message: impl std::fmt::Display) -> StorageError {
     StorageError::Invalid(format!("{}: {message}", path.display()))
-}
-
-/// The type Tessera reads an inferred or declared column as; `Err` says why it cannot.
-fn tessera_type(ty: &ArrowType) -> Result<DataType, String> {
-    Ok(match ty {
-        ArrowType::Boolean => DataType::Bool,
-        ArrowType::Int32 => DataType::I32,
-        ArrowType::Int64 => DataType::I64,
-        ArrowType::Float32 => DataType::F32,
-        ArrowType::Float64 => DataType::F64,
-        ArrowType::Date32 => DataType::Date,
-        // A column with no values at all: strings, all null.
-        ArrowType::Utf8 | ArrowType::Null => DataType::Str,
-        ArrowType::Timestamp(..) => return Err("timestamps are not supported yet".into()),
-        other => return Err(format!("{other} values are not supported")),
-    })
 }
 
 fn arrow_type(ty: DataType) -> ArrowType {
@@ -167,88 +149,6 @@ fn count_records(path: &Path) -> Result<u64, StorageError> {
     Ok(records.saturating_sub(1))
 }
 
-/// The values of one column as they are decoded, batch by batch.
-enum Values {
-    Bool(Vec<bool>),
-    I32(Vec<i32>),
-    I64(Vec<i64>),
-    F32(Vec<f32>),
-    F64(Vec<f64>),
-    Date(Vec<i32>),
-    Str(Vec<ChunkStrings>),
-}
-
-impl Values {
-    fn new(ty: DataType) -> Values {
-        match ty {
-            DataType::Bool => Values::Bool(Vec::new()),
-            DataType::I32 => Values::I32(Vec::new()),
-            DataType::I64 => Values::I64(Vec::new()),
-            DataType::F32 => Values::F32(Vec::new()),
-            DataType::F64 => Values::F64(Vec::new()),
-            DataType::Date => Values::Date(Vec::new()),
-            DataType::Str => Values::Str(Vec::new()),
-        }
-    }
-
-    /// Appends a batch's column; a null row's value is the type's zero (validity says null).
-    fn extend(&mut self, array: &dyn Array) -> Result<(), String> {
-        let wrong = || format!("decoded as {} instead", array.data_type());
-        match self {
-            Values::Bool(values) => {
-                let array = array.as_boolean_opt().ok_or_else(wrong)?;
-                values.extend((0..array.len()).map(|i| array.is_valid(i) && array.value(i)));
-            }
-            Values::I32(values) => {
-                extend_primitive::<Int32Type>(values, array).ok_or_else(wrong)?
-            }
-            Values::I64(values) => {
-                extend_primitive::<Int64Type>(values, array).ok_or_else(wrong)?
-            }
-            Values::F32(values) => {
-                extend_primitive::<Float32Type>(values, array).ok_or_else(wrong)?
-            }
-            Values::F64(values) => {
-                extend_primitive::<Float64Type>(values, array).ok_or_else(wrong)?
-            }
-            Values::Date(values) => {
-                extend_primitive::<Date32Type>(values, array).ok_or_else(wrong)?
-            }
-            Values::Str(chunks) => {
-                let array = array.as_string_opt::<i32>().ok_or_else(wrong)?;
-                let mut chunk = ChunkStrings::with_capacity(array.len());
-                chunk
-                    .push_batch(array.iter().map(|v| v.map(str::as_bytes)))
-                    .map_err(|_| "a value is not UTF-8".to_string())?;
-                chunks.push(chunk);
-            }
-        }
-        Ok(())
-    }
-
-    fn finish(self) -> ColumnData {
-        match self {
-            Values::Bool(v) => ColumnData::Bool(v.into()),
-            Values::I32(v) => ColumnData::I32(v.into()),
-            Values::I64(v) => ColumnData::I64(v.into()),
-            Values::F32(v) => ColumnData::F32(v.into()),
-            Values::F64(v) => ColumnData::F64(v.into()),
-            Values::Date(v) => ColumnData::Date(v.into()),
-            Values::Str(chunks) => string_chunks::merge(chunks),
-        }
-    }
-}
-
-fn extend_primitive<T: arrow_array::ArrowPrimitiveType>(
-    values: &mut Vec<T::Native>,
-    array: &dyn Array,
-) -> Option<()> {
-    let array = array.as_primitive_opt::<T>()?;
-    // Null rows hold the zero arrow-csv leaves there.
-    values.extend_from_slice(array.values());
-    Some(())
-}
-
 /// Reads every column of `schema` (a table opened by [`open_csv`] with `rows` rows) from the
 /// file, in the schema's order.
 pub(crate) fn read_csv(
@@ -273,9 +173,7 @@ pub(crate) fn read_csv(
         .with_projection(positions)
         .build(open(path)?)
         .map_err(|e| invalid(path, e))?;
-    let mut values: Vec<Values> = schema.fields.iter().map(|f| Values::new(f.ty)).collect();
-    let mut validity: Vec<Vec<bool>> = vec![Vec::new(); schema.fields.len()];
-    let mut read = 0u64;
+    let mut columns = ColumnsBuilder::new(schema);
     for batch in reader {
         let batch: RecordBatch = batch.map_err(|e| {
             invalid(
@@ -283,27 +181,19 @@ pub(crate) fn read_csv(
                 format!("{e}; declare the table's column types in the script to read it otherwise"),
             )
         })?;
-        for (index, array) in batch.columns().iter().enumerate() {
-            let field = &schema.fields[index];
-            values[index]
-                .extend(array.as_ref())
-                .map_err(|e| invalid(path, format!("column `{}`: {e}", field.name)))?;
-            validity[index].extend((0..array.len()).map(|row| array.is_valid(row)));
-        }
-        read += batch.num_rows() as u64;
+        columns.push(&batch).map_err(|e| invalid(path, e))?;
         progress.advance(batch.num_rows() as u64);
     }
-    if read != rows {
+    if columns.rows() != rows {
         return Err(invalid(
             path,
-            format!("holds {read} rows where {rows} were counted; was it changed while read?"),
+            format!(
+                "holds {} rows where {rows} were counted; was it changed while read?",
+                columns.rows()
+            ),
         ));
     }
-    Ok(values
-        .into_iter()
-        .zip(validity)
-        .map(|(values, valid)| Column::new(values.finish(), Some(valid)))
-        .collect())
+    Ok(columns.finish())
 }
 
 #[cfg(test)]

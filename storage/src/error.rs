@@ -18,7 +18,7 @@ pub enum StorageError {
         line: u64,
         message: String,
     },
-    #[error("data {0} does not exist (the data is a folder of tables, or one table's .parquet, .csv, .tsv or .tbl file)")]
+    #[error("data {0} does not exist (the data is a folder of tables, or one table's file: .parquet, .csv, .tsv, .arrow, .feather, .ipc or .tbl)")]
     NoDirectory(PathBuf),
     #[error("no table `{0}` in the data directory")]
     UnknownTable(String),

@@ -8,7 +8,8 @@
 //! | `catalog` | the tables of a data directory, schema checks, the column cache |
 //! | `parquet_read` / `parquet_write` | Parquet footers and columns in; whole tables out |
 //! | `tbl` | dbgen's pipe-separated `.tbl` files, read with a declared schema |
-//! | `csv_read` | CSV and TSV files: types inferred (or declared), columns decoded with arrow-csv |
+//! | `csv_read`, `ipc_read` | CSV and TSV files (types inferred or declared) and Arrow IPC files, read with arrow-rs |
+//! | `arrow_columns` | Arrow record batches into columns: the types Tessera reads, nulls as validity |
 //! | `string_chunks` | strings read in parallel chunks, merged into one sorted dictionary |
 //! | `gen` | the SSB and Wisconsin generators (deterministic, parallel, written as Parquet), and the record of a generation that its folder keeps |
 //! | `compress` | GPU-FOR and GPU-DFOR bit-packing of integer columns (CPU encoder, reference decoder) |
@@ -17,6 +18,7 @@
 //!
 //! It knows nothing of the query language or of GPUs.
 
+mod arrow_columns;
 pub mod cache;
 pub mod catalog;
 pub mod column;
@@ -25,6 +27,7 @@ mod csv_read;
 pub mod date;
 pub mod error;
 pub mod gen;
+mod ipc_read;
 pub mod packed;
 pub mod parquet_read;
 pub mod parquet_write;

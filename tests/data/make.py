@@ -12,6 +12,11 @@ and Polars write every column as nullable).
     `budget` hold nulls.
   places(city, country): 5 rows, a city people lack, a null city and a null country.
 
+arrow/: an Arrow IPC file as pyarrow writes one (needs pyarrow).
+  readings(sensor, level, code, count, reading, ratio, ok, day, site, label, at): 300 rows of
+    int8, int16, uint16, uint32, int64, float32, float64, bool, date32, dictionary-encoded and
+    large strings, each with nulls, and a timestamp column Tessera cannot read.
+
 csv/: a CSV file as DuckDB writes one (a header, empty fields for nulls, quotes where needed).
   weather(station, day, temp, rain, note): 200 rows of integers, dates, floats, booleans and
     strings (some with commas and quotes), each column with nulls.
@@ -76,6 +81,39 @@ def main():
         """
     )
     con.execute(f"COPY weather TO '{folder / 'weather.csv'}' (HEADER, DELIMITER ',')")
+
+    write_arrow(ROOT / "arrow")
+
+
+def write_arrow(folder):
+    import datetime
+
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    folder.mkdir(exist_ok=True)
+    n = range(300)
+
+    def column(values, kind, every):
+        return pa.array([None if i % every == every - 1 else v for i, v in zip(n, values)], kind)
+
+    table = pa.table(
+        {
+            "sensor": column([i % 7 - 3 for i in n], pa.int8(), 11),
+            "level": column([(i * 37) % 2000 - 1000 for i in n], pa.int16(), 13),
+            "code": column([(i * 101) % 60000 for i in n], pa.uint16(), 17),
+            "count": column([i * 12345678 for i in n], pa.uint32(), 19),
+            "reading": column([i * 1000003 - 50000000 for i in n], pa.int64(), 23),
+            "ratio": column([((i * 7) % 40) / 8 for i in n], pa.float32(), 29),
+            "value": column([(i * 13) % 97 / 3 for i in n], pa.float64(), 31),
+            "ok": column([i % 3 == 0 for i in n], pa.bool_(), 37),
+            "day": column([datetime.date(2024, 1, 1) + datetime.timedelta(days=i % 50) for i in n], pa.date32(), 41),
+            "site": column(["north", "south", "east", "west", "top"] * 60, pa.string(), 43).dictionary_encode(),
+            "label": column([f"L{i % 9}" for i in n], pa.large_string(), 47),
+            "at": column([datetime.datetime(2024, 1, 1, i % 24) for i in n], pa.timestamp("us"), 53),
+        }
+    )
+    feather.write_feather(table, folder / "readings.arrow", compression="uncompressed")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,204 @@
+//! Arrow record batches into Tessera's columns: which Arrow types Tessera reads (and as what),
+//! and the columns a sequence of batches makes, nulls as validity. The CSV and Arrow IPC readers
+//! share it.
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Date32Type, Float32Type, Float64Type, Int32Type, Int64Type};
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::DataType as ArrowType;
+
+use crate::column::{Column, ColumnData};
+use crate::string_chunks::{self, ChunkStrings};
+use crate::types::{DataType, Schema};
+
+/// The type Tessera reads an inferred or declared column as; `Err` says why it cannot.
+pub(crate) fn tessera_type(ty: &ArrowType) -> Result<DataType, String> {
+    Ok(match ty {
+        ArrowType::Boolean => DataType::Bool,
+        // Narrower integers are widened; unsigned ones to the next signed width.
+        ArrowType::Int8
+        | ArrowType::Int16
+        | ArrowType::Int32
+        | ArrowType::UInt8
+        | ArrowType::UInt16 => DataType::I32,
+        ArrowType::Int64 | ArrowType::UInt32 => DataType::I64,
+        ArrowType::Float16 | ArrowType::Float32 => DataType::F32,
+        ArrowType::Float64 => DataType::F64,
+        ArrowType::Date32 | ArrowType::Date64 => DataType::Date,
+        // A column with no values at all: strings, all null.
+        ArrowType::Utf8 | ArrowType::LargeUtf8 | ArrowType::Utf8View | ArrowType::Null => {
+            DataType::Str
+        }
+        ArrowType::Dictionary(_, values) if tessera_type(values) == Ok(DataType::Str) => {
+            DataType::Str
+        }
+        ArrowType::UInt64 => return Err("64-bit unsigned integers are not supported".into()),
+        ArrowType::Timestamp(..) => return Err("timestamps are not supported yet".into()),
+        other => return Err(format!("{other} values are not supported")),
+    })
+}
+
+/// The Arrow type a column of `ty` is decoded from: any type [`tessera_type`] reads as `ty`
+/// is cast to it first, failing on a value that does not fit.
+fn canonical(ty: DataType) -> ArrowType {
+    match ty {
+        DataType::Bool => ArrowType::Boolean,
+        DataType::I32 => ArrowType::Int32,
+        DataType::I64 => ArrowType::Int64,
+        DataType::F32 => ArrowType::Float32,
+        DataType::F64 => ArrowType::Float64,
+        DataType::Date => ArrowType::Date32,
+        DataType::Str => ArrowType::Utf8,
+    }
+}
+
+/// The values of one column as they are decoded, batch by batch.
+pub(crate) enum Values {
+    Bool(Vec<bool>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    Date(Vec<i32>),
+    Str(Vec<ChunkStrings>),
+}
+
+impl Values {
+    pub(crate) fn new(ty: DataType) -> Values {
+        match ty {
+            DataType::Bool => Values::Bool(Vec::new()),
+            DataType::I32 => Values::I32(Vec::new()),
+            DataType::I64 => Values::I64(Vec::new()),
+            DataType::F32 => Values::F32(Vec::new()),
+            DataType::F64 => Values::F64(Vec::new()),
+            DataType::Date => Values::Date(Vec::new()),
+            DataType::Str => Values::Str(Vec::new()),
+        }
+    }
+
+    /// Appends a batch's column; a null row's value is the type's zero (validity says null).
+    pub(crate) fn extend(&mut self, array: &dyn Array) -> Result<(), String> {
+        let target = canonical(self.ty());
+        let cast;
+        let array = if array.data_type() == &target {
+            array
+        } else {
+            let options = arrow_cast::CastOptions {
+                safe: false,
+                ..Default::default()
+            };
+            cast = arrow_cast::cast_with_options(array, &target, &options)
+                .map_err(|e| e.to_string())?;
+            cast.as_ref()
+        };
+        let wrong = || format!("decoded as {} instead", array.data_type());
+        match self {
+            Values::Bool(values) => {
+                let array = array.as_boolean_opt().ok_or_else(wrong)?;
+                values.extend((0..array.len()).map(|i| array.is_valid(i) && array.value(i)));
+            }
+            Values::I32(values) => {
+                extend_primitive::<Int32Type>(values, array).ok_or_else(wrong)?
+            }
+            Values::I64(values) => {
+                extend_primitive::<Int64Type>(values, array).ok_or_else(wrong)?
+            }
+            Values::F32(values) => {
+                extend_primitive::<Float32Type>(values, array).ok_or_else(wrong)?
+            }
+            Values::F64(values) => {
+                extend_primitive::<Float64Type>(values, array).ok_or_else(wrong)?
+            }
+            Values::Date(values) => {
+                extend_primitive::<Date32Type>(values, array).ok_or_else(wrong)?
+            }
+            Values::Str(chunks) => {
+                let array = array.as_string_opt::<i32>().ok_or_else(wrong)?;
+                let mut chunk = ChunkStrings::with_capacity(array.len());
+                chunk
+                    .push_batch(array.iter().map(|v| v.map(str::as_bytes)))
+                    .map_err(|_| "a value is not UTF-8".to_string())?;
+                chunks.push(chunk);
+            }
+        }
+        Ok(())
+    }
+
+    fn ty(&self) -> DataType {
+        match self {
+            Values::Bool(_) => DataType::Bool,
+            Values::I32(_) => DataType::I32,
+            Values::I64(_) => DataType::I64,
+            Values::F32(_) => DataType::F32,
+            Values::F64(_) => DataType::F64,
+            Values::Date(_) => DataType::Date,
+            Values::Str(_) => DataType::Str,
+        }
+    }
+
+    pub(crate) fn finish(self) -> ColumnData {
+        match self {
+            Values::Bool(v) => ColumnData::Bool(v.into()),
+            Values::I32(v) => ColumnData::I32(v.into()),
+            Values::I64(v) => ColumnData::I64(v.into()),
+            Values::F32(v) => ColumnData::F32(v.into()),
+            Values::F64(v) => ColumnData::F64(v.into()),
+            Values::Date(v) => ColumnData::Date(v.into()),
+            Values::Str(chunks) => string_chunks::merge(chunks),
+        }
+    }
+}
+
+fn extend_primitive<T: arrow_array::ArrowPrimitiveType>(
+    values: &mut Vec<T::Native>,
+    array: &dyn Array,
+) -> Option<()> {
+    let array = array.as_primitive_opt::<T>()?;
+    // Null rows hold the zero arrow-csv leaves there.
+    values.extend_from_slice(array.values());
+    Some(())
+}
+
+/// Columns of `schema` built from batches whose columns are the schema's, in order.
+pub(crate) struct ColumnsBuilder<'s> {
+    schema: &'s Schema,
+    values: Vec<Values>,
+    validity: Vec<Vec<bool>>,
+    rows: u64,
+}
+
+impl<'s> ColumnsBuilder<'s> {
+    pub(crate) fn new(schema: &'s Schema) -> ColumnsBuilder<'s> {
+        ColumnsBuilder {
+            schema,
+            values: schema.fields.iter().map(|f| Values::new(f.ty)).collect(),
+            validity: vec![Vec::new(); schema.fields.len()],
+            rows: 0,
+        }
+    }
+
+    /// Appends a batch; `Err` names the column that does not decode as its type.
+    pub(crate) fn push(&mut self, batch: &RecordBatch) -> Result<(), String> {
+        for (index, array) in batch.columns().iter().enumerate() {
+            let field = &self.schema.fields[index];
+            self.values[index]
+                .extend(array.as_ref())
+                .map_err(|e| format!("column `{}`: {e}", field.name))?;
+            self.validity[index].extend((0..array.len()).map(|row| array.is_valid(row)));
+        }
+        self.rows += batch.num_rows() as u64;
+        Ok(())
+    }
+
+    pub(crate) fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    pub(crate) fn finish(self) -> Vec<Column> {
+        self.values
+            .into_iter()
+            .zip(self.validity)
+            .map(|(values, valid)| Column::new(values.finish(), Some(valid)))
+            .collect()
+    }
+}
