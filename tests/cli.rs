@@ -989,3 +989,49 @@ fn shell_completions_name_the_subcommands() {
         }
     }
 }
+
+#[test]
+fn a_broken_file_fails_only_the_queries_that_read_its_table() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("good.csv"), "a\n1\n2\n").unwrap();
+    std::fs::write(dir.path().join("bad.parquet"), b"not parquet").unwrap();
+    std::fs::write(dir.path().join("lines.tbl"), "1|2|\n").unwrap();
+    let data = dir.path().to_str().unwrap();
+    let good = tessera(&[
+        "run",
+        "-c",
+        "from good | aggregate { n = count() }",
+        "--data",
+        data,
+        "--device",
+        "cpu",
+        "--format",
+        "csv",
+    ]);
+    assert!(good.status.success(), "{}", text(&good.stderr));
+    assert_eq!(text(&good.stdout), "n\n2\n");
+    for (table, cause) in [("bad", "bad.parquet"), ("lines", "declare `table lines")] {
+        let output = tessera(&[
+            "run",
+            "-c",
+            &format!("from {table} | take 1"),
+            "--data",
+            data,
+            "--device",
+            "cpu",
+        ]);
+        assert_eq!(output.status.code(), Some(1));
+        let stderr = text(&output.stderr);
+        assert!(
+            stderr.contains(&format!("table `{table}` cannot be read")),
+            "{stderr}"
+        );
+        assert!(stderr.contains(cause), "{stderr}");
+    }
+    let listing = tessera(&["describe", data, "--format", "csv"]);
+    assert!(
+        text(&listing.stdout).contains("bad,,unreadable: "),
+        "{}",
+        text(&listing.stdout)
+    );
+}

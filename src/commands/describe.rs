@@ -15,6 +15,15 @@ use crate::DescribeArgs;
 pub fn run(args: &DescribeArgs) -> Result<(), Failure> {
     let catalog = super::stats::open(&args.data)?;
     let tables: Vec<&TableInfo> = match &args.table {
+        Some(name) if catalog.broken_table(name).is_some() => {
+            return Err(Failure::Message(format!(
+                "table `{name}` cannot be read: {}",
+                catalog
+                    .broken_table(name)
+                    .map(|e| e.to_string())
+                    .unwrap_or_default()
+            )))
+        }
         Some(name) => vec![catalog.table(name).ok_or_else(|| {
             let known: Vec<&str> = catalog.tables().map(|t| t.name.as_str()).collect();
             Failure::Message(format!(
@@ -25,7 +34,17 @@ pub fn run(args: &DescribeArgs) -> Result<(), Failure> {
         })?],
         None => catalog.tables().collect(),
     };
-    let results = [table_rows(&tables), column_rows(&tables)];
+    let mut listing = table_rows(&tables);
+    if args.table.is_none() {
+        for (name, reason) in catalog.broken() {
+            listing.rows.push(vec![
+                text(name),
+                Value::Null,
+                text(format!("unreadable: {reason}")),
+            ]);
+        }
+    }
+    let results = [listing, column_rows(&tables)];
     let stdout = std::io::stdout();
     let limits = TableLimits::for_stdout(Some(0));
     let mut output = ScriptOutput::new(stdout.lock(), args.format.into(), limits, results.len());

@@ -65,6 +65,9 @@ type PageDictionary = Option<(Arc<Dictionary>, u64)>;
 
 pub struct Catalog {
     tables: BTreeMap<String, TableInfo>,
+    /// Tables whose files cannot be opened, with the reason: only a query that reads one
+    /// fails for it.
+    broken: BTreeMap<String, Arc<StorageError>>,
     cache: Mutex<HashMap<(String, String), Arc<Column>>>,
     page_dictionaries: Mutex<HashMap<(String, String), PageDictionary>>,
     /// Whether a loaded column's values are unique, once checked: planning asks it of every
@@ -134,18 +137,29 @@ impl Catalog {
             .iter()
             .map(|(name, schema)| (name.as_str(), schema))
             .collect();
-        let tables: Vec<TableInfo> = entries
+        let opened: Vec<(String, Result<TableInfo, StorageError>)> = entries
             .into_par_iter()
-            .map(|(name, source)| open_table(name, source, &declared))
-            .collect::<Result<_, _>>()?;
-        let tables: BTreeMap<String, TableInfo> =
-            tables.into_iter().map(|t| (t.name.clone(), t)).collect();
+            .map(|(name, source)| (name.clone(), open_table(name, source, &declared)))
+            .collect();
+        let mut tables = BTreeMap::new();
+        let mut broken = BTreeMap::new();
+        for (name, table) in opened {
+            match table {
+                Ok(table) => {
+                    tables.insert(name, table);
+                }
+                Err(error) => {
+                    broken.insert(name, Arc::new(error));
+                }
+            }
+        }
         let loading = tables
             .keys()
             .map(|name| (name.clone(), Mutex::new(())))
             .collect();
         Ok(Catalog {
             tables,
+            broken,
             cache: Mutex::new(HashMap::new()),
             page_dictionaries: Mutex::new(HashMap::new()),
             unique_values: Mutex::new(HashMap::new()),
@@ -223,6 +237,7 @@ impl Catalog {
             .collect();
         Ok(Catalog {
             tables: infos,
+            broken: BTreeMap::new(),
             cache: Mutex::new(cache),
             page_dictionaries: Mutex::new(HashMap::new()),
             unique_values: Mutex::new(HashMap::new()),
@@ -236,6 +251,18 @@ impl Catalog {
 
     pub fn tables(&self) -> impl Iterator<Item = &TableInfo> {
         self.tables.values()
+    }
+
+    /// The tables whose files cannot be opened, with the reason.
+    pub fn broken(&self) -> impl Iterator<Item = (&str, &StorageError)> {
+        self.broken
+            .iter()
+            .map(|(name, error)| (name.as_str(), error.as_ref()))
+    }
+
+    /// Why table `name` cannot be opened, when its files are broken.
+    pub fn broken_table(&self, name: &str) -> Option<Arc<StorageError>> {
+        self.broken.get(name).cloned()
     }
 
     pub fn table(&self, name: &str) -> Option<&TableInfo> {

@@ -193,6 +193,13 @@ impl<'a> Analyzer<'a> {
         alias: Option<String>,
         span: Span,
     ) -> Result<TypedRelation> {
+        if let Some(reason) = self.catalog.broken_table(&name.name) {
+            return Err(Diagnostic::new(
+                tessera_grammar::DiagnosticKind::Data,
+                name.span,
+                format!("table `{}` cannot be read: {reason}", name.name),
+            ));
+        }
         let schema = match self.catalog.table(&name.name) {
             Some(table) => table.schema.clone(),
             None => match self.declared.iter().find(|t| t.name == name.name) {

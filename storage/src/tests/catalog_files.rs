@@ -17,6 +17,14 @@ use crate::error::StorageError;
 use crate::parquet_write::write_parquet;
 use crate::types::{DataType, Field, Schema, Value};
 
+/// Why `table` cannot be read, in a catalog that opened.
+fn broken(opened: Result<Catalog, StorageError>, table: &str) -> Arc<StorageError> {
+    let catalog = opened.expect("the catalog opens");
+    catalog
+        .broken_table(table)
+        .unwrap_or_else(|| panic!("`{table}` is readable"))
+}
+
 fn two_columns() -> Schema {
     Schema::new(vec![
         Field::new("a", DataType::I32),
@@ -87,9 +95,7 @@ fn a_tbl_file_needs_a_declared_schema_and_is_parsed_once() {
     let dir = TempDir::new("tbl");
     let path = dir.path().join("lines.tbl");
     std::fs::write(&path, "1|2.5|\n2|3.5|\n").unwrap();
-    let error = Catalog::open(dir.path(), &[])
-        .err()
-        .expect("no schema for lines.tbl");
+    let error = broken(Catalog::open(dir.path(), &[]), "lines");
     assert!(
         error.to_string().contains("declare `table lines { ... }`"),
         "{error}"
@@ -124,10 +130,8 @@ fn files_of_one_folder_must_share_a_schema() {
         &[None, None],
     )
     .unwrap();
-    let error = Catalog::open(dir.path(), &[])
-        .err()
-        .expect("schemas differ");
-    let StorageError::SchemaMismatch { table, message } = &error else {
+    let error = broken(Catalog::open(dir.path(), &[]), "t");
+    let StorageError::SchemaMismatch { table, message } = &*error else {
         panic!("expected a schema mismatch, got {error}");
     };
     assert_eq!(table, "t");
@@ -141,33 +145,33 @@ fn a_declared_schema_must_agree_with_the_files() {
     let open =
         |fields: Vec<Field>| Catalog::open(dir.path(), &[("t".to_string(), Schema::new(fields))]);
 
-    let error = open(vec![
-        Field::new("a", DataType::I32),
-        Field::new("b", DataType::F64),
-        Field::new("c", DataType::Str),
-        Field::new("d", DataType::I32),
-    ])
-    .err()
-    .expect("c and d are not in the file");
+    let error = broken(
+        open(vec![
+            Field::new("a", DataType::I32),
+            Field::new("b", DataType::F64),
+            Field::new("c", DataType::Str),
+            Field::new("d", DataType::I32),
+        ]),
+        "t",
+    );
     assert_eq!(
         error.to_string(),
         "table `t`: declared columns missing from the files: c, d"
     );
 
-    let error = open(vec![
-        Field::new("a", DataType::I64),
-        Field::new("b", DataType::F64),
-    ])
-    .err()
-    .expect("a is i32 in the file");
+    let error = broken(
+        open(vec![
+            Field::new("a", DataType::I64),
+            Field::new("b", DataType::F64),
+        ]),
+        "t",
+    );
     assert_eq!(
         error.to_string(),
         "table `t`: column `a` is declared i64 but the files hold i32"
     );
 
-    let error = open(vec![Field::new("a", DataType::I32)])
-        .err()
-        .expect("b is not declared");
+    let error = broken(open(vec![Field::new("a", DataType::I32)]), "t");
     assert!(error.to_string().contains("not declared: b"), "{error}");
 
     // Agreement in another order: the declaration's order wins.
@@ -188,9 +192,9 @@ fn corrupt_files_give_errors_naming_the_file() {
         b"this is not a parquet file at all",
     )
     .unwrap();
-    let error = Catalog::open(dir.path(), &[]).err().expect("garbage");
+    let error = broken(Catalog::open(dir.path(), &[]), "garbage");
     assert!(
-        matches!(&error, StorageError::Parquet { path, .. } if path.ends_with("garbage.parquet")),
+        matches!(&*error, StorageError::Parquet { path, .. } if path.ends_with("garbage.parquet")),
         "{error}"
     );
     std::fs::remove_file(dir.path().join("garbage.parquet")).unwrap();
@@ -200,9 +204,9 @@ fn corrupt_files_give_errors_naming_the_file() {
     write_two_columns(&path, 1000);
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
-    let error = Catalog::open(dir.path(), &[]).err().expect("truncated");
+    let error = broken(Catalog::open(dir.path(), &[]), "cut");
     assert!(
-        matches!(&error, StorageError::Parquet { path, .. } if path.ends_with("cut.parquet")),
+        matches!(&*error, StorageError::Parquet { path, .. } if path.ends_with("cut.parquet")),
         "{error}"
     );
     std::fs::remove_file(&path).unwrap();
@@ -298,9 +302,10 @@ fn unreadable_columns_are_listed_with_a_reason() {
         Field::new("id", DataType::I32),
         Field::new("at", DataType::I64),
     ]);
-    let error = Catalog::open(dir.path(), &[("odd".to_string(), declared)])
-        .err()
-        .expect("at");
+    let error = broken(
+        Catalog::open(dir.path(), &[("odd".to_string(), declared)]),
+        "odd",
+    );
     assert!(error.to_string().contains("`at` cannot be read"), "{error}");
 }
 
