@@ -74,19 +74,26 @@ fn arrow_schema(path: &Path, declared: Option<&Schema>) -> Result<ArrowSchema, S
     let (inferred, _) = format_for(path)
         .infer_schema(open(path)?, Some(INFERENCE_ROWS))
         .map_err(|e| invalid(path, format!("not a readable CSV file: {e}")))?;
-    let fields: Vec<ArrowField> = inferred
-        .fields()
-        .iter()
-        .map(|field| {
-            let ty = match declared.and_then(|d| d.field(field.name())) {
-                Some(declared) => arrow_type(declared.ty),
-                // Columns of nothing but empty fields are read as strings.
-                None if field.data_type() == &ArrowType::Null => ArrowType::Utf8,
-                None => field.data_type().clone(),
-            };
-            ArrowField::new(field.name(), ty, true)
-        })
-        .collect();
+    let mut names: Vec<String> = Vec::new();
+    let mut fields = Vec::new();
+    for field in inferred.fields() {
+        // A header naming a column twice: the later ones become `name_1`, `name_2`, as in
+        // DuckDB.
+        let mut name = field.name().clone();
+        let mut suffix = 0;
+        while names.contains(&name) {
+            suffix += 1;
+            name = format!("{}_{suffix}", field.name());
+        }
+        let ty = match declared.and_then(|d| d.field(&name)) {
+            Some(declared) => arrow_type(declared.ty),
+            // Columns of nothing but empty fields are read as strings.
+            None if field.data_type() == &ArrowType::Null => ArrowType::Utf8,
+            None => field.data_type().clone(),
+        };
+        fields.push(ArrowField::new(&name, ty, true));
+        names.push(name);
+    }
     Ok(ArrowSchema::new(fields))
 }
 
@@ -242,6 +249,16 @@ mod tests {
         let table = open_csv(&path, Some(&declared)).unwrap();
         assert_eq!(table.schema.fields[0].ty, DataType::I32);
         assert_eq!(table.schema.fields[1].ty, DataType::I64);
+    }
+
+    #[test]
+    fn a_repeated_column_name_gets_a_suffix() {
+        let (_dir, path) = write("a,b,a,a\n1,2,3,4\n", "t.csv");
+        let table = open_csv(&path, None).unwrap();
+        let names: Vec<&str> = table.schema.names().collect();
+        assert_eq!(names, ["a", "b", "a_1", "a_2"]);
+        let columns = read_csv(&path, &table.schema, table.rows, &NoProgress).unwrap();
+        assert_eq!(columns[3].data.value(0), Value::Int(4));
     }
 
     #[test]
