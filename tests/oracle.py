@@ -90,6 +90,11 @@ def connect(folder):
     connection = duckdb.connect()
     for entry in sorted(folder.iterdir()):
         name = entry.stem if entry.suffix == ".parquet" else entry.name
+        if entry.is_dir() and any(entry.rglob("*=*")):
+            connection.execute(
+                f"CREATE VIEW \"{name}\" AS SELECT * FROM read_parquet('{entry}/**/*.parquet', hive_partitioning = true)"
+            )
+            continue
         if entry.is_dir():
             pattern = str(entry / "*.parquet")
         elif entry.suffix == ".parquet":

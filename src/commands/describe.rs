@@ -86,8 +86,13 @@ fn table_rows(tables: &[&TableInfo]) -> ResultTable {
 fn source(format: &TableFormat) -> String {
     let name = |path: &Path| path.display().to_string();
     match format {
-        TableFormat::Parquet { files } if files.len() == 1 => name(&files[0]),
-        TableFormat::Parquet { files } => match files.first().and_then(|f| f.parent()) {
+        TableFormat::Parquet { files, .. } if files.len() == 1 => name(&files[0]),
+        TableFormat::Parquet {
+            files, partitions, ..
+        } => match files
+            .first()
+            .and_then(|f| f.ancestors().nth(1 + partitions.len()))
+        {
             Some(folder) => format!("{} ({} Parquet files)", name(folder), files.len()),
             None => format!("{} Parquet files", files.len()),
         },

@@ -87,7 +87,7 @@ pub fn run(args: &StatsArgs) -> Result<(), Failure> {
 /// Bytes of `table`'s data files.
 fn source_bytes(catalog: &Catalog, table: &str) -> u64 {
     let files: Vec<&std::path::Path> = match catalog.table(table).map(|t| &t.format) {
-        Some(TableFormat::Parquet { files }) => files.iter().map(|f| f.as_path()).collect(),
+        Some(TableFormat::Parquet { files, .. }) => files.iter().map(|f| f.as_path()).collect(),
         Some(TableFormat::Tbl { path }) => vec![path.as_path()],
         _ => Vec::new(),
     };

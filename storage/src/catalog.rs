@@ -2,7 +2,7 @@
 //! columns themselves, loaded on first use and cached.
 //!
 //! A data directory holds one entry per table: `name.parquet`, a folder `name/` of `*.parquet`
-//! files (read in file-name order), `name.csv` or `name.tsv`, `name.arrow`, `name.feather` or
+//! files (read in path order, under `key=value` folders for a hive-partitioned table), `name.csv` or `name.tsv`, `name.arrow`, `name.feather` or
 //! `name.ipc` (Arrow IPC), or `name.tbl` (which needs a declared schema). Hidden files (`.x`, `_x`) and files of other kinds are ignored. The data may
 //! also be one such file, the only table.
 
@@ -19,6 +19,7 @@ use crate::column::{Column, ColumnStats, Dictionary};
 use crate::compress::Compression;
 use crate::csv_read::{open_csv, read_csv};
 use crate::error::StorageError;
+use crate::hive::{parquet_files, partition_column, Partition};
 use crate::ipc_read::{open_ipc, read_ipc};
 use crate::packed::PackedColumns;
 use crate::parquet_read::{
@@ -32,8 +33,14 @@ use crate::types::{DataType, Field, Schema, Value};
 
 #[derive(Clone, Debug)]
 pub enum TableFormat {
-    /// One Parquet file, or a folder of Parquet files read in name order.
-    Parquet { files: Vec<PathBuf> },
+    /// One Parquet file, or a folder of Parquet files read in name order, with the columns
+    /// of a hive-partitioned folder's `key=value` folders (a value per file).
+    Parquet {
+        files: Vec<PathBuf>,
+        partitions: Vec<Partition>,
+        /// Each file's rows.
+        file_rows: Vec<u64>,
+    },
     /// A pipe-separated SSB `.tbl` file, read with a declared schema.
     Tbl { path: PathBuf },
     /// A CSV (or TSV) file with a header row.
@@ -374,11 +381,17 @@ impl Catalog {
         }
         let found = match self.tables.get(table) {
             Some(TableInfo {
-                format: TableFormat::Parquet { files },
+                format:
+                    TableFormat::Parquet {
+                        files, partitions, ..
+                    },
                 schema,
                 ..
             }) => match schema.field(column) {
-                Some(field) if field.ty == DataType::Str => {
+                Some(field)
+                    if field.ty == DataType::Str
+                        && !partitions.iter().any(|p| p.field.name == column) =>
+                {
                     read_parquet_dictionary(table, files, field)?
                         .map(|(dictionary, nulls)| (Arc::new(dictionary), nulls))
                 }
@@ -529,13 +542,31 @@ impl Catalog {
             }
         }
         let loaded: Vec<(String, Column)> = match &info.format {
-            TableFormat::Parquet { files } => {
+            TableFormat::Parquet {
+                files,
+                partitions,
+                file_rows,
+            } => {
                 progress.start(
                     &format!("loading {table}"),
                     info.rows * missing.len() as u64,
                 );
-                let loaded = read_parquet_columns(table, files, &missing, progress)?;
-                missing.iter().map(|f| f.name.clone()).zip(loaded).collect()
+                let (from_folders, in_files): (Vec<Field>, Vec<Field>) = missing
+                    .into_iter()
+                    .partition(|f| partitions.iter().any(|p| p.field.name == f.name));
+                let loaded = read_parquet_columns(table, files, &in_files, progress)?;
+                let mut columns: Vec<(String, Column)> = in_files
+                    .iter()
+                    .map(|f| f.name.clone())
+                    .zip(loaded)
+                    .collect();
+                for field in from_folders {
+                    if let Some(partition) = partitions.iter().find(|p| p.field.name == field.name)
+                    {
+                        columns.push((field.name, partition_column(partition, file_rows)));
+                    }
+                }
+                columns
             }
             TableFormat::Tbl { path } => {
                 // The file is parsed whole anyway, so keep every column it holds.
@@ -738,7 +769,7 @@ impl Catalog {
             .get(table)
             .ok_or_else(|| StorageError::UnknownTable(table.into()))?;
         let files: Vec<SourceFile> = match &info.format {
-            TableFormat::Parquet { files } => files
+            TableFormat::Parquet { files, .. } => files
                 .par_iter()
                 .map(|f| SourceFile::of(f))
                 .collect::<Result<_, _>>()?,
@@ -797,7 +828,7 @@ impl Prepared {
 /// Where a table's data lives, before its files are opened.
 enum Source {
     ParquetFile(PathBuf),
-    ParquetFolder(PathBuf, Vec<PathBuf>),
+    ParquetFolder(PathBuf, Vec<PathBuf>, Vec<Partition>),
     Tbl(PathBuf),
     Csv(PathBuf),
     Ipc(PathBuf),
@@ -828,7 +859,7 @@ impl Source {
             | Source::Tbl(path)
             | Source::Csv(path)
             | Source::Ipc(path) => path.display().to_string(),
-            Source::ParquetFolder(path, _) => format!("{}/", path.display()),
+            Source::ParquetFolder(path, ..) => format!("{}/", path.display()),
         }
     }
 }
@@ -868,10 +899,7 @@ fn scan_directory(dir: &Path) -> Result<Vec<(String, Source)>, StorageError> {
             continue;
         };
         let source = if path.is_dir() {
-            let files: Vec<PathBuf> = read_dir_sorted(&path)?
-                .into_iter()
-                .filter(|p| p.is_file() && has_extension(p, "parquet"))
-                .collect();
+            let (files, partitions) = parquet_files(&path, &read_dir_sorted)?;
             if files.is_empty() {
                 continue;
             }
@@ -880,7 +908,11 @@ fn scan_directory(dir: &Path) -> Result<Vec<(String, Source)>, StorageError> {
                 .and_then(OsStr::to_str)
                 .unwrap_or(&stem)
                 .to_string();
-            insert_table(&mut tables, name, Source::ParquetFolder(path, files))?;
+            insert_table(
+                &mut tables,
+                name,
+                Source::ParquetFolder(path, files, partitions),
+            )?;
             continue;
         } else if !path.is_file() {
             // A pipe or device named like a table would block its reader forever.
@@ -951,7 +983,7 @@ fn open_table(
                 name,
             })
         }
-        Source::ParquetFile(path) => open_parquet(name, vec![path], declared),
+        Source::ParquetFile(path) => open_parquet(name, vec![path], Vec::new(), declared),
         Source::Ipc(path) => {
             let table = open_ipc(&path)?;
             if let Some(declared) = declared {
@@ -982,13 +1014,16 @@ fn open_table(
                 name,
             })
         }
-        Source::ParquetFolder(_, files) => open_parquet(name, files, declared),
+        Source::ParquetFolder(_, files, partitions) => {
+            open_parquet(name, files, partitions, declared)
+        }
     }
 }
 
 fn open_parquet(
     name: String,
     files: Vec<PathBuf>,
+    partitions: Vec<Partition>,
     declared: Option<&Schema>,
 ) -> Result<TableInfo, StorageError> {
     let schemas: Vec<ParquetFileSchema> = files
@@ -1015,6 +1050,18 @@ fn open_parquet(
     let rows = schemas.iter().map(|s| s.rows).sum();
     let statistics = combine_footer_stats(&first.schema, &schemas, rows);
     let mut schema = first.schema.clone();
+    for partition in &partitions {
+        if schema.field(&partition.field.name).is_some() {
+            return Err(StorageError::SchemaMismatch {
+                table: name,
+                message: format!(
+                    "`{}` is both a column of the files and a partition folder's key",
+                    partition.field.name
+                ),
+            });
+        }
+        schema.fields.push(partition.field.clone());
+    }
     let unsupported = first.unsupported.clone();
     if let Some(declared) = declared {
         check_declared(&name, &schema, &unsupported, declared)?;
@@ -1035,7 +1082,11 @@ fn open_parquet(
         name,
         schema,
         rows,
-        format: TableFormat::Parquet { files },
+        format: TableFormat::Parquet {
+            files,
+            partitions,
+            file_rows: schemas.iter().map(|s| s.rows).collect(),
+        },
         unsupported,
         statistics,
         unique,

@@ -9,6 +9,7 @@
 //! | `parquet_read` / `parquet_write` | Parquet footers and columns in; whole tables out |
 //! | `tbl` | dbgen's pipe-separated `.tbl` files, read with a declared schema |
 //! | `csv_read`, `ipc_read` | CSV and TSV files (types inferred or declared) and Arrow IPC files, read with arrow-rs |
+//! | `hive` | hive-partitioned folders: the `key=value` folders' columns |
 //! | `arrow_columns` | Arrow record batches into columns: the types Tessera reads, nulls as validity |
 //! | `string_chunks` | strings read in parallel chunks, merged into one sorted dictionary |
 //! | `gen` | the SSB and Wisconsin generators (deterministic, parallel, written as Parquet), and the record of a generation that its folder keeps |
@@ -27,6 +28,7 @@ mod csv_read;
 pub mod date;
 pub mod error;
 pub mod gen;
+pub mod hive;
 mod ipc_read;
 pub mod packed;
 pub mod parquet_read;

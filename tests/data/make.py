@@ -17,6 +17,9 @@ arrow/: an Arrow IPC file as pyarrow writes one (needs pyarrow).
     int8, int16, uint16, uint32, int64, float32, float64, bool, date32, dictionary-encoded and
     large strings, each with nulls, and a timestamp column Tessera cannot read.
 
+hive/: a hive-partitioned table as DuckDB writes one (`PARTITION_BY`).
+  sales(item, amount, note) under year=…/region=… folders: 400 rows; a null region.
+
 csv/: a CSV file as DuckDB writes one (a header, empty fields for nulls, quotes where needed).
   weather(station, day, temp, rain, note): 200 rows of integers, dates, floats, booleans and
     strings (some with commas and quotes), each column with nulls.
@@ -83,6 +86,25 @@ def main():
     con.execute(f"COPY weather TO '{folder / 'weather.csv'}' (HEADER, DELIMITER ',')")
 
     write_arrow(ROOT / "arrow")
+
+    folder = ROOT / "hive"
+    folder.mkdir(exist_ok=True)
+    con.execute(
+        """
+        CREATE TABLE sales AS
+        SELECT
+            i AS item,
+            (i * 37) % 1000 / 4.0 AS amount,
+            CASE WHEN i % 9 = 0 THEN NULL ELSE 'n' || (i % 5) END AS note,
+            2021 + i % 3 AS year,
+            CASE WHEN i % 10 = 7 THEN NULL ELSE ['east', 'west', 'north'][1 + i % 3] END AS region
+        FROM range(400) t(i)
+        """
+    )
+    con.execute(
+        f"COPY (SELECT * FROM sales ORDER BY item) TO '{folder / 'sales'}' "
+        "(FORMAT parquet, PARTITION_BY (year, region), OVERWRITE_OR_IGNORE)"
+    )
 
 
 def write_arrow(folder):

@@ -70,7 +70,7 @@ fn finds_files_folders_and_tbl_and_ignores_the_rest() {
     assert_eq!(catalog.table("lines").unwrap().rows, 2);
     let many = catalog.table("many").unwrap();
     assert_eq!(many.rows, 7);
-    let TableFormat::Parquet { files } = &many.format else {
+    let TableFormat::Parquet { files, .. } = &many.format else {
         panic!("a folder of Parquet files");
     };
     // File-name order: a.parquet (0..4) then b.parquet (0..3).
