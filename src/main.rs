@@ -312,6 +312,10 @@ pub struct RunArgs {
     /// terminal, all otherwise.
     #[arg(long, value_name = "N")]
     max_rows: Option<usize>,
+    /// Write the result to this file instead, in the format its extension names: .parquet,
+    /// .arrow (.feather, .ipc), .csv, .json, .ndjson (.jsonl).
+    #[arg(short = 'o', long, value_name = "FILE")]
+    output: Option<PathBuf>,
     /// Print compile time, each kernel's time and the bytes it read (on stderr).
     #[arg(long)]
     timing: bool,

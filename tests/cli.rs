@@ -1035,3 +1035,67 @@ fn a_broken_file_fails_only_the_queries_that_read_its_table() {
         text(&listing.stdout)
     );
 }
+
+#[test]
+fn output_files_hold_the_result_in_the_format_their_extension_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = "from customer | where c_custkey <= 12 \
+                  | select c_custkey, c_city, ratio = (c_custkey as f32) / 8.0, big = c_custkey > 6, \
+                  none = c_custkey + null \
+                  | sort c_custkey";
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "-c", script, "--data", data(), "--device", "cpu"];
+        args.extend_from_slice(extra);
+        tessera(&args)
+    };
+    let printed = run(&["--format", "csv"]);
+    assert!(printed.status.success(), "{}", text(&printed.stderr));
+    for name in ["out.parquet", "out.arrow", "out.csv"] {
+        let path = dir.path().join(name);
+        let written = run(&["-o", path.to_str().unwrap()]);
+        assert!(
+            written.status.success(),
+            "{name}: {}",
+            text(&written.stderr)
+        );
+        assert!(written.stdout.is_empty(), "{name}: nothing printed");
+        // Read back through Tessera's own readers, the file's table is the result.
+        let back = tessera(&[
+            "run",
+            "-c",
+            "from out",
+            "--data",
+            path.to_str().unwrap(),
+            "--device",
+            "cpu",
+            "--format",
+            "csv",
+        ]);
+        assert!(back.status.success(), "{name}: {}", text(&back.stderr));
+        assert_eq!(text(&back.stdout), text(&printed.stdout), "{name}");
+    }
+    let json = dir.path().join("out.json");
+    assert!(run(&["-o", json.to_str().unwrap()]).status.success());
+    let parsed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(parsed.as_array().map(Vec::len), Some(12));
+    assert_eq!(parsed[11]["c_custkey"], serde_json::json!(12));
+    assert_eq!(parsed[11]["none"], serde_json::Value::Null);
+
+    let unknown = run(&["-o", dir.path().join("out.xlsx").to_str().unwrap()]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(text(&unknown.stderr).contains("extension"));
+    let two = tessera(&[
+        "run",
+        "-c",
+        "from date | take 1\nfrom date | take 2",
+        "--data",
+        data(),
+        "--device",
+        "cpu",
+        "-o",
+        dir.path().join("two.csv").to_str().unwrap(),
+    ]);
+    assert_eq!(two.status.code(), Some(1));
+    assert!(!dir.path().join("two.csv").exists());
+}

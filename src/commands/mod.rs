@@ -11,6 +11,7 @@ pub mod describe;
 pub mod gen;
 pub mod prepare;
 pub mod remote;
+pub mod result_file;
 pub mod run;
 pub mod serve;
 pub mod session;

@@ -53,11 +53,18 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         (None, Some(path)) => Script::read(path),
         (None, None) => Err(Failure::Message("no script: name a file or pass -c".into())),
     };
+    if let Some(path) = &args.output {
+        super::result_file::check(path)?;
+    }
     if let Some(server) = &args.server {
         if artifact.is_some() {
             return Err(Failure::Message(
                 "a server runs scripts, not compiled programs: send the .tq".into(),
             ));
+        }
+        if let Some(path) = &args.output {
+            let results = super::remote::Connection::open(server)?.run(server, &read_script()?)?;
+            return super::result_file::write(path, &results);
         }
         return super::remote::run(
             server,
@@ -68,6 +75,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     }
     let stdout = std::io::stdout();
     let mut printer = Printer {
+        collected: args.output.as_ref().map(|_| Vec::new()),
         output: ScriptOutput::new(
             std::io::BufWriter::new(stdout.lock()),
             args.format.into(),
@@ -128,6 +136,9 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             if let Some(key) = &compiled.cache_key {
                 cache::forget(key);
             }
+            if let Some(collected) = &mut printer.collected {
+                collected.clear();
+            }
             compiled = compile_with_catalog(&script, &args.data, &options, true, &mut reuse)?;
             outcomes = execute_program(
                 &compiled.program,
@@ -163,6 +174,9 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         Err(e) => return Err(e.into()),
     };
     // What is still buffered must reach the output: a closed or full one is an error.
+    if let (Some(path), Some(results)) = (&args.output, &printer.collected) {
+        super::result_file::write(path, results)?;
+    }
     match printer.output.finish() {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
         Err(e) => return Err(Failure::Message(format!("cannot write the output: {e}"))),
@@ -272,9 +286,11 @@ impl From<Format> for TextFormat {
     }
 }
 
-/// Prints each query's result as it is read back.
+/// Prints each query's result as it is read back, or keeps it for `--output`.
 struct Printer<W: Write> {
     output: ScriptOutput<W>,
+    /// With `--output`: each query's whole result, for the file.
+    collected: Option<Vec<ResultTable>>,
 }
 
 impl<W: Write> Printer<W> {
@@ -285,6 +301,23 @@ impl<W: Write> Printer<W> {
         query: &tessera_runtime::program::QueryProgram,
         catalog: &Catalog,
     ) -> Result<QueryOutcome, RuntimeError> {
+        if let Some(collected) = &mut self.collected {
+            let mut rows = Vec::new();
+            let mut deliver = |piece: ResultTable| {
+                rows.extend(piece.rows);
+                Ok(())
+            };
+            let mut readback = Readback::Stream {
+                rows: STREAM_ROWS,
+                deliver: &mut deliver,
+            };
+            let outcome = run_query_with(backend, query, catalog, &mut readback)?;
+            collected.push(ResultTable {
+                columns: outcome.table.columns.clone(),
+                rows,
+            });
+            return Ok(outcome);
+        }
         let mut writer = self.output.next_result();
         let mut deliver = |piece: ResultTable| writer.write(&piece).map_err(RuntimeError::Output);
         let mut readback = Readback::Stream {

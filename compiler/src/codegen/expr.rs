@@ -11,7 +11,7 @@
 //! with an error (`docs/LANGUAGE.md`, "Integer overflow").
 
 use inkwell::types::BasicTypeEnum;
-use inkwell::values::{BasicValueEnum, FloatValue, IntValue};
+use inkwell::values::{BasicValue, BasicValueEnum, FloatValue, IntValue};
 use inkwell::{FloatPredicate, IntPredicate};
 use tessera_grammar::ast::{BinaryOp, UnaryOp};
 use tessera_grammar::Diagnostic;
@@ -259,6 +259,13 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                         .into_int_value();
                 let slot = em.offset_ptr(em.i32().into(), ranks, index)?;
                 let value = em.b.build_load(em.i32(), slot, "rank")?;
+                // The ranks never change while the kernel runs: a repeated comparison reads
+                // them once.
+                if let Some(load) = value.as_instruction_value() {
+                    let kind = em.ctx.get_kind_id("invariant.load");
+                    load.set_metadata(em.ctx.metadata_node(&[]), kind)
+                        .map_err(|e| invalid(&e.to_string()))?;
+                }
                 Ok(Val {
                     value,
                     valid: v.valid,
