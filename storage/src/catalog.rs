@@ -362,8 +362,16 @@ impl Catalog {
         table: &str,
         column: &str,
     ) -> Result<Option<(i64, i64)>, StorageError> {
-        if let Some(dictionary) = self.codes_dictionary(table, column)? {
-            return Ok((!dictionary.is_empty()).then(|| (0, dictionary.len() as i64 - 1)));
+        // Only a string column has codes; asking another for its dictionary would load it.
+        let is_string = self
+            .tables
+            .get(table)
+            .and_then(|t| t.schema.field(column))
+            .is_some_and(|field| field.ty == DataType::Str);
+        if is_string {
+            if let Some(dictionary) = self.codes_dictionary(table, column)? {
+                return Ok((!dictionary.is_empty()).then(|| (0, dictionary.len() as i64 - 1)));
+            }
         }
         let stats = self.stats(table, column)?;
         Ok(stats.int_range().filter(|_| stats.rows > stats.nulls))
