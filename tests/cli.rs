@@ -29,7 +29,8 @@ fn data() -> &'static str {
 
 #[test]
 fn a_misspelled_column_is_reported_with_the_right_name() {
-    let script = std::env::temp_dir().join(format!("tessera-typo-{}.tq", std::process::id()));
+    let scratch = tempfile::tempdir().unwrap();
+    let script = scratch.path().join("typo.tq");
     std::fs::write(
         &script,
         "from lineorder\n| where lo_revnue > 10\n| aggregate { n = count() }\n",
@@ -84,7 +85,8 @@ fn run_prints_a_table_and_csv() {
 
 #[test]
 fn a_compiled_program_runs_without_the_script() {
-    let artifact = std::env::temp_dir().join(format!("tessera-q21-{}.tqx", std::process::id()));
+    let scratch = tempfile::tempdir().unwrap();
+    let artifact = scratch.path().join("q21.tqx");
     let artifact = artifact.to_str().unwrap();
     let compile = tessera(&[
         "compile",
@@ -118,7 +120,8 @@ fn a_compiled_program_runs_without_the_script() {
 
 #[test]
 fn a_gpu_artifact_is_refused_on_the_cpu() {
-    let artifact = std::env::temp_dir().join(format!("tessera-q11-{}.tqx", std::process::id()));
+    let scratch = tempfile::tempdir().unwrap();
+    let artifact = scratch.path().join("q11.tqx");
     let artifact = artifact.to_str().unwrap();
     let compile = tessera(&[
         "compile",
@@ -208,7 +211,8 @@ fn bad_inputs_fail_in_one_line() {
 
 #[test]
 fn a_corrupt_parquet_file_is_a_clear_error() {
-    let dir = std::env::temp_dir().join(format!("tessera-corrupt-{}", std::process::id()));
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("corrupt");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("t.parquet"), b"PAR1 this is not parquet").unwrap();
     let script = dir.join("q.tq");
@@ -240,8 +244,8 @@ fn tessera_cached(args: &[&str], cache: &Path) -> Output {
 
 #[test]
 fn a_repeated_query_comes_from_the_kernel_cache() {
-    let cache = std::env::temp_dir().join(format!("tessera-cache-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&cache);
+    let scratch = tempfile::tempdir().unwrap();
+    let cache = scratch.path().join("cache");
     let args = [
         "run",
         "examples/ssb/q21.tq",
@@ -574,7 +578,8 @@ fn csv_on_the_cpu(label: &str, script: &str, args: &[&str]) -> String {
 
 #[test]
 fn the_wisconsin_generator_writes_both_relations() {
-    let out = std::env::temp_dir().join(format!("tessera-wisconsin-{}", std::process::id()));
+    let scratch = tempfile::tempdir().unwrap();
+    let out = scratch.path().join("wisconsin");
     let output = tessera(&[
         "gen",
         "wisconsin",
@@ -663,7 +668,8 @@ fn compiled(label: &str, script: &str, args: &[&str]) -> String {
 /// What `tessera COMMAND SCRIPT --data DATA ARGS` prints, `script` written to a temporary file
 /// named after `label`; the command must succeed.
 fn on_script(command: &str, label: &str, script: &str, args: &[&str]) -> String {
-    let path = std::env::temp_dir().join(format!("tessera-{label}-{}.tq", std::process::id()));
+    let scratch = tempfile::tempdir().unwrap();
+    let path = scratch.path().join(format!("{label}.tq"));
     std::fs::write(&path, script).expect("script written");
     let mut all = vec![
         command,
