@@ -938,6 +938,24 @@ fn describe_lists_tables_columns_nullability_and_unreadable_columns() {
         stdout.contains("visits,at,unreadable: timestamps are not supported yet,\n"),
         "{stdout}"
     );
+    // A query over the table names what it leaves out.
+    let all = tessera(&[
+        "run",
+        "-c",
+        "from visits",
+        "--data",
+        csv.to_str().unwrap(),
+        "--device",
+        "cpu",
+    ]);
+    assert!(all.status.success(), "{}", text(&all.stderr));
+    assert!(
+        text(&all.stderr).contains(
+            "warning: table `visits` has columns Tessera cannot read, left out: `at` (timestamps"
+        ),
+        "{}",
+        text(&all.stderr)
+    );
     // Referring to the unreadable column says why it cannot be read.
     let select = tessera(&[
         "run",

@@ -98,6 +98,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         if !args.no_prepare {
             catalog = catalog.with_prepared(PreparedStore::for_data(&args.data));
         }
+        warn_unreadable(&program, &catalog);
         let outcomes = execute_program(&program, &catalog, &mut printer, &mut report);
         finish_preparing(&catalog);
         report.prepared = catalog.prepared_counts();
@@ -121,6 +122,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         let mut reuse = |_: Option<Arc<Catalog>>| Some(Arc::clone(&opened));
         let mut compiled = compile_with_catalog(&script, &args.data, &options, true, &mut reuse)?;
         report.mark("compiled");
+        warn_unreadable(&compiled.program, &compiled.catalog);
         let mut outcomes = execute_program(
             &compiled.program,
             &compiled.catalog,
@@ -330,6 +332,38 @@ impl<W: Write> Printer<W> {
             .map_err(RuntimeError::Output)?;
         self.output.finished();
         Ok(outcome)
+    }
+}
+
+/// Says on stderr which columns of the tables `program` reads Tessera cannot read and leaves
+/// out (a timestamp column of a Parquet file, say), with the reason.
+fn warn_unreadable(program: &Program, catalog: &Catalog) {
+    let mut tables: Vec<&str> = program
+        .queries
+        .iter()
+        .flat_map(|query| {
+            let scanned = query.kernels.iter().map(|kernel| kernel.table.as_str());
+            scanned.chain(query.columns.iter().map(|used| used.table.as_str()))
+        })
+        .collect();
+    tables.sort_unstable();
+    tables.dedup();
+    for table in tables {
+        let Some(info) = catalog.table(table) else {
+            continue;
+        };
+        if info.unsupported.is_empty() {
+            continue;
+        }
+        let columns: Vec<String> = info
+            .unsupported
+            .iter()
+            .map(|(column, reason)| format!("`{column}` ({reason})"))
+            .collect();
+        eprintln!(
+            "warning: table `{table}` has columns Tessera cannot read, left out: {}",
+            columns.join(", ")
+        );
     }
 }
 
