@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use tessera_runtime::output::{ScriptOutput, TableLimits};
+use tessera_runtime::output::TableLimits;
 use tessera_runtime::result::ResultTable;
 use tessera_storage::catalog::{TableFormat, TableInfo};
 use tessera_storage::{DataType, Value};
@@ -45,17 +45,11 @@ pub fn run(args: &DescribeArgs) -> Result<(), Failure> {
         }
     }
     let results = [listing, column_rows(&tables)];
-    let stdout = std::io::stdout();
-    let limits = TableLimits::for_stdout(Some(0));
-    let mut output = ScriptOutput::new(stdout.lock(), args.format.into(), limits, results.len());
-    let printed = results
-        .iter()
-        .try_for_each(|table| output.print(table))
-        .and_then(|()| output.finish().map(|_| ()));
-    match printed {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.map_err(|e| Failure::Message(format!("cannot write the output: {e}"))),
-    }
+    super::remote::print_results(
+        &results,
+        args.format.into(),
+        TableLimits::for_stdout(Some(0)),
+    )
 }
 
 fn text(value: impl Into<String>) -> Value {

@@ -27,6 +27,16 @@ pub fn run(
     limits: TableLimits,
 ) -> Result<(), Failure> {
     let results = Connection::open(address)?.run(address, script)?;
+    print_results(&results, format, limits)
+}
+
+/// Prints `results` one after another on standard output; a reader that went away ends the
+/// printing quietly.
+pub fn print_results(
+    results: &[ResultTable],
+    format: TextFormat,
+    limits: TableLimits,
+) -> Result<(), Failure> {
     let stdout = std::io::stdout();
     let out = std::io::BufWriter::new(stdout.lock());
     let mut output = ScriptOutput::new(out, format, limits, results.len());

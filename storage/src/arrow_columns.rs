@@ -5,11 +5,11 @@
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Date32Type, Float32Type, Float64Type, Int32Type, Int64Type};
 use arrow_array::{Array, RecordBatch};
-use arrow_schema::DataType as ArrowType;
+use arrow_schema::{DataType as ArrowType, Schema as ArrowSchema};
 
 use crate::column::{Column, ColumnData};
 use crate::string_chunks::{self, ChunkStrings};
-use crate::types::{DataType, Schema};
+use crate::types::{DataType, Field, Schema};
 
 /// The type Tessera reads an inferred or declared column as; `Err` says why it cannot.
 pub(crate) fn tessera_type(ty: &ArrowType) -> Result<DataType, String> {
@@ -38,9 +38,10 @@ pub(crate) fn tessera_type(ty: &ArrowType) -> Result<DataType, String> {
     })
 }
 
-/// The Arrow type a column of `ty` is decoded from: any type [`tessera_type`] reads as `ty`
-/// is cast to it first, failing on a value that does not fit.
-fn canonical(ty: DataType) -> ArrowType {
+/// The Arrow type of a column of `ty`: what a declared column is read as, and what a column
+/// of `ty` is decoded from (any type [`tessera_type`] reads as `ty` is cast to it first,
+/// failing on a value that does not fit).
+pub(crate) fn arrow_type(ty: DataType) -> ArrowType {
     match ty {
         DataType::Bool => ArrowType::Boolean,
         DataType::I32 => ArrowType::Int32,
@@ -78,7 +79,7 @@ impl Values {
 
     /// Appends a batch's column; a null row's value is the type's zero (validity says null).
     pub(crate) fn extend(&mut self, array: &dyn Array) -> Result<(), String> {
-        let target = canonical(self.ty());
+        let target = arrow_type(self.ty());
         let cast;
         let array = if array.data_type() == &target {
             array
@@ -190,15 +191,61 @@ impl<'s> ColumnsBuilder<'s> {
         Ok(())
     }
 
-    pub(crate) fn rows(&self) -> u64 {
-        self.rows
-    }
-
-    pub(crate) fn finish(self) -> Vec<Column> {
-        self.values
+    /// The columns, once the batches held the `rows` rows counted when the file was opened.
+    pub(crate) fn finish(self, rows: u64) -> Result<Vec<Column>, String> {
+        if self.rows != rows {
+            return Err(format!(
+                "holds {} rows where {rows} were counted; was it changed while read?",
+                self.rows
+            ));
+        }
+        Ok(self
+            .values
             .into_iter()
             .zip(self.validity)
             .map(|(values, valid)| Column::new(values.finish(), Some(valid)))
-            .collect()
+            .collect())
     }
+}
+
+/// What opening a file read whole (CSV, Arrow IPC) tells about its table.
+pub(crate) struct FileTable {
+    pub schema: Schema,
+    /// Columns Tessera cannot read, with the reason.
+    pub unsupported: Vec<(String, String)>,
+    pub rows: u64,
+}
+
+/// The table of a file of `rows` rows whose columns are `file`'s: those Tessera reads, and the
+/// others with the reason it cannot.
+pub(crate) fn file_table(file: &ArrowSchema, rows: u64) -> FileTable {
+    let mut fields = Vec::new();
+    let mut unsupported = Vec::new();
+    for field in file.fields() {
+        match tessera_type(field.data_type()) {
+            Ok(ty) => fields.push(Field {
+                name: field.name().clone(),
+                ty,
+                nullable: field.is_nullable(),
+            }),
+            Err(reason) => unsupported.push((field.name().clone(), reason)),
+        }
+    }
+    FileTable {
+        schema: Schema::new(fields),
+        unsupported,
+        rows,
+    }
+}
+
+/// Where each column of `schema` is among a file's columns (`file`).
+pub(crate) fn positions(file: &ArrowSchema, schema: &Schema) -> Result<Vec<usize>, String> {
+    schema
+        .fields
+        .iter()
+        .map(|field| {
+            file.index_of(&field.name)
+                .map_err(|_| format!("column `{}` is gone", field.name))
+        })
+        .collect()
 }

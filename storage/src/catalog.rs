@@ -15,6 +15,7 @@ use std::thread::JoinHandle;
 
 use rayon::prelude::*;
 
+use crate::arrow_columns::FileTable;
 use crate::column::{Column, ColumnStats, Dictionary};
 use crate::compress::Compression;
 use crate::csv_read::{open_csv, read_csv};
@@ -576,28 +577,14 @@ impl Catalog {
                 }
                 columns
             }
-            TableFormat::Tbl { path } => {
-                // The file is parsed whole anyway, so keep every column it holds.
+            TableFormat::Tbl { path } | TableFormat::Csv { path } | TableFormat::Ipc { path } => {
+                // The file is read whole anyway, so keep every column it holds.
                 progress.start(&format!("loading {table}"), info.rows);
-                let loaded = read_tbl(path, &info.schema, progress)?;
-                info.schema
-                    .names()
-                    .map(str::to_string)
-                    .zip(loaded)
-                    .collect()
-            }
-            TableFormat::Csv { path } => {
-                progress.start(&format!("loading {table}"), info.rows);
-                let loaded = read_csv(path, &info.schema, info.rows, progress)?;
-                info.schema
-                    .names()
-                    .map(str::to_string)
-                    .zip(loaded)
-                    .collect()
-            }
-            TableFormat::Ipc { path } => {
-                progress.start(&format!("loading {table}"), info.rows);
-                let loaded = read_ipc(path, &info.schema, info.rows, progress)?;
+                let loaded = match &info.format {
+                    TableFormat::Csv { .. } => read_csv(path, &info.schema, info.rows, progress)?,
+                    TableFormat::Ipc { .. } => read_ipc(path, &info.schema, info.rows, progress)?,
+                    _ => read_tbl(path, &info.schema, progress)?,
+                };
                 info.schema
                     .names()
                     .map(str::to_string)
@@ -993,39 +980,38 @@ fn open_table(
         }
         Source::ParquetFile(path) => open_parquet(name, vec![path], Vec::new(), declared),
         Source::Ipc(path) => {
-            let table = open_ipc(&path)?;
-            if let Some(declared) = declared {
-                check_declared(&name, &table.schema, &table.unsupported, declared)?;
-            }
-            Ok(TableInfo {
-                rows: table.rows,
-                schema: table.schema,
-                format: TableFormat::Ipc { path },
-                unsupported: table.unsupported,
-                statistics: BTreeMap::new(),
-                unique: Vec::new(),
-                name,
-            })
+            whole_file_table(name, open_ipc(&path)?, TableFormat::Ipc { path }, declared)
         }
         Source::Csv(path) => {
-            let table = open_csv(&path, declared)?;
-            if let Some(declared) = declared {
-                check_declared(&name, &table.schema, &table.unsupported, declared)?;
-            }
-            Ok(TableInfo {
-                rows: table.rows,
-                schema: table.schema,
-                format: TableFormat::Csv { path },
-                unsupported: table.unsupported,
-                statistics: BTreeMap::new(),
-                unique: Vec::new(),
-                name,
-            })
+            let found = open_csv(&path, declared)?;
+            whole_file_table(name, found, TableFormat::Csv { path }, declared)
         }
         Source::ParquetFolder(_, files, partitions) => {
             open_parquet(name, files, partitions, declared)
         }
     }
+}
+
+/// The table of a file read whole (CSV, Arrow IPC), as opening it `found`, checked against its
+/// declaration.
+fn whole_file_table(
+    name: String,
+    found: FileTable,
+    format: TableFormat,
+    declared: Option<&Schema>,
+) -> Result<TableInfo, StorageError> {
+    if let Some(declared) = declared {
+        check_declared(&name, &found.schema, &found.unsupported, declared)?;
+    }
+    Ok(TableInfo {
+        rows: found.rows,
+        schema: found.schema,
+        format,
+        unsupported: found.unsupported,
+        statistics: BTreeMap::new(),
+        unique: Vec::new(),
+        name,
+    })
 }
 
 fn open_parquet(

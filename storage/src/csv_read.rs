@@ -15,11 +15,11 @@ use arrow_array::RecordBatch;
 use arrow_csv::reader::{Format, ReaderBuilder};
 use arrow_schema::{DataType as ArrowType, Field as ArrowField, Schema as ArrowSchema};
 
-use crate::arrow_columns::{tessera_type, ColumnsBuilder};
+use crate::arrow_columns::{arrow_type, file_table, positions, ColumnsBuilder, FileTable};
 use crate::column::Column;
 use crate::error::StorageError;
 use crate::progress::Progress;
-use crate::types::{DataType, Field, Schema};
+use crate::types::Schema;
 
 /// Rows the schema is inferred from. A later value that does not parse as its column's
 /// inferred type fails the read, with a hint to declare the table.
@@ -27,14 +27,6 @@ const INFERENCE_ROWS: usize = 100_000;
 
 /// Rows decoded at a time.
 const BATCH_ROWS: usize = 1 << 16;
-
-/// What opening a CSV file tells about its table.
-pub(crate) struct CsvTable {
-    pub schema: Schema,
-    /// Columns Tessera cannot read, with the reason.
-    pub unsupported: Vec<(String, String)>,
-    pub rows: u64,
-}
 
 fn format_for(path: &Path) -> Format {
     let delimiter = match path.extension().and_then(|e| e.to_str()) {
@@ -47,33 +39,14 @@ fn format_for(path: &Path) -> Format {
 }
 
 fn open(path: &Path) -> Result<File, StorageError> {
-    File::open(path).map_err(|source| StorageError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-fn invalid(path: &Path, message: impl std::fmt::Display) -> StorageError {
-    StorageError::Invalid(format!("{}: {message}", path.display()))
-}
-
-fn arrow_type(ty: DataType) -> ArrowType {
-    match ty {
-        DataType::Bool => ArrowType::Boolean,
-        DataType::I32 => ArrowType::Int32,
-        DataType::I64 => ArrowType::Int64,
-        DataType::F32 => ArrowType::Float32,
-        DataType::F64 => ArrowType::Float64,
-        DataType::Date => ArrowType::Date32,
-        DataType::Str => ArrowType::Utf8,
-    }
+    File::open(path).map_err(|e| StorageError::io(path, e))
 }
 
 /// The schema arrow-csv reads the file with: inferred, with the declared columns' types.
 fn arrow_schema(path: &Path, declared: Option<&Schema>) -> Result<ArrowSchema, StorageError> {
     let (inferred, _) = format_for(path)
         .infer_schema(open(path)?, Some(INFERENCE_ROWS))
-        .map_err(|e| invalid(path, format!("not a readable CSV file: {e}")))?;
+        .map_err(|e| StorageError::in_file(path, format!("not a readable CSV file: {e}")))?;
     let mut names: Vec<String> = Vec::new();
     let mut fields = Vec::new();
     for field in inferred.fields() {
@@ -98,25 +71,10 @@ fn arrow_schema(path: &Path, declared: Option<&Schema>) -> Result<ArrowSchema, S
 }
 
 /// Opens a CSV table: its schema and its rows, without decoding any value.
-pub(crate) fn open_csv(path: &Path, declared: Option<&Schema>) -> Result<CsvTable, StorageError> {
+pub(crate) fn open_csv(path: &Path, declared: Option<&Schema>) -> Result<FileTable, StorageError> {
+    // Every field of the read schema may be null.
     let arrow = arrow_schema(path, declared)?;
-    let mut fields = Vec::new();
-    let mut unsupported = Vec::new();
-    for field in arrow.fields() {
-        match tessera_type(field.data_type()) {
-            Ok(ty) => fields.push(Field {
-                name: field.name().clone(),
-                ty,
-                nullable: true,
-            }),
-            Err(reason) => unsupported.push((field.name().clone(), reason)),
-        }
-    }
-    Ok(CsvTable {
-        schema: Schema::new(fields),
-        unsupported,
-        rows: count_records(path)?,
-    })
+    Ok(file_table(&arrow, count_records(path)?))
 }
 
 /// The records of a CSV file after its header: lines that are not blank, where a line ends at
@@ -165,49 +123,36 @@ pub(crate) fn read_csv(
     progress: &dyn Progress,
 ) -> Result<Vec<Column>, StorageError> {
     let arrow = Arc::new(arrow_schema(path, Some(schema))?);
-    let positions: Vec<usize> = schema
-        .fields
-        .iter()
-        .map(|field| {
-            arrow
-                .index_of(&field.name)
-                .map_err(|_| invalid(path, format!("column `{}` is gone", field.name)))
-        })
-        .collect::<Result<_, _>>()?;
+    let positions = positions(&arrow, schema).map_err(|e| StorageError::in_file(path, e))?;
     let reader = ReaderBuilder::new(Arc::clone(&arrow))
         .with_format(format_for(path))
         .with_batch_size(BATCH_ROWS)
         .with_projection(positions)
         .build(open(path)?)
-        .map_err(|e| invalid(path, e))?;
+        .map_err(|e| StorageError::in_file(path, e))?;
     let mut columns = ColumnsBuilder::new(schema);
     for batch in reader {
         let batch: RecordBatch = batch.map_err(|e| {
-            invalid(
+            StorageError::in_file(
                 path,
                 format!("{e}; declare the table's column types in the script to read it otherwise"),
             )
         })?;
-        columns.push(&batch).map_err(|e| invalid(path, e))?;
+        columns
+            .push(&batch)
+            .map_err(|e| StorageError::in_file(path, e))?;
         progress.advance(batch.num_rows() as u64);
     }
-    if columns.rows() != rows {
-        return Err(invalid(
-            path,
-            format!(
-                "holds {} rows where {rows} were counted; was it changed while read?",
-                columns.rows()
-            ),
-        ));
-    }
-    Ok(columns.finish())
+    columns
+        .finish(rows)
+        .map_err(|e| StorageError::in_file(path, e))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::progress::NoProgress;
-    use crate::types::Value;
+    use crate::types::{DataType, Field, Value};
 
     fn write(text: &str, name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();

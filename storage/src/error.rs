@@ -1,6 +1,6 @@
 //! Errors of the data layer. Each says which file or table it concerns, in one line.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -40,4 +40,19 @@ pub enum StorageError {
     GenerationRunning { dir: PathBuf },
     #[error("{0}")]
     Invalid(String),
+}
+
+impl StorageError {
+    /// An I/O failure on `path`.
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> StorageError {
+        StorageError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// `path` holds what cannot be read as it must be; `message` says what.
+    pub(crate) fn in_file(path: &Path, message: impl std::fmt::Display) -> StorageError {
+        StorageError::Invalid(format!("{}: {message}", path.display()))
+    }
 }

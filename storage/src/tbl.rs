@@ -18,19 +18,12 @@ use crate::types::{DataType, Field, Schema};
 /// Bytes per parallel parsing chunk.
 const CHUNK_BYTES: usize = 4 << 20;
 
-fn io_error(path: &Path, source: std::io::Error) -> StorageError {
-    StorageError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 /// Counts the rows of a `.tbl` file: its lines that are not empty (a lone `\r` counts as
 /// empty, as it does when parsing). The loops are simple enough for the compiler to vectorize,
 /// since every `Catalog::open` pays for this on every `.tbl` table.
 pub fn count_tbl_rows(path: &Path) -> Result<u64, StorageError> {
-    let file = File::open(path).map_err(|e| io_error(path, e))?;
-    count_rows(file, 1 << 20).map_err(|e| io_error(path, e))
+    let file = File::open(path).map_err(|e| StorageError::io(path, e))?;
+    count_rows(file, 1 << 20).map_err(|e| StorageError::io(path, e))
 }
 
 fn count_rows(mut input: impl Read, buffer_size: usize) -> std::io::Result<u64> {
@@ -123,7 +116,7 @@ fn read_tbl_in_chunks(
     progress: &dyn Progress,
     chunk_bytes: usize,
 ) -> Result<Vec<Column>, StorageError> {
-    let text = std::fs::read(path).map_err(|e| io_error(path, e))?;
+    let text = std::fs::read(path).map_err(|e| StorageError::io(path, e))?;
     let chunks = split_at_lines(&text, chunk_bytes);
     let parsed: Vec<Result<ChunkColumns, LineError>> = chunks
         .par_iter()

@@ -567,14 +567,10 @@ fn bind(
                 ))
             })?,
             Param::Translation { from, to } => {
-                let dictionary = |(table, column): &(String, String)| {
-                    catalog.codes_dictionary(table, column)?.ok_or_else(|| {
-                        RuntimeError::Stale(format!(
-                            "`{table}.{column}` is no longer a string column"
-                        ))
-                    })
-                };
-                let (source, target) = (dictionary(from)?, dictionary(to)?);
+                let (source, target) = (
+                    string_dictionary(catalog, &from.0, &from.1)?,
+                    string_dictionary(catalog, &to.0, &to.1)?,
+                );
                 let codes: Vec<i32> = source
                     .values()
                     .iter()
@@ -590,14 +586,10 @@ fn bind(
                 among,
                 entries,
             } => {
-                let dictionary = |(table, column): &(String, String)| {
-                    catalog.codes_dictionary(table, column)?.ok_or_else(|| {
-                        RuntimeError::Stale(format!(
-                            "`{table}.{column}` is no longer a string column"
-                        ))
-                    })
-                };
-                let (source, sorted) = (dictionary(from)?, dictionary(among)?);
+                let (source, sorted) = (
+                    string_dictionary(catalog, &from.0, &from.1)?,
+                    string_dictionary(catalog, &among.0, &among.1)?,
+                );
                 if source.len() != *entries as usize {
                     return Err(RuntimeError::Stale(format!(
                         "`{}.{}` now has {} strings, compiled for {entries}",
@@ -625,9 +617,7 @@ fn bind(
                 text,
                 bound,
             } => {
-                let dictionary = catalog.codes_dictionary(table, column)?.ok_or_else(|| {
-                    RuntimeError::Stale(format!("`{table}.{column}` is no longer a string column"))
-                })?;
+                let dictionary = string_dictionary(catalog, table, column)?;
                 let code = match bound {
                     StrBound::Exact => dictionary.code_of(text).unwrap_or(-1),
                     StrBound::Lower => dictionary.lower_bound(text),
@@ -641,6 +631,17 @@ fn bind(
         rows,
         args,
         column_bytes,
+    })
+}
+
+/// The dictionary of string column (table, column), which the code was compiled to read as one.
+fn string_dictionary(
+    catalog: &Catalog,
+    table: &str,
+    column: &str,
+) -> Result<Arc<tessera_storage::Dictionary>, RuntimeError> {
+    catalog.codes_dictionary(table, column)?.ok_or_else(|| {
+        RuntimeError::Stale(format!("`{table}.{column}` is no longer a string column"))
     })
 }
 
