@@ -255,10 +255,7 @@ impl Planner<'_> {
         aggregates: &[(ColumnId, AggregateExpr)],
         opens: &[OpenPipeline],
     ) -> Vec<(ColumnId, AggregateExpr)> {
-        let repeats_rows = opens.iter().flat_map(|open| &open.steps).any(|step| {
-            matches!(step, Step::Probe { table, kind: JoinKind::Inner, .. }
-                if self.hash_tables[*table].keys == BuildKeys::Chained)
-        });
+        let repeats_rows = opens.iter().any(|open| self.repeats_rows(open));
         let rows: u64 = opens.iter().map(|open| open.rows).sum();
         let row_bits = 64 - rows.leading_zeros();
         let mut checked = aggregates.to_vec();
@@ -627,13 +624,7 @@ impl Planner<'_> {
             )
             .with_label(format!("this one has {build_rows} rows")));
         }
-        let repeats_rows = |open: &OpenPipeline| {
-            open.steps.iter().any(|step| {
-                matches!(step, Step::Probe { table, .. }
-                    if self.hash_tables[*table].keys == BuildKeys::Chained)
-            })
-        };
-        if keys == BuildKeys::Chained && builds.iter().any(repeats_rows) {
+        if keys == BuildKeys::Chained && builds.iter().any(|open| self.repeats_rows(open)) {
             return Err(Diagnostic::unsupported(
                 join.span,
                 "a join on keys that may repeat, of a relation that itself joins on keys that may repeat, is not supported yet",
@@ -696,6 +687,14 @@ impl Planner<'_> {
             }
         }
         Ok(Flow::Pipelined(probes))
+    }
+
+    /// Whether a probe of `open` may match a row more than once (a chained table's).
+    fn repeats_rows(&self, open: &OpenPipeline) -> bool {
+        open.steps.iter().any(|step| {
+            matches!(step, Step::Probe { table, .. }
+                if self.hash_tables[*table].keys == BuildKeys::Chained)
+        })
     }
 
     /// Whether `key` is a stored column known to hold no value twice.
