@@ -11,7 +11,7 @@ use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
 
 /// Bumped whenever the format changes, so an old artifact is refused with a clear message.
-pub const FORMAT_VERSION: u32 = 12;
+pub const FORMAT_VERSION: u32 = 13;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {

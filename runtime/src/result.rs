@@ -537,7 +537,7 @@ fn evaluate(expr: &HostExpr, row: &[Value], rows: &Rows) -> Result<Value, Runtim
             let r = evaluate(right, row, rows)?;
             binary(op, l, r)?
         }
-        HostExpr::Cast { ty, operand } => cast(evaluate(operand, row, rows)?, *ty),
+        HostExpr::Cast { ty, operand } => cast(evaluate(operand, row, rows)?, *ty)?,
         HostExpr::Call { function, args } => {
             let [arg] = args.as_slice() else {
                 return Err(RuntimeError::Malformed(format!(
@@ -641,23 +641,39 @@ fn as_float(v: &Value) -> Option<f64> {
     }
 }
 
-fn cast(v: Value, ty: DataType) -> Value {
-    match (v, ty) {
+/// A cast as the kernels compute it: a float becomes an integer rounded to the nearest, ties to
+/// even (as DuckDB and PostgreSQL round), and a value the target cannot hold is an overflow.
+fn cast(v: Value, ty: DataType) -> Result<Value, RuntimeError> {
+    let narrow = |i: i64| {
+        i32::try_from(i)
+            .map(i64::from)
+            .map_err(|_| RuntimeError::Overflow)
+    };
+    let float_to_int = |x: f64, bits: i32| {
+        let rounded = x.round_ties_even();
+        let limit = 2f64.powi(bits - 1);
+        if (-limit..limit).contains(&rounded) {
+            Ok(rounded as i64)
+        } else {
+            Err(RuntimeError::Overflow)
+        }
+    };
+    Ok(match (v, ty) {
         (Value::Null, _) => Value::Null,
         (Value::Int(i), DataType::F32) => Value::Float(f64::from(i as f32)),
         (Value::Int(i), DataType::F64) => Value::Float(i as f64),
-        (Value::Int(i), DataType::I32) => Value::Int(i64::from(i as i32)),
+        (Value::Int(i), DataType::I32) => Value::Int(narrow(i)?),
         (Value::Int(i), DataType::Bool) => Value::Bool(i != 0),
-        (Value::Int(i), DataType::Date) => Value::Date(i as i32),
-        (Value::Float(x), DataType::I32) => Value::Int(i64::from(x as i32)),
-        (Value::Float(x), DataType::I64) => Value::Int(x as i64),
+        (Value::Int(i), DataType::Date) => Value::Date(narrow(i)? as i32),
+        (Value::Float(x), DataType::I32) => Value::Int(float_to_int(x, 32)?),
+        (Value::Float(x), DataType::I64) => Value::Int(float_to_int(x, 64)?),
         (Value::Float(x), DataType::F32) => Value::Float(f64::from(x as f32)),
         (Value::Float(x), DataType::Bool) => Value::Bool(x != 0.0),
         (Value::Bool(b), DataType::F32 | DataType::F64) => Value::Float(f64::from(u8::from(b))),
         (Value::Bool(b), _) => Value::Int(i64::from(b)),
         (Value::Date(d), DataType::I32 | DataType::I64) => Value::Int(i64::from(d)),
         (v, _) => v,
-    }
+    })
 }
 
 fn call(function: &str, v: Value) -> Result<Value, RuntimeError> {

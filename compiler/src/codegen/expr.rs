@@ -551,6 +551,8 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 let bits = n.get_type().get_bit_width();
                 let limit = 2f64.powi(bits as i32 - 1);
                 let ft = x.get_type();
+                // The range the rounded value must fall in (2^31 - 0.5 rounds to 2^31).
+                let x = self.round_to_even(x)?;
                 let low =
                     b.build_float_compare(FloatPredicate::OGE, x, ft.const_float(-limit), "")?;
                 let high =
@@ -614,26 +616,35 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         })
     }
 
-    /// Float to integer, saturating at the type's bounds and NaN as 0 (never undefined).
+    /// Float to integer: rounded to the nearest integer, ties to even (as DuckDB and PostgreSQL
+    /// cast), then saturating at the type's bounds and NaN as 0 (never undefined; the overflow
+    /// check of [`Kernel::checked_cast`] reports a value out of range).
     fn saturating_float_to_int(
         &self,
         x: FloatValue<'ctx>,
         ty: inkwell::types::IntType<'ctx>,
     ) -> CodegenResult<IntValue<'ctx>> {
         let em = &self.em;
+        let rounded = self.round_to_even(x)?;
         let source = x.get_type();
         let name = format!(
             "llvm.fptosi.sat.i{}.{}",
             ty.get_bit_width(),
-            if source == em.ctx.f32_type() {
-                "f32"
-            } else {
-                "f64"
-            }
+            float_suffix(source)
         );
         let f = em.intrinsic(&name, ty.fn_type(&[source.into()], false));
-        let call = em.b.build_call(f, &[x.into()], "")?;
+        let call = em.b.build_call(f, &[rounded.into()], "")?;
         Ok(tessera_runtime::emit::basic(call.try_as_basic_value().basic())?.into_int_value())
+    }
+
+    /// `x` rounded to the nearest integer, ties to even.
+    fn round_to_even(&self, x: FloatValue<'ctx>) -> CodegenResult<FloatValue<'ctx>> {
+        let em = &self.em;
+        let source = x.get_type();
+        let name = format!("llvm.roundeven.{}", float_suffix(source));
+        let f = em.intrinsic(&name, source.fn_type(&[source.into()], false));
+        let call = em.b.build_call(f, &[x.into()], "")?;
+        Ok(tessera_runtime::emit::basic(call.try_as_basic_value().basic())?.into_float_value())
     }
 
     fn call(
@@ -893,4 +904,13 @@ pub(super) fn ranks_param(query: &crate::physical::PhysicalQuery, expr: &Expr) -
         among: (among.table.clone(), among.column.clone()),
         entries: *entries,
     })
+}
+
+/// The suffix LLVM's intrinsics give a float type: `f32` or `f64`.
+fn float_suffix(ty: inkwell::types::FloatType<'_>) -> &'static str {
+    if ty == ty.get_context().f32_type() {
+        "f32"
+    } else {
+        "f64"
+    }
 }
