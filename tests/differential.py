@@ -577,12 +577,18 @@ class Query:
             return name, f"count({column.name})", f"count({column.sql})", "int"
         if choice < 0.5:
             ordered = [c for c in columns if c.kind in ("int", "float", "date", "str")]
+            if not ordered:
+                return name, "count()", "count(*)", "int"
             column = rng.choice(ordered)
             which = rng.choice(["min", "max"])
             kind = column.kind if column.kind != "float" else "float"
             return name, f"{which}({column.name})", f"{which}({column.sql})", "exact" if kind != "float" else "exact"
         expr = self.number(columns)
         which = rng.choice(["sum", "sum", "avg", "min", "max"])
+        if which == "sum" and expr.kind == "int" and expr.bound > 2**62 // 250_000:
+            # A total that may pass 2^63 is an error in Tessera (LANGUAGE.md, "Integer
+            # overflow") where DuckDB sums into 128 bits: sum only what stays inside.
+            which = "avg"
         sql = expr.sql
         if which == "sum" and expr.kind == "int":
             sql = f"CAST({sql} AS BIGINT)"
@@ -676,6 +682,9 @@ def main():
             discarded += 1
             if discarded > args.count:
                 sys.exit(f"error: DuckDB refused {discarded} queries; the last: {sql}\n{error}")
+            continue
+        if expected.count("\n") > 2001 and rng.random() < 0.9:
+            # Most large results give way to other queries: they add time and size, not cases.
             continue
         path = out / f"q{args.seed}-{written:05}.test"
         head = [f"# differential query {written} of seed {args.seed} on {dataset.name}", f"data: {dataset.data_line}"]
