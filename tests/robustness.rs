@@ -110,6 +110,59 @@ fn deep_and_wide_scripts_run() {
     assert_eq!(text(&output.stdout), "n\n6020\n");
 }
 
+/// Long scripts compile in time about linear in their length: 5,000 `where` stages, 2,000
+/// computed columns returned, 1,000 aggregates (each once took from 30 s to minutes, as LLVM's
+/// loop passes and register allocation grew with the square of a host kernel's loops).
+#[test]
+fn long_scripts_compile_in_time() {
+    let dir = tempfile::tempdir().expect("a scratch folder");
+    let timed = |name: &str, script: String| {
+        let path = script_file(&dir, name, &script);
+        let started = std::time::Instant::now();
+        let output = run_script(&path);
+        let took = started.elapsed();
+        assert!(output.status.success(), "{name}: {}", text(&output.stderr));
+        assert!(took < Duration::from_secs(30), "{name} took {took:?}");
+        text(&output.stdout)
+    };
+    let wheres: String = (0..5_000)
+        .map(|i| format!(" | where s_suppkey > {}", i % 7))
+        .collect();
+    let stdout = timed(
+        "wheres.tq",
+        format!("from supplier{wheres} | aggregate {{ n = count() }}\n"),
+    );
+    assert_eq!(stdout, "n\n14\n");
+
+    let columns: Vec<String> = (0..2_000)
+        .map(|i| format!("c{i} = s_suppkey + {i}"))
+        .collect();
+    let stdout = timed(
+        "columns.tq",
+        format!("from supplier | select {}\n", columns.join(", ")),
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 21, "a header and 20 rows");
+    assert!(lines[0].ends_with(",c1999"), "{}", &lines[0][..40]);
+
+    let aggregates: Vec<String> = (0..1_000)
+        .map(|i| format!("a{i} = sum(s_suppkey + {i})"))
+        .collect();
+    let stdout = timed(
+        "aggregates.tq",
+        format!(
+            "from supplier | aggregate {{ {} }}\n",
+            aggregates.join(", ")
+        ),
+    );
+    // Over s_suppkey 1..=20: sum(s_suppkey + i) = 210 + 20 i.
+    assert!(
+        stdout.trim_end().ends_with(",20190"),
+        "{}",
+        &stdout[stdout.len() - 40..]
+    );
+}
+
 #[test]
 fn constants_after_a_take_end() {
     let dir = tempfile::tempdir().expect("a scratch folder");

@@ -49,23 +49,27 @@ fn machine(target: Target, codegen: GpuCodegen) -> Result<TargetMachine, String>
                 )
                 .ok_or_else(|| format!("LLVM cannot target sm_{sm}"))
         }
-        Target::Host => {
-            let triple = TargetMachine::get_default_triple();
-            let llvm_target = LlvmTarget::from_triple(&triple).map_err(|e| e.to_string())?;
-            let cpu = TargetMachine::get_host_cpu_name();
-            let features = TargetMachine::get_host_cpu_features();
-            llvm_target
-                .create_target_machine(
-                    &triple,
-                    cpu.to_str().unwrap_or("generic"),
-                    features.to_str().unwrap_or(""),
-                    OptimizationLevel::Aggressive,
-                    RelocMode::PIC,
-                    CodeModel::Default,
-                )
-                .ok_or_else(|| "LLVM cannot target this host".to_string())
-        }
+        Target::Host => host_machine(OptimizationLevel::Aggressive),
     }
+}
+
+/// LLVM's machine for this host, generating code at `level`.
+fn host_machine(level: OptimizationLevel) -> Result<TargetMachine, String> {
+    initialize()?;
+    let triple = TargetMachine::get_default_triple();
+    let llvm_target = LlvmTarget::from_triple(&triple).map_err(|e| e.to_string())?;
+    let cpu = TargetMachine::get_host_cpu_name();
+    let features = TargetMachine::get_host_cpu_features();
+    llvm_target
+        .create_target_machine(
+            &triple,
+            cpu.to_str().unwrap_or("generic"),
+            features.to_str().unwrap_or(""),
+            level,
+            RelocMode::PIC,
+            CodeModel::Default,
+        )
+        .ok_or_else(|| "LLVM cannot target this host".to_string())
 }
 
 /// Sets the module's triple and data layout for `target`.
@@ -152,10 +156,40 @@ pub enum GpuPasses {
     LlvmO1,
 }
 
+/// Instructions in a module (before optimization) above which it is large: on the host, it
+/// takes [`LARGE_HOST_PASSES`] and `-O0` code generation; for the GPU, the optimizer leaves out
+/// `codegenprepare` and the strength reduction and reassociation of addresses (`slsr`,
+/// `nary-reassociate`), which search earlier candidates for each address. Each operation of a host kernel is a loop over the tile's items, and `-O3`'s
+/// loop passes and register allocation take time that grows with the square of the number of
+/// loops in a function (scalar evolution asks which earlier loops guard each one): 250 computed
+/// columns (10,000 instructions) took 14 s, 1,000 took minutes. `codegenprepare` grows the same
+/// way with a GPU kernel's blocks (4,000 computed columns: 24 s, 9 s without these). The largest SSB kernels have
+/// 1,000 instructions on the host and 5,600 for the GPU, where items are unrolled.
+const LARGE_MODULE: [usize; 2] = [4_000, 20_000];
+
+/// For large host modules: inlining, scalar replacement, combining and hoisting, as in the GPU
+/// pipeline, without the loop passes (vectorizing, induction variables, strength reduction)
+/// whose time grows with the square of the kernel's size.
+const LARGE_HOST_PASSES: &str = concat!(
+    "always-inline,",
+    "function(sroa<modify-cfg>,early-cse<memssa>,instcombine<max-iterations=1>,",
+    "simplifycfg,loop-mssa(licm<allowspeculation>),instcombine<max-iterations=1>,simplifycfg)"
+);
+
+/// The number of instructions in `module`'s functions.
+fn instruction_count(module: &Module<'_>) -> usize {
+    module
+        .get_functions()
+        .flat_map(|function| function.get_basic_block_iter())
+        .map(|block| block.get_instructions().count())
+        .sum()
+}
+
 /// Runs LLVM's optimizer: inlines the primitives, promotes tile arrays to registers, hoists
 /// what the loop over tiles does not change. GPU kernels take the reduced `-O1` pipeline above:
 /// on every SSB query `-O3` produced the same PTX as `-O1` in a third more time. Host kernels
-/// take `-O3`, whose loop vectorizer their long single-thread tiles need.
+/// take `-O3`, whose loop vectorizer their long single-thread tiles need, without LLVM's loop
+/// unrolling.
 pub fn optimize_llvm(module: &Module<'_>, target: Target) -> Result<(), String> {
     optimize_llvm_with(module, target, GpuPasses::Reduced)
 }
@@ -167,13 +201,27 @@ pub fn optimize_llvm_with(
     gpu: GpuPasses,
 ) -> Result<(), String> {
     let machine = machine(target, GpuCodegen::Quick)?;
+    let large = instruction_count(module) > LARGE_MODULE[usize::from(target != Target::Host)];
+    let lighter;
     let pipeline = match (target, gpu) {
+        (Target::Nvptx { .. }, GpuPasses::Reduced) if large => {
+            lighter = GPU_PASSES
+                .replace(",codegenprepare", "")
+                .replace("slsr,early-cse,nary-reassociate,", "");
+            &lighter
+        }
         (Target::Nvptx { .. }, GpuPasses::Reduced) => GPU_PASSES,
         (Target::Nvptx { .. }, GpuPasses::LlvmO1) => concat!("default<O1>,", FOR_PTX!()),
+        (Target::Host, _) if large => LARGE_HOST_PASSES,
         (Target::Host, _) => "default<O3>",
     };
+    let options = PassBuilderOptions::create();
+    // Code generation unrolls the loops over a tile's items already; LLVM's unroller then only
+    // grows code, superlinearly in the kernel's size (250 computed columns took 14 s with it,
+    // 3 s without), and the SSB kernels on the CPU run as fast or faster without it.
+    options.set_loop_unrolling(target != Target::Host);
     module
-        .run_passes(pipeline, &machine, PassBuilderOptions::create())
+        .run_passes(pipeline, &machine, options)
         .map_err(|e| format!("LLVM optimization failed: {e}"))
 }
 
@@ -187,8 +235,17 @@ pub fn llvm_to_ptx(module: &Module<'_>, sm: u32, codegen: GpuCodegen) -> Result<
         .to_string())
 }
 
+/// Host machine code for `module`. A large module is generated at `-O0` (fast instruction
+/// selection and register allocation): at `-O3`, register allocation and loop strength
+/// reduction take time that grows with the square of a kernel's size, as its optimizer does
+/// ([`LARGE_MODULE`]).
 pub fn llvm_to_object(module: &Module<'_>) -> Result<Vec<u8>, String> {
-    let machine = machine(Target::Host, GpuCodegen::Quick)?;
+    let level = if instruction_count(module) > LARGE_MODULE[0] {
+        OptimizationLevel::None
+    } else {
+        OptimizationLevel::Aggressive
+    };
+    let machine = host_machine(level)?;
     let buffer = machine
         .write_to_memory_buffer(module, FileType::Object)
         .map_err(|e| format!("object emission failed: {e}"))?;

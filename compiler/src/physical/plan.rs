@@ -3,6 +3,8 @@
 //! becomes a build pipeline, and its left side probes the table in its own pipeline. Layouts
 //! and the order of steps within a pipeline come from statistics.
 
+use std::collections::HashMap;
+
 use tessera_grammar::ast::{BinaryOp, JoinKind, SetOp};
 use tessera_grammar::{Diagnostic, Span};
 use tessera_stdlib::Aggregate;
@@ -1186,29 +1188,69 @@ fn order_steps(steps: Vec<Step>, tables: &[HashTable], probe_costs: &[f64]) -> V
             Step::Compute { .. } => (2, 1.0),
         }
     };
-    let mut pending = steps;
-    let mut ordered = Vec::with_capacity(pending.len());
-    while !pending.is_empty() {
-        let undefined: Vec<ColumnId> = pending.iter().flat_map(defines).collect();
-        let ready = |s: &Step| {
-            uses(s)
-                .iter()
-                .all(|c| !undefined.contains(c) || defines(s).contains(c))
-        };
-        let next = pending
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| ready(s))
-            .min_by(|(_, a), (_, b)| {
-                let (ra, rb) = (rank(a), rank(b));
-                ra.0.cmp(&rb.0).then(ra.1.total_cmp(&rb.1))
-            })
-            .map(|(i, _)| i)
-            // A dependency cycle cannot arise from a plan tree; keep the input order if it did.
-            .unwrap_or(0);
-        ordered.push(pending.remove(next));
+    // Kahn's algorithm: a step is ready once every step defining a column it uses has been
+    // placed; of the ready steps the cheapest by rank goes first, ties in input order. Linear in
+    // the steps and their columns (up to a log for the queue), for scripts with thousands.
+    let mut definer: HashMap<ColumnId, usize> = HashMap::new();
+    for (index, step) in steps.iter().enumerate() {
+        for column in defines(step) {
+            definer.entry(column).or_insert(index);
+        }
     }
+    let mut waiting_on = vec![0usize; steps.len()];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
+    for (index, step) in steps.iter().enumerate() {
+        let mut needed: Vec<usize> = uses(step)
+            .iter()
+            .filter_map(|column| definer.get(column).copied())
+            .filter(|&other| other != index)
+            .collect();
+        needed.sort_unstable();
+        needed.dedup();
+        waiting_on[index] = needed.len();
+        for other in needed {
+            dependents[other].push(index);
+        }
+    }
+    let key = |index: usize, step: &Step| {
+        let (class, cost) = rank(step);
+        std::cmp::Reverse((class, total_order_bits(cost), index))
+    };
+    let mut ready: std::collections::BinaryHeap<_> = steps
+        .iter()
+        .enumerate()
+        .filter(|(index, _)| waiting_on[*index] == 0)
+        .map(|(index, step)| key(index, step))
+        .collect();
+    let mut slots: Vec<Option<Step>> = steps.into_iter().map(Some).collect();
+    let mut ordered = Vec::with_capacity(slots.len());
+    while let Some(std::cmp::Reverse((_, _, index))) = ready.pop() {
+        let Some(step) = slots[index].take() else {
+            continue;
+        };
+        ordered.push(step);
+        for &dependent in &dependents[index] {
+            waiting_on[dependent] -= 1;
+            if waiting_on[dependent] == 0 {
+                if let Some(step) = &slots[dependent] {
+                    ready.push(key(dependent, step));
+                }
+            }
+        }
+    }
+    // A dependency cycle cannot arise from a plan tree; keep the input order if it did.
+    ordered.extend(slots.into_iter().flatten());
     ordered
+}
+
+/// `x`'s bits as an unsigned integer that orders as `f64::total_cmp` orders the floats.
+fn total_order_bits(x: f64) -> u64 {
+    let bits = x.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    }
 }
 
 #[cfg(test)]
