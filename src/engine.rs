@@ -7,13 +7,14 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use tessera_compiler::physical::PartitionJoins;
 use tessera_grammar::source_to_ast;
 use tessera_runtime::exec::gpu::GpuBackend;
 use tessera_runtime::exec::host::HostBackend;
-use tessera_runtime::exec::{run_query_with, Backend, QueryOutcome, Readback, RuntimeError};
+use tessera_runtime::exec::{run_query_until, Backend, QueryOutcome, Readback, RuntimeError};
 use tessera_runtime::program::{Code, Program};
 use tessera_runtime::Target;
 use tessera_storage::compress::Compression;
@@ -161,8 +162,15 @@ impl Engine {
             .collect())
     }
 
-    /// Runs every query of `source` (named `name` in reports), waiting for the device in turn.
-    pub fn run(&self, name: &str, source: &str) -> Result<Vec<QueryOutcome>, Failure> {
+    /// Runs every query of `source` (named `name` in reports), waiting for the device in turn,
+    /// and gives up once `cancelled` is set (a client's cancel request, Ctrl-C in the shell):
+    /// before the device is taken, between kernels and while results are read back.
+    pub fn run(
+        &self,
+        name: &str,
+        source: &str,
+        cancelled: &AtomicBool,
+    ) -> Result<Vec<QueryOutcome>, Failure> {
         // A script that does not even parse never waits for the device.
         source_to_ast(source).map_err(|d| Failure::Script {
             name: name.to_string(),
@@ -171,7 +179,7 @@ impl Engine {
         })?;
         let resident = self.compiled(name, source)?;
         let mut device = self.device.blocking_lock();
-        match self.execute(&mut device, &resident) {
+        match self.execute(&mut device, &resident, cancelled) {
             // A program from the disk cache whose assumptions no longer hold: compile afresh.
             Err(RuntimeError::Stale(_)) if resident.cache_key.is_some() => {
                 if let Some(key) = &resident.cache_key {
@@ -181,7 +189,8 @@ impl Engine {
                 drop(device);
                 let resident = self.compiled(name, source)?;
                 let mut device = self.device.blocking_lock();
-                self.execute(&mut device, &resident).map_err(Failure::from)
+                self.execute(&mut device, &resident, cancelled)
+                    .map_err(Failure::from)
             }
             other => other.map_err(Failure::from),
         }
@@ -191,7 +200,11 @@ impl Engine {
         &self,
         device: &mut Device,
         resident: &Resident,
+        cancelled: &AtomicBool,
     ) -> Result<Vec<QueryOutcome>, RuntimeError> {
+        if cancelled.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(RuntimeError::Cancelled);
+        }
         let id = {
             let mut loaded = lock(&resident.loaded);
             match *loaded {
@@ -224,7 +237,15 @@ impl Engine {
             .program
             .queries
             .iter()
-            .map(|query| run_query_with(backend, query, &self.catalog, &mut Readback::Table))
+            .map(|query| {
+                run_query_until(
+                    backend,
+                    query,
+                    &self.catalog,
+                    &mut Readback::Table,
+                    cancelled,
+                )
+            })
             .collect()
     }
 }

@@ -376,3 +376,57 @@ fn the_load_generator_checks_every_result() {
     assert!(stdout.contains("39 results, all equal"), "{stdout}");
     assert!(stdout.contains("\nall "), "{stdout}");
 }
+
+/// A cancel request (what psql sends on Ctrl-C) answers the running script at once with
+/// SQLSTATE 57014 and stops its work: the same connection's next query is answered without
+/// waiting for the rest of the cancelled script, and the server serves on.
+#[test]
+fn a_cancel_request_stops_the_running_query() {
+    let server = Server::start();
+    // Thirty queries of 150 million joined rows each: seconds of work in all, and a place to
+    // stop between any two of them.
+    let slow = "from lineorder | product (from date | select d_year) \
+                | aggregate { s = sum(lo_quantity + d_year) }\n"
+        .repeat(30);
+    let program = r#"
+import sys, threading, time
+import psycopg
+port, slow = int(sys.argv[1]), sys.argv[2]
+with psycopg.connect(f"host=127.0.0.1 port={port} user=tessera dbname=tessera", autocommit=True) as conn:
+    outcome = {}
+    def run():
+        try:
+            conn.execute(slow)
+            outcome["error"] = "finished"
+        except psycopg.Error as e:
+            outcome["error"] = e.sqlstate
+            outcome["at"] = time.monotonic()
+    worker = threading.Thread(target=run)
+    worker.start()
+    time.sleep(1.0)
+    cancelled_at = time.monotonic()
+    conn.cancel_safe(timeout=10)
+    worker.join(30)
+    assert outcome.get("error") == "57014", outcome
+    answered = outcome["at"] - cancelled_at
+    assert answered < 3, f"the cancel was answered after {answered:.1f} s"
+    started = time.monotonic()
+    rows = conn.execute("from supplier | aggregate { n = count() }").fetchall()
+    waited = time.monotonic() - started
+    assert rows == [(20,)], rows
+    print(f"cancel answered in {answered:.2f} s, next query in {waited:.2f} s")
+    assert waited < 5, f"the next query waited {waited:.1f} s for the cancelled work"
+"#;
+    let output = Command::new("python3")
+        .args(["-c", program, &server.port.to_string(), &slow])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        output.status.success(),
+        "psycopg: {}{}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+    let alive = server.psql("from date | aggregate { n = count() }");
+    assert_eq!(text(&alive.stdout).trim(), "2556");
+}

@@ -3,7 +3,10 @@
 //! each of its queries comes back as typed columns through the simple or the extended protocol,
 //! and a failing script as an ErrorResponse with an SQLSTATE, the message, the position in the
 //! script and the diagnostic's help as its hint, which harms neither the server nor other
-//! sessions. Queries run on worker threads and take the device one at a time, in order.
+//! sessions. Queries run on worker threads and take the device one at a time, in order. A
+//! client's cancel request (psql's Ctrl-C) answers its running query at once with SQLSTATE 57014
+//! and stops the query's work at its next kernel or piece of result (a running kernel runs to
+//! its end).
 //!
 //! It listens on loopback by default and accepts any user and database there. Tessera checks no
 //! password yet, so listening on another address needs `--trust`, which says that any client
@@ -11,6 +14,7 @@
 
 use std::fmt::Debug;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -18,6 +22,7 @@ use bytes::BytesMut;
 use futures::{stream, Sink};
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::StartupHandler;
+use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{
@@ -26,7 +31,7 @@ use pgwire::api::results::{
 };
 use pgwire::api::stmt::{NoopQueryParser, StoredStatement};
 use pgwire::api::store::PortalStore;
-use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
+use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionManager, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::types::format::FormatOptions;
@@ -39,6 +44,7 @@ use tessera_storage::{DataType, Value};
 use crate::engine::{Columns, Engine, EngineOptions};
 use crate::failure::Failure;
 use crate::ServeArgs;
+use tessera_runtime::exec::RuntimeError;
 
 pub fn run(args: &ServeArgs) -> Result<(), Failure> {
     let listen = args.listen;
@@ -77,6 +83,7 @@ async fn serve(engine: Arc<Engine>, listen: SocketAddr) -> Result<(), Failure> {
         tessera: Arc::new(Tessera {
             engine,
             parser: Arc::new(NoopQueryParser::new()),
+            connections: Arc::new(ConnectionManager::new()),
         }),
     });
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -117,22 +124,52 @@ impl PgWireServerHandlers for Handlers {
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
         Arc::clone(&self.tessera)
     }
+
+    fn cancel_handler(&self) -> Arc<impl CancelHandler> {
+        Arc::new(DefaultCancelHandler::new(Arc::clone(
+            &self.tessera.connections,
+        )))
+    }
 }
 
 struct Tessera {
     engine: Arc<Engine>,
     parser: Arc<NoopQueryParser>,
+    /// Every connection's process id and secret key, which a cancel request names.
+    connections: Arc<ConnectionManager>,
 }
 
-impl NoopStartupHandler for Tessera {}
+impl NoopStartupHandler for Tessera {
+    fn connection_manager(&self) -> Option<Arc<ConnectionManager>> {
+        Some(Arc::clone(&self.connections))
+    }
+}
+
+/// Set when dropped, unless disarmed: pgwire answers a cancel request by dropping the future
+/// of the query it cancels (with SQLSTATE 57014), and this tells the worker thread running the
+/// query, which nothing drops, to stop.
+struct CancelOnDrop(Option<Arc<AtomicBool>>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(flag) = self.0.take() {
+            flag.store(true, Ordering::Relaxed);
+        }
+    }
+}
 
 impl Tessera {
-    /// Runs `script` on a worker thread (the device is taken in turn there).
+    /// Runs `script` on a worker thread (the device is taken in turn there); the worker stops
+    /// at its next check when the query is cancelled.
     async fn run(&self, script: &str) -> PgWireResult<Vec<ResultTable>> {
         let engine = Arc::clone(&self.engine);
         let text = script.to_string();
-        let outcomes = tokio::task::spawn_blocking(move || engine.run("query", &text))
-            .await
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let mut guard = CancelOnDrop(Some(Arc::clone(&cancelled)));
+        let finished =
+            tokio::task::spawn_blocking(move || engine.run("query", &text, &cancelled)).await;
+        guard.0 = None;
+        let outcomes = finished
             .map_err(|e| internal(&format!("a query's thread failed: {e}")))?
             .map_err(|failure| error_response(failure, script))?;
         Ok(outcomes.into_iter().map(|o| o.table).collect())
@@ -394,6 +431,9 @@ fn error_response(failure: Failure, script: &str) -> PgWireError {
         Failure::Message(message) if message.starts_with("integer overflow") => {
             user_error("22003", message, None, None)
         }
+        Failure::Message(message) if message == RuntimeError::Cancelled.to_string() => {
+            cancelled_error()
+        }
         Failure::Message(message) => user_error("XX000", message, None, None),
         Failure::Reported => internal("a failure was reported without its message"),
         Failure::Script { diagnostics, .. } => {
@@ -422,6 +462,11 @@ fn error_response(failure: Failure, script: &str) -> PgWireError {
             user_error(code, message, Some(position), hint)
         }
     }
+}
+
+/// PostgreSQL's answer to a cancelled query (query_canceled).
+fn cancelled_error() -> PgWireError {
+    user_error("57014", RuntimeError::Cancelled.to_string(), None, None)
 }
 
 fn user_error(

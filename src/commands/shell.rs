@@ -232,16 +232,20 @@ impl Shell {
         let engine = Arc::clone(&self.engine);
         let text = script.to_string();
         let (done, finished) = std::sync::mpsc::channel();
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let stop = Arc::clone(&cancelled);
         std::thread::spawn(move || {
-            let _ = done.send(engine.run("shell", &text));
+            let _ = done.send(engine.run("shell", &text, &stop));
         });
         let outcomes = loop {
             match finished.recv_timeout(Duration::from_millis(20)) {
                 Ok(outcomes) => break outcomes?,
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                     if interrupted.swap(false, Ordering::SeqCst) {
+                        // The worker stops at its next kernel or piece of result.
+                        cancelled.store(true, Ordering::SeqCst);
                         return Err(Failure::Message(
-                            "cancelled: the query's result will not be printed".into(),
+                            "cancelled: the query stops and its result will not be printed".into(),
                         ));
                     }
                 }

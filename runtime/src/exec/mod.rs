@@ -7,6 +7,7 @@ pub mod gpu;
 pub mod host;
 pub mod jit;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -45,6 +46,8 @@ pub enum RuntimeError {
     Overflow,
     #[error("integer overflow: the sum `{0}` is beyond the 64-bit integer range (sum `x as f64` for an approximate total)")]
     SumOverflow(String),
+    #[error("canceling statement due to user request")]
+    Cancelled,
 }
 
 /// Bytes a kernel reads as a column.
@@ -260,13 +263,41 @@ pub fn run_query_with(
     catalog: &Catalog,
     readback: &mut Readback<'_>,
 ) -> Result<QueryOutcome, RuntimeError> {
+    run_query_until(backend, query, catalog, readback, &AtomicBool::new(false))
+}
+
+/// [`run_query_with`], giving up with [`RuntimeError::Cancelled`] once `cancelled` is set: it
+/// is looked at before each kernel is launched, once they have run, and as the result is read
+/// back (a kernel already running runs to its end).
+pub fn run_query_until(
+    backend: &mut dyn Backend,
+    query: &QueryProgram,
+    catalog: &Catalog,
+    readback: &mut Readback<'_>,
+    cancelled: &AtomicBool,
+) -> Result<QueryOutcome, RuntimeError> {
+    let result = run_query_checked(backend, query, catalog, readback, cancelled);
+    if result.is_err() {
+        // A cancelled or failed query leaves no buffers behind for the next one.
+        backend.release_buffers();
+    }
+    result
+}
+
+fn run_query_checked(
+    backend: &mut dyn Backend,
+    query: &QueryProgram,
+    catalog: &Catalog,
+    readback: &mut Readback<'_>,
+    cancelled: &AtomicBool,
+) -> Result<QueryOutcome, RuntimeError> {
     check_columns(&query.columns, catalog)?;
     check_assumptions(&query.assumptions, catalog)?;
     backend.begin_query();
     let mut capacity = query.group_capacity.unwrap_or(0);
     let mut rows = None;
     loop {
-        match run_with_capacity(backend, query, catalog, capacity, rows, readback)? {
+        match run_with_capacity(backend, query, catalog, capacity, rows, readback, cancelled)? {
             Attempt::Done(outcome) => return Ok(outcome),
             // A join matched rows several times and the output was too small: every kernel
             // runs again with room for exactly the rows it counted (which then suffices).
@@ -304,7 +335,13 @@ fn run_with_capacity(
     capacity: u64,
     output_rows: Option<u64>,
     readback: &mut Readback<'_>,
+    cancelled: &AtomicBool,
 ) -> Result<Attempt, RuntimeError> {
+    let check = || match cancelled.load(Ordering::Relaxed) {
+        true => Err(RuntimeError::Cancelled),
+        false => Ok(()),
+    };
+    check()?;
     let setup = Instant::now();
     let mut sizes = Vec::with_capacity(query.buffers.len());
     let mut output_capacity = 0;
@@ -337,9 +374,11 @@ fn run_with_capacity(
     }
     timing.setup_ms = setup.elapsed().as_secs_f64() * 1e3;
     for (kernel, launch) in query.kernels.iter().zip(&bound) {
+        check()?;
         backend.launch(kernel, launch.rows, &launch.args)?;
     }
     let (each, total) = backend.wait()?;
+    check()?;
     timing.query_ms = total;
     for ((kernel, launch), ms) in query.kernels.iter().zip(&bound).zip(each) {
         timing.kernels.push(KernelTiming {
@@ -386,6 +425,7 @@ fn run_with_capacity(
         (Readback::Stream { rows, deliver }, _) if streams(&query.result) => {
             let mut columns = Vec::new();
             stream_rows(&query.result, &mut read, catalog, *rows, &mut |piece| {
+                check()?;
                 if columns.is_empty() {
                     columns.clone_from(&piece.columns);
                 }
@@ -407,6 +447,7 @@ fn run_with_capacity(
         }
         _ => decode_result(&query.result, &mut read, catalog, capacity)?,
     };
+    check()?;
     backend.release_buffers();
     timing.finish_ms = finish.elapsed().as_secs_f64() * 1e3;
     Ok(Attempt::Done(QueryOutcome { table, timing }))
