@@ -327,3 +327,39 @@ fn integer_overflow_is_an_error_not_a_wrapped_value() {
         assert!(output.stdout.is_empty(), "{name}: no number printed");
     }
 }
+
+/// A query whose buffers do not fit in the memory the process may take fails with a one-line
+/// error naming the buffer, and exit status 1, instead of an abort.
+#[test]
+fn a_query_larger_than_memory_is_a_clear_error() {
+    use std::os::unix::process::CommandExt;
+    let script = "from lineorder | product (from date | select d_year) \
+                  | select lo_orderkey, lo_linenumber, lo_custkey, d_year";
+    let output = tessera_within(
+        &["run", "-c", script, "--data", data(), "--device", "cpu"],
+        Duration::from_secs(120),
+        |command| {
+            // SAFETY: setrlimit is async-signal-safe; it limits only the child's address space
+            // (2.5 GB: the program and its compiler fit, four 600 MB buffers do not).
+            unsafe {
+                command.pre_exec(|| {
+                    let limit = libc::rlimit {
+                        rlim_cur: 2_500_000_000,
+                        rlim_max: 2_500_000_000,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        },
+    );
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("error: out of memory: the query's buffer `"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}

@@ -431,6 +431,13 @@ fn error_response(failure: Failure, script: &str) -> PgWireError {
         Failure::Message(message) if message.starts_with("integer overflow") => {
             user_error("22003", message, None, None)
         }
+        // Memory is the machine's, not the query's fault (out_of_memory).
+        Failure::Message(message)
+            if message.starts_with("out of memory")
+                || message.starts_with("the GPU is out of memory") =>
+        {
+            user_error("53200", message, None, None)
+        }
         Failure::Message(message) if message == RuntimeError::Cancelled.to_string() => {
             cancelled_error()
         }

@@ -125,15 +125,27 @@ impl Backend for HostBackend {
     }
 
     fn buffer(&mut self, spec: &BufferSpec, bytes: u64) -> Result<u64, RuntimeError> {
-        let bytes = filled(spec, bytes);
-        let mut words = vec![0u64; bytes.len().div_ceil(8).max(1)];
-        // SAFETY: `words` has at least `bytes.len()` bytes.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                words.as_mut_ptr().cast::<u8>(),
-                bytes.len(),
-            );
+        // Asked of the allocator first, so that a buffer larger than memory is an error that
+        // names it rather than the end of the process.
+        let length = usize::try_from(bytes.div_ceil(8).max(1)).unwrap_or(usize::MAX);
+        let mut words: Vec<u64> = Vec::new();
+        words.try_reserve_exact(length).map_err(|_| {
+            RuntimeError::HostOutOfMemory(format!(
+                "the query's buffer `{}` needs {bytes} bytes",
+                spec.name
+            ))
+        })?;
+        words.resize(length, 0);
+        if matches!(spec.fill, crate::program::Fill::Pattern(_)) {
+            let pattern = filled(spec, bytes);
+            // SAFETY: `words` has at least `bytes` (`pattern.len()`) bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    pattern.as_ptr(),
+                    words.as_mut_ptr().cast::<u8>(),
+                    pattern.len(),
+                );
+            }
         }
         let address = words.as_ptr() as u64;
         self.buffers.push(words);

@@ -32,6 +32,8 @@ pub enum RuntimeError {
     Cuda(String),
     #[error("the GPU is out of memory: {0}")]
     OutOfMemory(String),
+    #[error("out of memory: {0}, more than this machine can give it")]
+    HostOutOfMemory(String),
     #[error("cannot load the compiled code: {0}")]
     Load(String),
     #[error("the data has changed since this query was compiled ({0}); compile the script again")]
