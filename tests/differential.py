@@ -166,6 +166,8 @@ class Query:
     def __init__(self, rng, dataset):
         self.rng, self.dataset = rng, dataset
         self.names = 0
+        # `let` bindings the query's pipeline names, written before it.
+        self.lets = []
 
     def fresh(self, prefix):
         self.names += 1
@@ -198,9 +200,10 @@ class Query:
         return self.int_literal(int(value))
 
     def int_literal(self, value):
+        # An integer literal is an i64 (LANGUAGE.md §2), a key of 64 bits.
         if value < 0:
-            return Expr(f"(-{-value})", f"(-{-value})", "int", False, -value, bits=64 if -value >= 2**31 else 32)
-        return Expr(str(value), str(value), "int", False, value, bits=64 if value >= 2**31 else 32)
+            return Expr(f"(-{-value})", f"(-{-value})", "int", False, -value, bits=64)
+        return Expr(str(value), str(value), "int", False, value, bits=64)
 
     def float_literal(self, value):
         text = float_text(abs(value))
@@ -422,8 +425,18 @@ class Query:
             if rng.random() < 0.3:
                 extra = self.predicate(dimension, 1)
             fact_column = next(c for c in columns if c.name == fact_key)
-            on = f"{fact_key} == {key}" + (f" and {extra.tq}" if extra else "")
-            script.append(f"join {kind + ' ' if kind else ''}{table} on {on}")
+            relation = table
+            if extra and rng.random() < 0.4:
+                # The condition as a filter of a parenthesized pipeline, or of a `let` binding.
+                if rng.random() < 0.5:
+                    relation = f"(from {table} | where {extra.tq}) as {self.fresh('r')}"
+                else:
+                    relation = self.fresh("filtered")
+                    self.lets.append(f"let {relation} = from {table} | where {extra.tq}")
+                on = f"{fact_key} == {key}"
+            else:
+                on = f"{fact_key} == {key}" + (f" and {extra.tq}" if extra else "")
+            script.append(f"join {kind + ' ' if kind else ''}{relation} on {on}")
             source = f'(SELECT * FROM "{table}"{" WHERE " + extra.sql if extra else ""}) AS "{table}"'
             match = f'"{table}"."{key}" = {fact_column.sql}'
             if kind == "":
@@ -674,7 +687,9 @@ def main():
     discarded = 0
     while written < args.count:
         dataset, connection = datasets[rng.randrange(len(datasets))]
-        script, sql, ordered = Query(rng, dataset).build()
+        query = Query(rng, dataset)
+        script, sql, ordered = query.build()
+        script = "\n".join(query.lets + [script])
         try:
             expected = oracle.answer(connection, sql)
         except duckdb.Error as error:

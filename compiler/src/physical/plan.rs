@@ -959,6 +959,16 @@ impl Planner<'_> {
         }
     }
 
+    /// The values a group key can take, where known: a column's range, or a constant's one
+    /// value (a key every row shares takes no room in a dense grouping).
+    fn key_range(&self, key: &Expr) -> Option<(i64, i64)> {
+        match &key.kind {
+            ExprKind::Literal(Value::Int(value)) => Some((*value, *value)),
+            ExprKind::Literal(Value::Date(day)) => Some((i64::from(*day), i64::from(*day))),
+            _ => self.estimator.int_range(key.as_column()?),
+        }
+    }
+
     fn group_layout(
         &self,
         keys: &[(ColumnId, Expr)],
@@ -971,7 +981,7 @@ impl Planner<'_> {
         let domains: Option<Vec<KeyDomain>> = keys
             .iter()
             .map(|(_, expr)| {
-                let (min, max) = self.estimator.int_range(expr.as_column()?)?;
+                let (min, max) = self.key_range(expr)?;
                 Some(KeyDomain {
                     min,
                     size: (max - min) as u64 + 1,
@@ -996,11 +1006,7 @@ impl Planner<'_> {
         // the estimate is short.
         let combinations = keys
             .iter()
-            .map(|(_, e)| {
-                e.as_column()
-                    .and_then(|c| self.estimator.int_range(c))
-                    .map(|(min, max)| (max - min + 1) as f64)
-            })
+            .map(|(_, e)| self.key_range(e).map(|(min, max)| (max - min + 1) as f64))
             .try_fold(1.0, |acc: f64, size| size.map(|s| acc * s))
             .unwrap_or(f64::INFINITY);
         let groups = combinations.min(rows.max(1.0));
