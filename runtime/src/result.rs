@@ -534,8 +534,12 @@ fn evaluate(expr: &HostExpr, row: &[Value], rows: &Rows) -> Result<Value, Runtim
         },
         HostExpr::Binary { op, left, right } => {
             let l = evaluate(left, row, rows)?;
-            let r = evaluate(right, row, rows)?;
-            binary(op, l, r)?
+            // A left side that decides `and` (false) or `or` (true) leaves the right side
+            // unevaluated, as the kernels leave its overflow uncounted.
+            match (op.as_str(), &l) {
+                ("and", Value::Bool(false)) | ("or", Value::Bool(true)) => l,
+                _ => binary(op, l, evaluate(right, row, rows)?)?,
+            }
         }
         HostExpr::Cast { ty, operand } => cast(evaluate(operand, row, rows)?, *ty)?,
         HostExpr::Call { function, args } => {

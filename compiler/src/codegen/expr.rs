@@ -366,14 +366,6 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         } else {
             b.build_or(lv, rv, "")?
         };
-        let overflow = self.either(l.overflow, r.overflow)?;
-        if l.valid.is_none() && r.valid.is_none() {
-            return Ok(Val {
-                value: value.into(),
-                valid: None,
-                overflow,
-            });
-        }
         let all = self.em.i1().const_all_ones();
         let (lk, rk) = (l.valid.unwrap_or(all), r.valid.unwrap_or(all));
         // A known false decides `and`, a known true decides `or`, whatever the other side is.
@@ -382,8 +374,22 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         } else {
             (lv, rv)
         };
-        let both = b.build_and(lk, rk, "")?;
         let left_decides = b.build_and(lk, ld, "")?;
+        // As DuckDB evaluates from the left and stops there: the right side's overflow counts
+        // only for rows whose left side does not decide.
+        let right_overflow = match r.overflow {
+            Some(bit) => Some(b.build_and(bit, b.build_not(left_decides, "")?, "")?),
+            None => None,
+        };
+        let overflow = self.either(l.overflow, right_overflow)?;
+        if l.valid.is_none() && r.valid.is_none() {
+            return Ok(Val {
+                value: value.into(),
+                valid: None,
+                overflow,
+            });
+        }
+        let both = b.build_and(lk, rk, "")?;
         let right_decides = b.build_and(rk, rd, "")?;
         let valid = b.build_or(both, b.build_or(left_decides, right_decides, "")?, "")?;
         Ok(Val {
