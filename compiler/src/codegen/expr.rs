@@ -366,19 +366,22 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         } else {
             b.build_or(lv, rv, "")?
         };
-        let all = self.em.i1().const_all_ones();
-        let (lk, rk) = (l.valid.unwrap_or(all), r.valid.unwrap_or(all));
         // A known false decides `and`, a known true decides `or`, whatever the other side is.
-        let (ld, rd) = if op == BinaryOp::And {
-            (b.build_not(lv, "")?, b.build_not(rv, "")?)
-        } else {
-            (lv, rv)
+        let decides = |v: IntValue<'ctx>| match op {
+            BinaryOp::And => b.build_not(v, ""),
+            _ => Ok(v),
         };
-        let left_decides = b.build_and(lk, ld, "")?;
         // As DuckDB evaluates from the left and stops there: the right side's overflow counts
         // only for rows whose left side does not decide.
         let right_overflow = match r.overflow {
-            Some(bit) => Some(b.build_and(bit, b.build_not(left_decides, "")?, "")?),
+            Some(bit) => {
+                let ld = decides(lv)?;
+                let left_decides = match l.valid {
+                    Some(known) => b.build_and(known, ld, "")?,
+                    None => ld,
+                };
+                Some(b.build_and(bit, b.build_not(left_decides, "")?, "")?)
+            }
             None => None,
         };
         let overflow = self.either(l.overflow, right_overflow)?;
@@ -389,7 +392,11 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 overflow,
             });
         }
+        let all = self.em.i1().const_all_ones();
+        let (lk, rk) = (l.valid.unwrap_or(all), r.valid.unwrap_or(all));
+        let (ld, rd) = (decides(lv)?, decides(rv)?);
         let both = b.build_and(lk, rk, "")?;
+        let left_decides = b.build_and(lk, ld, "")?;
         let right_decides = b.build_and(rk, rd, "")?;
         let valid = b.build_or(both, b.build_or(left_decides, right_decides, "")?, "")?;
         Ok(Val {
