@@ -86,6 +86,58 @@ pub struct AggregateExpr {
 }
 
 impl Expr {
+    /// Whether an integer expression's value always fits its type, judged from the widths of
+    /// its operands (`bits_needed`): then computing it needs no overflow check. Sums and
+    /// products of 32-bit columns computed in 64 bits (SSB's `lo_extendedprice * lo_discount`)
+    /// are such.
+    pub fn fits_its_type(&self) -> bool {
+        let width = match self.ty {
+            DataType::I32 | DataType::Date | DataType::Str => 32,
+            DataType::I64 => 64,
+            _ => return true,
+        };
+        self.bits_needed() <= width
+    }
+
+    /// Whether every value of this integer expression fits in `ty`.
+    pub fn fits_in(&self, ty: DataType) -> bool {
+        let width = match ty {
+            DataType::I32 | DataType::Date => 32,
+            DataType::I64 => 64,
+            _ => return false,
+        };
+        self.ty.is_integer() && self.bits_needed() <= width
+    }
+
+    /// Whether evaluating this expression can fail a row with an integer overflow: `+`, `-`,
+    /// `*`, negation or `abs` whose operands' widths do not show the result fits, or a cast to
+    /// an integer from a float or a wider integer. Code generation checks exactly these.
+    pub fn may_overflow(&self) -> bool {
+        let mut found = false;
+        self.walk(&mut |e| {
+            found |= match &e.kind {
+                ExprKind::Binary {
+                    op: BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul,
+                    ..
+                }
+                | ExprKind::Unary {
+                    op: UnaryOp::Neg, ..
+                } => e.ty.is_integer() && !e.fits_its_type(),
+                ExprKind::Call {
+                    function: Function::Abs,
+                    ..
+                } => e.ty.is_integer() && !e.fits_its_type(),
+                ExprKind::Cast(operand) => {
+                    matches!(e.ty, DataType::I32 | DataType::I64 | DataType::Date)
+                        && (operand.ty.is_float()
+                            || operand.ty.is_integer() && !operand.fits_in(e.ty))
+                }
+                _ => false,
+            };
+        });
+        found
+    }
+
     /// An upper bound on the bits, sign included, that an integer expression's value needs,
     /// from the types of its columns.
     pub fn bits_needed(&self) -> u32 {

@@ -119,7 +119,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                     (UnaryOp::Not, BasicValueEnum::IntValue(b)) => em.b.build_not(b, "")?.into(),
                     (UnaryOp::Neg, BasicValueEnum::IntValue(i)) => {
                         // Only the smallest value has no negation.
-                        if !fits_its_type(expr) {
+                        if !expr.fits_its_type() {
                             overflow = self.either(overflow, Some(self.is_minimum(i, v.valid)?))?;
                         }
                         em.b.build_int_neg(i, "")?.into()
@@ -148,14 +148,14 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                             overflow: self.either(l.overflow, r.overflow)?,
                         })
                     }
-                    op => self.arithmetic(*op, l, r, fits_its_type(expr)),
+                    op => self.arithmetic(*op, l, r, expr.fits_its_type()),
                 }
             }
             ExprKind::Cast(operand) => {
                 let v = self.value_of(operand, item)?;
                 let (value, lost) = self.checked_cast(v.value, operand.ty, expr.ty)?;
                 // A narrowing the operand's width shows always fits needs no check.
-                let lost = lost.filter(|_| !operand_fits(operand, expr.ty));
+                let lost = lost.filter(|_| !operand.fits_in(expr.ty));
                 let lost = match (lost, v.valid) {
                     (Some(lost), Some(valid)) => Some(em.b.build_and(lost, valid, "")?),
                     (lost, _) => lost,
@@ -180,7 +180,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 if let (Function::Abs, [BasicValueEnum::IntValue(i)]) =
                     (function, values.as_slice())
                 {
-                    if !fits_its_type(expr) {
+                    if !expr.fits_its_type() {
                         overflow = self.either(overflow, Some(self.is_minimum(*i, valid)?))?;
                     }
                 }
@@ -791,28 +791,6 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let narrow = |v: IntValue<'ctx>| b.build_int_truncate(v, em.i32(), "");
         Ok((narrow(year)?, narrow(month)?, narrow(day)?))
     }
-}
-
-/// Whether an integer expression's value always fits its type, judged from the widths of its
-/// operands (`bits_needed`): then computing it needs no overflow check. Sums and products of
-/// 32-bit columns computed in 64 bits (SSB's `lo_extendedprice * lo_discount`) are such.
-fn fits_its_type(expr: &Expr) -> bool {
-    let width = match expr.ty {
-        DataType::I32 | DataType::Date | DataType::Str => 32,
-        DataType::I64 => 64,
-        _ => return true,
-    };
-    expr.bits_needed() <= width
-}
-
-/// Whether every value of the integer expression `operand` fits in `ty`.
-fn operand_fits(operand: &Expr, ty: DataType) -> bool {
-    let width = match ty {
-        DataType::I32 | DataType::Date => 32,
-        DataType::I64 => 64,
-        _ => return false,
-    };
-    operand.ty.is_integer() && operand.bits_needed() <= width
 }
 
 fn invalid(message: &str) -> CodegenError {

@@ -32,8 +32,11 @@ impl Pass for PredicatePushdown {
 fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
     match plan {
         LogicalPlan::Filter(filter) => {
-            predicates.extend(filter.predicate.into_conjuncts());
-            push(*filter.input, predicates)
+            // In the script's order, earlier filters first: the planner may not move a filter
+            // that can overflow ahead of those written before it.
+            let mut earlier = filter.predicate.into_conjuncts();
+            earlier.append(&mut predicates);
+            push(*filter.input, earlier)
         }
         LogicalPlan::Scan(mut scan) => {
             scan.filters.extend(predicates);

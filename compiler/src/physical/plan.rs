@@ -1203,6 +1203,7 @@ fn order_steps(steps: Vec<Step>, tables: &[HashTable], probe_costs: &[f64]) -> V
             definer.entry(column).or_insert(index);
         }
     }
+    let overflows = |step: &Step| matches!(step, Step::Filter { .. }) && step.expr().may_overflow();
     let mut waiting_on = vec![0usize; steps.len()];
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
     for (index, step) in steps.iter().enumerate() {
@@ -1211,6 +1212,23 @@ fn order_steps(steps: Vec<Step>, tables: &[HashTable], probe_costs: &[f64]) -> V
             .filter_map(|column| definer.get(column).copied())
             .filter(|&other| other != index)
             .collect();
+        // A filter that can fail a row with an overflow sees only rows every other condition
+        // keeps (LANGUAGE.md, "Integer overflow"): it runs after the pipeline's other filters
+        // and probes (those written before it may have become either), in the script's order
+        // among such filters.
+        if overflows(step) {
+            needed.extend(
+                steps
+                    .iter()
+                    .enumerate()
+                    .filter(|(other, earlier)| match earlier {
+                        Step::Probe { .. } => true,
+                        Step::Filter { .. } => !overflows(earlier) || *other < index,
+                        Step::Compute { .. } => false,
+                    })
+                    .map(|(other, _)| other),
+            );
+        }
         needed.sort_unstable();
         needed.dedup();
         waiting_on[index] = needed.len();
