@@ -96,6 +96,39 @@ macro_rules! FOR_PTX {
     };
 }
 
+/// The optimizer's part of [`GPU_PASSES`], shared with [`LARGE_GPU_PASSES`].
+macro_rules! GPU_FUNCTION_PASSES {
+    () => {
+        concat!(
+            "function(nvvm-intr-range,",
+            "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;no-switch-range-to-icmp;",
+            "no-switch-to-lookup;keep-loops;no-hoist-common-insts;no-sink-common-insts;",
+            "speculate-blocks;",
+            "simplify-cond-branch;no-speculate-unpredictables>,",
+            "sroa<modify-cfg>,early-cse<>),",
+            "ipsccp,",
+            "function(instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>),",
+            "always-inline,",
+            "function(sroa<modify-cfg>,early-cse<memssa>,",
+            "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>,reassociate,",
+            "loop-mssa(loop-rotate<header-duplication;no-prepare-for-lto>,licm<allowspeculation>),",
+            "loop(indvars,loop-deletion),",
+            "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>,",
+            "simplifycfg<bonus-inst-threshold=1;forward-switch-cond;switch-range-to-icmp;",
+            "switch-to-lookup;no-keep-loops;hoist-common-insts;sink-common-insts;speculate-blocks;",
+            "simplify-cond-branch;no-speculate-unpredictables>,",
+            "vector-combine,sccp,bdce,",
+            "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>,",
+            "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>,",
+            "loop-mssa(licm<allowspeculation>),",
+            // Alignments of shared arrays, which `-O1` infers late and the code generator uses.
+            "infer-alignment),",
+            // Shared arrays a kernel only writes (a packed column staged for a value no row needs).
+            "globalopt,",
+        )
+    };
+}
+
 /// LLVM's `-O1` function simplification, reduced to the passes that change Tessera's GPU
 /// kernels. The item loops arrive unrolled and every primitive is marked always-inline, so of
 /// `default<O1>` only these matter: clean-up before inlining, inlining, scalar replacement of
@@ -106,32 +139,15 @@ macro_rules! FOR_PTX {
 /// was dropped only when every example and every conformance script compiled to the same PTX
 /// without it; `gpu_passes_match_llvm_o1` in `tests/` checks this still holds. It takes 40% less
 /// time than `default<O1>` (docs/PERFORMANCE.md).
-const GPU_PASSES: &str = concat!(
-    "function(nvvm-intr-range,",
-    "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;no-switch-range-to-icmp;",
-    "no-switch-to-lookup;keep-loops;no-hoist-common-insts;no-sink-common-insts;speculate-blocks;",
-    "simplify-cond-branch;no-speculate-unpredictables>,",
-    "sroa<modify-cfg>,early-cse<>),",
-    "ipsccp,",
-    "function(instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>),",
-    "always-inline,",
-    "function(sroa<modify-cfg>,early-cse<memssa>,",
-    "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>,reassociate,",
-    "loop-mssa(loop-rotate<header-duplication;no-prepare-for-lto>,licm<allowspeculation>),",
-    "loop(indvars,loop-deletion),",
-    "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>,",
-    "simplifycfg<bonus-inst-threshold=1;forward-switch-cond;switch-range-to-icmp;",
-    "switch-to-lookup;no-keep-loops;hoist-common-insts;sink-common-insts;speculate-blocks;",
-    "simplify-cond-branch;no-speculate-unpredictables>,",
-    "vector-combine,sccp,bdce,",
-    "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>,",
-    "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>,",
-    "loop-mssa(licm<allowspeculation>),",
-    // Alignments of shared arrays, which `-O1` infers late and the code generator uses.
-    "infer-alignment),",
-    // Shared arrays a kernel only writes (a packed column staged for a value no row needs).
-    "globalopt,",
-    FOR_PTX!(),
+const GPU_PASSES: &str = concat!(GPU_FUNCTION_PASSES!(), FOR_PTX!());
+
+/// For large GPU modules ([`LARGE_GPU_MODULE`]): [`GPU_PASSES`] without `codegenprepare` and
+/// the strength reduction and reassociation of addresses (`slsr`, `nary-reassociate`), which
+/// search earlier candidates for each address.
+const LARGE_GPU_PASSES: &str = concat!(
+    GPU_FUNCTION_PASSES!(),
+    "function(infer-address-spaces,separate-const-offset-from-gep,early-cse,",
+    "load-store-vectorizer,simplifycfg)"
 );
 
 /// How much work LLVM's NVPTX code generator does after the optimizer.
@@ -156,16 +172,27 @@ pub enum GpuPasses {
     LlvmO1,
 }
 
-/// Instructions in a module (before optimization) above which it is large: on the host, it
-/// takes [`LARGE_HOST_PASSES`] and `-O0` code generation; for the GPU, the optimizer leaves out
-/// `codegenprepare` and the strength reduction and reassociation of addresses (`slsr`,
-/// `nary-reassociate`), which search earlier candidates for each address. Each operation of a host kernel is a loop over the tile's items, and `-O3`'s
-/// loop passes and register allocation take time that grows with the square of the number of
-/// loops in a function (scalar evolution asks which earlier loops guard each one): 250 computed
-/// columns (10,000 instructions) took 14 s, 1,000 took minutes. `codegenprepare` grows the same
-/// way with a GPU kernel's blocks (4,000 computed columns: 24 s, 9 s without these). The largest SSB kernels have
-/// 1,000 instructions on the host and 5,600 for the GPU, where items are unrolled.
-const LARGE_MODULE: [usize; 2] = [4_000, 20_000];
+/// Instructions in a host module (before optimization) above which it takes
+/// [`LARGE_HOST_PASSES`] and `-O0` code generation. Each operation of a host kernel is a loop
+/// over the tile's items, and `-O3`'s loop passes and register allocation take time that grows
+/// with the square of the number of loops in a function (scalar evolution asks which earlier
+/// loops guard each one): 250 computed columns (10,000 instructions) took 14 s, 1,000 took
+/// minutes. The largest SSB kernel has 1,000.
+const LARGE_HOST_MODULE: usize = 4_000;
+
+/// Instructions in a GPU module above which it takes [`LARGE_GPU_PASSES`]: `codegenprepare`
+/// grows with the square of a kernel's blocks (4,000 computed columns: 24 s, 9 s without it and
+/// the address passes). The largest SSB kernel has 5,600, its items unrolled.
+const LARGE_GPU_MODULE: usize = 20_000;
+
+/// Whether `module` is large for `target` (see [`LARGE_HOST_MODULE`], [`LARGE_GPU_MODULE`]).
+fn is_large(module: &Module<'_>, target: Target) -> bool {
+    let limit = match target {
+        Target::Host => LARGE_HOST_MODULE,
+        Target::Nvptx { .. } => LARGE_GPU_MODULE,
+    };
+    instruction_count(module) > limit
+}
 
 /// For large host modules: inlining, scalar replacement, combining and hoisting, as in the GPU
 /// pipeline, without the loop passes (vectorizing, induction variables, strength reduction)
@@ -201,15 +228,9 @@ pub fn optimize_llvm_with(
     gpu: GpuPasses,
 ) -> Result<(), String> {
     let machine = machine(target, GpuCodegen::Quick)?;
-    let large = instruction_count(module) > LARGE_MODULE[usize::from(target != Target::Host)];
-    let lighter;
+    let large = is_large(module, target);
     let pipeline = match (target, gpu) {
-        (Target::Nvptx { .. }, GpuPasses::Reduced) if large => {
-            lighter = GPU_PASSES
-                .replace(",codegenprepare", "")
-                .replace("slsr,early-cse,nary-reassociate,", "");
-            &lighter
-        }
+        (Target::Nvptx { .. }, GpuPasses::Reduced) if large => LARGE_GPU_PASSES,
         (Target::Nvptx { .. }, GpuPasses::Reduced) => GPU_PASSES,
         (Target::Nvptx { .. }, GpuPasses::LlvmO1) => concat!("default<O1>,", FOR_PTX!()),
         (Target::Host, _) if large => LARGE_HOST_PASSES,
@@ -238,9 +259,9 @@ pub fn llvm_to_ptx(module: &Module<'_>, sm: u32, codegen: GpuCodegen) -> Result<
 /// Host machine code for `module`. A large module is generated at `-O0` (fast instruction
 /// selection and register allocation): at `-O3`, register allocation and loop strength
 /// reduction take time that grows with the square of a kernel's size, as its optimizer does
-/// ([`LARGE_MODULE`]).
+/// ([`LARGE_HOST_MODULE`]).
 pub fn llvm_to_object(module: &Module<'_>) -> Result<Vec<u8>, String> {
-    let level = if instruction_count(module) > LARGE_MODULE[0] {
+    let level = if is_large(module, Target::Host) {
         OptimizationLevel::None
     } else {
         OptimizationLevel::Aggressive
