@@ -2,12 +2,16 @@
 //! and the columns a sequence of batches makes, nulls as validity. The CSV and Arrow IPC readers
 //! share it.
 
+use std::path::Path;
+
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Date32Type, Float32Type, Float64Type, Int32Type, Int64Type};
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::{DataType as ArrowType, Schema as ArrowSchema};
 
 use crate::column::{Column, ColumnData};
+use crate::error::StorageError;
+use crate::progress::Progress;
 use crate::string_chunks::{self, ChunkStrings};
 use crate::types::{DataType, Field, Schema};
 
@@ -161,7 +165,7 @@ fn extend_primitive<T: arrow_array::ArrowPrimitiveType>(
 }
 
 /// Columns of `schema` built from batches whose columns are the schema's, in order.
-pub(crate) struct ColumnsBuilder<'s> {
+struct ColumnsBuilder<'s> {
     schema: &'s Schema,
     values: Vec<Values>,
     validity: Vec<Vec<bool>>,
@@ -169,7 +173,7 @@ pub(crate) struct ColumnsBuilder<'s> {
 }
 
 impl<'s> ColumnsBuilder<'s> {
-    pub(crate) fn new(schema: &'s Schema) -> ColumnsBuilder<'s> {
+    fn new(schema: &'s Schema) -> ColumnsBuilder<'s> {
         ColumnsBuilder {
             schema,
             values: schema.fields.iter().map(|f| Values::new(f.ty)).collect(),
@@ -179,7 +183,7 @@ impl<'s> ColumnsBuilder<'s> {
     }
 
     /// Appends a batch; `Err` names the column that does not decode as its type.
-    pub(crate) fn push(&mut self, batch: &RecordBatch) -> Result<(), String> {
+    fn push(&mut self, batch: &RecordBatch) -> Result<(), String> {
         for (index, array) in batch.columns().iter().enumerate() {
             let field = &self.schema.fields[index];
             self.values[index]
@@ -192,7 +196,7 @@ impl<'s> ColumnsBuilder<'s> {
     }
 
     /// The columns, once the batches held the `rows` rows counted when the file was opened.
-    pub(crate) fn finish(self, rows: u64) -> Result<Vec<Column>, String> {
+    fn finish(self, rows: u64) -> Result<Vec<Column>, String> {
         if self.rows != rows {
             return Err(format!(
                 "holds {} rows where {rows} were counted; was it changed while read?",
@@ -206,6 +210,27 @@ impl<'s> ColumnsBuilder<'s> {
             .map(|(values, valid)| Column::new(values.finish(), Some(valid)))
             .collect())
     }
+}
+
+/// The columns of `schema` from `batches` read from `path`, which held `rows` rows when it was
+/// opened, advancing `progress` batch by batch; `batch_error` says what a batch that cannot be
+/// read means.
+pub(crate) fn read_batches<E>(
+    path: &Path,
+    schema: &Schema,
+    batches: impl IntoIterator<Item = Result<RecordBatch, E>>,
+    rows: u64,
+    progress: &dyn Progress,
+    batch_error: impl Fn(E) -> String,
+) -> Result<Vec<Column>, StorageError> {
+    let in_file = |message: String| StorageError::in_file(path, message);
+    let mut columns = ColumnsBuilder::new(schema);
+    for batch in batches {
+        let batch = batch.map_err(|e| in_file(batch_error(e)))?;
+        columns.push(&batch).map_err(in_file)?;
+        progress.advance(batch.num_rows() as u64);
+    }
+    columns.finish(rows).map_err(in_file)
 }
 
 /// What opening a file read whole (CSV, Arrow IPC) tells about its table.

@@ -11,11 +11,10 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
 use arrow_csv::reader::{Format, ReaderBuilder};
 use arrow_schema::{DataType as ArrowType, Field as ArrowField, Schema as ArrowSchema};
 
-use crate::arrow_columns::{arrow_type, file_table, positions, ColumnsBuilder, FileTable};
+use crate::arrow_columns::{arrow_type, file_table, positions, read_batches, FileTable};
 use crate::column::Column;
 use crate::error::StorageError;
 use crate::progress::Progress;
@@ -130,22 +129,9 @@ pub(crate) fn read_csv(
         .with_projection(positions)
         .build(open(path)?)
         .map_err(|e| StorageError::in_file(path, e))?;
-    let mut columns = ColumnsBuilder::new(schema);
-    for batch in reader {
-        let batch: RecordBatch = batch.map_err(|e| {
-            StorageError::in_file(
-                path,
-                format!("{e}; declare the table's column types in the script to read it otherwise"),
-            )
-        })?;
-        columns
-            .push(&batch)
-            .map_err(|e| StorageError::in_file(path, e))?;
-        progress.advance(batch.num_rows() as u64);
-    }
-    columns
-        .finish(rows)
-        .map_err(|e| StorageError::in_file(path, e))
+    read_batches(path, schema, reader, rows, progress, |e| {
+        format!("{e}; declare the table's column types in the script to read it otherwise")
+    })
 }
 
 #[cfg(test)]

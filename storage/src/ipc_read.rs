@@ -8,7 +8,7 @@ use std::path::Path;
 
 use arrow_ipc::reader::FileReader;
 
-use crate::arrow_columns::{file_table, positions, ColumnsBuilder, FileTable};
+use crate::arrow_columns::{file_table, positions, read_batches, FileTable};
 use crate::column::Column;
 use crate::error::StorageError;
 use crate::progress::Progress;
@@ -47,15 +47,6 @@ pub(crate) fn read_ipc(
 ) -> Result<Vec<Column>, StorageError> {
     let file_schema = reader(path, None)?.schema();
     let positions = positions(&file_schema, schema).map_err(|e| StorageError::in_file(path, e))?;
-    let mut columns = ColumnsBuilder::new(schema);
-    for batch in reader(path, Some(positions))? {
-        let batch = batch.map_err(|e| StorageError::in_file(path, e))?;
-        columns
-            .push(&batch)
-            .map_err(|e| StorageError::in_file(path, e))?;
-        progress.advance(batch.num_rows() as u64);
-    }
-    columns
-        .finish(rows)
-        .map_err(|e| StorageError::in_file(path, e))
+    let batches = reader(path, Some(positions))?;
+    read_batches(path, schema, batches, rows, progress, |e| e.to_string())
 }
