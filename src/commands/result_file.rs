@@ -10,7 +10,7 @@ use arrow_array::{
     ArrayRef, BooleanArray, Date32Array, Float32Array, Float64Array, Int32Array, Int64Array,
     RecordBatch, StringArray,
 };
-use arrow_schema::{DataType as ArrowType, Field as ArrowField, Schema as ArrowSchema};
+use arrow_schema::{Field as ArrowField, Schema as ArrowSchema};
 use tessera_runtime::output::{TableLimits, TextFormat};
 use tessera_runtime::result::ResultTable;
 use tessera_storage::column::{ColumnData, DictionaryBuilder};
@@ -187,58 +187,38 @@ fn record_batch(table: &ResultTable) -> Result<RecordBatch, arrow_schema::ArrowE
     let mut arrays: Vec<ArrayRef> = Vec::new();
     for (index, (name, ty)) in table.columns.iter().enumerate() {
         let values = table.rows.iter().map(|row| &row[index]);
-        let (arrow_type, array): (ArrowType, ArrayRef) = match ty {
-            DataType::Bool => (
-                ArrowType::Boolean,
-                Arc::new(BooleanArray::from_iter(values.map(|v| match v {
-                    Value::Bool(b) => Some(*b),
-                    _ => None,
-                }))),
-            ),
-            DataType::I32 => (
-                ArrowType::Int32,
-                Arc::new(Int32Array::from_iter(values.map(|v| match v {
-                    Value::Int(i) => i32::try_from(*i).ok(),
-                    _ => None,
-                }))),
-            ),
-            DataType::I64 => (
-                ArrowType::Int64,
-                Arc::new(Int64Array::from_iter(values.map(|v| match v {
-                    Value::Int(i) => Some(*i),
-                    _ => None,
-                }))),
-            ),
-            DataType::Date => (
-                ArrowType::Date32,
-                Arc::new(Date32Array::from_iter(values.map(|v| match v {
-                    Value::Date(d) => Some(*d),
-                    _ => None,
-                }))),
-            ),
-            DataType::F32 => (
-                ArrowType::Float32,
-                Arc::new(Float32Array::from_iter(values.map(|v| match v {
-                    Value::Float(x) => Some(*x as f32),
-                    _ => None,
-                }))),
-            ),
-            DataType::F64 => (
-                ArrowType::Float64,
-                Arc::new(Float64Array::from_iter(values.map(|v| match v {
-                    Value::Float(x) => Some(*x),
-                    _ => None,
-                }))),
-            ),
-            DataType::Str => (
-                ArrowType::Utf8,
-                Arc::new(StringArray::from_iter(values.map(|v| match v {
-                    Value::Str(s) => Some(s.as_str()),
-                    _ => None,
-                }))),
-            ),
+        let array: ArrayRef = match ty {
+            DataType::Bool => Arc::new(BooleanArray::from_iter(values.map(|v| match v {
+                Value::Bool(b) => Some(*b),
+                _ => None,
+            }))),
+            DataType::I32 => Arc::new(Int32Array::from_iter(values.map(|v| match v {
+                Value::Int(i) => i32::try_from(*i).ok(),
+                _ => None,
+            }))),
+            DataType::I64 => Arc::new(Int64Array::from_iter(values.map(|v| match v {
+                Value::Int(i) => Some(*i),
+                _ => None,
+            }))),
+            DataType::Date => Arc::new(Date32Array::from_iter(values.map(|v| match v {
+                Value::Date(d) => Some(*d),
+                _ => None,
+            }))),
+            DataType::F32 => Arc::new(Float32Array::from_iter(values.map(|v| match v {
+                Value::Float(x) => Some(*x as f32),
+                _ => None,
+            }))),
+            DataType::F64 => Arc::new(Float64Array::from_iter(values.map(|v| match v {
+                Value::Float(x) => Some(*x),
+                _ => None,
+            }))),
+            DataType::Str => Arc::new(StringArray::from_iter(values.map(|v| match v {
+                Value::Str(s) => Some(s.as_str()),
+                _ => None,
+            }))),
         };
-        fields.push(ArrowField::new(name, arrow_type, true));
+        // The column's Arrow type is the array's.
+        fields.push(ArrowField::new(name, array.data_type().clone(), true));
         arrays.push(array);
     }
     RecordBatch::try_new(Arc::new(ArrowSchema::new(fields)), arrays)
