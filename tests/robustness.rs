@@ -363,3 +363,28 @@ fn a_query_larger_than_memory_is_a_clear_error() {
     );
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
+
+/// Loading a table's columns once waited, on one of rayon's threads, for a lock that the same
+/// thread held further down its stack (a column's load took up another column's load of the
+/// same table while waiting for its own decoding), about one run in eight with eight threads.
+#[test]
+fn loading_many_columns_of_a_table_at_once_never_hangs() {
+    for _ in 0..24 {
+        let output = tessera_within(
+            &[
+                "run",
+                "examples/ssb/q43.tq",
+                "--data",
+                data(),
+                "--device",
+                "cpu",
+                "--no-prepare",
+            ],
+            Duration::from_secs(30),
+            |c| {
+                c.env("RAYON_NUM_THREADS", "8");
+            },
+        );
+        assert!(output.status.success(), "{}", text(&output.stderr));
+    }
+}

@@ -5,7 +5,7 @@
 use std::cmp::Ordering;
 
 use tessera_storage::types::compare_floats;
-use tessera_storage::{date, Catalog, DataType, Value};
+use tessera_storage::{date, Catalog, DataType, Dictionary, Value};
 
 use crate::exec::RuntimeError;
 use crate::program::{
@@ -35,15 +35,77 @@ impl Rows {
     }
 }
 
-/// Reads a query's buffer back: `read(buffer, None)` whole, `read(buffer, Some((offset, len)))`
-/// `len` bytes from byte `offset`.
-pub(crate) type ReadBuffer<'a> =
-    dyn FnMut(usize, Option<(u64, u64)>) -> Result<Vec<u8>, RuntimeError> + 'a;
+/// A query's buffers, read back after its kernels.
+pub(crate) trait ResultBuffers {
+    /// Buffer `buffer` whole (`range` None), or `len` bytes of it from byte `offset`
+    /// (`Some((offset, len))`; fewer where the buffer ends sooner).
+    fn read(&mut self, buffer: usize, range: Option<(u64, u64)>) -> Result<Vec<u8>, RuntimeError>;
+
+    /// The slots of a grouped result that hold a group — those of the `slots` elements of
+    /// buffer `flags` (`flag_bytes` each) that are not zero — with the elements of each of
+    /// `columns` (a buffer and its element bytes) at those slots.
+    fn present(
+        &mut self,
+        flags: usize,
+        flag_bytes: u32,
+        slots: u64,
+        columns: &[(usize, u32)],
+    ) -> Result<PresentSlots, RuntimeError> {
+        read_present(self, flags, flag_bytes, slots, columns)
+    }
+}
+
+/// The slots of a grouped result that hold a group, in order, and the elements of the buffers
+/// asked for there: either each buffer whole, or only the elements at these slots.
+pub(crate) struct PresentSlots {
+    pub slots: Vec<u64>,
+    pub columns: Vec<Vec<u8>>,
+    /// Whether `columns` hold only the present slots' elements (the `i`th at `slots[i]`).
+    pub gathered: bool,
+}
+
+impl PresentSlots {
+    /// Where the element of slot number `i` (of `slots`) lies in each of `columns`.
+    fn element(&self, i: usize) -> usize {
+        match self.gathered {
+            true => i,
+            false => self.slots[i] as usize,
+        }
+    }
+}
+
+/// [`ResultBuffers::present`] by reading the flags and every column whole.
+pub(crate) fn read_present<B: ResultBuffers + ?Sized>(
+    buffers: &mut B,
+    flags: usize,
+    flag_bytes: u32,
+    slots: u64,
+    columns: &[(usize, u32)],
+) -> Result<PresentSlots, RuntimeError> {
+    let words = buffers.read(flags, None)?;
+    let width = flag_bytes.max(1) as usize;
+    let present = words
+        .chunks_exact(width)
+        .take(usize::try_from(slots).unwrap_or(usize::MAX))
+        .enumerate()
+        .filter(|(_, flag)| flag.iter().any(|b| *b != 0))
+        .map(|(slot, _)| slot as u64)
+        .collect();
+    let columns = columns
+        .iter()
+        .map(|(buffer, _)| buffers.read(*buffer, None))
+        .collect::<Result<_, _>>()?;
+    Ok(PresentSlots {
+        slots: present,
+        columns,
+        gathered: false,
+    })
+}
 
 /// The result of a query from its buffers (`capacity`: the slots of its grouping hash table).
 pub(crate) fn decode_result(
     spec: &ResultSpec,
-    read: &mut ReadBuffer<'_>,
+    buffers: &mut dyn ResultBuffers,
     catalog: &Catalog,
     capacity: u64,
 ) -> Result<ResultTable, RuntimeError> {
@@ -51,8 +113,8 @@ pub(crate) fn decode_result(
         ResultShape::Scalar { aggregates } => {
             let mut row = Vec::with_capacity(aggregates.len());
             for slot in aggregates {
-                let values = read(slot.buffer, None)?;
-                let counts = slot.count.map(|b| read(b, None)).transpose()?;
+                let values = buffers.read(slot.buffer, None)?;
+                let counts = slot.count.map(|b| buffers.read(b, None)).transpose()?;
                 row.push(aggregate_value(
                     slot,
                     &values,
@@ -72,50 +134,41 @@ pub(crate) fn decode_result(
             aggregates,
             presence,
         } => {
-            let present = read(*presence, None)?;
-            let mut buffers = Vec::with_capacity(aggregates.len());
-            for slot in aggregates {
-                let counts = slot.count.map(|b| read(b, None)).transpose()?;
-                buffers.push((read(slot.buffer, None)?, counts));
-            }
+            let slots = keys
+                .iter()
+                .try_fold(1u64, |n, k| n.checked_mul(k.size + u64::from(k.nullable)))
+                .ok_or_else(|| {
+                    RuntimeError::Malformed("a dense result of too many slots".into())
+                })?;
+            let mut columns = Vec::with_capacity(aggregates.len());
+            let places = aggregate_columns(aggregates, &mut columns);
+            let present = buffers.present(*presence, 1, slots, &columns)?;
             let dictionaries = keys
                 .iter()
                 .map(|k| dictionary(catalog, k.dictionary.as_ref()))
                 .collect::<Result<Vec<_>, _>>()?;
-            let mut rows = Vec::new();
-            for (slot, _) in present.iter().enumerate().filter(|(_, p)| **p != 0) {
+            let mut rows = Vec::with_capacity(present.slots.len());
+            let mut digits = vec![0u64; keys.len()];
+            for (i, &slot) in present.slots.iter().enumerate() {
                 let mut row = Vec::with_capacity(keys.len() + aggregates.len());
-                let mut rest = slot as u64;
-                let mut digits = vec![0u64; keys.len()];
+                let mut rest = slot;
                 for (i, key) in keys.iter().enumerate().rev() {
                     let slots = key.size + u64::from(key.nullable);
                     digits[i] = rest % slots;
                     rest /= slots;
                 }
-                for ((key, digit), dictionary) in keys.iter().zip(digits).zip(&dictionaries) {
+                for ((key, &digit), dictionary) in keys.iter().zip(&digits).zip(&dictionaries) {
                     if digit == key.size {
                         row.push(Value::Null);
                         continue;
                     }
-                    let raw = key.min + digit as i64;
-                    row.push(match (key.ty, dictionary) {
-                        (DataType::Str, Some(d)) => {
-                            Value::Str(d.value(raw as i32).unwrap_or_default().to_string())
-                        }
-                        (DataType::Date, _) => Value::Date(raw as i32),
-                        (DataType::Bool, _) => Value::Bool(raw != 0),
-                        _ => Value::Int(raw),
-                    });
+                    row.push(key_value(
+                        key.ty,
+                        key.min + digit as i64,
+                        dictionary.as_ref(),
+                    ));
                 }
-                for (agg, (values, counts)) in aggregates.iter().zip(&buffers) {
-                    row.push(aggregate_value(
-                        agg,
-                        values,
-                        counts.as_deref(),
-                        slot,
-                        catalog,
-                    )?);
-                }
+                push_aggregates(&mut row, aggregates, &places, &present, i, catalog)?;
                 rows.push(row);
             }
             Rows {
@@ -137,26 +190,23 @@ pub(crate) fn decode_result(
             aggregates,
             key_buffer,
         } => {
-            let words = read(*key_buffer, None)?;
-            let mut buffers = Vec::with_capacity(aggregates.len());
-            for slot in aggregates {
-                let counts = slot.count.map(|b| read(b, None)).transpose()?;
-                buffers.push((read(slot.buffer, None)?, counts));
-            }
+            // The key words come back with the aggregates, as the table's first column.
+            let mut columns = vec![(*key_buffer, 8)];
+            let places = aggregate_columns(aggregates, &mut columns);
+            let present = buffers.present(*key_buffer, 8, capacity + 1, &columns)?;
             let dictionaries = keys
                 .iter()
                 .map(|k| dictionary(catalog, k.dictionary.as_ref()))
                 .collect::<Result<Vec<_>, _>>()?;
-            let mut rows = Vec::new();
-            for slot in 0..=capacity as usize {
-                let Value::Int(word) = element(&words, DataType::I64, slot)? else {
+            let mut rows = Vec::with_capacity(present.slots.len());
+            for (i, &slot) in present.slots.iter().enumerate() {
+                let Value::Int(word) =
+                    element(&present.columns[0], DataType::I64, present.element(i))?
+                else {
                     continue;
                 };
-                if word == 0 {
-                    continue;
-                }
                 // The last slot holds the one key whose stored form is zero.
-                let packed = if slot == capacity as usize {
+                let packed = if slot == capacity {
                     1u64 << 63
                 } else {
                     (word as u64) ^ (1 << 63)
@@ -168,24 +218,9 @@ pub(crate) fn decode_result(
                         continue;
                     }
                     let raw = unpack(packed, key.shift, key.bits);
-                    row.push(match (key.ty, dictionary) {
-                        (DataType::Str, Some(d)) => {
-                            Value::Str(d.value(raw as i32).unwrap_or_default().to_string())
-                        }
-                        (DataType::Date, _) => Value::Date(raw as i32),
-                        (DataType::Bool, _) => Value::Bool(raw != 0),
-                        _ => Value::Int(raw),
-                    });
+                    row.push(key_value(key.ty, raw, dictionary.as_ref()));
                 }
-                for (agg, (values, counts)) in aggregates.iter().zip(&buffers) {
-                    row.push(aggregate_value(
-                        agg,
-                        values,
-                        counts.as_deref(),
-                        slot,
-                        catalog,
-                    )?);
-                }
+                push_aggregates(&mut row, aggregates, &places, &present, i, catalog)?;
                 rows.push(row);
             }
             Rows {
@@ -206,13 +241,13 @@ pub(crate) fn decode_result(
             columns,
             count_buffer,
         } => {
-            let count = row_count(*count_buffer, read)?;
+            let count = row_count(*count_buffer, buffers)?;
             // `take n` straight after the rows keeps the first n: only those are read back.
             let count = match spec.steps.first() {
                 Some(HostOp::Limit(n)) => count.min(usize::try_from(*n).unwrap_or(usize::MAX)),
                 _ => count,
             };
-            materialized_rows(columns, 0, count, read, catalog)?
+            materialized_rows(columns, 0, count, buffers, catalog)?
         }
     };
     for op in &spec.steps {
@@ -230,7 +265,7 @@ pub(crate) fn streams(spec: &ResultSpec) -> bool {
 /// one piece, empty when no row was written); returns the number of rows.
 pub(crate) fn stream_rows(
     spec: &ResultSpec,
-    read: &mut ReadBuffer<'_>,
+    buffers: &mut dyn ResultBuffers,
     catalog: &Catalog,
     chunk: usize,
     deliver: &mut dyn FnMut(ResultTable) -> Result<(), RuntimeError>,
@@ -244,11 +279,11 @@ pub(crate) fn stream_rows(
             "only rows written out can be streamed".into(),
         ));
     };
-    let count = row_count(*count_buffer, read)?;
+    let count = row_count(*count_buffer, buffers)?;
     let mut first = 0;
     loop {
         let rows = chunk.max(1).min(count - first);
-        let piece = materialized_rows(columns, first, rows, read, catalog)?;
+        let piece = materialized_rows(columns, first, rows, buffers, catalog)?;
         deliver(output_table(spec, piece)?)?;
         first += rows;
         if first >= count {
@@ -281,9 +316,9 @@ fn output_table(spec: &ResultSpec, rows: Rows) -> Result<ResultTable, RuntimeErr
 /// How many rows a pipeline wrote out.
 pub(crate) fn row_count(
     count_buffer: usize,
-    read: &mut ReadBuffer<'_>,
+    buffers: &mut dyn ResultBuffers,
 ) -> Result<usize, RuntimeError> {
-    match element(&read(count_buffer, Some((0, 8)))?, DataType::I64, 0)? {
+    match element(&buffers.read(count_buffer, Some((0, 8)))?, DataType::I64, 0)? {
         Value::Int(n) => usize::try_from(n)
             .map_err(|_| RuntimeError::Malformed(format!("{n} rows were written"))),
         _ => Ok(0),
@@ -295,7 +330,7 @@ fn materialized_rows(
     columns: &[RowColumn],
     first: usize,
     count: usize,
-    read: &mut ReadBuffer<'_>,
+    buffers: &mut dyn ResultBuffers,
     catalog: &Catalog,
 ) -> Result<Rows, RuntimeError> {
     let mut rows: Vec<Vec<Value>> = (0..count)
@@ -303,13 +338,13 @@ fn materialized_rows(
         .collect();
     for column in columns {
         let width = column.ty.width() as u64;
-        let values = read(
+        let values = buffers.read(
             column.buffer,
             Some((first as u64 * width, count as u64 * width)),
         )?;
         let validity = column
             .validity
-            .map(|b| read(b, Some((first as u64, count as u64))))
+            .map(|b| buffers.read(b, Some((first as u64, count as u64))))
             .transpose()?;
         let dictionary = dictionary(catalog, column.dictionary.as_ref())?;
         for (index, row) in rows.iter_mut().enumerate() {
@@ -347,7 +382,7 @@ fn unpack(packed: u64, shift: u32, bits: u32) -> i64 {
 fn dictionary(
     catalog: &Catalog,
     source: Option<&(String, String)>,
-) -> Result<Option<std::sync::Arc<tessera_storage::Dictionary>>, RuntimeError> {
+) -> Result<Option<std::sync::Arc<Dictionary>>, RuntimeError> {
     let Some((table, column)) = source else {
         return Ok(None);
     };
@@ -372,6 +407,57 @@ fn element(bytes: &[u8], ty: DataType, index: usize) -> Result<Value, RuntimeErr
         DataType::F32 => Value::Float(f64::from(f32::from_bits(bits as u32))),
         DataType::F64 => Value::Float(f64::from_bits(bits)),
     })
+}
+
+/// Adds the buffers of `aggregates` to the `columns` read back at a grouped result's present
+/// slots; returns where each aggregate's values and counts lie among them.
+fn aggregate_columns(
+    aggregates: &[AggregateSlot],
+    columns: &mut Vec<(usize, u32)>,
+) -> Vec<(usize, Option<usize>)> {
+    aggregates
+        .iter()
+        .map(|slot| {
+            columns.push((slot.buffer, slot.accumulator.width() as u32));
+            let values = columns.len() - 1;
+            let counts = slot.count.map(|buffer| {
+                columns.push((buffer, 8));
+                columns.len() - 1
+            });
+            (values, counts)
+        })
+        .collect()
+}
+
+/// Adds the aggregates of present slot number `i` to `row`.
+fn push_aggregates(
+    row: &mut Vec<Value>,
+    aggregates: &[AggregateSlot],
+    places: &[(usize, Option<usize>)],
+    present: &PresentSlots,
+    i: usize,
+    catalog: &Catalog,
+) -> Result<(), RuntimeError> {
+    for (aggregate, &(values, counts)) in aggregates.iter().zip(places) {
+        row.push(aggregate_value(
+            aggregate,
+            &present.columns[values],
+            counts.map(|c| present.columns[c].as_slice()),
+            present.element(i),
+            catalog,
+        )?);
+    }
+    Ok(())
+}
+
+/// A group key's value from its raw integer (a dictionary code for strings).
+fn key_value(ty: DataType, raw: i64, dictionary: Option<&std::sync::Arc<Dictionary>>) -> Value {
+    match (ty, dictionary) {
+        (DataType::Str, Some(d)) => Value::Str(d.value(raw as i32).unwrap_or_default().to_string()),
+        (DataType::Date, _) => Value::Date(raw as i32),
+        (DataType::Bool, _) => Value::Bool(raw != 0),
+        _ => Value::Int(raw),
+    }
 }
 
 fn aggregate_value(

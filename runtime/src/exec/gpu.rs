@@ -19,7 +19,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 
-use super::{Backend, ColumnBytes, RuntimeError};
+use super::{Backend, ColumnBytes, Gathered, RuntimeError};
 use crate::program::{BufferSpec, Cubins, Extent, Fill, KernelCode, KernelLaunch};
 
 /// What the GPU is.
@@ -365,7 +365,15 @@ pub struct GpuBackend {
     buffers: Vec<CudaSlice<u8>>,
     /// Kernels queued since the last `wait`, with events around each.
     pending: Vec<(String, CudaEvent, CudaEvent)>,
+    /// The kernels that gather a grouped result's groups (`gather.ptx`), once loaded.
+    gathering: Option<(CudaFunction, CudaFunction)>,
 }
+
+/// The kernels of [`GpuBackend::gather_present`].
+const GATHER_PTX: &str = include_str!("gather.ptx");
+
+/// Threads per block of the gathering kernels (whole warps, as `tessera_present_slots` needs).
+const GATHER_THREADS: u32 = 256;
 
 impl GpuBackend {
     /// The backend for a program's kernels: `ptx`, or `cubins` where they fit this GPU.
@@ -425,6 +433,7 @@ impl GpuBackend {
             queries: 0,
             buffers: Vec::new(),
             pending: Vec::new(),
+            gathering: None,
         })
     }
 
@@ -480,6 +489,39 @@ impl GpuBackend {
         let resident = per_multiprocessor * self.multiprocessors;
         self.functions.insert(key, (f.clone(), resident));
         Ok((f, resident))
+    }
+
+    /// The kernels that find a grouped result's present slots and gather a buffer's elements
+    /// there, loaded (compiled by the driver) on first use.
+    fn gathering_kernels(&mut self) -> Result<(CudaFunction, CudaFunction), RuntimeError> {
+        if let Some(kernels) = &self.gathering {
+            return Ok(kernels.clone());
+        }
+        let failed = |e: DriverError| RuntimeError::Load(format!("the gathering kernels: {e}"));
+        let module = self
+            .context
+            .load_module(Ptx::from_src(GATHER_PTX))
+            .map_err(failed)?;
+        let kernels = (
+            module
+                .load_function("tessera_present_slots")
+                .map_err(failed)?,
+            module.load_function("tessera_gather").map_err(failed)?,
+        );
+        self.gathering = Some(kernels.clone());
+        Ok(kernels)
+    }
+
+    /// Blocks for a grid-stride loop over `items`: enough to fill the GPU, no more.
+    fn grid_for(&self, items: u64) -> LaunchConfig {
+        let blocks = items
+            .div_ceil(u64::from(GATHER_THREADS))
+            .clamp(1, u64::from(self.multiprocessors) * 8);
+        LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (GATHER_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        }
     }
 
     fn address(&self, slice: &CudaSlice<u8>) -> u64 {
@@ -750,6 +792,97 @@ impl Backend for GpuBackend {
         let end = start.saturating_add(bytes as usize).min(slice.len());
         let view = slice.slice(start..end);
         self.stream.clone_dtoh(&view).map_err(cuda)
+    }
+
+    fn gather_present(
+        &mut self,
+        flags: u64,
+        flag_bytes: u32,
+        slots: u64,
+        columns: &[(u64, u32)],
+        most: u64,
+    ) -> Result<Option<Gathered>, RuntimeError> {
+        // Slot indices travel as 32 bits; flags are bytes or 64-bit words.
+        let (Ok(_), Ok(limit)) = (u32::try_from(slots), u32::try_from(most)) else {
+            return Ok(None);
+        };
+        if limit == 0 || !matches!(flag_bytes, 1 | 8) {
+            return Ok(None);
+        }
+        let (find, gather) = self.gathering_kernels()?;
+        let count = self
+            .stream
+            .alloc_zeros::<u8>(8)
+            .map_err(|e| memory(e, "the count of groups", 8))?;
+        let index_bytes = limit as usize * 4;
+        // SAFETY: only the indices the kernel writes, below the count it returns, are read.
+        let indices = unsafe { self.stream.alloc::<u8>(index_bytes) }
+            .map_err(|e| memory(e, "the indices of groups", index_bytes))?;
+        let (count_address, indices_address) = (self.address(&count), self.address(&indices));
+        let mut launch = self.stream.launch_builder(&find);
+        launch
+            .arg(&flags)
+            .arg(&flag_bytes)
+            .arg(&slots)
+            .arg(&indices_address)
+            .arg(&count_address)
+            .arg(&limit);
+        // SAFETY: the arguments match the kernel's parameters; `flags` holds `slots` flags of
+        // `flag_bytes` bytes, and the kernel writes at most `limit` indices.
+        unsafe { launch.launch(self.grid_for(slots)) }
+            .map_err(|e| RuntimeError::Cuda(format!("finding the groups: {e}")))?;
+        let counted = self.stream.clone_dtoh(&count).map_err(cuda)?;
+        let found = u32::from_le_bytes([counted[0], counted[1], counted[2], counted[3]]);
+        if found > limit {
+            return Ok(None);
+        }
+        if found == 0 {
+            return Ok(Some(Gathered {
+                slots: Vec::new(),
+                columns: vec![Vec::new(); columns.len()],
+            }));
+        }
+        let mut targets = Vec::with_capacity(columns.len());
+        for &(source, width) in columns {
+            let bytes = (found as usize * width as usize).max(8);
+            let target = self
+                .stream
+                .alloc_zeros::<u8>(bytes)
+                .map_err(|e| memory(e, "the gathered groups", bytes))?;
+            let target_address = self.address(&target);
+            let mut launch = self.stream.launch_builder(&gather);
+            launch
+                .arg(&source)
+                .arg(&width)
+                .arg(&indices_address)
+                .arg(&count_address)
+                .arg(&target_address);
+            // SAFETY: the arguments match the kernel's parameters; every index is below
+            // `slots`, the elements of `source`, and `target` holds `found` elements.
+            unsafe { launch.launch(self.grid_for(u64::from(found))) }
+                .map_err(|e| RuntimeError::Cuda(format!("gathering the groups: {e}")))?;
+            targets.push((target, found as usize * width as usize));
+        }
+        let found = found as usize;
+        let index_words = self
+            .stream
+            .clone_dtoh(&indices.slice(0..found * 4))
+            .map_err(cuda)?;
+        let mut gathered = Gathered {
+            slots: index_words
+                .chunks_exact(4)
+                .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                .collect(),
+            columns: Vec::with_capacity(targets.len()),
+        };
+        for (target, bytes) in &targets {
+            gathered.columns.push(
+                self.stream
+                    .clone_dtoh(&target.slice(0..*bytes))
+                    .map_err(cuda)?,
+            );
+        }
+        Ok(Some(gathered))
     }
 
     fn release_buffers(&mut self) {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use super::jit::{HostKernel, LoadedObject};
-use super::{filled, Backend, ColumnBytes, RuntimeError};
+use super::{filled, Backend, ColumnBytes, Gathered, RuntimeError};
 use crate::program::{BufferSpec, Extent, KernelCode, KernelLaunch};
 
 /// Tiles a thread takes at a time.
@@ -38,6 +38,22 @@ pub struct HostBackend {
 }
 
 impl HostBackend {
+    /// The bytes of the buffer at `address`.
+    fn buffer_bytes(&self, address: u64) -> Result<&[u8], RuntimeError> {
+        let buffer = self
+            .buffers
+            .iter()
+            .find(|b| b.as_ptr() as u64 == address)
+            .ok_or_else(|| RuntimeError::Malformed("read of an unknown buffer".into()))?;
+        // SAFETY: the words are plain data; the slice covers exactly their bytes.
+        Ok(unsafe {
+            std::slice::from_raw_parts(
+                buffer.as_ptr().cast::<u8>(),
+                std::mem::size_of_val(&buffer[..]),
+            )
+        })
+    }
+
     /// Links hex-encoded host object files, one per kernel, into this process.
     pub fn new(objects: &[KernelCode]) -> Result<HostBackend, RuntimeError> {
         let mut backend = HostBackend::empty();
@@ -236,19 +252,51 @@ impl Backend for HostBackend {
     }
 
     fn read(&mut self, address: u64, offset: u64, bytes: u64) -> Result<Vec<u8>, RuntimeError> {
-        let buffer = self
-            .buffers
-            .iter()
-            .find(|b| b.as_ptr() as u64 == address)
-            .ok_or_else(|| RuntimeError::Malformed("read of an unknown buffer".into()))?;
-        let available = buffer.len() * 8;
-        let start = (offset as usize).min(available);
-        let length = (bytes as usize).min(available - start);
-        // SAFETY: `start + length` bytes lie inside `buffer`.
-        Ok(
-            unsafe { std::slice::from_raw_parts(buffer.as_ptr().cast::<u8>().add(start), length) }
-                .to_vec(),
-        )
+        let buffer = self.buffer_bytes(address)?;
+        let start = (offset as usize).min(buffer.len());
+        let length = (bytes as usize).min(buffer.len() - start);
+        Ok(buffer[start..start + length].to_vec())
+    }
+
+    fn gather_present(
+        &mut self,
+        flags: u64,
+        flag_bytes: u32,
+        slots: u64,
+        columns: &[(u64, u32)],
+        most: u64,
+    ) -> Result<Option<Gathered>, RuntimeError> {
+        let width = flag_bytes.max(1) as usize;
+        let mut present = Vec::new();
+        let flags = self.buffer_bytes(flags)?;
+        for (slot, flag) in flags.chunks_exact(width).take(slots as usize).enumerate() {
+            if flag.iter().any(|b| *b != 0) {
+                if present.len() as u64 >= most {
+                    return Ok(None);
+                }
+                present.push(u32::try_from(slot).map_err(|_| {
+                    RuntimeError::Malformed("a grouped result of too many slots".into())
+                })?);
+            }
+        }
+        let mut gathered = Vec::with_capacity(columns.len());
+        for &(address, width) in columns {
+            let bytes = self.buffer_bytes(address)?;
+            let width = width as usize;
+            let mut elements = Vec::with_capacity(present.len() * width);
+            for &slot in &present {
+                let start = slot as usize * width;
+                let element = bytes.get(start..start + width).ok_or_else(|| {
+                    RuntimeError::Malformed("a grouped result's buffer is too short".into())
+                })?;
+                elements.extend_from_slice(element);
+            }
+            gathered.push(elements);
+        }
+        Ok(Some(Gathered {
+            slots: present,
+            columns: gathered,
+        }))
     }
 
     fn release_buffers(&mut self) {

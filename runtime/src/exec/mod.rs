@@ -6,6 +6,7 @@
 pub mod gpu;
 pub mod host;
 pub mod jit;
+mod readback;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -20,7 +21,9 @@ use crate::program::{
     Assumption, BufferSpec, ColumnUse, Extent, Fill, KernelLaunch, Param, QueryProgram,
     ResultShape, StrBound,
 };
-use crate::result::{decode_result, row_count, stream_rows, streams, ResultTable};
+use crate::result::{decode_result, row_count, stream_rows, streams, ResultBuffers, ResultTable};
+pub use readback::Gathered;
+use readback::QueryBuffers;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -187,6 +190,21 @@ pub trait Backend {
     /// `bytes` bytes of the buffer at `address`, from byte `offset` on (fewer where the buffer
     /// ends sooner).
     fn read(&mut self, address: u64, offset: u64, bytes: u64) -> Result<Vec<u8>, RuntimeError>;
+    /// Of the `slots` elements of the buffer at `flags` (`flag_bytes` each), the indices of
+    /// those that are not zero, in any order, with the elements of each of `columns` (the
+    /// address of a buffer and its element bytes) at those indices; `None` when more than
+    /// `most` are not zero, or where the backend does not gather (the caller then reads the
+    /// buffers whole).
+    fn gather_present(
+        &mut self,
+        _flags: u64,
+        _flag_bytes: u32,
+        _slots: u64,
+        _columns: &[(u64, u32)],
+        _most: u64,
+    ) -> Result<Option<Gathered>, RuntimeError> {
+        Ok(None)
+    }
     /// Frees the buffers of the last query.
     fn release_buffers(&mut self);
     /// A query is about to bind its columns: those it binds are in use until the next query
@@ -392,31 +410,27 @@ fn run_with_capacity(
         });
     }
     let finish = Instant::now();
-    let mut read = |index: usize, range: Option<(u64, u64)>| -> Result<Vec<u8>, RuntimeError> {
-        let size = *sizes
-            .get(index)
-            .ok_or_else(|| RuntimeError::Malformed(format!("no buffer {index}")))?;
-        let (offset, bytes) = range.unwrap_or((0, size));
-        backend.read(
-            buffers[index],
-            offset,
-            bytes.min(size.saturating_sub(offset)),
-        )
+    let mut results = QueryBuffers {
+        backend: &mut *backend,
+        addresses: &buffers,
+        sizes: &sizes,
     };
-    let words = read(query.result.status_buffer, None)?;
+    let words = results.read(query.result.status_buffer, None)?;
     if status_word(&words, status::GROUP_TABLE_FULL) != 0 {
-        backend.release_buffers();
+        results.backend.release_buffers();
         return Ok(Attempt::TableFull);
     }
     check_status(&words)?;
     let written = match &query.result.shape {
-        ResultShape::Rows { count_buffer, .. } => Some(row_count(*count_buffer, &mut read)? as u64),
+        ResultShape::Rows { count_buffer, .. } => {
+            Some(row_count(*count_buffer, &mut results)? as u64)
+        }
         _ => None,
     };
     // Rows of no column take no room: only an output buffer can be too small.
     let has_output = query.buffers.iter().any(|spec| spec.output);
     if let Some(written) = written.filter(|w| has_output && *w > output_capacity) {
-        backend.release_buffers();
+        results.backend.release_buffers();
         return Ok(Attempt::RowsOverflow(written));
     }
     let table = match (readback, written) {
@@ -426,7 +440,7 @@ fn run_with_capacity(
         },
         (Readback::Stream { rows, deliver }, _) if streams(&query.result) => {
             let mut columns = Vec::new();
-            stream_rows(&query.result, &mut read, catalog, *rows, &mut |piece| {
+            stream_rows(&query.result, &mut results, catalog, *rows, &mut |piece| {
                 check()?;
                 if columns.is_empty() {
                     columns.clone_from(&piece.columns);
@@ -439,7 +453,7 @@ fn run_with_capacity(
             }
         }
         (Readback::Stream { deliver, .. }, _) => {
-            let table = decode_result(&query.result, &mut read, catalog, capacity)?;
+            let table = decode_result(&query.result, &mut results, catalog, capacity)?;
             let columns = table.columns.clone();
             deliver(table)?;
             ResultTable {
@@ -447,10 +461,10 @@ fn run_with_capacity(
                 rows: Vec::new(),
             }
         }
-        _ => decode_result(&query.result, &mut read, catalog, capacity)?,
+        _ => decode_result(&query.result, &mut results, catalog, capacity)?,
     };
     check()?;
-    backend.release_buffers();
+    results.backend.release_buffers();
     timing.finish_ms = finish.elapsed().as_secs_f64() * 1e3;
     Ok(Attempt::Done(QueryOutcome { table, timing }))
 }
@@ -467,7 +481,6 @@ struct BoundLaunch {
 /// this work overlaps whatever else is starting (the GPU's context); errors are left for the
 /// run itself to report.
 pub fn prefetch_columns(query: &QueryProgram, catalog: &Catalog) {
-    use rayon::prelude::*;
     let mut wanted: Vec<(&str, &str, Option<tessera_storage::compress::Scheme>)> = Vec::new();
     for kernel in &query.kernels {
         for param in &kernel.params {
@@ -505,11 +518,28 @@ pub fn prefetch_columns(query: &QueryProgram, catalog: &Catalog) {
             }
         }
     }
-    wanted.par_iter().for_each(|(table, column, scheme)| {
-        let _ = match scheme {
-            None => catalog.kernel_column(table, column).map(drop),
-            Some(scheme) => catalog.kernel_packed(table, column, *scheme).map(drop),
-        };
+    // Plain threads take the columns, not rayon's: loading holds the table's lock while its
+    // files decode on rayon's threads, and a rayon thread waiting inside that decoding may
+    // take up any other job of the pool — another column's load of the same table would then
+    // wait, on that thread, for the lock the thread itself holds.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(wanted.len());
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                while let Some((table, column, scheme)) =
+                    wanted.get(next.fetch_add(1, Ordering::Relaxed))
+                {
+                    // A column that fails here fails again, with its message, when bound.
+                    let _ = match scheme {
+                        None => catalog.kernel_column(table, column).map(drop),
+                        Some(scheme) => catalog.kernel_packed(table, column, *scheme).map(drop),
+                    };
+                }
+            });
+        }
     });
 }
 
