@@ -120,7 +120,11 @@ pub struct ServeArgs {
     /// make room for others. By default, as much as fits.
     #[arg(long, value_parser = parse_bytes)]
     gpu_memory: Option<u64>,
-    /// Accept any client on an address other than loopback (Tessera checks no password).
+    /// A file whose first line is the password every client must give (or a PostgreSQL
+    /// SCRAM-SHA-256 verifier of it); `TESSERA_PASSWORD` gives it otherwise.
+    #[arg(long)]
+    password_file: Option<PathBuf>,
+    /// Accept any client on an address other than loopback without a password.
     #[arg(long)]
     trust: bool,
 }

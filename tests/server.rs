@@ -30,6 +30,12 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
+        Server::start_with("127.0.0.1", |_| {})
+    }
+
+    /// A server listening on `host` (connected to through loopback), its command set up by
+    /// `setup` too.
+    fn start_with(host: &str, setup: impl FnOnce(&mut Command)) -> Server {
         let cache = tempfile::tempdir().expect("a cache folder");
         // A port the system says is free now.
         let port = TcpListener::bind("127.0.0.1:0")
@@ -37,7 +43,8 @@ impl Server {
             .expect("a free port")
             .port();
         let address = format!("127.0.0.1:{port}");
-        let child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tessera"));
+        command
             .args([
                 "serve",
                 "--data",
@@ -45,13 +52,14 @@ impl Server {
                 "--device",
                 "cpu",
                 "--listen",
-                &address,
+                &format!("{host}:{port}"),
             ])
             .env("TESSERA_CACHE_DIR", cache.path())
+            .env_remove("TESSERA_PASSWORD")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the server starts");
+            .stderr(Stdio::null());
+        setup(&mut command);
+        let child = command.spawn().expect("the server starts");
         let server = Server {
             child,
             address,
@@ -70,12 +78,20 @@ impl Server {
     }
 
     fn psql(&self, script: &str) -> Output {
-        Command::new("psql")
+        self.psql_with(script, |_| {})
+    }
+
+    fn psql_with(&self, script: &str, setup: impl FnOnce(&mut Command)) -> Output {
+        let mut command = Command::new("psql");
+        command
             .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
             .args([
                 "-U", "tessera", "-d", "tessera", "-X", "-A", "-t", "-c", script,
             ])
             .env("PGCONNECT_TIMEOUT", "10")
+            .env_remove("PGPASSWORD");
+        setup(&mut command);
+        command
             .output()
             .expect("psql runs (the postgresql-client package)")
     }
@@ -277,6 +293,48 @@ fn listening_beyond_loopback_needs_trust() {
         stderr.starts_with("error: ") && stderr.contains("--trust"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_password_is_proven_through_scram() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let file = dir.path().join("password");
+    std::fs::write(&file, "tiles of 512\n").expect("written");
+    // With a password, listening beyond loopback needs no --trust.
+    let server = Server::start_with("0.0.0.0", |c| {
+        c.arg("--password-file").arg(&file);
+    });
+    let query = "from date | aggregate { n = count() }";
+    let right = server.psql_with(query, |c| {
+        c.env("PGPASSWORD", "tiles of 512");
+    });
+    assert!(right.status.success(), "{}", text(&right.stderr));
+    assert_eq!(text(&right.stdout).trim(), "2556");
+    let wrong = server.psql_with(query, |c| {
+        c.env("PGPASSWORD", "tiles of 256");
+    });
+    assert!(!wrong.status.success());
+    let stderr = text(&wrong.stderr);
+    assert!(
+        stderr.contains("password authentication failed"),
+        "{stderr}"
+    );
+    // psql asks for no password it cannot read: without one, it gives up.
+    let none = server.psql_with(query, |c| {
+        c.stdin(Stdio::null()).arg("-w");
+    });
+    assert!(!none.status.success());
+    // psycopg (libpq underneath) speaks the same exchange.
+    let script = format!(
+        "import psycopg\nc = psycopg.connect(host='127.0.0.1', port={}, user='anyone', dbname='x', password='tiles of 512')\nprint(c.execute('{query}').fetchall())",
+        server.port
+    );
+    let python = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .expect("python3 runs");
+    assert!(python.status.success(), "{}", text(&python.stderr));
+    assert_eq!(text(&python.stdout).trim(), "[(2556,)]");
 }
 
 fn shell(input: &str) -> Output {

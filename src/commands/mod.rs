@@ -13,6 +13,7 @@ pub mod prepare;
 pub mod remote;
 pub mod result_file;
 pub mod run;
+pub mod scram;
 pub mod serve;
 pub mod session;
 pub mod shell;

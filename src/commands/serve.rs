@@ -8,9 +8,11 @@
 //! and stops the query's work at its next kernel or piece of result (a running kernel runs to
 //! its end).
 //!
-//! It listens on loopback by default and accepts any user and database there. Tessera checks no
-//! password yet, so listening on another address needs `--trust`, which says that any client
-//! that reaches it may query the data.
+//! It listens on loopback by default and accepts any user and database there. With a password
+//! (`TESSERA_PASSWORD`, or the first line of `--password-file`: the password itself or a
+//! PostgreSQL SCRAM verifier), every client proves it knows it through SCRAM-SHA-256, whatever
+//! user name it gives. Listening on another address needs a password, or `--trust`, which says
+//! that any client that reaches it may query the data.
 
 use std::fmt::Debug;
 use std::net::SocketAddr;
@@ -20,8 +22,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::BytesMut;
 use futures::{stream, Sink};
-use pgwire::api::auth::noop::NoopStartupHandler;
-use pgwire::api::auth::StartupHandler;
+use pgwire::api::auth::mechanism::{AuthMechanism, AuthState};
+use pgwire::api::auth::{
+    protocol_negotiation, save_startup_parameters_to_metadata, AuthDriver, AuthOutcome,
+    DefaultServerParameterProvider, StartupHandler,
+};
 use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
@@ -33,7 +38,8 @@ use pgwire::api::stmt::{NoopQueryParser, StoredStatement};
 use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionManager, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
-use pgwire::messages::PgWireBackendMessage;
+use pgwire::messages::startup::{Authentication, PasswordMessageFamily};
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::types::format::FormatOptions;
 use pgwire::types::ToSqlText;
 use postgres_types::{IsNull, ToSql};
@@ -41,6 +47,7 @@ use tessera_grammar::DiagnosticKind;
 use tessera_runtime::result::ResultTable;
 use tessera_storage::{DataType, Value};
 
+use crate::commands::scram::{self, Credential, Exchange};
 use crate::engine::{Columns, Engine, EngineOptions};
 use crate::failure::Failure;
 use crate::ServeArgs;
@@ -48,9 +55,10 @@ use tessera_runtime::exec::RuntimeError;
 
 pub fn run(args: &ServeArgs) -> Result<(), Failure> {
     let listen = args.listen;
-    if !listen.ip().is_loopback() && !args.trust {
+    let credential = credential(args)?;
+    if !listen.ip().is_loopback() && credential.is_none() && !args.trust {
         return Err(Failure::Message(format!(
-            "listening on {listen} lets other machines connect, and Tessera checks no password yet: listen on loopback (the default, 127.0.0.1), or pass --trust to let any client that reaches {listen} query the data"
+            "listening on {listen} lets other machines connect: set a password (TESSERA_PASSWORD, or --password-file FILE), listen on loopback (the default, 127.0.0.1), or pass --trust to let any client that reaches {listen} query the data"
         )));
     }
     let engine = Arc::new(Engine::open(EngineOptions {
@@ -64,10 +72,53 @@ pub fn run(args: &ServeArgs) -> Result<(), Failure> {
         .enable_all()
         .build()
         .map_err(|e| Failure::Message(format!("cannot start the server's threads: {e}")))?;
-    runtime.block_on(serve(engine, listen))
+    runtime.block_on(serve(engine, listen, credential))
 }
 
-async fn serve(engine: Arc<Engine>, listen: SocketAddr) -> Result<(), Failure> {
+/// The password clients must prove they know: `--password-file`'s first line, else
+/// `TESSERA_PASSWORD`; either the password or a PostgreSQL verifier (`SCRAM-SHA-256$…`).
+fn credential(args: &ServeArgs) -> Result<Option<Credential>, Failure> {
+    let (text, source) = match &args.password_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                Failure::Message(format!(
+                    "cannot read the password file {}: {e}",
+                    path.display()
+                ))
+            })?;
+            let line = text.lines().next().unwrap_or_default().to_string();
+            (line, format!("the password file {}", path.display()))
+        }
+        None => match std::env::var("TESSERA_PASSWORD") {
+            Ok(text) => (text, "TESSERA_PASSWORD".to_string()),
+            Err(std::env::VarError::NotPresent) => return Ok(None),
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(Failure::Message("TESSERA_PASSWORD is not UTF-8".into()))
+            }
+        },
+    };
+    if text.is_empty() {
+        return Err(Failure::Message(format!(
+            "{source} holds an empty password"
+        )));
+    }
+    if text.starts_with("SCRAM-SHA-256$") {
+        return Credential::from_verifier(&text).map(Some).ok_or_else(|| {
+            Failure::Message(format!(
+                "{source} holds a malformed SCRAM verifier (expected SCRAM-SHA-256$<iterations>:<salt>$<stored key>:<server key>)"
+            ))
+        });
+    }
+    Credential::from_password(&text)
+        .map(Some)
+        .map_err(|e| Failure::Message(format!("cannot salt the password: {e}")))
+}
+
+async fn serve(
+    engine: Arc<Engine>,
+    listen: SocketAddr,
+    credential: Option<Credential>,
+) -> Result<(), Failure> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| Failure::Message(format!("cannot listen on {listen}: {e}")))?;
@@ -79,11 +130,17 @@ async fn serve(engine: Arc<Engine>, listen: SocketAddr) -> Result<(), Failure> {
         bound.ip(),
         bound.port()
     );
+    let connections = Arc::new(ConnectionManager::new());
     let handlers = Arc::new(Handlers {
         tessera: Arc::new(Tessera {
             engine,
             parser: Arc::new(NoopQueryParser::new()),
-            connections: Arc::new(ConnectionManager::new()),
+            connections: Arc::clone(&connections),
+        }),
+        startup: Arc::new(Startup {
+            driver: AuthDriver::new(Arc::new(DefaultServerParameterProvider::default()))
+                .with_connection_manager(connections),
+            credential,
         }),
     });
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -110,6 +167,7 @@ async fn serve(engine: Arc<Engine>, listen: SocketAddr) -> Result<(), Failure> {
 
 struct Handlers {
     tessera: Arc<Tessera>,
+    startup: Arc<Startup>,
 }
 
 impl PgWireServerHandlers for Handlers {
@@ -122,7 +180,7 @@ impl PgWireServerHandlers for Handlers {
     }
 
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
-        Arc::clone(&self.tessera)
+        Arc::clone(&self.startup)
     }
 
     fn cancel_handler(&self) -> Arc<impl CancelHandler> {
@@ -139,9 +197,133 @@ struct Tessera {
     connections: Arc<ConnectionManager>,
 }
 
-impl NoopStartupHandler for Tessera {
-    fn connection_manager(&self) -> Option<Arc<ConnectionManager>> {
-        Some(Arc::clone(&self.connections))
+/// A connection's start: the protocol version and parameters, then, with a password, the SCRAM
+/// exchange; each connection is registered for cancel requests.
+struct Startup {
+    driver: AuthDriver<Arc<DefaultServerParameterProvider>>,
+    credential: Option<Credential>,
+}
+
+#[async_trait]
+impl StartupHandler for Startup {
+    async fn on_startup<C>(
+        &self,
+        client: &mut C,
+        message: PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let outcome = match message {
+            PgWireFrontendMessage::Startup(ref startup) => {
+                protocol_negotiation(client, startup).await?;
+                save_startup_parameters_to_metadata(client, startup);
+                let mechanism: Box<dyn AuthMechanism> = match &self.credential {
+                    Some(credential) => Box::new(Scram(Exchange::new(credential.clone()))),
+                    None => Box::new(Trust),
+                };
+                self.driver.begin_authentication(client, mechanism).await?
+            }
+            PgWireFrontendMessage::PasswordMessageFamily(message) => {
+                self.driver.advance_authentication(client, message).await?
+            }
+            _ => return Ok(()),
+        };
+        if let AuthOutcome::Authenticated { final_message, .. } = outcome {
+            self.driver
+                .complete_authentication(client, final_message)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// No password: every client is in.
+struct Trust;
+
+#[async_trait]
+impl AuthMechanism for Trust {
+    async fn begin(&mut self, _client: &(dyn ClientInfo + Send + Sync)) -> PgWireResult<AuthState> {
+        Ok(AuthState::Ok {
+            final_message: None,
+            identity: None,
+        })
+    }
+
+    async fn next(
+        &mut self,
+        _client: &(dyn ClientInfo + Send + Sync),
+        _message: PasswordMessageFamily,
+    ) -> PgWireResult<AuthState> {
+        Err(PgWireError::NoAuthenticationInProgress)
+    }
+}
+
+/// A client's SCRAM-SHA-256 exchange.
+struct Scram(Exchange);
+
+#[async_trait]
+impl AuthMechanism for Scram {
+    async fn begin(&mut self, _client: &(dyn ClientInfo + Send + Sync)) -> PgWireResult<AuthState> {
+        Ok(AuthState::InProgress(Authentication::SASL(vec![
+            scram::MECHANISM.to_string(),
+        ])))
+    }
+
+    async fn next(
+        &mut self,
+        client: &(dyn ClientInfo + Send + Sync),
+        message: PasswordMessageFamily,
+    ) -> PgWireResult<AuthState> {
+        let user = || {
+            client
+                .metadata()
+                .get(pgwire::api::METADATA_USER)
+                .cloned()
+                .unwrap_or_default()
+        };
+        // Both end the connection (FATAL), in PostgreSQL's words: invalid_password, or
+        // protocol_violation.
+        let refused = |error: scram::ScramError| {
+            let (code, message) = match error {
+                scram::ScramError::WrongPassword => (
+                    "28P01",
+                    format!("password authentication failed for user \"{}\"", user()),
+                ),
+                other => ("08P01", other.to_string()),
+            };
+            PgWireError::UserError(Box::new(ErrorInfo::new(
+                "FATAL".to_owned(),
+                code.to_owned(),
+                message,
+            )))
+        };
+        // The first message names the mechanism; the second carries the proof.
+        match message {
+            PasswordMessageFamily::SASLResponse(_) => {}
+            PasswordMessageFamily::Raw(_) | PasswordMessageFamily::SASLInitialResponse(_)
+                if !self.0.challenged() =>
+            {
+                let first = message.into_sasl_initial_response()?;
+                let data = first.data.unwrap_or_default();
+                let challenge = self
+                    .0
+                    .challenge(&first.auth_method, &data)
+                    .map_err(refused)?;
+                return Ok(AuthState::InProgress(Authentication::SASLContinue(
+                    challenge.into_bytes().into(),
+                )));
+            }
+            _ => {}
+        }
+        let response = message.into_sasl_response()?;
+        let signature = self.0.verify(&response.data).map_err(refused)?;
+        Ok(AuthState::Ok {
+            final_message: Some(Authentication::SASLFinal(signature.into_bytes().into())),
+            identity: None,
+        })
     }
 }
 
