@@ -335,6 +335,35 @@ fn a_password_is_proven_through_scram() {
         .expect("python3 runs");
     assert!(python.status.success(), "{}", text(&python.stderr));
     assert_eq!(text(&python.stdout).trim(), "[(2556,)]");
+    // `tessera run --server` gives PGPASSWORD, as psql does.
+    let remote = |password: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tessera"));
+        command
+            .args([
+                "run",
+                "-c",
+                query,
+                "--data",
+                data(),
+                "--server",
+                &server.address,
+            ])
+            .env_remove("PGPASSWORD")
+            .env_remove("TESSERA_PASSWORD");
+        if let Some(password) = password {
+            command.env("PGPASSWORD", password);
+        }
+        command.output().expect("tessera runs")
+    };
+    let given = remote(Some("tiles of 512"));
+    assert!(given.status.success(), "{}", text(&given.stderr));
+    assert!(text(&given.stdout).contains("2556"));
+    let missing = remote(None);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(text(&missing.stderr).contains("PGPASSWORD"));
+    let wrong = remote(Some("tiles of 128"));
+    assert_eq!(wrong.status.code(), Some(1));
+    assert!(text(&wrong.stderr).contains("password authentication failed"));
 }
 
 fn shell(input: &str) -> Output {

@@ -2,7 +2,8 @@
 //! device, through the PostgreSQL protocol's simple query (a client of a few messages: startup,
 //! one query, its results in text), and prints the results as a local run does, with the same
 //! exit status. A script error comes back with its position and help and is shown against the
-//! script like a local one.
+//! script like a local one. A server that asks for a password gets `PGPASSWORD` (or
+//! `TESSERA_PASSWORD`) through SCRAM-SHA-256.
 
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::net::TcpStream;
@@ -13,11 +14,27 @@ use tessera_runtime::output::{ScriptOutput, TableLimits, TextFormat};
 use tessera_runtime::result::ResultTable;
 use tessera_storage::{date, DataType, Value};
 
+use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
+
 use super::compile::Script;
 use crate::failure::Failure;
 
 /// How long a connection may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Authentication requests (the first word of an `R` message).
+const AUTH_OK: i32 = 0;
+const AUTH_SASL: i32 = 10;
+const AUTH_SASL_CONTINUE: i32 = 11;
+const AUTH_SASL_FINAL: i32 = 12;
+
+/// The password a server asking for one gets: `PGPASSWORD`, as psql gives it, else
+/// `TESSERA_PASSWORD`, the server's own.
+fn client_password() -> Option<String> {
+    ["PGPASSWORD", "TESSERA_PASSWORD"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|p| !p.is_empty()))
+}
 
 /// Runs `script` on the server at `address`, printing each result in `format`.
 pub fn run(
@@ -133,20 +150,70 @@ impl Connection {
             .write_all(&(body.len() as i32 + 4).to_be_bytes())?;
         self.writer.write_all(&body)?;
         self.writer.flush()?;
+        let mut scram: Option<ScramSha256> = None;
         loop {
             let (kind, body) = self.message()?;
-            match kind {
-                b'R' if body.get(..4) == Some(&[0, 0, 0, 0]) => {}
-                b'R' => {
+            let code = body
+                .get(..4)
+                .map(|c| i32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+            match (kind, code) {
+                (b'R', Some(AUTH_OK)) => {}
+                (b'R', Some(AUTH_SASL)) => {
+                    let offered = body[4..]
+                        .split(|b| *b == 0)
+                        .any(|name| name == SCRAM_SHA_256.as_bytes());
+                    let password = client_password().filter(|_| offered).ok_or_else(|| {
+                        QueryError::Protocol(
+                            "the server asks for a password: set PGPASSWORD (as for psql)".into(),
+                        )
+                    })?;
+                    let exchange = ScramSha256::new(password.as_bytes(), ChannelBinding::unsupported());
+                    let mut initial = SCRAM_SHA_256.as_bytes().to_vec();
+                    initial.push(0);
+                    initial.extend_from_slice(&(exchange.message().len() as i32).to_be_bytes());
+                    initial.extend_from_slice(exchange.message());
+                    self.send(b'p', &initial)?;
+                    scram = Some(exchange);
+                }
+                (b'R', Some(AUTH_SASL_CONTINUE)) => {
+                    let exchange = scram
+                        .as_mut()
+                        .ok_or_else(|| QueryError::Protocol("a SCRAM challenge unasked".into()))?;
+                    exchange
+                        .update(&body[4..])
+                        .map_err(|e| QueryError::Protocol(format!("the server's SCRAM challenge: {e}")))?;
+                    let response = exchange.message().to_vec();
+                    self.send(b'p', &response)?;
+                }
+                (b'R', Some(AUTH_SASL_FINAL)) => {
+                    let exchange = scram
+                        .as_mut()
+                        .ok_or_else(|| QueryError::Protocol("a SCRAM signature unasked".into()))?;
+                    // The server proves it knew the password too.
+                    exchange.finish(&body[4..]).map_err(|e| {
+                        QueryError::Protocol(format!("the server's SCRAM signature: {e}"))
+                    })?;
+                }
+                (b'R', _) => {
                     return Err(QueryError::Protocol(
-                        "the server asks for a password, which `tessera run` cannot give".into(),
+                        "the server asks for a kind of password `tessera` does not speak (it speaks SCRAM-SHA-256)".into(),
                     ))
                 }
-                b'E' => return Err(QueryError::Server(parse_error(&body))),
-                b'Z' => return Ok(()),
+                (b'E', _) => return Err(QueryError::Server(parse_error(&body))),
+                (b'Z', _) => return Ok(()),
                 _ => {}
             }
         }
+    }
+
+    /// Sends one message of type `kind`.
+    fn send(&mut self, kind: u8, body: &[u8]) -> Result<(), QueryError> {
+        self.writer.write_all(&[kind])?;
+        self.writer
+            .write_all(&(body.len() as i32 + 4).to_be_bytes())?;
+        self.writer.write_all(body)?;
+        self.writer.flush()?;
+        Ok(())
     }
 
     /// Sends `script` as one simple query; returns each of its results.
