@@ -413,12 +413,17 @@ impl Analyzer<'_> {
         span: Span,
         context: &PipelineContext,
     ) -> Result<Expr> {
+        // A string literal as a result is a `case` producing strings, not a stray literal.
+        let result = |this: &mut Self, e: &ast::Expr| match this.operand(e, context)? {
+            Operand::Value(typed) => Ok(typed),
+            Operand::Text(..) => Err(case_of_strings(span)),
+        };
         let mut typed = Vec::with_capacity(branches.len());
         for (when, then) in branches {
             let when = self.condition(when, context, "`when`")?;
-            typed.push((when, self.value(then, context)?));
+            typed.push((when, result(self, then)?));
         }
-        let otherwise = otherwise.map(|e| self.value(e, context)).transpose()?;
+        let otherwise = otherwise.map(|e| result(self, e)).transpose()?;
         let results: Vec<&Expr> = typed
             .iter()
             .map(|(_, t)| t)
@@ -449,10 +454,7 @@ impl Analyzer<'_> {
             };
         }
         if ty == DataType::Str {
-            return Err(
-                Diagnostic::unsupported(span, "`case` producing strings is not supported")
-                    .with_hint("produce numbers, or filter with `where` instead"),
-            );
+            return Err(case_of_strings(span));
         }
         let nullable = otherwise.is_none() || results.iter().any(|r| r.nullable);
         let branches = typed.into_iter().map(|(w, t)| (w, t.cast(ty))).collect();
@@ -630,4 +632,10 @@ fn check_cast(from: DataType, to: DataType, span: Span) -> Result<()> {
         }
         Err(d)
     }
+}
+
+/// The documented limit (LANGUAGE.md §8) a `case` whose results are strings meets.
+fn case_of_strings(span: Span) -> Diagnostic {
+    Diagnostic::unsupported(span, "`case` producing strings is not supported")
+        .with_hint("produce numbers, or filter with `where` instead")
 }

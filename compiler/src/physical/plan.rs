@@ -227,7 +227,11 @@ impl Planner<'_> {
                 Ok(Flow::OnHost)
             }
             LogicalPlan::Distinct(distinct) => {
-                let keys = self.column_keys(&distinct.input.output());
+                let keys = self
+                    .column_keys(&distinct.input.output())
+                    .into_iter()
+                    .map(|(id, key)| (id, constant_column(&distinct.input, id).unwrap_or(key)))
+                    .collect();
                 self.group_without_aggregates(&distinct.input, None, keys, "`distinct`")
             }
             LogicalPlan::SetOperation(set) => self.set_operation(set),
@@ -1275,6 +1279,17 @@ fn total_order_bits(x: f64) -> u64 {
     } else {
         bits | 1 << 63
     }
+}
+
+/// The constant that `input` gives column `id` when it computes it as one (`select c = 1`):
+/// grouped by that constant instead of by the column, the key has a domain of one value, which
+/// a dense table holds in one slot.
+fn constant_column(input: &LogicalPlan, id: ColumnId) -> Option<Expr> {
+    let LogicalPlan::Project(project) = input else {
+        return None;
+    };
+    let (_, expr) = project.outputs.iter().find(|(output, _)| *output == id)?;
+    matches!(expr.kind, ExprKind::Literal(Value::Int(_) | Value::Date(_))).then(|| expr.clone())
 }
 
 #[cfg(test)]
