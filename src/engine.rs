@@ -3,12 +3,15 @@
 //! its resident columns and loaded kernels, or the host), and the programs compiled so far,
 //! kept in memory by script text. Scripts compile outside the device (several at once, through
 //! the kernel cache on disk as a fresh process would); queries take the device one at a time, in
-//! the order they asked for it.
+//! the order they asked for it, and hold it only until their results are read back: decoding
+//! them (dictionary codes to strings, the host's sort and filters) runs after the next query
+//! has the device.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use tessera_compiler::physical::PartitionJoins;
 use tessera_grammar::source_to_ast;
@@ -35,6 +38,8 @@ pub struct EngineOptions {
     pub partition_joins: PartitionJoins,
     /// The most bytes of device memory resident columns may take.
     pub gpu_memory: Option<u64>,
+    /// Print each script's time waiting for the device and on it to standard error.
+    pub timing: bool,
 }
 
 pub struct Engine {
@@ -47,6 +52,7 @@ pub struct Engine {
     device: tokio::sync::Mutex<Device>,
     /// Programs compiled so far, by script text.
     programs: Mutex<HashMap<String, Arc<Resident>>>,
+    timing: bool,
 }
 
 /// A compiled program, and its id on the device once loaded there.
@@ -112,6 +118,7 @@ impl Engine {
             device_name,
             device: tokio::sync::Mutex::new(device),
             programs: Mutex::new(HashMap::new()),
+            timing: options.timing,
         })
     }
 
@@ -178,22 +185,35 @@ impl Engine {
             diagnostics: d,
         })?;
         let resident = self.compiled(name, source)?;
+        let asked = Instant::now();
         let mut device = self.device.blocking_lock();
-        match self.execute(&mut device, &resident, cancelled) {
+        let taken = Instant::now();
+        let result = self.execute(&mut device, &resident, cancelled);
+        // Results are decoded (and their host steps run) with the device given to the next
+        // query.
+        drop(device);
+        if self.timing {
+            report_timing(source, asked, taken, result.as_ref().ok());
+        }
+        let (resident, mut outcomes) = match result {
             // A program from the disk cache whose assumptions no longer hold: compile afresh.
             Err(RuntimeError::Stale(_)) if resident.cache_key.is_some() => {
                 if let Some(key) = &resident.cache_key {
                     cache::forget(key);
                 }
                 lock(&self.programs).remove(source);
-                drop(device);
                 let resident = self.compiled(name, source)?;
                 let mut device = self.device.blocking_lock();
-                self.execute(&mut device, &resident, cancelled)
-                    .map_err(Failure::from)
+                let outcomes = self.execute(&mut device, &resident, cancelled);
+                drop(device);
+                (resident, outcomes?)
             }
-            other => other.map_err(Failure::from),
+            other => (resident, other?),
+        };
+        for (outcome, query) in outcomes.iter_mut().zip(&resident.program.queries) {
+            outcome.decode(query, &self.catalog)?;
         }
+        Ok(outcomes)
     }
 
     fn execute(
@@ -242,12 +262,44 @@ impl Engine {
                     backend,
                     query,
                     &self.catalog,
-                    &mut Readback::Table,
+                    &mut Readback::Fetched,
                     cancelled,
                 )
             })
             .collect()
     }
+}
+
+/// One line on standard error: how long a script waited for the device and held it, and what
+/// its queries spent there (setting up buffers and parameters, kernels, reading results back
+/// and decoding them); the rest is loading its program and launching.
+fn report_timing(
+    source: &str,
+    asked: Instant,
+    taken: Instant,
+    outcomes: Option<&Vec<QueryOutcome>>,
+) {
+    // The script's first line names it well enough in a log.
+    let first: String = source
+        .trim()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(60)
+        .collect();
+    let held = taken.elapsed().as_secs_f64() * 1e3;
+    let waited = (taken - asked).as_secs_f64() * 1e3;
+    let sum = |part: fn(&QueryOutcome) -> f64| outcomes.map_or(0.0, |o| o.iter().map(part).sum());
+    let (setup, kernels, results) = (
+        sum(|o| o.timing.setup_ms),
+        sum(|o| o.timing.query_ms),
+        sum(|o| o.timing.finish_ms),
+    );
+    eprintln!(
+        "timing: {first}: waited {waited:.3} ms for the device, held it {held:.3} ms: setup {setup:.3}, kernels {kernels:.3}, results {results:.3}, rest {:.3}",
+        held - setup - kernels - results
+    );
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

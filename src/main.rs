@@ -127,6 +127,10 @@ pub struct ServeArgs {
     /// Accept any client on an address other than loopback without a password.
     #[arg(long)]
     trust: bool,
+    /// Print each script's time waiting for the device and on it (setup, kernels, reading
+    /// results back) to standard error.
+    #[arg(long)]
+    timing: bool,
 }
 
 fn parse_bytes(text: &str) -> Result<u64, String> {

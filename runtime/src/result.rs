@@ -102,6 +102,27 @@ pub(crate) fn read_present<B: ResultBuffers + ?Sized>(
     })
 }
 
+/// A result's bytes as read back from its buffers: all that decoding it needs, so that it can
+/// be decoded once the device is free for the next query.
+pub struct FetchedResult {
+    fetched: Fetched,
+    /// The slots of the grouping hash table the query ran with.
+    capacity: u64,
+}
+
+enum Fetched {
+    /// Each aggregate's accumulator, and its counts.
+    Scalar(Vec<Column>),
+    /// The groups of a dense or hash table: their slots, and the buffers read there (a hash
+    /// table's key words first, then each aggregate's accumulator and counts).
+    Groups(PresentSlots),
+    /// Each column's values and validity, for the rows read back.
+    Rows { count: usize, columns: Vec<Column> },
+}
+
+/// A buffer's bytes, and those of its validity or counts.
+type Column = (Vec<u8>, Option<Vec<u8>>);
+
 /// The result of a query from its buffers (`capacity`: the slots of its grouping hash table).
 pub(crate) fn decode_result(
     spec: &ResultSpec,
@@ -109,26 +130,27 @@ pub(crate) fn decode_result(
     catalog: &Catalog,
     capacity: u64,
 ) -> Result<ResultTable, RuntimeError> {
-    let mut rows = match &spec.shape {
-        ResultShape::Scalar { aggregates } => {
-            let mut row = Vec::with_capacity(aggregates.len());
-            for slot in aggregates {
-                let values = buffers.read(slot.buffer, None)?;
-                let counts = slot.count.map(|b| buffers.read(b, None)).transpose()?;
-                row.push(aggregate_value(
-                    slot,
-                    &values,
-                    counts.as_deref(),
-                    0,
-                    catalog,
-                )?);
-            }
-            Rows {
-                ids: aggregates.iter().map(|a| a.id).collect(),
-                types: aggregates.iter().map(|a| a.ty).collect(),
-                rows: vec![row],
-            }
-        }
+    decode_fetched(spec, fetch_result(spec, buffers, capacity)?, catalog)
+}
+
+/// Reads back what decoding the result needs, and nothing more.
+pub(crate) fn fetch_result(
+    spec: &ResultSpec,
+    buffers: &mut dyn ResultBuffers,
+    capacity: u64,
+) -> Result<FetchedResult, RuntimeError> {
+    let fetched = match &spec.shape {
+        ResultShape::Scalar { aggregates } => Fetched::Scalar(
+            aggregates
+                .iter()
+                .map(|slot| {
+                    Ok((
+                        buffers.read(slot.buffer, None)?,
+                        slot.count.map(|b| buffers.read(b, None)).transpose()?,
+                    ))
+                })
+                .collect::<Result<_, RuntimeError>>()?,
+        ),
         ResultShape::Dense {
             keys,
             aggregates,
@@ -141,8 +163,77 @@ pub(crate) fn decode_result(
                     RuntimeError::Malformed("a dense result of too many slots".into())
                 })?;
             let mut columns = Vec::with_capacity(aggregates.len());
-            let places = aggregate_columns(aggregates, &mut columns);
-            let present = buffers.present(*presence, 1, slots, &columns)?;
+            aggregate_columns(aggregates, &mut columns);
+            Fetched::Groups(buffers.present(*presence, 1, slots, &columns)?)
+        }
+        ResultShape::Hash {
+            aggregates,
+            key_buffer,
+            ..
+        } => {
+            let mut columns = vec![(*key_buffer, 8)];
+            aggregate_columns(aggregates, &mut columns);
+            Fetched::Groups(buffers.present(*key_buffer, 8, capacity + 1, &columns)?)
+        }
+        ResultShape::Rows {
+            columns,
+            count_buffer,
+        } => {
+            let count = row_count(*count_buffer, buffers)?;
+            // `take n` straight after the rows keeps the first n: only those are read back.
+            let count = match spec.steps.first() {
+                Some(HostOp::Limit(n)) => count.min(usize::try_from(*n).unwrap_or(usize::MAX)),
+                _ => count,
+            };
+            Fetched::Rows {
+                count,
+                columns: fetch_rows(columns, 0, count, buffers)?,
+            }
+        }
+    };
+    Ok(FetchedResult { fetched, capacity })
+}
+
+/// The result a fetched one decodes to: dictionary codes as strings, the host's steps done.
+pub(crate) fn decode_fetched(
+    spec: &ResultSpec,
+    fetched: FetchedResult,
+    catalog: &Catalog,
+) -> Result<ResultTable, RuntimeError> {
+    let FetchedResult { fetched, capacity } = fetched;
+    let groups = |fetched: Fetched| match fetched {
+        Fetched::Groups(present) => Ok(present),
+        _ => Err(RuntimeError::Malformed(
+            "a grouped result read back as another shape".into(),
+        )),
+    };
+    let mut rows = match (&spec.shape, fetched) {
+        (ResultShape::Scalar { aggregates }, Fetched::Scalar(columns)) => {
+            let mut row = Vec::with_capacity(aggregates.len());
+            for (slot, (values, counts)) in aggregates.iter().zip(&columns) {
+                row.push(aggregate_value(
+                    slot,
+                    values,
+                    counts.as_deref(),
+                    0,
+                    catalog,
+                )?);
+            }
+            Rows {
+                ids: aggregates.iter().map(|a| a.id).collect(),
+                types: aggregates.iter().map(|a| a.ty).collect(),
+                rows: vec![row],
+            }
+        }
+        (
+            ResultShape::Dense {
+                keys, aggregates, ..
+            },
+            fetched,
+        ) => {
+            // Where each aggregate lies among the buffers read at the groups (as fetched).
+            let places = aggregate_columns(aggregates, &mut Vec::new());
+            let present = groups(fetched)?;
             let dictionaries = keys
                 .iter()
                 .map(|k| dictionary(catalog, k.dictionary.as_ref()))
@@ -185,15 +276,17 @@ pub(crate) fn decode_result(
                 rows,
             }
         }
-        ResultShape::Hash {
-            keys,
-            aggregates,
-            key_buffer,
-        } => {
-            // The key words come back with the aggregates, as the table's first column.
-            let mut columns = vec![(*key_buffer, 8)];
-            let places = aggregate_columns(aggregates, &mut columns);
-            let present = buffers.present(*key_buffer, 8, capacity + 1, &columns)?;
+        (
+            ResultShape::Hash {
+                keys,
+                aggregates,
+                key_buffer,
+            },
+            fetched,
+        ) => {
+            // The key words come back first, then the aggregates (as fetched).
+            let places = aggregate_columns(aggregates, &mut vec![(*key_buffer, 8)]);
+            let present = groups(fetched)?;
             let dictionaries = keys
                 .iter()
                 .map(|k| dictionary(catalog, k.dictionary.as_ref()))
@@ -237,17 +330,17 @@ pub(crate) fn decode_result(
                 rows,
             }
         }
-        ResultShape::Rows {
-            columns,
-            count_buffer,
-        } => {
-            let count = row_count(*count_buffer, buffers)?;
-            // `take n` straight after the rows keeps the first n: only those are read back.
-            let count = match spec.steps.first() {
-                Some(HostOp::Limit(n)) => count.min(usize::try_from(*n).unwrap_or(usize::MAX)),
-                _ => count,
-            };
-            materialized_rows(columns, 0, count, buffers, catalog)?
+        (
+            ResultShape::Rows { columns, .. },
+            Fetched::Rows {
+                count,
+                columns: bytes,
+            },
+        ) => decode_rows(columns, &bytes, count, catalog)?,
+        _ => {
+            return Err(RuntimeError::Malformed(
+                "a result read back as another shape".into(),
+            ))
         }
     };
     for op in &spec.steps {
@@ -283,7 +376,8 @@ pub(crate) fn stream_rows(
     let mut first = 0;
     loop {
         let rows = chunk.max(1).min(count - first);
-        let piece = materialized_rows(columns, first, rows, buffers, catalog)?;
+        let bytes = fetch_rows(columns, first, rows, buffers)?;
+        let piece = decode_rows(columns, &bytes, rows, catalog)?;
         deliver(output_table(spec, piece)?)?;
         first += rows;
         if first >= count {
@@ -308,9 +402,25 @@ fn output_table(spec: &ResultSpec, rows: Rows) -> Result<ResultTable, RuntimeErr
         rows: rows
             .rows
             .into_iter()
-            .map(|row| positions.iter().map(|&p| row[p].clone()).collect())
+            .map(|row| reorder(row, &positions))
             .collect(),
     })
+}
+
+/// The values of `row` at `positions`, moved rather than copied, each one copied only where a
+/// later position names it again.
+fn reorder(mut row: Vec<Value>, positions: &[usize]) -> Vec<Value> {
+    if positions.iter().copied().eq(0..row.len()) {
+        return row;
+    }
+    positions
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| match positions[i + 1..].contains(&p) {
+            true => row[p].clone(),
+            false => std::mem::replace(&mut row[p], Value::Null),
+        })
+        .collect()
 }
 
 /// How many rows a pipeline wrote out.
@@ -325,34 +435,48 @@ pub(crate) fn row_count(
     }
 }
 
-/// Rows `first .. first + count` of those a pipeline wrote out.
-fn materialized_rows(
+/// The bytes of rows `first .. first + count` of those a pipeline wrote out, column by column.
+fn fetch_rows(
     columns: &[RowColumn],
     first: usize,
     count: usize,
     buffers: &mut dyn ResultBuffers,
+) -> Result<Vec<Column>, RuntimeError> {
+    columns
+        .iter()
+        .map(|column| {
+            let width = column.ty.width() as u64;
+            let values = buffers.read(
+                column.buffer,
+                Some((first as u64 * width, count as u64 * width)),
+            )?;
+            let validity = column
+                .validity
+                .map(|b| buffers.read(b, Some((first as u64, count as u64))))
+                .transpose()?;
+            Ok((values, validity))
+        })
+        .collect()
+}
+
+/// `count` rows from the bytes of their columns.
+fn decode_rows(
+    columns: &[RowColumn],
+    bytes: &[Column],
+    count: usize,
     catalog: &Catalog,
 ) -> Result<Rows, RuntimeError> {
     let mut rows: Vec<Vec<Value>> = (0..count)
         .map(|_| Vec::with_capacity(columns.len()))
         .collect();
-    for column in columns {
-        let width = column.ty.width() as u64;
-        let values = buffers.read(
-            column.buffer,
-            Some((first as u64 * width, count as u64 * width)),
-        )?;
-        let validity = column
-            .validity
-            .map(|b| buffers.read(b, Some((first as u64, count as u64))))
-            .transpose()?;
+    for (column, (values, validity)) in columns.iter().zip(bytes) {
         let dictionary = dictionary(catalog, column.dictionary.as_ref())?;
         for (index, row) in rows.iter_mut().enumerate() {
             if validity.as_ref().is_some_and(|v| v.get(index) == Some(&0)) {
                 row.push(Value::Null);
                 continue;
             }
-            let value = element(&values, column.ty, index)?;
+            let value = element(values, column.ty, index)?;
             row.push(match (&value, &dictionary) {
                 (Value::Int(code), Some(d)) if column.ty == DataType::Str => {
                     Value::Str(d.value(*code as i32).unwrap_or_default().to_string())
@@ -791,4 +915,24 @@ fn call(function: &str, v: Value) -> Result<Value, RuntimeError> {
             })
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reordering_moves_values_and_copies_only_repeats() {
+        let row = vec![Value::Int(1), Value::Str("b".into()), Value::Int(3)];
+        assert_eq!(reorder(row.clone(), &[0, 1, 2]), row);
+        assert_eq!(
+            reorder(row.clone(), &[2, 1, 1, 0]),
+            vec![
+                Value::Int(3),
+                Value::Str("b".into()),
+                Value::Str("b".into()),
+                Value::Int(1)
+            ]
+        );
+    }
 }

@@ -3,10 +3,11 @@
 //! each of its queries comes back as typed columns through the simple or the extended protocol,
 //! and a failing script as an ErrorResponse with an SQLSTATE, the message, the position in the
 //! script and the diagnostic's help as its hint, which harms neither the server nor other
-//! sessions. Queries run on worker threads and take the device one at a time, in order. A
-//! client's cancel request (psql's Ctrl-C) answers its running query at once with SQLSTATE 57014
-//! and stops the query's work at its next kernel or piece of result (a running kernel runs to
-//! its end).
+//! sessions. Queries run on worker threads and take the device one at a time, in order, giving
+//! it up before their results are decoded. A client's cancel request (psql's Ctrl-C) answers
+//! its running query at once with SQLSTATE 57014 and stops the query's work at its next kernel
+//! or piece of result (a running kernel runs to its end). `--timing` prints each script's time
+//! waiting for the device and on it.
 //!
 //! It listens on loopback by default and accepts any user and database there. With a password
 //! (`TESSERA_PASSWORD`, or the first line of `--password-file`: the password itself or a
@@ -67,6 +68,7 @@ pub fn run(args: &ServeArgs) -> Result<(), Failure> {
         compress: args.compress,
         partition_joins: args.partition_joins,
         gpu_memory: args.gpu_memory,
+        timing: args.timing,
     })?);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

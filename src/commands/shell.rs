@@ -56,6 +56,7 @@ pub fn run(args: &ShellArgs) -> Result<(), Failure> {
         compress: args.compress,
         partition_joins: args.partition_joins,
         gpu_memory: None,
+        timing: false,
     })?);
     let mut shell = Shell {
         engine,

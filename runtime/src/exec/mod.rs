@@ -21,7 +21,10 @@ use crate::program::{
     Assumption, BufferSpec, ColumnUse, Extent, Fill, KernelLaunch, Param, QueryProgram,
     ResultShape, StrBound,
 };
-use crate::result::{decode_result, row_count, stream_rows, streams, ResultBuffers, ResultTable};
+use crate::result::{
+    decode_fetched, decode_result, fetch_result, row_count, stream_rows, streams, FetchedResult,
+    ResultBuffers, ResultTable,
+};
 pub use readback::Gathered;
 use readback::QueryBuffers;
 
@@ -248,6 +251,20 @@ impl Timing {
 pub struct QueryOutcome {
     pub table: ResultTable,
     pub timing: Timing,
+    /// With [`Readback::Fetched`], the result as read back, which [`QueryOutcome::decode`]
+    /// makes the table.
+    pub fetched: Option<FetchedResult>,
+}
+
+impl QueryOutcome {
+    /// Decodes a result read back with [`Readback::Fetched`] into the outcome's table (no
+    /// device needed); does nothing to one decoded already.
+    pub fn decode(&mut self, query: &QueryProgram, catalog: &Catalog) -> Result<(), RuntimeError> {
+        if let Some(fetched) = self.fetched.take() {
+            self.table = decode_fetched(&query.result, fetched, catalog)?;
+        }
+        Ok(())
+    }
 }
 
 /// What becomes of a query's result once its kernels have run.
@@ -265,6 +282,9 @@ pub enum Readback<'a> {
         rows: usize,
         deliver: &'a mut dyn FnMut(ResultTable) -> Result<(), RuntimeError>,
     },
+    /// Read back, and left to decode with [`QueryOutcome::decode`]: a resident engine decodes
+    /// results after giving the device to the next query.
+    Fetched,
 }
 
 /// Runs one query of a program on `backend`.
@@ -433,6 +453,7 @@ fn run_with_capacity(
         results.backend.release_buffers();
         return Ok(Attempt::RowsOverflow(written));
     }
+    let mut fetched = None;
     let table = match (readback, written) {
         (Readback::Discard, Some(count)) => ResultTable {
             columns: vec![("rows".into(), tessera_storage::DataType::I64)],
@@ -461,12 +482,23 @@ fn run_with_capacity(
                 rows: Vec::new(),
             }
         }
+        (Readback::Fetched, _) => {
+            fetched = Some(fetch_result(&query.result, &mut results, capacity)?);
+            ResultTable {
+                columns: Vec::new(),
+                rows: Vec::new(),
+            }
+        }
         _ => decode_result(&query.result, &mut results, catalog, capacity)?,
     };
     check()?;
     results.backend.release_buffers();
     timing.finish_ms = finish.elapsed().as_secs_f64() * 1e3;
-    Ok(Attempt::Done(QueryOutcome { table, timing }))
+    Ok(Attempt::Done(QueryOutcome {
+        table,
+        timing,
+        fetched,
+    }))
 }
 
 /// One kernel launch with its parameters bound.
