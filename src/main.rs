@@ -2,6 +2,7 @@
 //! benchmark data. Each subcommand lives in `commands/`; every failure ends in one line on
 //! stderr (or a rendered report for script errors) and a non-zero exit status.
 
+mod allocator;
 mod commands;
 mod conformance;
 mod engine;
@@ -12,6 +13,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+
+#[global_allocator]
+static ALLOCATOR: allocator::Allocator = allocator::Allocator;
 
 #[derive(Parser)]
 #[command(

@@ -388,3 +388,46 @@ fn loading_many_columns_of_a_table_at_once_never_hangs() {
         assert!(output.status.success(), "{}", text(&output.stderr));
     }
 }
+
+/// Memory running out where no buffer is reserved fallibly (generating data, here) ends the
+/// process with a one-line error and status 1, not Rust's abort.
+#[test]
+fn memory_running_out_anywhere_is_a_clear_error() {
+    use std::os::unix::process::CommandExt;
+    let out = tempfile::tempdir().expect("a folder");
+    let target = out.path().join("ssb");
+    let output = tessera_within(
+        &[
+            "gen",
+            "ssb",
+            "--sf",
+            "3",
+            "--out",
+            target.to_str().expect("utf-8 path"),
+        ],
+        Duration::from_secs(120),
+        |command| {
+            // SAFETY: setrlimit is async-signal-safe; it limits only the child's address space
+            // (1.5 GB: the program fits, SSB at scale factor 3 does not).
+            unsafe {
+                command.pre_exec(|| {
+                    let limit = libc::rlimit {
+                        rlim_cur: 1_500_000_000,
+                        rlim_max: 1_500_000_000,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        },
+    );
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: out of memory: an allocation of "),
+        "{stderr}"
+    );
+}

@@ -30,6 +30,7 @@ pub mod error;
 pub mod gen;
 pub mod hive;
 mod ipc_read;
+pub mod memory;
 pub mod packed;
 pub mod parquet_read;
 pub mod parquet_write;

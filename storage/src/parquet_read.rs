@@ -735,7 +735,7 @@ fn plain_strings(
 /// more rows than memory can hold.
 fn filled_vec<T: Clone + Send + Sync>(len: usize, value: T) -> Result<Vec<T>, StorageError> {
     let mut values = Vec::new();
-    values.try_reserve_exact(len).map_err(|_| {
+    crate::memory::fallibly(|| values.try_reserve_exact(len)).map_err(|_| {
         StorageError::Invalid(format!("not enough memory for a column of {len} rows"))
     })?;
     // Filled in parallel: touching fresh pages is the costly part, and it spreads over cores.

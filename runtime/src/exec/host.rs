@@ -145,7 +145,7 @@ impl Backend for HostBackend {
         // names it rather than the end of the process.
         let length = usize::try_from(bytes.div_ceil(8).max(1)).unwrap_or(usize::MAX);
         let mut words: Vec<u64> = Vec::new();
-        words.try_reserve_exact(length).map_err(|_| {
+        tessera_storage::memory::fallibly(|| words.try_reserve_exact(length)).map_err(|_| {
             RuntimeError::HostOutOfMemory(format!(
                 "the query's buffer `{}` needs {bytes} bytes",
                 spec.name
