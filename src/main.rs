@@ -311,9 +311,9 @@ pub struct RunArgs {
     /// The script itself, instead of a file.
     #[arg(short = 'c', long = "command", value_name = "SCRIPT")]
     command: Option<String>,
-    /// The data directory.
-    #[arg(long)]
-    data: PathBuf,
+    /// The data directory (or one table's file); not needed with `--server`.
+    #[arg(long, required_unless_present = "server")]
+    data: Option<PathBuf>,
     /// Where to run.
     #[arg(long, value_enum, default_value = "auto")]
     device: commands::session::DeviceChoice,

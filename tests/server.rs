@@ -335,19 +335,11 @@ fn a_password_is_proven_through_scram() {
         .expect("python3 runs");
     assert!(python.status.success(), "{}", text(&python.stderr));
     assert_eq!(text(&python.stdout).trim(), "[(2556,)]");
-    // `tessera run --server` gives PGPASSWORD, as psql does.
+    // `tessera run --server` (which needs no --data) gives PGPASSWORD, as psql does.
     let remote = |password: Option<&str>| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_tessera"));
         command
-            .args([
-                "run",
-                "-c",
-                query,
-                "--data",
-                data(),
-                "--server",
-                &server.address,
-            ])
+            .args(["run", "-c", query, "--server", &server.address])
             .env_remove("PGPASSWORD")
             .env_remove("TESSERA_PASSWORD");
         if let Some(password) = password {

@@ -73,6 +73,12 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             TableLimits::for_stdout(args.max_rows),
         );
     }
+    // Only a local run reads data (clap requires it unless a server does).
+    let Some(data) = args.data.as_deref() else {
+        return Err(Failure::Message(
+            "--data is needed: the data folder or file to run on".into(),
+        ));
+    };
     let stdout = std::io::stdout();
     let mut printer = Printer {
         collected: args.output.as_ref().map(|_| Vec::new()),
@@ -94,9 +100,9 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             )));
         }
         // A compiled program carries no declarations; `.tbl` files use the standard schemas.
-        let mut catalog = super::stats::open(&args.data)?;
+        let mut catalog = super::stats::open(data)?;
         if !args.no_prepare {
-            catalog = catalog.with_prepared(PreparedStore::for_data(&args.data));
+            catalog = catalog.with_prepared(PreparedStore::for_data(data));
         }
         warn_unreadable(&program, &catalog);
         let outcomes = execute_program(&program, &catalog, &mut printer, &mut report);
@@ -107,7 +113,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         let script = read_script()?;
         // The data's tables are found while the driver starts; the target waits for it.
         let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
-        let opened = open(&script, &ast, &args.data)?;
+        let opened = open(&script, &ast, data)?;
         report.mark("opened");
         let (target, _) = choose_target(args.device)?;
         report.mark("target");
@@ -118,9 +124,9 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             partition_joins: args.partition_joins,
             prepare: !args.no_prepare,
         };
-        let opened = Arc::new(configure(opened, &args.data, &options));
+        let opened = Arc::new(configure(opened, data, &options));
         let mut reuse = |_: Option<Arc<Catalog>>| Some(Arc::clone(&opened));
-        let mut compiled = compile_with_catalog(&script, &args.data, &options, true, &mut reuse)?;
+        let mut compiled = compile_with_catalog(&script, data, &options, true, &mut reuse)?;
         report.mark("compiled");
         warn_unreadable(&compiled.program, &compiled.catalog);
         let mut outcomes = execute_program(
@@ -141,7 +147,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             if let Some(collected) = &mut printer.collected {
                 collected.clear();
             }
-            compiled = compile_with_catalog(&script, &args.data, &options, true, &mut reuse)?;
+            compiled = compile_with_catalog(&script, data, &options, true, &mut reuse)?;
             outcomes = execute_program(
                 &compiled.program,
                 &compiled.catalog,
