@@ -2,7 +2,9 @@
 //! (`sales/year=2024/region=east/part-0.parquet`). Each `key` becomes a column whose value in a
 //! file's rows is the file's `value`, typed as DuckDB's `hive_partitioning` does: `i64` when
 //! every value is an integer, `date` when every value is a date, else `str`;
-//! `__HIVE_DEFAULT_PARTITION__` is null.
+//! `__HIVE_DEFAULT_PARTITION__` is null. Keys and values are percent-decoded, as the writers
+//! (DuckDB, Spark) percent-encode the characters a folder name cannot hold
+//! (`city=New%20York` is `New York`).
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -90,7 +92,7 @@ fn collect(
         if path.is_dir() {
             let name = path.file_name().and_then(OsStr::to_str).unwrap_or_default();
             if let Some((key, value)) = name.split_once('=') {
-                keys.push((key.to_string(), value.to_string()));
+                keys.push((percent_decoded(key), percent_decoded(value)));
                 collect(&path, keys, read_dir, found)?;
                 keys.pop();
             }
@@ -103,6 +105,32 @@ fn collect(
         }
     }
     Ok(())
+}
+
+/// `text` with each `%XX` (two hex digits) replaced by its byte; left as it is where that
+/// would not be UTF-8, and a `%` not followed by two hex digits stays a `%`.
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(high), Some(low)) => {
+                decoded.push((high * 16 + low) as u8);
+                i += 3;
+            }
+            (byte, _, _) => {
+                decoded.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(decoded).unwrap_or_else(|_| text.to_string())
 }
 
 /// A partition column from its value in each file, typed by what all of them parse as.
@@ -200,6 +228,35 @@ mod tests {
         assert_eq!(days.field.ty, DataType::Date);
         let regions = partition("region", &["east", "10"]);
         assert_eq!(regions.field.ty, DataType::Str);
+    }
+
+    #[test]
+    fn keys_and_values_are_percent_decoded_as_duckdb_writes_them() {
+        // The folders DuckDB's `COPY … (PARTITION_BY (city))` writes for these cities.
+        assert_eq!(percent_decoded("New%20York"), "New York");
+        assert_eq!(percent_decoded("a%2Fb"), "a/b");
+        assert_eq!(percent_decoded("50%25"), "50%");
+        assert_eq!(percent_decoded("x%3Dy"), "x=y");
+        assert_eq!(percent_decoded("100%"), "100%");
+        assert_eq!(percent_decoded("%zz%4"), "%zz%4");
+        assert_eq!(percent_decoded("%C3%A9t%C3%A9"), "été");
+        // Bytes that are not UTF-8 leave the name as it is.
+        assert_eq!(percent_decoded("%FF"), "%FF");
+
+        let folder = tempfile::tempdir().expect("a folder");
+        let city = folder.path().join("city=New%20York");
+        std::fs::create_dir(&city).expect("created");
+        std::fs::write(city.join("part-0.parquet"), b"").expect("written");
+        let list = |dir: &Path| -> Result<Vec<PathBuf>, StorageError> {
+            Ok(std::fs::read_dir(dir)
+                .expect("listed")
+                .map(|e| e.expect("an entry").path())
+                .collect())
+        };
+        let (files, partitions) = parquet_files(folder.path(), &list).expect("partitioned");
+        assert_eq!(files.len(), 1);
+        assert_eq!(partitions[0].field.name, "city");
+        assert_eq!(partitions[0].values, [Value::Str("New York".into())]);
     }
 
     #[test]
