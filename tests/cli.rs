@@ -1123,3 +1123,38 @@ fn output_files_hold_the_result_in_the_format_their_extension_names() {
     assert_eq!(two.status.code(), Some(1));
     assert!(!dir.path().join("two.csv").exists());
 }
+
+#[test]
+fn an_unsigned_value_beyond_64_bit_integers_is_a_clear_error() {
+    // `huge.value` is a UBIGINT holding 2^64 - 1; `counters` beside it reads (see
+    // tests/conformance/formats/unsigned.test).
+    let output = tessera(&[
+        "run",
+        "-c",
+        "from huge | aggregate { n = count(), top = max(value) }",
+        "--data",
+        "tests/data/unsigned",
+        "--device",
+        "cpu",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.starts_with(
+            "error: table `huge`, column `value`: it holds 18446744073709551615, beyond the largest 64-bit integer"
+        ),
+        "{stderr}"
+    );
+    let types = tessera(&[
+        "describe",
+        "tests/data/unsigned",
+        "counters",
+        "--format",
+        "csv",
+    ]);
+    assert!(
+        text(&types.stdout).contains("counters,large,i64,nullable"),
+        "{}",
+        text(&types.stdout)
+    );
+}

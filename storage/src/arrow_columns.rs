@@ -25,7 +25,8 @@ pub(crate) fn tessera_type(ty: &ArrowType) -> Result<DataType, String> {
         | ArrowType::Int32
         | ArrowType::UInt8
         | ArrowType::UInt16 => DataType::I32,
-        ArrowType::Int64 | ArrowType::UInt32 => DataType::I64,
+        // A u64 beyond i64's range fails its cast when read.
+        ArrowType::Int64 | ArrowType::UInt32 | ArrowType::UInt64 => DataType::I64,
         ArrowType::Float16 | ArrowType::Float32 => DataType::F32,
         ArrowType::Float64 => DataType::F64,
         ArrowType::Date32 | ArrowType::Date64 => DataType::Date,
@@ -36,7 +37,6 @@ pub(crate) fn tessera_type(ty: &ArrowType) -> Result<DataType, String> {
         ArrowType::Dictionary(_, values) if tessera_type(values) == Ok(DataType::Str) => {
             DataType::Str
         }
-        ArrowType::UInt64 => return Err("64-bit unsigned integers are not supported".into()),
         ArrowType::Timestamp(..) => return Err("timestamps are not supported yet".into()),
         other => return Err(format!("{other} values are not supported")),
     })

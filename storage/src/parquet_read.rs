@@ -68,6 +68,9 @@ enum Decoding {
     /// `INT32` annotated as an unsigned 32-bit integer: widened to `i64`.
     U32AsI64,
     I64,
+    /// `INT64` annotated as an unsigned 64-bit integer: read as `i64`, refused when a value
+    /// is beyond its range.
+    U64AsI64,
     F32,
     F64,
     Date,
@@ -92,7 +95,7 @@ impl Decoding {
         match self {
             Decoding::Bool => DataType::Bool,
             Decoding::I32 => DataType::I32,
-            Decoding::U32AsI64 | Decoding::I64 => DataType::I64,
+            Decoding::U32AsI64 | Decoding::I64 | Decoding::U64AsI64 => DataType::I64,
             Decoding::F32 => DataType::F32,
             Decoding::F64 => DataType::F64,
             Decoding::Date => DataType::Date,
@@ -148,7 +151,7 @@ fn classify(column: &SchemaType) -> Result<Decoding, String> {
         PhysicalType::INT64 => match (logical, converted) {
             (Some(LogicalType::Integer(int)), _) if int.is_signed => Ok(Decoding::I64),
             (Some(LogicalType::Integer(_)), _) | (None, ConvertedType::UINT_64) => {
-                Err("unsigned 64-bit integers are not supported".into())
+                Ok(Decoding::U64AsI64)
             }
             (None, ConvertedType::NONE | ConvertedType::INT_64) => Ok(Decoding::I64),
             (Some(LogicalType::Timestamp(_)), _)
@@ -525,6 +528,26 @@ fn read_column(
         }
         Decoding::I64 => {
             let (v, valid) = task.primitive::<Int64Type, i64>(|x| x)?;
+            (ColumnData::I64(v.into()), valid)
+        }
+        Decoding::U64AsI64 => {
+            let (v, valid) = task.primitive::<Int64Type, i64>(|x| x)?;
+            // Stored as the bits of a u64: one above i64's range reads as negative.
+            let beyond = v
+                .iter()
+                .enumerate()
+                .find(|&(row, &x)| x < 0 && valid.as_ref().is_none_or(|valid| valid[row]));
+            if let Some((_, &x)) = beyond {
+                return Err(StorageError::UnsupportedColumn {
+                    table: table.into(),
+                    column: field.name.clone(),
+                    reason: format!(
+                        "it holds {}, beyond the largest 64-bit integer Tessera computes with ({})",
+                        x as u64,
+                        i64::MAX
+                    ),
+                });
+            }
             (ColumnData::I64(v.into()), valid)
         }
         Decoding::F32 => {

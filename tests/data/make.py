@@ -18,7 +18,13 @@ arrow/: an Arrow IPC file as pyarrow writes one (needs pyarrow).
     large strings, each with nulls, and a timestamp column Tessera cannot read.
 
 hive/: a hive-partitioned table as DuckDB writes one (`PARTITION_BY`).
-  sales(item, amount, note) under year=…/region=… folders: 400 rows; a null region.
+  sales(item, amount, note) under year=…/region=… folders: 400 rows; a null region, and
+    regions whose folder names DuckDB percent-encodes (`north east`, `south/west`).
+
+unsigned/: unsigned integers as DuckDB writes them.
+  counters(id, small, medium, large): 50 rows of UTINYINT, UINTEGER and UBIGINT (up to 2^62),
+    with nulls.
+  huge(id, value): a UBIGINT beyond the signed 64-bit range.
 
 csv/: a CSV file as DuckDB writes one (a header, empty fields for nulls, quotes where needed).
   weather(station, day, temp, rain, note): 200 rows of integers, dates, floats, booleans and
@@ -97,13 +103,33 @@ def main():
             (i * 37) % 1000 / 4.0 AS amount,
             CASE WHEN i % 9 = 0 THEN NULL ELSE 'n' || (i % 5) END AS note,
             2021 + i % 3 AS year,
-            CASE WHEN i % 10 = 7 THEN NULL ELSE ['east', 'west', 'north'][1 + i % 3] END AS region
+            CASE WHEN i % 10 = 7 THEN NULL
+                 ELSE ['east', 'west', 'north', 'north east', 'south/west'][1 + i % 5] END AS region
         FROM range(400) t(i)
         """
     )
     con.execute(
         f"COPY (SELECT * FROM sales ORDER BY item) TO '{folder / 'sales'}' "
         "(FORMAT parquet, PARTITION_BY (year, region), OVERWRITE_OR_IGNORE)"
+    )
+
+    folder = ROOT / "unsigned"
+    folder.mkdir(exist_ok=True)
+    con.execute(
+        """
+        CREATE TABLE counters AS
+        SELECT
+            i::INTEGER AS id,
+            (i * 5)::UTINYINT AS small,
+            CASE WHEN i % 7 = 3 THEN NULL ELSE (4000000000 - i)::UINTEGER END AS medium,
+            CASE WHEN i % 9 = 4 THEN NULL ELSE (4611686018427387904 - i * 3)::UBIGINT END AS large
+        FROM range(50) t(i)
+        """
+    )
+    con.execute(f"COPY counters TO '{folder / 'counters.parquet'}' (FORMAT parquet)")
+    con.execute(
+        f"COPY (SELECT 1 AS id, 18446744073709551615::UBIGINT AS value) "
+        f"TO '{folder / 'huge.parquet'}' (FORMAT parquet)"
     )
 
 
