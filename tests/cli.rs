@@ -1158,3 +1158,47 @@ fn an_unsigned_value_beyond_64_bit_integers_is_a_clear_error() {
         text(&types.stdout)
     );
 }
+
+#[test]
+fn a_cut_arrow_file_is_unreadable_not_a_crash() {
+    // Opening an IPC file reads its footer and each record batch's metadata: a file cut
+    // anywhere, or whose footer points past its end, is an unreadable table.
+    let whole = std::fs::read(common::repo().join("tests/data/arrow/readings.arrow")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (i, cut) in [10, whole.len() / 3, whole.len() - 11, whole.len() - 1]
+        .iter()
+        .enumerate()
+    {
+        let mut bytes = whole[..*cut].to_vec();
+        // Some with a footer's worth of the original end, so the footer length is read.
+        if i % 2 == 1 {
+            bytes.extend_from_slice(&whole[whole.len() - 10..]);
+        }
+        std::fs::write(dir.path().join(format!("cut{i}.arrow")), bytes).unwrap();
+    }
+    let data = dir.path().to_str().unwrap();
+    let listing = tessera(&["describe", data, "--format", "csv"]);
+    assert!(listing.status.success(), "{}", text(&listing.stderr));
+    for i in 0..4 {
+        let line = text(&listing.stdout)
+            .lines()
+            .find(|l| l.starts_with(&format!("cut{i},,")))
+            .map(str::to_string);
+        assert!(
+            line.is_some_and(|l| l.contains("unreadable: ")),
+            "{}",
+            text(&listing.stdout)
+        );
+        let run = tessera(&[
+            "run",
+            "-c",
+            &format!("from cut{i} | aggregate {{ n = count() }}"),
+            "--data",
+            data,
+            "--device",
+            "cpu",
+        ]);
+        assert_eq!(run.status.code(), Some(1), "{}", text(&run.stderr));
+        assert!(text(&run.stderr).starts_with("error: "));
+    }
+}
