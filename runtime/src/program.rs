@@ -11,7 +11,7 @@ use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
 
 /// Bumped whenever the format changes, so an old artifact is refused with a clear message.
-pub const FORMAT_VERSION: u32 = 13;
+pub const FORMAT_VERSION: u32 = 14;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {
@@ -461,6 +461,24 @@ pub enum HostOp {
         ty: DataType,
         expr: HostExpr,
     },
+    /// Replaces the rows with one per group of equal `keys` (column id, type, value; nulls
+    /// form one group), holding the keys and `aggregates`; with no keys, one row in all.
+    Aggregate {
+        keys: Vec<(u32, DataType, HostExpr)>,
+        aggregates: Vec<HostAggregate>,
+    },
+}
+
+/// An aggregate the host computes over the rows of each group.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HostAggregate {
+    pub id: u32,
+    /// The column's name, for an overflow's message.
+    pub name: String,
+    pub kind: AggregateKind,
+    pub ty: DataType,
+    /// `None` for `count()`.
+    pub arg: Option<HostExpr>,
 }
 
 /// Expressions the host evaluates over result rows (after grouping, so on few rows).

@@ -3,13 +3,15 @@
 //! grouped result), and the final table.
 
 use std::cmp::Ordering;
+use std::collections::HashMap;
 
 use tessera_storage::types::compare_floats;
 use tessera_storage::{date, Catalog, DataType, Dictionary, Value};
 
 use crate::exec::RuntimeError;
 use crate::program::{
-    AggregateKind, AggregateSlot, HostExpr, HostOp, ResultShape, ResultSpec, RowColumn,
+    AggregateKind, AggregateSlot, HostAggregate, HostExpr, HostOp, ResultShape, ResultSpec,
+    RowColumn,
 };
 
 /// A query's answer: named, typed columns and rows of values.
@@ -672,6 +674,7 @@ fn apply(op: &HostOp, rows: &mut Rows) -> Result<(), RuntimeError> {
             }
             rows.rows = repeated;
         }
+        HostOp::Aggregate { keys, aggregates } => *rows = grouped(rows, keys, aggregates)?,
         HostOp::Compute { id, ty, expr } => {
             let mut values = Vec::with_capacity(rows.rows.len());
             for row in &rows.rows {
@@ -723,6 +726,156 @@ fn compare_values(a: &Value, b: &Value) -> Option<Ordering> {
         (Value::Date(x), Value::Date(y)) => Some(x.cmp(y)),
         (Value::Bool(x), Value::Bool(y)) => Some(x.cmp(y)),
         _ => None,
+    }
+}
+
+/// One row per group of equal `keys` among `rows` (groups in the order they first appear),
+/// holding the keys and `aggregates`; with no keys, exactly one row, as SQL gives.
+fn grouped(
+    rows: &Rows,
+    keys: &[(u32, DataType, HostExpr)],
+    aggregates: &[HostAggregate],
+) -> Result<Rows, RuntimeError> {
+    let mut index: HashMap<Vec<GroupKey>, usize> = HashMap::new();
+    let mut groups: Vec<(Vec<Value>, Vec<Accumulator>)> = Vec::new();
+    let fresh = || aggregates.iter().map(|_| Accumulator::default()).collect();
+    if keys.is_empty() {
+        groups.push((Vec::new(), fresh()));
+    }
+    for row in &rows.rows {
+        let values = keys
+            .iter()
+            .map(|(_, _, expr)| evaluate(expr, row, rows))
+            .collect::<Result<Vec<_>, _>>()?;
+        let group = match index.entry(values.iter().map(GroupKey::of).collect()) {
+            std::collections::hash_map::Entry::Occupied(found) => *found.get(),
+            std::collections::hash_map::Entry::Vacant(slot) if keys.is_empty() => *slot.insert(0),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                groups.push((values, fresh()));
+                *slot.insert(groups.len() - 1)
+            }
+        };
+        for (accumulator, aggregate) in groups[group].1.iter_mut().zip(aggregates) {
+            let value = match &aggregate.arg {
+                Some(arg) => evaluate(arg, row, rows)?,
+                // `count()` counts rows: any value that is not null.
+                None => Value::Bool(true),
+            };
+            accumulator.add(aggregate, value)?;
+        }
+    }
+    Ok(Rows {
+        ids: keys
+            .iter()
+            .map(|(id, _, _)| *id)
+            .chain(aggregates.iter().map(|a| a.id))
+            .collect(),
+        types: keys
+            .iter()
+            .map(|(_, ty, _)| *ty)
+            .chain(aggregates.iter().map(|a| a.ty))
+            .collect(),
+        rows: groups
+            .into_iter()
+            .map(|(mut values, accumulators)| {
+                values.extend(
+                    accumulators
+                        .into_iter()
+                        .zip(aggregates)
+                        .map(|(accumulator, aggregate)| accumulator.finish(aggregate)),
+                );
+                values
+            })
+            .collect(),
+    })
+}
+
+/// A group key's value as a hash key: floats by their bits, with every NaN one value and -0.0
+/// equal to 0.0 (as `group` on the device and SQL's GROUP BY treat them).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum GroupKey {
+    Null,
+    Int(i64),
+    Float(u64),
+    Str(String),
+    Date(i32),
+    Bool(bool),
+}
+
+impl GroupKey {
+    fn of(value: &Value) -> GroupKey {
+        match value {
+            Value::Null => GroupKey::Null,
+            Value::Int(i) => GroupKey::Int(*i),
+            Value::Float(x) if x.is_nan() => GroupKey::Float(f64::NAN.to_bits()),
+            Value::Float(x) if *x == 0.0 => GroupKey::Float(0),
+            Value::Float(x) => GroupKey::Float(x.to_bits()),
+            Value::Str(s) => GroupKey::Str(s.clone()),
+            Value::Date(d) => GroupKey::Date(*d),
+            Value::Bool(b) => GroupKey::Bool(*b),
+        }
+    }
+}
+
+/// An aggregate of one group so far, over its non-null values.
+#[derive(Default)]
+struct Accumulator {
+    count: i64,
+    /// Integer sums, exact (an `i64` sum that leaves its range is an error, as on the device).
+    int_sum: i128,
+    float_sum: f64,
+    /// The least or greatest value (floats ordered with NaN above every number).
+    best: Option<Value>,
+}
+
+impl Accumulator {
+    fn add(&mut self, aggregate: &HostAggregate, value: Value) -> Result<(), RuntimeError> {
+        if value == Value::Null {
+            return Ok(());
+        }
+        self.count += 1;
+        match (aggregate.kind, &value) {
+            (AggregateKind::Sum | AggregateKind::Avg, Value::Int(i)) => {
+                self.int_sum += i128::from(*i);
+                if aggregate.kind == AggregateKind::Sum && i64::try_from(self.int_sum).is_err() {
+                    return Err(RuntimeError::SumOverflow(aggregate.name.clone()));
+                }
+            }
+            (AggregateKind::Sum | AggregateKind::Avg, Value::Float(x)) => self.float_sum += x,
+            (AggregateKind::Min | AggregateKind::Max, _) => {
+                let wanted = match aggregate.kind {
+                    AggregateKind::Min => Ordering::Less,
+                    _ => Ordering::Greater,
+                };
+                let better = self
+                    .best
+                    .as_ref()
+                    .is_none_or(|best| compare_values(&value, best) == Some(wanted));
+                if better {
+                    self.best = Some(value);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn finish(self, aggregate: &HostAggregate) -> Value {
+        if aggregate.kind == AggregateKind::Count {
+            return Value::Int(self.count);
+        }
+        if self.count == 0 {
+            return Value::Null;
+        }
+        match aggregate.kind {
+            AggregateKind::Sum if aggregate.ty.is_float() => Value::Float(self.float_sum),
+            AggregateKind::Sum => Value::Int(self.int_sum as i64),
+            AggregateKind::Avg => {
+                let total = self.float_sum + self.int_sum as f64;
+                Value::Float(total / self.count as f64)
+            }
+            _ => self.best.unwrap_or(Value::Null),
+        }
     }
 }
 
@@ -920,6 +1073,71 @@ fn call(function: &str, v: Value) -> Result<Value, RuntimeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn aggregate(id: u32, kind: AggregateKind, ty: DataType, arg: u32) -> HostAggregate {
+        HostAggregate {
+            id,
+            name: format!("a{id}"),
+            kind,
+            ty,
+            arg: Some(HostExpr::Column(arg)),
+        }
+    }
+
+    #[test]
+    fn host_groups_follow_sql() {
+        let rows = Rows {
+            ids: vec![1, 2],
+            types: vec![DataType::F64, DataType::F64],
+            rows: vec![
+                vec![Value::Float(0.0), Value::Float(1.0)],
+                vec![Value::Float(-0.0), Value::Float(f64::NAN)],
+                vec![Value::Null, Value::Null],
+                vec![Value::Float(f64::NAN), Value::Float(2.0)],
+                vec![Value::Float(f64::NAN), Value::Float(3.0)],
+            ],
+        };
+        let keys = [(1, DataType::F64, HostExpr::Column(1))];
+        let aggregates = [
+            aggregate(3, AggregateKind::Max, DataType::F64, 2),
+            aggregate(4, AggregateKind::Min, DataType::F64, 2),
+            aggregate(5, AggregateKind::Count, DataType::I64, 2),
+            aggregate(6, AggregateKind::Sum, DataType::F64, 2),
+        ];
+        let grouped = grouped(&rows, &keys, &aggregates).expect("grouped");
+        // 0.0 and -0.0 are one group, as are the NaNs; NaN is the greatest value.
+        assert_eq!(grouped.rows.len(), 3);
+        let zero = &grouped.rows[0];
+        assert!(matches!(zero[1], Value::Float(x) if x.is_nan()));
+        assert_eq!(zero[2], Value::Float(1.0));
+        assert_eq!(zero[3], Value::Int(2));
+        assert_eq!(
+            grouped.rows[1][1..],
+            [Value::Null, Value::Null, Value::Int(0), Value::Null]
+        );
+        assert_eq!(grouped.rows[2][4], Value::Float(5.0));
+    }
+
+    #[test]
+    fn a_host_integer_sum_beyond_64_bits_is_an_error() {
+        let rows = Rows {
+            ids: vec![1],
+            types: vec![DataType::I64],
+            rows: vec![vec![Value::Int(i64::MAX)], vec![Value::Int(1)]],
+        };
+        let sum = [aggregate(2, AggregateKind::Sum, DataType::I64, 1)];
+        assert!(matches!(
+            grouped(&rows, &[], &sum),
+            Err(RuntimeError::SumOverflow(name)) if name == "a2"
+        ));
+        // An average of the same values is exact enough to be computed.
+        let avg = [aggregate(2, AggregateKind::Avg, DataType::F64, 1)];
+        let averaged = grouped(&rows, &[], &avg).expect("averaged");
+        assert_eq!(
+            averaged.rows,
+            vec![vec![Value::Float(i64::MAX as f64 / 2.0 + 0.5)]]
+        );
+    }
 
     #[test]
     fn reordering_moves_values_and_copies_only_repeats() {

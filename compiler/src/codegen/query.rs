@@ -9,8 +9,8 @@ use tessera_runtime::primitives::chain::{build_chain_kernel, ChainKernel};
 use tessera_runtime::primitives::hash::{status, HashKind, HashTableLayout};
 use tessera_runtime::primitives::partition::PartitionStarts;
 use tessera_runtime::program::{
-    hash_table_buffer, Assumption, BufferSpec, Extent, Fill, HostOp, KernelLaunch, Param,
-    QueryProgram, ResultSpec,
+    hash_table_buffer, Assumption, BufferSpec, Extent, Fill, HostAggregate, HostOp, KernelLaunch,
+    Param, QueryProgram, ResultSpec,
 };
 use tessera_runtime::{Target, TileShape};
 use tessera_storage::compress::Scheme;
@@ -421,6 +421,30 @@ pub(super) fn query_to_llvm(
                 approximate: approximate.0,
                 name: query.columns.get(*exact).name.clone(),
             },
+            HostStep::Aggregate { keys, aggregates } => {
+                let mut host_keys = Vec::with_capacity(keys.len());
+                for (id, expr) in keys {
+                    host_keys.push((id.0, expr.ty, super::expr::host_expr(expr)?));
+                }
+                let mut host_aggregates = Vec::with_capacity(aggregates.len());
+                for (id, aggregate) in aggregates {
+                    host_aggregates.push(HostAggregate {
+                        id: id.0,
+                        name: query.columns.get(*id).name.clone(),
+                        kind: super::sinks::aggregate_kind(aggregate.function),
+                        ty: aggregate.ty,
+                        arg: aggregate
+                            .arg
+                            .as_ref()
+                            .map(super::expr::host_expr)
+                            .transpose()?,
+                    });
+                }
+                HostOp::Aggregate {
+                    keys: host_keys,
+                    aggregates: host_aggregates,
+                }
+            }
             HostStep::Project(outputs) => {
                 let mut computed = Vec::new();
                 for (id, expr) in outputs {

@@ -218,13 +218,7 @@ pub(super) fn plan_sink(
             let mut plans = Vec::with_capacity(aggregates.len());
             let mut slots_out = Vec::with_capacity(aggregates.len());
             for (id, aggregate) in aggregates {
-                let kind = match aggregate.function {
-                    Aggregate::Sum => AggregateKind::Sum,
-                    Aggregate::Count => AggregateKind::Count,
-                    Aggregate::Min => AggregateKind::Min,
-                    Aggregate::Max => AggregateKind::Max,
-                    Aggregate::Avg => AggregateKind::Avg,
-                };
+                let kind = aggregate_kind(aggregate.function);
                 let accumulator = match kind {
                     AggregateKind::Sum => aggregate.ty,
                     AggregateKind::Count => DataType::I64,
@@ -1123,4 +1117,15 @@ fn atomic<'ctx>(
     value: BasicValueEnum<'ctx>,
 ) -> CodegenResult<()> {
     reduce::atomic_combine(em, op, ptr, value)
+}
+
+/// The runtime's name for an aggregate function (device slots and host steps alike).
+pub(super) fn aggregate_kind(function: Aggregate) -> AggregateKind {
+    match function {
+        Aggregate::Sum => AggregateKind::Sum,
+        Aggregate::Count => AggregateKind::Count,
+        Aggregate::Min => AggregateKind::Min,
+        Aggregate::Max => AggregateKind::Max,
+        Aggregate::Avg => AggregateKind::Avg,
+    }
 }

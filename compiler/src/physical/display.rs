@@ -132,10 +132,7 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                 aggregates,
                 layout,
             } => {
-                let aggregates: Vec<String> = aggregates
-                    .iter()
-                    .map(|(id, a)| format!("{} = {}", columns.get(*id).name, a.display(columns)))
-                    .collect();
+                let aggregates = aggregates_text(aggregates, columns);
                 let layout = match layout {
                     GroupLayout::Scalar => String::new(),
                     GroupLayout::Dense {
@@ -163,25 +160,10 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                     GroupLayout::Hash { capacity } => format!("  [hash, {capacity} slots]"),
                 };
                 if keys.is_empty() {
-                    writeln!(out, "    aggregate {{ {} }}", aggregates.join(", "))
+                    writeln!(out, "    aggregate {{ {aggregates} }}")
                 } else {
-                    let keys: Vec<String> = keys
-                        .iter()
-                        .map(|(id, e)| {
-                            let name = &columns.get(*id).name;
-                            if e.as_column() == Some(*id) {
-                                name.clone()
-                            } else {
-                                format!("{name} = {}", e.display(columns))
-                            }
-                        })
-                        .collect();
-                    writeln!(
-                        out,
-                        "    group {} {{ {} }}{layout}",
-                        keys.join(", "),
-                        aggregates.join(", ")
-                    )
+                    let keys = keys_text(keys, columns);
+                    writeln!(out, "    group {keys} {{ {aggregates} }}{layout}")
                 }
             }
             Sink::Materialize {
@@ -219,6 +201,17 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
             HostStep::Filter(predicate) => {
                 writeln!(out, "  host: filter {}", predicate.display(columns))
             }
+            HostStep::Aggregate { keys, aggregates } if keys.is_empty() => writeln!(
+                out,
+                "  host: aggregate {{ {} }}",
+                aggregates_text(aggregates, columns)
+            ),
+            HostStep::Aggregate { keys, aggregates } => writeln!(
+                out,
+                "  host: group {} {{ {} }}",
+                keys_text(keys, columns),
+                aggregates_text(aggregates, columns)
+            ),
             HostStep::Project(outputs) => {
                 let outputs: Vec<String> = outputs
                     .iter()
@@ -255,6 +248,34 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
             }
         };
     }
+}
+
+/// `name = function(arg), …`
+fn aggregates_text(
+    aggregates: &[(crate::columns::ColumnId, crate::expr::AggregateExpr)],
+    columns: &Columns,
+) -> String {
+    let texts: Vec<String> = aggregates
+        .iter()
+        .map(|(id, a)| format!("{} = {}", columns.get(*id).name, a.display(columns)))
+        .collect();
+    texts.join(", ")
+}
+
+/// Group keys: a column by its name, a computed key as `name = expression`.
+fn keys_text(keys: &[(crate::columns::ColumnId, crate::expr::Expr)], columns: &Columns) -> String {
+    let texts: Vec<String> = keys
+        .iter()
+        .map(|(id, e)| {
+            let name = &columns.get(*id).name;
+            if e.as_column() == Some(*id) {
+                name.clone()
+            } else {
+                format!("{name} = {}", e.display(columns))
+            }
+        })
+        .collect();
+    texts.join(", ")
 }
 
 fn names_of(ids: &[crate::columns::ColumnId], columns: &Columns) -> String {

@@ -303,6 +303,12 @@ impl GroupLayout {
 #[derive(Clone, Debug)]
 pub enum HostStep {
     Filter(Expr),
+    /// A `group` (or `aggregate`, with no keys) of a grouped or sorted result: few rows,
+    /// grouped where they are.
+    Aggregate {
+        keys: Vec<(ColumnId, Expr)>,
+        aggregates: Vec<(ColumnId, crate::expr::AggregateExpr)>,
+    },
     /// Each row as many times as the expression says (none when it is 0 or less).
     Repeat(Expr),
     Project(Vec<(ColumnId, Expr)>),

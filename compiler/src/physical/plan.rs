@@ -200,8 +200,13 @@ impl Planner<'_> {
             LogicalPlan::Join(join) => self.join(join),
             LogicalPlan::Aggregate(aggregate) => {
                 let Flow::Pipelined(opens) = self.plan(&aggregate.input)? else {
-                    return Err(Diagnostic::unsupported(aggregate.span, "stages after a `group` or `sort` other than `where`, `select`, `derive`, `sort` and `take` are not supported yet")
-                        .with_label("this groups a grouped or sorted result"));
+                    // A grouped or sorted result is on the host already, and small: it is
+                    // grouped there.
+                    self.host_steps.push(HostStep::Aggregate {
+                        keys: aggregate.keys.clone(),
+                        aggregates: aggregate.aggregates.clone(),
+                    });
+                    return Ok(Flow::OnHost);
                 };
                 let rows = passing_rows(&opens);
                 let aggregates = self.checked_sums(&aggregate.aggregates, &opens);
@@ -325,7 +330,7 @@ impl Planner<'_> {
             Some(opened) => opened,
             None => {
                 let Flow::Pipelined(opens) = self.plan(input)? else {
-                    return Err(Diagnostic::unsupported(self.span, "stages after a `group` or `sort` other than `where`, `select`, `derive`, `sort` and `take` are not supported yet")
+                    return Err(Diagnostic::unsupported(self.span, "stages after a `group` or `sort` other than `where`, `select`, `derive`, `group`, `aggregate`, `sort` and `take` are not supported yet")
                         .with_label(format!("{what} of a grouped or sorted result"))
                         .with_hint("put it before `group` or `sort`"));
                 };
@@ -665,7 +670,7 @@ impl Planner<'_> {
         );
 
         let Flow::Pipelined(mut probes) = self.plan(&join.left)? else {
-            return Err(Diagnostic::unsupported(join.span, "stages after a `group` or `sort` other than `where`, `select`, `derive`, `sort` and `take` are not supported yet")
+            return Err(Diagnostic::unsupported(join.span, "stages after a `group` or `sort` other than `where`, `select`, `derive`, `group`, `aggregate`, `sort` and `take` are not supported yet")
                 .with_label("this joins a grouped or sorted result"));
         };
         let found = if build_rows == 0 {
