@@ -237,7 +237,7 @@ impl Planner<'_> {
                     .into_iter()
                     .map(|(id, key)| (id, constant_column(&distinct.input, id).unwrap_or(key)))
                     .collect();
-                self.group_without_aggregates(&distinct.input, None, keys, "`distinct`")
+                self.group_without_aggregates(&distinct.input, None, keys)
             }
             LogicalPlan::SetOperation(set) => self.set_operation(set),
             // Every pair of rows: a join on a key that is the same for every row, so each left
@@ -318,21 +318,24 @@ impl Planner<'_> {
 
     /// Groups the rows of `input` (or of the open pipelines `opened`, when given) by `keys`
     /// with no aggregates: the group table holds each distinct row once, in whichever layout
-    /// suits the keys (`distinct`, and `union` over its inputs' pipelines).
+    /// suits the keys (`distinct`, and `union` over its inputs' pipelines); a grouped or
+    /// sorted input is grouped on the host.
     fn group_without_aggregates(
         &mut self,
         input: &LogicalPlan,
         opened: Option<(Vec<OpenPipeline>, GroupLayout)>,
         keys: Vec<(ColumnId, Expr)>,
-        what: &str,
     ) -> Result<Flow, Diagnostic> {
         let (opens, layout) = match opened {
             Some(opened) => opened,
             None => {
                 let Flow::Pipelined(opens) = self.plan(input)? else {
-                    return Err(Diagnostic::unsupported(self.span, "stages after a `group` or `sort` other than `where`, `select`, `derive`, `group`, `aggregate`, `sort` and `take` are not supported yet")
-                        .with_label(format!("{what} of a grouped or sorted result"))
-                        .with_hint("put it before `group` or `sort`"));
+                    // The distinct rows of a grouped or sorted result: grouped on the host.
+                    self.host_steps.push(HostStep::Aggregate {
+                        keys,
+                        aggregates: Vec::new(),
+                    });
+                    return Ok(Flow::OnHost);
                 };
                 let rows = passing_rows(&opens);
                 let layout = self.group_layout(&keys, &[], rows);
@@ -417,7 +420,7 @@ impl Planner<'_> {
         let rows = passing_rows(&opens);
         let Some([in_left, in_right]) = markers else {
             let layout = self.set_layout(set, &[], rows);
-            return self.group_without_aggregates(&set.left, Some((opens, layout)), keys, keyword);
+            return self.group_without_aggregates(&set.left, Some((opens, layout)), keys);
         };
         // Per group: whether any row came from the left input, and from the right one; for
         // `all`, how many rows came from each.
