@@ -397,21 +397,32 @@ pub(super) fn query_to_llvm(
         ));
     };
     let mut steps = Vec::new();
+    // Ids past the query's columns, for values the host computes to sort by.
+    let mut next_id = query.columns.len() as u32;
     for step in &query.host_steps {
         steps.push(match step {
             HostStep::Sort(keys) => {
                 let mut ids = Vec::with_capacity(keys.len());
+                let mut computed = Vec::new();
                 for key in keys {
-                    let Some(id) = key.expr.as_column() else {
-                        return Err(Diagnostic::unsupported(
-                            key.expr.span,
-                            "sorting a grouped result by an expression is not supported yet",
-                        )
-                        .with_hint("`derive` it first"));
+                    let id = match key.expr.as_column() {
+                        Some(id) => id.0,
+                        // An expression is computed into a column of its own first.
+                        None => {
+                            computed.push(HostOp::Compute {
+                                id: next_id,
+                                ty: key.expr.ty,
+                                expr: super::expr::host_expr(&key.expr)?,
+                            });
+                            next_id += 1;
+                            next_id - 1
+                        }
                     };
-                    ids.push((id.0, key.descending));
+                    ids.push((id, key.descending));
                 }
-                HostOp::Sort(ids)
+                steps.extend(computed);
+                steps.push(HostOp::Sort(ids));
+                continue;
             }
             HostStep::Limit(n) => HostOp::Limit(*n),
             HostStep::Filter(predicate) => HostOp::Filter(super::expr::host_expr(predicate)?),
