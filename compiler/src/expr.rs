@@ -431,6 +431,35 @@ impl AggregateExpr {
     }
 }
 
+/// Named expressions as plans show select items and group keys: a column that is its own
+/// output by its name, any other as `name = expression`.
+pub(crate) fn outputs_text(outputs: &[(ColumnId, Expr)], columns: &Columns) -> String {
+    let texts: Vec<String> = outputs
+        .iter()
+        .map(|(id, e)| {
+            let name = &columns.get(*id).name;
+            if e.as_column() == Some(*id) {
+                name.clone()
+            } else {
+                format!("{name} = {}", e.display(columns))
+            }
+        })
+        .collect();
+    texts.join(", ")
+}
+
+/// Aggregates as plans show them: `name = function(argument)`.
+pub(crate) fn aggregates_text(
+    aggregates: &[(ColumnId, AggregateExpr)],
+    columns: &Columns,
+) -> String {
+    let texts: Vec<String> = aggregates
+        .iter()
+        .map(|(id, a)| format!("{} = {}", columns.get(*id).name, a.display(columns)))
+        .collect();
+    texts.join(", ")
+}
+
 pub struct DisplayExpr<'a> {
     expr: &'a Expr,
     columns: &'a Columns,

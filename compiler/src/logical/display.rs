@@ -5,6 +5,7 @@ use std::fmt::Write;
 use tessera_grammar::ast::{JoinKind, SetOp};
 
 use crate::columns::{ColumnId, Columns};
+use crate::expr::{aggregates_text, outputs_text};
 
 use super::{LogicalPlan, LogicalQuery};
 
@@ -52,19 +53,7 @@ pub(crate) fn write_plan(out: &mut String, plan: &LogicalPlan, columns: &Columns
         }
         LogicalPlan::Filter(f) => writeln!(out, "{indent}filter {}", f.predicate.display(columns)),
         LogicalPlan::Project(p) => {
-            let outputs: Vec<String> = p
-                .outputs
-                .iter()
-                .map(|(id, e)| {
-                    let name = &columns.get(*id).name;
-                    if e.as_column() == Some(*id) {
-                        name.clone()
-                    } else {
-                        format!("{name} = {}", e.display(columns))
-                    }
-                })
-                .collect();
-            writeln!(out, "{indent}project {}", outputs.join(", "))
+            writeln!(out, "{indent}project {}", outputs_text(&p.outputs, columns))
         }
         LogicalPlan::Join(j) => {
             let kind = match j.kind {
@@ -81,32 +70,12 @@ pub(crate) fn write_plan(out: &mut String, plan: &LogicalPlan, columns: &Columns
             writeln!(out, "{indent}{kind} on {}", keys.join(" and "))
         }
         LogicalPlan::Aggregate(a) => {
-            let keys: Vec<String> = a
-                .keys
-                .iter()
-                .map(|(id, e)| {
-                    let name = &columns.get(*id).name;
-                    if e.as_column() == Some(*id) {
-                        name.clone()
-                    } else {
-                        format!("{name} = {}", e.display(columns))
-                    }
-                })
-                .collect();
-            let aggregates: Vec<String> = a
-                .aggregates
-                .iter()
-                .map(|(id, agg)| format!("{} = {}", columns.get(*id).name, agg.display(columns)))
-                .collect();
-            if keys.is_empty() {
-                writeln!(out, "{indent}aggregate {{ {} }}", aggregates.join(", "))
+            let aggregates = aggregates_text(&a.aggregates, columns);
+            if a.keys.is_empty() {
+                writeln!(out, "{indent}aggregate {{ {aggregates} }}")
             } else {
-                writeln!(
-                    out,
-                    "{indent}group {} {{ {} }}",
-                    keys.join(", "),
-                    aggregates.join(", ")
-                )
+                let keys = outputs_text(&a.keys, columns);
+                writeln!(out, "{indent}group {keys} {{ {aggregates} }}")
             }
         }
         LogicalPlan::Sort(s) => {

@@ -5,6 +5,7 @@ use std::fmt::Write;
 use tessera_grammar::ast::JoinKind;
 
 use crate::columns::Columns;
+use crate::expr::{aggregates_text, outputs_text};
 
 use super::{
     BuildKeys, GroupLayout, HashLayout, HostStep, Input, PartitionPass, PhysicalQuery, Sink, Step,
@@ -162,7 +163,7 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                 if keys.is_empty() {
                     writeln!(out, "    aggregate {{ {aggregates} }}")
                 } else {
-                    let keys = keys_text(keys, columns);
+                    let keys = outputs_text(keys, columns);
                     writeln!(out, "    group {keys} {{ {aggregates} }}{layout}")
                 }
             }
@@ -209,7 +210,7 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
             HostStep::Aggregate { keys, aggregates } => writeln!(
                 out,
                 "  host: group {} {{ {} }}",
-                keys_text(keys, columns),
+                outputs_text(keys, columns),
                 aggregates_text(aggregates, columns)
             ),
             HostStep::Project(outputs) => {
@@ -248,34 +249,6 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
             }
         };
     }
-}
-
-/// `name = function(arg), …`
-fn aggregates_text(
-    aggregates: &[(crate::columns::ColumnId, crate::expr::AggregateExpr)],
-    columns: &Columns,
-) -> String {
-    let texts: Vec<String> = aggregates
-        .iter()
-        .map(|(id, a)| format!("{} = {}", columns.get(*id).name, a.display(columns)))
-        .collect();
-    texts.join(", ")
-}
-
-/// Group keys: a column by its name, a computed key as `name = expression`.
-fn keys_text(keys: &[(crate::columns::ColumnId, crate::expr::Expr)], columns: &Columns) -> String {
-    let texts: Vec<String> = keys
-        .iter()
-        .map(|(id, e)| {
-            let name = &columns.get(*id).name;
-            if e.as_column() == Some(*id) {
-                name.clone()
-            } else {
-                format!("{name} = {}", e.display(columns))
-            }
-        })
-        .collect();
-    texts.join(", ")
 }
 
 fn names_of(ids: &[crate::columns::ColumnId], columns: &Columns) -> String {
