@@ -52,9 +52,7 @@ pub(crate) trait ResultBuffers {
         flag_bytes: u32,
         slots: u64,
         columns: &[(usize, u32)],
-    ) -> Result<PresentSlots, RuntimeError> {
-        read_present(self, flags, flag_bytes, slots, columns)
-    }
+    ) -> Result<PresentSlots, RuntimeError>;
 }
 
 /// The slots of a grouped result that hold a group, in order, and the elements of the buffers
@@ -76,6 +74,21 @@ impl PresentSlots {
     }
 }
 
+/// The slots among the first `slots` flags of `flag_bytes` bytes each in `flags` that hold a
+/// group (whose flag is not zero), in order.
+pub(crate) fn present_slots(
+    flags: &[u8],
+    flag_bytes: u32,
+    slots: u64,
+) -> impl Iterator<Item = usize> + '_ {
+    flags
+        .chunks_exact(flag_bytes.max(1) as usize)
+        .take(usize::try_from(slots).unwrap_or(usize::MAX))
+        .enumerate()
+        .filter(|(_, flag)| flag.iter().any(|b| *b != 0))
+        .map(|(slot, _)| slot)
+}
+
 /// [`ResultBuffers::present`] by reading the flags and every column whole.
 pub(crate) fn read_present<B: ResultBuffers + ?Sized>(
     buffers: &mut B,
@@ -85,13 +98,8 @@ pub(crate) fn read_present<B: ResultBuffers + ?Sized>(
     columns: &[(usize, u32)],
 ) -> Result<PresentSlots, RuntimeError> {
     let words = buffers.read(flags, None)?;
-    let width = flag_bytes.max(1) as usize;
-    let present = words
-        .chunks_exact(width)
-        .take(usize::try_from(slots).unwrap_or(usize::MAX))
-        .enumerate()
-        .filter(|(_, flag)| flag.iter().any(|b| *b != 0))
-        .map(|(slot, _)| slot as u64)
+    let present = present_slots(&words, flag_bytes, slots)
+        .map(|slot| slot as u64)
         .collect();
     let columns = columns
         .iter()

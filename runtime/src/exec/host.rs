@@ -9,6 +9,7 @@ use std::time::Instant;
 use super::jit::{HostKernel, LoadedObject};
 use super::{filled, Backend, ColumnBytes, Gathered, RuntimeError};
 use crate::program::{BufferSpec, Extent, KernelCode, KernelLaunch};
+use crate::result::present_slots;
 
 /// Tiles a thread takes at a time.
 const TILES_PER_GRAB: u64 = 8;
@@ -266,18 +267,14 @@ impl Backend for HostBackend {
         columns: &[(u64, u32)],
         most: u64,
     ) -> Result<Option<Gathered>, RuntimeError> {
-        let width = flag_bytes.max(1) as usize;
         let mut present = Vec::new();
-        let flags = self.buffer_bytes(flags)?;
-        for (slot, flag) in flags.chunks_exact(width).take(slots as usize).enumerate() {
-            if flag.iter().any(|b| *b != 0) {
-                if present.len() as u64 >= most {
-                    return Ok(None);
-                }
-                present.push(u32::try_from(slot).map_err(|_| {
-                    RuntimeError::Malformed("a grouped result of too many slots".into())
-                })?);
+        for slot in present_slots(self.buffer_bytes(flags)?, flag_bytes, slots) {
+            if present.len() as u64 >= most {
+                return Ok(None);
             }
+            present.push(u32::try_from(slot).map_err(|_| {
+                RuntimeError::Malformed("a grouped result of too many slots".into())
+            })?);
         }
         let mut gathered = Vec::with_capacity(columns.len());
         for &(address, width) in columns {

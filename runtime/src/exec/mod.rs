@@ -196,18 +196,16 @@ pub trait Backend {
     /// Of the `slots` elements of the buffer at `flags` (`flag_bytes` each), the indices of
     /// those that are not zero, in any order, with the elements of each of `columns` (the
     /// address of a buffer and its element bytes) at those indices; `None` when more than
-    /// `most` are not zero, or where the backend does not gather (the caller then reads the
-    /// buffers whole).
+    /// `most` are not zero, or where the backend cannot gather these (the caller then reads
+    /// the buffers whole).
     fn gather_present(
         &mut self,
-        _flags: u64,
-        _flag_bytes: u32,
-        _slots: u64,
-        _columns: &[(u64, u32)],
-        _most: u64,
-    ) -> Result<Option<Gathered>, RuntimeError> {
-        Ok(None)
-    }
+        flags: u64,
+        flag_bytes: u32,
+        slots: u64,
+        columns: &[(u64, u32)],
+        most: u64,
+    ) -> Result<Option<Gathered>, RuntimeError>;
     /// Frees the buffers of the last query.
     fn release_buffers(&mut self);
     /// A query is about to bind its columns: those it binds are in use until the next query
