@@ -146,10 +146,7 @@ impl Connection {
             body.push(0);
         }
         body.push(0);
-        self.writer
-            .write_all(&(body.len() as i32 + 4).to_be_bytes())?;
-        self.writer.write_all(&body)?;
-        self.writer.flush()?;
+        self.send(None, &body)?;
         let mut scram: Option<ScramSha256> = None;
         loop {
             let (kind, body) = self.message()?;
@@ -172,7 +169,7 @@ impl Connection {
                     initial.push(0);
                     initial.extend_from_slice(&(exchange.message().len() as i32).to_be_bytes());
                     initial.extend_from_slice(exchange.message());
-                    self.send(b'p', &initial)?;
+                    self.send(Some(b'p'), &initial)?;
                     scram = Some(exchange);
                 }
                 (b'R', Some(AUTH_SASL_CONTINUE)) => {
@@ -183,7 +180,7 @@ impl Connection {
                         .update(&body[4..])
                         .map_err(|e| QueryError::Protocol(format!("the server's SCRAM challenge: {e}")))?;
                     let response = exchange.message().to_vec();
-                    self.send(b'p', &response)?;
+                    self.send(Some(b'p'), &response)?;
                 }
                 (b'R', Some(AUTH_SASL_FINAL)) => {
                     let exchange = scram
@@ -206,9 +203,11 @@ impl Connection {
         }
     }
 
-    /// Sends one message of type `kind`.
-    fn send(&mut self, kind: u8, body: &[u8]) -> Result<(), QueryError> {
-        self.writer.write_all(&[kind])?;
+    /// Sends one message of type `kind` (the startup message alone has none).
+    fn send(&mut self, kind: Option<u8>, body: &[u8]) -> Result<(), QueryError> {
+        if let Some(kind) = kind {
+            self.writer.write_all(&[kind])?;
+        }
         self.writer
             .write_all(&(body.len() as i32 + 4).to_be_bytes())?;
         self.writer.write_all(body)?;
@@ -220,11 +219,7 @@ impl Connection {
     fn query(&mut self, script: &str) -> Result<Vec<ResultTable>, QueryError> {
         let mut body = script.as_bytes().to_vec();
         body.push(0);
-        self.writer.write_all(b"Q")?;
-        self.writer
-            .write_all(&(body.len() as i32 + 4).to_be_bytes())?;
-        self.writer.write_all(&body)?;
-        self.writer.flush()?;
+        self.send(Some(b'Q'), &body)?;
         let mut results = Vec::new();
         let mut current: Option<ResultTable> = None;
         let mut failed = None;
