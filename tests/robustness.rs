@@ -45,6 +45,24 @@ fn tessera_within(args: &[&str], limit: Duration, setup: impl FnOnce(&mut Comman
     }
 }
 
+/// Limits the address space of the process `command` starts to `bytes`.
+fn limit_address_space(command: &mut Command, bytes: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe; it limits only the child's address space.
+    unsafe {
+        command.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 fn script_file(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
     let path = dir.path().join(name);
     std::fs::write(&path, text).expect("written");
@@ -332,28 +350,13 @@ fn integer_overflow_is_an_error_not_a_wrapped_value() {
 /// error naming the buffer, and exit status 1, instead of an abort.
 #[test]
 fn a_query_larger_than_memory_is_a_clear_error() {
-    use std::os::unix::process::CommandExt;
     let script = "from lineorder | product (from date | select d_year) \
                   | select lo_orderkey, lo_linenumber, lo_custkey, d_year";
     let output = tessera_within(
         &["run", "-c", script, "--data", data(), "--device", "cpu"],
         Duration::from_secs(120),
-        |command| {
-            // SAFETY: setrlimit is async-signal-safe; it limits only the child's address space
-            // (2.5 GB: the program and its compiler fit, four 600 MB buffers do not).
-            unsafe {
-                command.pre_exec(|| {
-                    let limit = libc::rlimit {
-                        rlim_cur: 2_500_000_000,
-                        rlim_max: 2_500_000_000,
-                    };
-                    if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-        },
+        // 2.5 GB: the program and its compiler fit, four 600 MB buffers do not.
+        |command| limit_address_space(command, 2_500_000_000),
     );
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
@@ -393,7 +396,6 @@ fn loading_many_columns_of_a_table_at_once_never_hangs() {
 /// process with a one-line error and status 1, not Rust's abort.
 #[test]
 fn memory_running_out_anywhere_is_a_clear_error() {
-    use std::os::unix::process::CommandExt;
     let out = tempfile::tempdir().expect("a folder");
     let target = out.path().join("ssb");
     let output = tessera_within(
@@ -406,22 +408,8 @@ fn memory_running_out_anywhere_is_a_clear_error() {
             target.to_str().expect("utf-8 path"),
         ],
         Duration::from_secs(120),
-        |command| {
-            // SAFETY: setrlimit is async-signal-safe; it limits only the child's address space
-            // (1.5 GB: the program fits, SSB at scale factor 3 does not).
-            unsafe {
-                command.pre_exec(|| {
-                    let limit = libc::rlimit {
-                        rlim_cur: 1_500_000_000,
-                        rlim_max: 1_500_000_000,
-                    };
-                    if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-        },
+        // 1.5 GB: the program fits, SSB at scale factor 3 does not.
+        |command| limit_address_space(command, 1_500_000_000),
     );
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
