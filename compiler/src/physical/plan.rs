@@ -210,11 +210,12 @@ impl Planner<'_> {
                 };
                 let rows = passing_rows(&opens);
                 let aggregates = self.checked_sums(&aggregate.aggregates, &opens);
-                let layout = self.group_layout(&aggregate.keys, &aggregates, rows);
+                let keys = constant_keys(&aggregate.input, aggregate.keys.clone());
+                let layout = self.group_layout(&keys, &aggregates, rows);
                 self.finish_all(
                     opens,
                     &Sink::Aggregate {
-                        keys: aggregate.keys.clone(),
+                        keys,
                         aggregates,
                         layout,
                     },
@@ -232,11 +233,8 @@ impl Planner<'_> {
                 Ok(Flow::OnHost)
             }
             LogicalPlan::Distinct(distinct) => {
-                let keys = self
-                    .column_keys(&distinct.input.output())
-                    .into_iter()
-                    .map(|(id, key)| (id, constant_column(&distinct.input, id).unwrap_or(key)))
-                    .collect();
+                let keys =
+                    constant_keys(&distinct.input, self.column_keys(&distinct.input.output()));
                 self.group_without_aggregates(&distinct.input, None, keys)
             }
             LogicalPlan::SetOperation(set) => self.set_operation(set),
@@ -1289,15 +1287,28 @@ fn total_order_bits(x: f64) -> u64 {
     }
 }
 
-/// The constant that `input` gives column `id` when it computes it as one (`select c = 1`):
-/// grouped by that constant instead of by the column, the key has a domain of one value, which
-/// a dense table holds in one slot.
-fn constant_column(input: &LogicalPlan, id: ColumnId) -> Option<Expr> {
+/// Group `keys` with each column that `input` computes as a constant (`select c = 1`) replaced
+/// by that constant: so grouped, the key has a domain of one value, which a dense table holds
+/// in one slot (a constant written as the key itself, `group c = 1`, is one already).
+fn constant_keys(input: &LogicalPlan, keys: Vec<(ColumnId, Expr)>) -> Vec<(ColumnId, Expr)> {
     let LogicalPlan::Project(project) = input else {
-        return None;
+        return keys;
     };
-    let (_, expr) = project.outputs.iter().find(|(output, _)| *output == id)?;
-    matches!(expr.kind, ExprKind::Literal(Value::Int(_) | Value::Date(_))).then(|| expr.clone())
+    keys.into_iter()
+        .map(|(id, key)| {
+            let constant = key.as_column().and_then(|column| {
+                project
+                    .outputs
+                    .iter()
+                    .find(|(output, _)| *output == column)
+                    .map(|(_, expr)| expr)
+                    .filter(|expr| {
+                        matches!(expr.kind, ExprKind::Literal(Value::Int(_) | Value::Date(_)))
+                    })
+            });
+            (id, constant.cloned().unwrap_or(key))
+        })
+        .collect()
 }
 
 #[cfg(test)]
