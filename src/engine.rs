@@ -14,11 +14,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use tessera_compiler::physical::PartitionJoins;
+use tessera_compiler::Compilation;
 use tessera_grammar::source_to_ast;
 use tessera_runtime::exec::gpu::GpuBackend;
 use tessera_runtime::exec::host::HostBackend;
 use tessera_runtime::exec::{run_query_until, Backend, QueryOutcome, Readback, RuntimeError};
-use tessera_runtime::program::{Code, Program};
+use tessera_runtime::program::{Code, Program, QueryProgram};
 use tessera_runtime::Target;
 use tessera_storage::compress::Compression;
 use tessera_storage::{Catalog, DataType};
@@ -26,7 +27,8 @@ use tessera_storage::{Catalog, DataType};
 use crate::commands::cache;
 use crate::commands::compile::{open, Script};
 use crate::commands::session::{
-    choose_target, compile_with_catalog, compression_for, configure, CompileOptions, DeviceChoice,
+    choose_target, compile_planned, compile_with_catalog, compression_for, configure, shape_of,
+    with_constants, CompileOptions, Compiled, DeviceChoice,
 };
 use crate::failure::Failure;
 
@@ -50,16 +52,50 @@ pub struct Engine {
     pub device_name: String,
     /// The device, taken by one query at a time in the order they ask (a fair lock).
     device: tokio::sync::Mutex<Device>,
-    /// Programs compiled so far, by script text.
+    /// Scripts ready to run, by text.
     programs: Mutex<HashMap<String, Arc<Resident>>>,
+    /// Modules compiled so far, by the shape of their queries (`physical::constants::shape`):
+    /// a script that differs from an earlier one only in its constants runs its code.
+    shapes: Mutex<HashMap<String, Arc<Module>>>,
     timing: bool,
 }
 
-/// A compiled program, and its id on the device once loaded there.
-struct Resident {
+/// Compiled code, and its id on the device once loaded there.
+struct Module {
     program: Program,
-    cache_key: Option<String>,
+    /// The kernel cache's keys it is stored under, when it came from or went to the cache.
+    cache_keys: Vec<String>,
     loaded: Mutex<Option<usize>>,
+}
+
+/// A script ready to run: its queries over a module's code, with the script's own constants.
+struct Resident {
+    module: Arc<Module>,
+    queries: Vec<QueryProgram>,
+    /// The shape its module was registered under, when it was.
+    shape: Option<String>,
+    origin: Origin,
+}
+
+/// Where a script's program came from, as `--timing` reports it.
+#[derive(Clone, Copy)]
+enum Origin {
+    /// Planned and compiled to machine code now.
+    Compiled,
+    /// The kernel cache on disk.
+    KernelCache,
+    /// The module of an earlier script of the same shape, given this script's constants.
+    SameShape,
+}
+
+impl Origin {
+    fn describe(self) -> &'static str {
+        match self {
+            Origin::Compiled => "compiled",
+            Origin::KernelCache => "from the kernel cache",
+            Origin::SameShape => "the code of an earlier script, with its constants",
+        }
+    }
 }
 
 enum Device {
@@ -118,6 +154,7 @@ impl Engine {
             device_name,
             device: tokio::sync::Mutex::new(device),
             programs: Mutex::new(HashMap::new()),
+            shapes: Mutex::new(HashMap::new()),
             timing: options.timing,
         })
     }
@@ -130,7 +167,8 @@ impl Engine {
         &self.data
     }
 
-    /// The program of `source`, compiled on first use (through the kernel cache on disk).
+    /// The program of `source`: compiled on first use, through the kernel cache on disk, or
+    /// the code of an earlier script of the same shape given this one's constants.
     fn compiled(&self, name: &str, source: &str) -> Result<Arc<Resident>, Failure> {
         if let Some(found) = lock(&self.programs).get(source) {
             return Ok(Arc::clone(found));
@@ -139,14 +177,79 @@ impl Engine {
             name: name.to_string(),
             source: source.to_string(),
         };
-        let mut reuse = |_: Option<Arc<Catalog>>| Some(Arc::clone(&self.catalog));
-        let compiled = compile_with_catalog(&script, &self.data, &self.options, true, &mut reuse)?;
-        let resident = Arc::new(Resident {
-            program: compiled.program,
-            cache_key: compiled.cache_key,
-            loaded: Mutex::new(None),
-        });
+        let resident = Arc::new(self.compile(&script)?);
         lock(&self.programs).insert(source.to_string(), Arc::clone(&resident));
+        Ok(resident)
+    }
+
+    fn compile(&self, script: &Script) -> Result<Resident, Failure> {
+        let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
+        let alone = |compiled: Compiled| {
+            let origin = match compiled.from_cache {
+                true => Origin::KernelCache,
+                false => Origin::Compiled,
+            };
+            Resident {
+                queries: compiled.program.queries.clone(),
+                module: Arc::new(Module {
+                    program: compiled.program,
+                    cache_keys: compiled.cache_keys,
+                    loaded: Mutex::new(None),
+                }),
+                shape: None,
+                origin,
+            }
+        };
+        if ast.declares_tables() {
+            // Declarations change how the data is read: the script gets a catalog of its own.
+            let compiled =
+                compile_with_catalog(script, &self.data, &self.options, true, &mut |_| None)?;
+            return Ok(alone(compiled));
+        }
+        let catalog = Arc::clone(&self.catalog);
+        let (target, tile) = (self.options.target, self.options.tile_shape());
+        let key = cache::key(
+            &script.source,
+            &ast,
+            &catalog,
+            target,
+            tile,
+            self.options.partition_joins,
+        );
+        let started = Instant::now();
+        if let Some(program) = cache::load(&key) {
+            // Not shared by shape: the data it was planned against may have been planned
+            // otherwise than this data is, its constants in other places.
+            return Ok(alone(Compiled::from_cache(program, catalog, key, started)));
+        }
+        let compilation = Compilation::run_with(ast, &catalog, self.options.partition_joins)
+            .map_err(|d| script.fail(d))?;
+        let shape = shape_of(&compilation.physical, &self.options, &catalog);
+        let shared = lock(&self.shapes).get(&shape).cloned();
+        if let Some(module) = shared {
+            let queries =
+                with_constants(&module.program, &compilation.physical).ok_or_else(|| {
+                    Failure::Message("internal error: a shared program's queries differ".into())
+                })?;
+            return Ok(Resident {
+                queries,
+                module,
+                shape: Some(shape),
+                origin: Origin::SameShape,
+            });
+        }
+        // Compiled now, or by an earlier process for a script of the same shape.
+        let compiled = compile_planned(
+            script,
+            &compilation.physical,
+            catalog,
+            &self.options,
+            Some(key),
+            started,
+        )?;
+        let mut resident = alone(compiled);
+        lock(&self.shapes).insert(shape.clone(), Arc::clone(&resident.module));
+        resident.shape = Some(shape);
         Ok(resident)
     }
 
@@ -154,7 +257,6 @@ impl Engine {
     pub fn describe(&self, name: &str, source: &str) -> Result<Vec<Columns>, Failure> {
         let resident = self.compiled(name, source)?;
         Ok(resident
-            .program
             .queries
             .iter()
             .map(|query| {
@@ -193,24 +295,29 @@ impl Engine {
         // query.
         drop(device);
         if self.timing {
-            report_timing(source, asked, taken, result.as_ref().ok());
+            report_timing(source, resident.origin, asked, taken, result.as_ref().ok());
         }
-        let (resident, mut outcomes) = match result {
-            // A program from the disk cache whose assumptions no longer hold: compile afresh.
-            Err(RuntimeError::Stale(_)) if resident.cache_key.is_some() => {
-                if let Some(key) = &resident.cache_key {
-                    cache::forget(key);
-                }
-                lock(&self.programs).remove(source);
-                let resident = self.compiled(name, source)?;
-                let mut device = self.device.blocking_lock();
-                let outcomes = self.execute(&mut device, &resident, cancelled);
-                drop(device);
-                (resident, outcomes?)
+        // A program not compiled for this data (from the kernel cache, or sharing code that
+        // came from it) whose assumptions no longer hold: forget it and compile again. The
+        // script's entry may be followed by its shape's; each is forgotten in turn, and then
+        // the code is generated afresh.
+        let (mut resident, mut result) = (resident, result);
+        while matches!(result, Err(RuntimeError::Stale(_)))
+            && !matches!(resident.origin, Origin::Compiled)
+        {
+            for key in &resident.module.cache_keys {
+                cache::forget(key);
             }
-            other => (resident, other?),
-        };
-        for (outcome, query) in outcomes.iter_mut().zip(&resident.program.queries) {
+            lock(&self.programs).remove(source);
+            if let Some(shape) = &resident.shape {
+                lock(&self.shapes).remove(shape);
+            }
+            resident = self.compiled(name, source)?;
+            let mut device = self.device.blocking_lock();
+            result = self.execute(&mut device, &resident, cancelled);
+        }
+        let mut outcomes = result?;
+        for (outcome, query) in outcomes.iter_mut().zip(&resident.queries) {
             outcome.decode(query, &self.catalog)?;
         }
         Ok(outcomes)
@@ -225,14 +332,15 @@ impl Engine {
         if cancelled.load(std::sync::atomic::Ordering::Relaxed) {
             return Err(RuntimeError::Cancelled);
         }
+        let module = &resident.module;
         let id = {
-            let mut loaded = lock(&resident.loaded);
+            let mut loaded = lock(&module.loaded);
             match *loaded {
                 Some(id) => id,
                 None => {
-                    let id = match (&mut *device, &resident.program.code) {
+                    let id = match (&mut *device, &module.program.code) {
                         (Device::Gpu(gpu), Code::Ptx(ptx)) => {
-                            gpu.add_program(ptx, resident.program.cubins.as_ref())?.0
+                            gpu.add_program(ptx, module.program.cubins.as_ref())?.0
                         }
                         (Device::Host(host), Code::HostObject(objects)) => {
                             host.add_program(objects)?
@@ -254,7 +362,6 @@ impl Engine {
         }
         let backend = device.backend();
         resident
-            .program
             .queries
             .iter()
             .map(|query| {
@@ -275,6 +382,7 @@ impl Engine {
 /// and decoding them); the rest is loading its program and launching.
 fn report_timing(
     source: &str,
+    origin: Origin,
     asked: Instant,
     taken: Instant,
     outcomes: Option<&Vec<QueryOutcome>>,
@@ -297,8 +405,9 @@ fn report_timing(
         sum(|o| o.timing.finish_ms),
     );
     eprintln!(
-        "timing: {first}: waited {waited:.3} ms for the device, held it {held:.3} ms: setup {setup:.3}, kernels {kernels:.3}, results {results:.3}, rest {:.3}",
-        held - setup - kernels - results
+        "timing: {first}: waited {waited:.3} ms for the device, held it {held:.3} ms: setup {setup:.3}, kernels {kernels:.3}, results {results:.3}, rest {:.3}; program {}",
+        held - setup - kernels - results,
+        origin.describe(),
     );
 }
 

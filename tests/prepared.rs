@@ -300,8 +300,9 @@ fn the_cache_reports_and_clears_only_its_own_entries() {
     scratch.run("examples/ssb/q21.tq", &[]);
     let info = tessera(&["cache", "info"], &scratch.cache);
     let report = text(&info.stdout);
+    // The program, filed under the script's key and its shape's.
     assert!(
-        report.contains("compiled kernels:       1 entries"),
+        report.contains("compiled kernels:       2 entries"),
         "{report}"
     );
     assert!(!report.contains("prepared columns:       0"), "{report}");

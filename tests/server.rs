@@ -509,3 +509,33 @@ with psycopg.connect(f"host=127.0.0.1 port={port} user=tessera dbname=tessera", 
     let alive = server.psql("from date | aggregate { n = count() }");
     assert_eq!(text(&alive.stdout).trim(), "2556");
 }
+
+/// Scripts that differ from an earlier one only in their constants run its compiled code with
+/// their own values (`--timing` says which program each script ran), and each still gets
+/// DuckDB's answer.
+#[test]
+fn scripts_differing_in_constants_share_compiled_code() {
+    let log = tempfile::NamedTempFile::new().expect("a log file");
+    let stderr = log.reopen().expect("the log reopens");
+    let server = Server::start_with("127.0.0.1", |command| {
+        command.arg("--timing").stderr(stderr);
+    });
+    // Four shapes, three scripts each (`tests/conformance/constants`).
+    let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["test", "--device", "cpu", "--server", &server.address])
+        .arg("tests/conformance/constants")
+        .current_dir(common::repo())
+        .env("TESSERA_CACHE_DIR", "")
+        .output()
+        .expect("tessera test runs");
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(stdout.contains("12 passed, 0 failed"), "{stdout}");
+    drop(server);
+    let log = std::fs::read_to_string(log.path()).expect("the log reads");
+    let shared = log
+        .lines()
+        .filter(|line| line.contains("; program the code of an earlier script"))
+        .count();
+    assert_eq!(shared, 8, "{log}");
+}

@@ -31,6 +31,14 @@ pub enum ExprKind {
     /// dictionary. The code is resolved again from the data each time a query runs, so compiled
     /// code stays right when the data changes.
     StrCode(StrCode),
+    /// A constant of a kernel, hoisted out of its code: the kernel reads
+    /// `PhysicalQuery::constants[slot]` as a parameter, so a query that differs only in its
+    /// constants runs the same compiled code (`physical::constants`). `bits` is what the
+    /// value told [`Expr::bits_needed`], which decides where overflow is checked.
+    Constant {
+        slot: usize,
+        bits: u32,
+    },
     Unary {
         op: UnaryOp,
         operand: Box<Expr>,
@@ -159,6 +167,7 @@ impl Expr {
                 let magnitude = if *i < 0 { !*i } else { *i };
                 65 - magnitude.leading_zeros()
             }
+            ExprKind::Constant { bits, .. } => *bits,
             ExprKind::Cast(operand) if operand.ty.is_integer() || operand.ty == DataType::Bool => {
                 operand.bits_needed_with(column_bits).min(width(expr.ty))
             }
@@ -294,7 +303,10 @@ impl Expr {
     pub fn walk<'a>(&'a self, visit: &mut impl FnMut(&'a Expr)) {
         visit(self);
         match &self.kind {
-            ExprKind::Column(_) | ExprKind::Literal(_) | ExprKind::StrCode(_) => {}
+            ExprKind::Column(_)
+            | ExprKind::Literal(_)
+            | ExprKind::StrCode(_)
+            | ExprKind::Constant { .. } => {}
             ExprKind::Unary { operand, .. } => operand.walk(visit),
             ExprKind::Binary { left, right, .. } => {
                 left.walk(visit);
@@ -329,7 +341,10 @@ impl Expr {
             span,
         } = self;
         let kind = match kind {
-            ExprKind::Column(_) | ExprKind::Literal(_) | ExprKind::StrCode(_) => kind,
+            ExprKind::Column(_)
+            | ExprKind::Literal(_)
+            | ExprKind::StrCode(_)
+            | ExprKind::Constant { .. } => kind,
             ExprKind::Unary { op, operand } => ExprKind::Unary {
                 op,
                 operand: Box::new(operand.transform(rewrite)),
@@ -486,14 +501,21 @@ impl fmt::Display for DisplayAggregate<'_> {
     }
 }
 
+/// A literal as a script writes it.
+pub fn literal_text(value: &Value) -> String {
+    match value {
+        Value::Date(_) => format!("@{value}"),
+        Value::Float(x) if x.fract() == 0.0 && x.is_finite() => format!("{x:.1}"),
+        Value::Str(text) => format!("{text:?}"),
+        _ => value.to_string(),
+    }
+}
+
 fn write_expr(f: &mut fmt::Formatter<'_>, e: &Expr, columns: &Columns, top: bool) -> fmt::Result {
     match &e.kind {
         ExprKind::Column(id) => f.write_str(&columns.get(*id).name),
-        ExprKind::Literal(value) => match value {
-            Value::Date(_) => write!(f, "@{value}"),
-            Value::Float(x) if x.fract() == 0.0 && x.is_finite() => write!(f, "{x:.1}"),
-            _ => write!(f, "{value}"),
-        },
+        ExprKind::Literal(value) => f.write_str(&literal_text(value)),
+        ExprKind::Constant { slot, .. } => write!(f, "${slot}"),
         ExprKind::StrCode(code) => {
             let bound = match code.bound {
                 StrBound::Exact => "",

@@ -17,6 +17,13 @@ pub struct Script {
     pub items: Vec<Item>,
 }
 
+impl Script {
+    /// Whether the script declares tables of its own (which changes how the data is read).
+    pub fn declares_tables(&self) -> bool {
+        self.items.iter().any(|item| matches!(item, Item::Table(_)))
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Item {
     Table(TableDecl),

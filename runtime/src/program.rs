@@ -11,7 +11,7 @@ use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
 
 /// Bumped whenever the format changes, so an old artifact is refused with a clear message.
-pub const FORMAT_VERSION: u32 = 14;
+pub const FORMAT_VERSION: u32 = 15;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {
@@ -150,6 +150,9 @@ pub struct QueryProgram {
     /// The stored columns the query reads, as the code was compiled for them; checked against
     /// the data before running.
     pub columns: Vec<ColumnUse>,
+    /// The values of the constants its kernels read as parameters (`Param::Literal`,
+    /// `Param::StrCode`): a query differing only in them runs the same kernels with others.
+    pub constants: Vec<Value>,
     /// The first slot count to try for a grouping hash table, when the query has one; a
     /// table that fills up is replaced by one four times larger and the query runs again.
     pub group_capacity: Option<u64>,
@@ -244,11 +247,18 @@ pub enum Param {
         among: (String, String),
         entries: u32,
     },
-    /// A string literal's code in a column's dictionary, looked up when the query runs.
+    /// A constant of the query (`QueryProgram::constants[slot]`), as the bits of its value in
+    /// type `ty`.
+    Literal {
+        slot: u32,
+        ty: DataType,
+    },
+    /// The code in a column's dictionary of the string constant `QueryProgram::constants[slot]`,
+    /// looked up when the query runs.
     StrCode {
         table: String,
         column: String,
-        text: String,
+        slot: u32,
         bound: StrBound,
     },
 }

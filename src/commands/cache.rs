@@ -4,7 +4,9 @@
 //! build, and a coarse statistics class of every table the script names (its columns, their
 //! types and nullability, and the order of magnitude of its row count). Anything finer the code depends on (key ranges for
 //! perfect hashing and dense groups) is an assumption the runtime checks before running, so a
-//! stale entry is caught and compiled again, never trusted.
+//! stale entry is caught and compiled again, never trusted. A program is also stored under the
+//! key of its queries' shape (`shape_key`), so that a script differing only in its constants
+//! runs it, given its own.
 
 use std::io::{Read, Write};
 
@@ -79,6 +81,18 @@ pub fn key(
         let magnitude = 64 - table.rows.leading_zeros();
         hash.add(&magnitude.to_le_bytes());
     }
+    format!("{:016x}", hash.finish())
+}
+
+/// The cache key of programs compiled from queries of `shape` (`session::shape_of`): what
+/// they were compiled from, less their constants' values, which a program is given anew.
+pub fn shape_key(shape: &str) -> String {
+    let mut hash = Fnv::new();
+    hash.add(env!("CARGO_PKG_VERSION").as_bytes());
+    hash.add(&FORMAT_VERSION.to_le_bytes());
+    hash.add(&build_stamp());
+    hash.add(b"shape");
+    hash.add(shape.as_bytes());
     format!("{:016x}", hash.finish())
 }
 

@@ -19,7 +19,6 @@ use tessera_runtime::result::ResultTable;
 use tessera_storage::prepared::PreparedStore;
 use tessera_storage::Catalog;
 
-use super::cache;
 use super::compile::{open, Script};
 use super::session::{
     choose_target, compile_with_catalog, compression_for, configure, finish_preparing,
@@ -136,14 +135,13 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             &mut report,
         );
         // A cached program whose assumptions no longer hold (found before any row is
-        // printed): compile afresh.
-        if matches!(outcomes, Err(RuntimeError::Stale(_)))
+        // printed): forget it and compile again. The script's entry may be followed by its
+        // shape's; each is forgotten in turn, and then the code is generated afresh.
+        while matches!(outcomes, Err(RuntimeError::Stale(_)))
             && compiled.from_cache
             && printer.output.printed() == 0
         {
-            if let Some(key) = &compiled.cache_key {
-                cache::forget(key);
-            }
+            compiled.forget();
             if let Some(collected) = &mut printer.collected {
                 collected.clear();
             }
@@ -156,9 +154,9 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             );
         }
         // The cubins the driver linked now spare the next run that work.
-        if let (Some(linked), Some(key)) = (report.load.linked.take(), &compiled.cache_key) {
+        if let Some(linked) = report.load.linked.take() {
             compiled.program.cubins = Some(linked);
-            cache::store(key, &compiled.program);
+            compiled.store();
         }
         report.mark("ran");
         finish_preparing(&compiled.catalog);

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tessera_compiler::codegen::{pipelines_to_program_timed, CodegenTimes};
-use tessera_compiler::physical::PartitionJoins;
+use tessera_compiler::physical::constants::{self, Constant};
+use tessera_compiler::physical::{PartitionJoins, PhysicalQuery};
 use tessera_compiler::Compilation;
 use tessera_grammar::source_to_ast;
 use tessera_runtime::exec::gpu::{probe, GpuInfo};
-use tessera_runtime::program::Program;
+use tessera_runtime::program::{Program, QueryProgram};
 use tessera_runtime::{Target, TileShape};
 use tessera_storage::compress::Compression;
 use tessera_storage::prepared::PreparedStore;
@@ -97,10 +98,45 @@ pub struct Compiled {
     /// Analysis and planning (reading the statistics and dictionaries it needs), milliseconds.
     pub plan_ms: f64,
     pub codegen: CodegenTimes,
-    /// The kernel cache's key for this compilation, when the cache was consulted.
-    pub cache_key: Option<String>,
+    /// The kernel cache's keys the program is stored under (its script's, its shape's), when
+    /// the cache was consulted.
+    pub cache_keys: Vec<String>,
     /// Whether the program came from the kernel cache (no compiler work was done).
     pub from_cache: bool,
+}
+
+impl Compiled {
+    /// A program the kernel cache held under `key`, looked up since `started`.
+    pub fn from_cache(
+        program: Program,
+        catalog: Arc<Catalog>,
+        key: String,
+        started: Instant,
+    ) -> Compiled {
+        Compiled {
+            program,
+            catalog,
+            compile_ms: started.elapsed().as_secs_f64() * 1e3,
+            plan_ms: 0.0,
+            codegen: CodegenTimes::default(),
+            cache_keys: vec![key],
+            from_cache: true,
+        }
+    }
+
+    /// Forgets the program in the kernel cache (its assumptions no longer hold).
+    pub fn forget(&self) {
+        for key in &self.cache_keys {
+            cache::forget(key);
+        }
+    }
+
+    /// Stores the program in the kernel cache again (with the cubins the driver linked).
+    pub fn store(&self) {
+        for key in &self.cache_keys {
+            cache::store(key, &self.program);
+        }
+    }
 }
 
 /// The catalog of `data` for `script`, encoding columns and reading prepared ones as
@@ -156,10 +192,7 @@ pub fn compile_with_catalog(
     cached: &mut dyn FnMut(Option<Arc<Catalog>>) -> Option<Arc<Catalog>>,
 ) -> Result<Compiled, Failure> {
     let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
-    let declares = ast
-        .items
-        .iter()
-        .any(|item| matches!(item, tessera_grammar::ast::Item::Table(_)));
+    let declares = ast.declares_tables();
     let catalog = match (declares, cached(None)) {
         (false, Some(catalog)) => catalog,
         _ => {
@@ -183,37 +216,128 @@ pub fn compile_with_catalog(
             options.partition_joins,
         )
     });
-    if let Some(program) = key.as_deref().and_then(cache::load) {
-        return Ok(Compiled {
-            program,
-            catalog,
-            compile_ms: started.elapsed().as_secs_f64() * 1e3,
-            plan_ms: 0.0,
-            codegen: CodegenTimes::default(),
-            cache_key: key,
-            from_cache: true,
-        });
+    if let Some(key) = &key {
+        if let Some(program) = cache::load(key) {
+            return Ok(Compiled::from_cache(program, catalog, key.clone(), started));
+        }
     }
     let compilation = Compilation::run_with(ast, &catalog, options.partition_joins)
         .map_err(|d| script.fail(d))?;
+    compile_planned(
+        script,
+        &compilation.physical,
+        catalog,
+        options,
+        key,
+        started,
+    )
+}
+
+/// The program of `queries`, planned from `script` against `catalog` since `started`: with a
+/// kernel cache key (the script's), the cached program of the same shape given these queries'
+/// constants, if there is one; else code generated, and stored under both keys.
+pub fn compile_planned(
+    script: &Script,
+    queries: &[PhysicalQuery],
+    catalog: Arc<Catalog>,
+    options: &CompileOptions,
+    key: Option<String>,
+    started: Instant,
+) -> Result<Compiled, Failure> {
+    let Some(key) = key else {
+        return generate(script, queries, catalog, options, Vec::new(), started);
+    };
+    let shape_key = cache::shape_key(&shape_of(queries, options, &catalog));
+    let shared = cache::load(&shape_key).and_then(|mut program| {
+        program.queries = with_constants(&program, queries)?;
+        Some(program)
+    });
+    match shared {
+        Some(program) => {
+            let mut compiled = Compiled::from_cache(program, catalog, shape_key, started);
+            // Stored under the script's key too, with its constants, once it has run.
+            compiled.cache_keys.push(key);
+            Ok(compiled)
+        }
+        None => generate(
+            script,
+            queries,
+            catalog,
+            options,
+            vec![key, shape_key],
+            started,
+        ),
+    }
+}
+
+/// What decides whether two scripts can run the same code: their queries' shapes
+/// (`physical::constants::shape`) and how they are compiled.
+pub fn shape_of(queries: &[PhysicalQuery], options: &CompileOptions, catalog: &Catalog) -> String {
+    let mut shape = format!(
+        "{} {} {:?} {}",
+        options.target,
+        options.tile_shape(),
+        options.partition_joins,
+        catalog.compression().name()
+    );
+    for query in queries {
+        shape.push('\n');
+        shape.push_str(&constants::shape(query));
+    }
+    shape
+}
+
+/// `program`'s queries, compiled for queries of the same shapes as `queries`, given the
+/// constants of `queries` (`None` when the program has another number of queries).
+pub fn with_constants(program: &Program, queries: &[PhysicalQuery]) -> Option<Vec<QueryProgram>> {
+    if program.queries.len() != queries.len() {
+        return None;
+    }
+    Some(
+        program
+            .queries
+            .iter()
+            .zip(queries)
+            .map(|(compiled, planned)| QueryProgram {
+                constants: planned.constants.iter().map(Constant::value).collect(),
+                ..compiled.clone()
+            })
+            .collect(),
+    )
+}
+
+/// The program of `queries`, planned from `script` against `catalog` since `started`: code
+/// generated, and stored in the kernel cache under `keys`.
+pub fn generate(
+    script: &Script,
+    queries: &[PhysicalQuery],
+    catalog: Arc<Catalog>,
+    options: &CompileOptions,
+    keys: Vec<String>,
+    started: Instant,
+) -> Result<Compiled, Failure> {
     let plan_ms = started.elapsed().as_secs_f64() * 1e3;
     let mut codegen = CodegenTimes::default();
-    let program =
-        pipelines_to_program_timed(&compilation.physical, &catalog, target, tile, &mut codegen)
-            .map_err(|d| script.fail(vec![d]))?;
+    let program = pipelines_to_program_timed(
+        queries,
+        &catalog,
+        options.target,
+        options.tile_shape(),
+        &mut codegen,
+    )
+    .map_err(|d| script.fail(vec![d]))?;
     let compile_ms = started.elapsed().as_secs_f64() * 1e3;
-    if let Some(key) = &key {
-        cache::store(key, &program);
-    }
-    Ok(Compiled {
+    let compiled = Compiled {
         program,
         catalog,
         compile_ms,
         plan_ms,
         codegen,
-        cache_key: key,
+        cache_keys: keys,
         from_cache: false,
-    })
+    };
+    compiled.store();
+    Ok(compiled)
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use tessera_stdlib::Function;
 use tessera_storage::{DataType, Value};
 
 use crate::expr::{Expr, ExprKind, StrBound};
+use crate::physical::constants::Constant;
 
 use super::kernel::Kernel;
 
@@ -97,21 +98,31 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 valid: None,
                 overflow: None,
             }),
-            ExprKind::StrCode(code) => {
-                let param = self.param(&Param::StrCode {
-                    table: code.dictionary.table.clone(),
-                    column: code.dictionary.column.clone(),
-                    text: code.text.clone(),
-                    bound: code.bound,
-                })?;
-                let value =
-                    em.b.build_int_truncate(param.into_int_value(), em.i32(), "code")?;
+            // A kernel parameter holds the bits of the value in its type.
+            ExprKind::Constant { slot, .. } => {
+                let param = self.param(&constant_param(self.query, *slot, expr.ty))?;
+                let bits = param.into_int_value();
+                let value: BasicValueEnum = match expr.ty {
+                    DataType::I64 => bits.into(),
+                    DataType::F64 => em.b.build_bit_cast(bits, em.ctx.f64_type(), "")?,
+                    DataType::F32 => {
+                        let low = em.b.build_int_truncate(bits, em.i32(), "")?;
+                        em.b.build_bit_cast(low, em.ctx.f32_type(), "")?
+                    }
+                    ty => match em.value_type(ty) {
+                        BasicTypeEnum::IntType(t) => em.b.build_int_truncate(bits, t, "")?.into(),
+                        _ => return Err(invalid("a constant of a non-numeric type")),
+                    },
+                };
                 Ok(Val {
-                    value: value.into(),
+                    value,
                     valid: None,
                     overflow: None,
                 })
             }
+            ExprKind::StrCode(_) => Err(invalid(
+                "a string literal reached code generation without being hoisted",
+            )),
             ExprKind::Unary { op, operand } => {
                 let v = self.value_of(operand, item)?;
                 let mut overflow = v.overflow;
@@ -802,6 +813,12 @@ pub(super) fn host_expr(expr: &Expr) -> Result<HostExpr, Diagnostic> {
     Ok(match &expr.kind {
         ExprKind::Column(id) => HostExpr::Column(id.0),
         ExprKind::Literal(value) => HostExpr::Literal(value.clone()),
+        ExprKind::Constant { .. } => {
+            return Err(Diagnostic::internal(
+                expr.span,
+                "a kernel's constant reached a step on the host",
+            ))
+        }
         ExprKind::StrCode(_) => {
             return Err(Diagnostic::unsupported(
                 expr.span,
@@ -877,6 +894,26 @@ pub(super) fn host_expr(expr: &Expr) -> Result<HostExpr, Diagnostic> {
             .with_hint("compare them before grouping"))
         }
     })
+}
+
+/// The kernel parameter carrying constant `slot` of `query`, of type `ty`.
+pub(super) fn constant_param(
+    query: &crate::physical::PhysicalQuery,
+    slot: usize,
+    ty: DataType,
+) -> Param {
+    match query.constants.get(slot) {
+        Some(Constant::StrCode(code)) => Param::StrCode {
+            table: code.dictionary.table.clone(),
+            column: code.dictionary.column.clone(),
+            slot: slot as u32,
+            bound: code.bound,
+        },
+        _ => Param::Literal {
+            slot: slot as u32,
+            ty,
+        },
+    }
 }
 
 /// The parameter holding the ranks a [`ExprKind::Rank`] reads (`None` for other expressions).

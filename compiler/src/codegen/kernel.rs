@@ -273,13 +273,8 @@ fn collect_params(
     }
     for expr in &exprs {
         expr.walk(&mut |e| {
-            if let ExprKind::StrCode(code) = &e.kind {
-                push(Param::StrCode {
-                    table: code.dictionary.table.clone(),
-                    column: code.dictionary.column.clone(),
-                    text: code.text.clone(),
-                    bound: code.bound,
-                });
+            if let ExprKind::Constant { slot, .. } = e.kind {
+                push(super::expr::constant_param(qc.query, slot, e.ty));
             }
             if let Some(ranks) = super::expr::ranks_param(qc.query, e) {
                 push(ranks);

@@ -17,6 +17,7 @@ use tessera_storage::compress::Scheme;
 use tessera_storage::{Catalog, DataType};
 
 use crate::columns::ColumnId;
+use crate::physical::constants::Constant;
 use crate::physical::{
     BuildKeys, HashLayout, HostStep, Input, PartitionPass, Partitioning, PhysicalQuery, Sink, Step,
 };
@@ -494,6 +495,7 @@ pub(super) fn query_to_llvm(
         },
         assumptions: qc.assumptions,
         columns: columns_used(query),
+        constants: query.constants.iter().map(Constant::value).collect(),
         group_capacity: qc.group_capacity,
     })
 }

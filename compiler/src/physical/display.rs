@@ -5,7 +5,9 @@ use std::fmt::Write;
 use tessera_grammar::ast::JoinKind;
 
 use crate::columns::Columns;
-use crate::expr::{aggregates_text, outputs_text};
+use crate::expr::{aggregates_text, literal_text, outputs_text, StrBound};
+
+use super::constants::Constant;
 
 use super::{
     BuildKeys, GroupLayout, HashLayout, HostStep, Input, PartitionPass, PhysicalQuery, Sink, Step,
@@ -189,6 +191,30 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                 )
             }
         };
+    }
+    if !query.constants.is_empty() {
+        let constants: Vec<String> = query
+            .constants
+            .iter()
+            .enumerate()
+            .map(|(slot, constant)| match constant {
+                Constant::Value(value) => format!("${slot} = {}", literal_text(value)),
+                Constant::StrCode(code) => {
+                    let which = match code.bound {
+                        StrBound::Exact => "the code of",
+                        StrBound::Lower => "the first code at or above",
+                        StrBound::Upper => "the first code above",
+                    };
+                    let text = literal_text(&constant.value());
+                    format!("${slot} = {which} {text} in {}", code.dictionary)
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  constants (kernel parameters): {}",
+            constants.join(", ")
+        );
     }
     for (column, min, max) in &query.assumptions {
         let _ = writeln!(

@@ -5,6 +5,7 @@
 //! pipelines that probe them. What remains after the last pipeline (sorting a small result,
 //! `take`) runs on the host.
 
+pub mod constants;
 mod display;
 mod estimate;
 mod plan;
@@ -34,6 +35,8 @@ pub struct PhysicalQuery {
     pub assumptions: Vec<(ColumnId, i64, i64)>,
     /// The result's columns, as the user sees them.
     pub output: Vec<(String, ColumnId)>,
+    /// The values of the kernels' constants (`ExprKind::Constant`), by slot.
+    pub constants: Vec<constants::Constant>,
     pub span: Span,
 }
 

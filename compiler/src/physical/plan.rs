@@ -68,7 +68,7 @@ pub fn logical_to_pipelines(
         let columns = query.plan.output();
         planner.finish_all(opens, &Sink::Materialize { columns });
     }
-    Ok(PhysicalQuery {
+    let mut physical = PhysicalQuery {
         pipelines: planner.pipelines,
         hash_tables: planner.hash_tables,
         partitionings: planner.partitionings,
@@ -76,8 +76,12 @@ pub fn logical_to_pipelines(
         host_steps: planner.host_steps,
         assumptions: planner.assumptions,
         output: query.output.clone(),
+        constants: Vec::new(),
         span: query.span,
-    })
+    };
+    // Last, once every decision that looks at a constant's value has been taken.
+    super::constants::hoist(&mut physical);
+    Ok(physical)
 }
 
 /// Where the rows of a subplan are.

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tessera_storage::compress::Encoded;
-use tessera_storage::{Catalog, Column, StorageError};
+use tessera_storage::{Catalog, Column, DataType, StorageError, Value};
 
 use crate::primitives::hash::status;
 use crate::primitives::unpack::DEVICE_SPARE_WORDS;
@@ -404,6 +404,7 @@ fn run_with_capacity(
         bound.push(bind(
             backend,
             kernel,
+            &query.constants,
             &buffers,
             catalog,
             capacity,
@@ -577,6 +578,7 @@ pub fn prefetch_columns(query: &QueryProgram, catalog: &Catalog) {
 fn bind(
     backend: &mut dyn Backend,
     kernel: &KernelLaunch,
+    constants: &[Value],
     buffers: &[u64],
     catalog: &Catalog,
     group_capacity: u64,
@@ -587,6 +589,14 @@ fn bind(
         Extent::Parts(_) => output_capacity,
     };
     let mut args = Vec::with_capacity(kernel.params.len());
+    let constant = |slot: u32| {
+        constants.get(slot as usize).ok_or_else(|| {
+            RuntimeError::Malformed(format!(
+                "kernel {} reads missing constant {slot}",
+                kernel.name
+            ))
+        })
+    };
     let mut column_bytes = 0;
     let mut column = |key: String, source: ColumnBytes| {
         column_bytes += source.bytes_read();
@@ -714,12 +724,19 @@ fn bind(
                     ColumnBytes::Translation(Arc::new(ranks)),
                 )?
             }
+            Param::Literal { slot, ty } => literal_bits(constant(*slot)?, *ty)?,
             Param::StrCode {
                 table,
                 column,
-                text,
+                slot,
                 bound,
             } => {
+                let Value::Str(text) = constant(*slot)? else {
+                    return Err(RuntimeError::Malformed(format!(
+                        "constant {slot} of kernel {} is not a string",
+                        kernel.name
+                    )));
+                };
                 let dictionary = string_dictionary(catalog, table, column)?;
                 let code = match bound {
                     StrBound::Exact => dictionary.code_of(text).unwrap_or(-1),
@@ -734,6 +751,25 @@ fn bind(
         rows,
         args,
         column_bytes,
+    })
+}
+
+/// The bits a kernel reads for constant `value` of type `ty` (sign-extended integers, floats as
+/// their IEEE bits).
+fn literal_bits(value: &Value, ty: DataType) -> Result<u64, RuntimeError> {
+    Ok(match (value, ty) {
+        (Value::Int(i), DataType::F32) => u64::from((*i as f32).to_bits()),
+        (Value::Int(i), DataType::F64) => (*i as f64).to_bits(),
+        (Value::Int(i), _) => *i as u64,
+        (Value::Float(x), DataType::F32) => u64::from((*x as f32).to_bits()),
+        (Value::Float(x), DataType::F64) => x.to_bits(),
+        (Value::Date(day), _) => i64::from(*day) as u64,
+        (Value::Bool(b), _) => u64::from(*b),
+        (other, ty) => {
+            return Err(RuntimeError::Malformed(format!(
+                "the constant {other} cannot be passed as {ty}"
+            )))
+        }
     })
 }
 
