@@ -10,6 +10,7 @@ use tessera_grammar::Span;
 use tessera_stdlib::{Aggregate, Function};
 use tessera_storage::{DataType, Value};
 
+pub use tessera_runtime::pattern::MatchKind;
 pub use tessera_runtime::program::StrBound;
 
 use crate::columns::{BaseColumn, ColumnId, Columns};
@@ -25,7 +26,8 @@ pub struct Expr {
 #[derive(Clone, Debug, PartialEq)]
 pub enum ExprKind {
     Column(ColumnId),
-    /// A constant: never `Value::Str` (strings are codes, see `StrCode`).
+    /// A constant: never `Value::Str` (strings are codes, see `StrCode`), but for a pattern
+    /// (`Matches`).
     Literal(Value),
     /// A string literal compared with a dictionary-encoded column, as a code of that column's
     /// dictionary. The code is resolved again from the data each time a query runs, so compiled
@@ -61,6 +63,17 @@ pub enum ExprKind {
     IsNull {
         operand: Box<Expr>,
         negated: bool,
+    },
+    /// Whether a string column's value matches `pattern` (`like`, `starts_with`, ...), read by
+    /// its code from a table of answers computed once per dictionary entry when the query runs.
+    /// `pattern` is the literal (`Value::Str`, the one place a text literal stays) or, in
+    /// kernels, the constant holding it; `entries` is the operand's dictionary size it was
+    /// compiled for.
+    Matches {
+        operand: Box<Expr>,
+        kind: MatchKind,
+        pattern: Box<Expr>,
+        entries: u32,
     },
     /// A string column's value placed among the sorted strings of `among`'s dictionary (an
     /// `i32`): twice the index of the first string not below it, less one when `among` lacks
@@ -315,6 +328,12 @@ impl Expr {
             ExprKind::Cast(operand)
             | ExprKind::IsNull { operand, .. }
             | ExprKind::Rank { operand, .. } => operand.walk(visit),
+            ExprKind::Matches {
+                operand, pattern, ..
+            } => {
+                operand.walk(visit);
+                pattern.walk(visit);
+            }
             ExprKind::Call { args, .. } => args.iter().for_each(|arg| arg.walk(visit)),
             ExprKind::Case {
                 branches,
@@ -366,6 +385,17 @@ impl Expr {
             } => ExprKind::Rank {
                 operand: Box::new(operand.transform(rewrite)),
                 among,
+                entries,
+            },
+            ExprKind::Matches {
+                operand,
+                kind,
+                pattern,
+                entries,
+            } => ExprKind::Matches {
+                operand: Box::new(operand.transform(rewrite)),
+                kind,
+                pattern: Box::new(pattern.transform(rewrite)),
                 entries,
             },
             ExprKind::Call { function, args } => ExprKind::Call {
@@ -589,6 +619,35 @@ fn write_expr(f: &mut fmt::Formatter<'_>, e: &Expr, columns: &Columns, top: bool
                 f.write_str(")")?;
             }
             Ok(())
+        }
+        ExprKind::Matches {
+            operand,
+            kind: MatchKind::Like,
+            pattern,
+            ..
+        } => {
+            if !top {
+                f.write_str("(")?;
+            }
+            write_expr(f, operand, columns, false)?;
+            f.write_str(" like ")?;
+            write_expr(f, pattern, columns, false)?;
+            if !top {
+                f.write_str(")")?;
+            }
+            Ok(())
+        }
+        ExprKind::Matches {
+            operand,
+            kind,
+            pattern,
+            ..
+        } => {
+            write!(f, "{}(", kind.name())?;
+            write_expr(f, operand, columns, true)?;
+            f.write_str(", ")?;
+            write_expr(f, pattern, columns, true)?;
+            f.write_str(")")
         }
         ExprKind::Rank { operand, among, .. } => {
             f.write_str("rank(")?;

@@ -198,6 +198,12 @@ pub enum ExprKind {
         list: Vec<Expr>,
         negated: bool,
     },
+    /// `expr [not] like pattern`: `%` matches any run of characters, `_` any one.
+    Like {
+        expr: Box<Expr>,
+        pattern: Box<Expr>,
+        negated: bool,
+    },
     /// `expr is [not] null`
     IsNull {
         expr: Box<Expr>,

@@ -90,6 +90,7 @@ tokens_with_fixed_text! {
     Not => "not",
     Between => "between",
     In => "in",
+    Like => "like",
     Is => "is",
     Null => "null",
     True => "true",

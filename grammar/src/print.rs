@@ -270,6 +270,17 @@ fn write_expr(out: &mut String, expr: &Expr) {
             write_list(out, list);
             out.push_str("))");
         }
+        ExprKind::Like {
+            expr,
+            pattern,
+            negated,
+        } => {
+            out.push('(');
+            write_expr(out, expr);
+            out.push_str(if *negated { " not like " } else { " like " });
+            write_expr(out, pattern);
+            out.push(')');
+        }
         ExprKind::IsNull { expr, negated } => {
             out.push('(');
             write_expr(out, expr);

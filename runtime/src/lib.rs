@@ -9,6 +9,7 @@
 pub mod emit;
 pub mod exec;
 pub mod output;
+pub mod pattern;
 pub mod primitives;
 pub mod program;
 pub mod result;

@@ -6,6 +6,7 @@
 use tessera_storage::compress::Scheme;
 use tessera_storage::{DataType, Value};
 
+use crate::pattern::MatchKind;
 use crate::primitives::hash::HashTableLayout;
 use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
@@ -247,6 +248,16 @@ pub enum Param {
         among: (String, String),
         entries: u32,
     },
+    /// For each code of string column (table, column), 1 where its string matches the pattern
+    /// `QueryProgram::constants[slot]`, else 0; computed when the query runs. The code was
+    /// compiled for the column's dictionary of `entries` strings (checked when it runs).
+    Matches {
+        table: String,
+        column: String,
+        kind: MatchKind,
+        slot: u32,
+        entries: u32,
+    },
     /// A constant of the query (`QueryProgram::constants[slot]`), as the bits of its value in
     /// type `ty`.
     Literal {
@@ -261,6 +272,31 @@ pub enum Param {
         slot: u32,
         bound: StrBound,
     },
+}
+
+impl Param {
+    /// Whether the kernel receives the parameter as a device address (of a column, a table or
+    /// a buffer) rather than as a 64-bit number.
+    pub fn is_pointer(&self) -> bool {
+        match self {
+            Param::Column { .. }
+            | Param::Validity { .. }
+            | Param::PackedWords { .. }
+            | Param::BlockStarts { .. }
+            | Param::FixedWords { .. }
+            | Param::Dictionary { .. }
+            | Param::Translation { .. }
+            | Param::Ranks { .. }
+            | Param::Matches { .. }
+            | Param::Buffer(_) => true,
+            Param::Rows { .. }
+            | Param::GroupCapacity
+            | Param::RowCapacity
+            | Param::Constant(_)
+            | Param::Literal { .. }
+            | Param::StrCode { .. } => false,
+        }
+    }
 }
 
 /// Which code of the dictionary a string literal stands for.
@@ -520,6 +556,12 @@ pub enum HostExpr {
     IsNull {
         operand: Box<HostExpr>,
         negated: bool,
+    },
+    /// Whether a string matches `pattern` (null for null).
+    Matches {
+        operand: Box<HostExpr>,
+        kind: MatchKind,
+        pattern: String,
     },
 }
 

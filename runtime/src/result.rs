@@ -939,6 +939,20 @@ fn evaluate(expr: &HostExpr, row: &[Value], rows: &Rows) -> Result<Value, Runtim
             let null = evaluate(operand, row, rows)? == Value::Null;
             Value::Bool(null != *negated)
         }
+        HostExpr::Matches {
+            operand,
+            kind,
+            pattern,
+        } => match evaluate(operand, row, rows)? {
+            Value::Null => Value::Null,
+            Value::Str(text) => Value::Bool(kind.matches(pattern, &text)),
+            other => {
+                return Err(RuntimeError::Malformed(format!(
+                    "`{}` of the non-string {other}",
+                    kind.name()
+                )))
+            }
+        },
     })
 }
 

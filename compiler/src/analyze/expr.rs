@@ -9,11 +9,18 @@ use tessera_grammar::{closest_name, Diagnostic, Span};
 use tessera_stdlib::{Aggregate, Function};
 use tessera_storage::{date, DataType, Value};
 
-use crate::expr::{mirror, Expr, ExprKind};
+use crate::expr::{mirror, Expr, ExprKind, MatchKind};
 
 use super::declarations::resolve_type;
 use super::scope::PipelineContext;
 use super::{Analyzer, Result};
+
+/// The string tests written as functions (`like` is an operator).
+const STRING_MATCHES: [MatchKind; 3] = [
+    MatchKind::StartsWith,
+    MatchKind::EndsWith,
+    MatchKind::Contains,
+];
 
 /// An operand of a comparison: strings literals stay text until we know which column's
 /// dictionary they are compared with.
@@ -111,6 +118,14 @@ impl Analyzer<'_> {
                 let any = any.unwrap_or_else(|| Expr::boolean(false, span));
                 negate_if(*negated, any)
             }
+            AstExpr::Like {
+                expr: tested,
+                pattern,
+                negated,
+            } => negate_if(
+                *negated,
+                self.matches(MatchKind::Like, tested, pattern, span, context)?,
+            ),
             AstExpr::IsNull {
                 expr: tested,
                 negated,
@@ -476,6 +491,19 @@ impl Analyzer<'_> {
         span: Span,
         context: &PipelineContext,
     ) -> Result<Expr> {
+        if let Some(kind) = STRING_MATCHES.into_iter().find(|k| k.name() == name.name) {
+            let [tested, pattern] = args else {
+                return Err(Diagnostic::type_error(
+                    span,
+                    format!(
+                        "`{}` takes two arguments (a string and a pattern), but {} given",
+                        kind.name(),
+                        args.len()
+                    ),
+                ));
+            };
+            return self.matches(kind, tested, pattern, span, context);
+        }
         let Some(function) = Function::from_name(&name.name) else {
             if Aggregate::from_name(&name.name).is_some() {
                 return Err(Diagnostic::type_error(
@@ -486,9 +514,13 @@ impl Analyzer<'_> {
                     ),
                 ));
             }
-            let names = Function::ALL.map(Function::name);
+            let names: Vec<&str> = Function::ALL
+                .map(Function::name)
+                .into_iter()
+                .chain(STRING_MATCHES.map(MatchKind::name))
+                .collect();
             let mut d = Diagnostic::name(name.span, format!("unknown function `{}`", name.name));
-            d = match closest_name(&name.name, names) {
+            d = match closest_name(&name.name, names.iter().copied()) {
                 Some(suggestion) => d.with_hint(format!("did you mean `{suggestion}`?")),
                 None => d.with_hint(format!("the functions are: {}", names.join(", "))),
             };

@@ -5,15 +5,80 @@
 //! above "X". Two string columns with different dictionaries compare through their ranks among
 //! the right one's strings (`ExprKind::Rank`).
 
-use tessera_grammar::ast::BinaryOp;
+use tessera_grammar::ast::{self, BinaryOp};
 use tessera_grammar::{Diagnostic, Span};
-use tessera_storage::DataType;
+use tessera_storage::{DataType, Value};
 
-use crate::expr::{Expr, ExprKind, StrBound, StrCode};
+use crate::expr::{Expr, ExprKind, MatchKind, StrBound, StrCode};
 
+use super::expr::Operand;
+use super::scope::PipelineContext;
 use super::{Analyzer, Result};
 
 impl Analyzer<'_> {
+    /// `tested like pattern` (or `starts_with(tested, pattern)`, ...): a string column of a
+    /// table against a literal pattern, answered per dictionary entry when the query runs.
+    pub(super) fn matches(
+        &mut self,
+        kind: MatchKind,
+        tested: &ast::Expr,
+        pattern: &ast::Expr,
+        span: Span,
+        context: &PipelineContext,
+    ) -> Result<Expr> {
+        let tested = self.value(tested, context)?;
+        if tested.ty != DataType::Str {
+            return Err(Diagnostic::type_error(
+                tested.span,
+                format!(
+                    "`{}` tests a string, but this is `{}`",
+                    kind.name(),
+                    tested.ty
+                ),
+            ));
+        }
+        let Operand::Text(text, text_span) = self.operand(pattern, context)? else {
+            return Err(Diagnostic::unsupported(
+                pattern.span,
+                "a pattern other than a string literal is not supported yet",
+            ));
+        };
+        let origin = tested
+            .as_column()
+            .and_then(|id| self.columns.get(id).origin.clone())
+            .ok_or_else(|| {
+                Diagnostic::unsupported(
+                    tested.span,
+                    "matching a pattern against a computed string is not supported yet",
+                )
+            })?;
+        // The dictionary of the codes kernels read, whose size bounds them.
+        let entries = self
+            .catalog
+            .codes_dictionary(&origin.table, &origin.column)
+            .ok()
+            .flatten()
+            .map_or(0, |d| d.len() as u32);
+        let nullable = tested.nullable;
+        let pattern = Expr::new(
+            ExprKind::Literal(Value::Str(text)),
+            DataType::Str,
+            false,
+            text_span,
+        );
+        Ok(Expr::new(
+            ExprKind::Matches {
+                operand: Box::new(tested),
+                kind,
+                pattern: Box::new(pattern),
+                entries,
+            },
+            DataType::Bool,
+            nullable,
+            span,
+        ))
+    }
+
     /// `left op right` for string columns of two different dictionaries: both become their
     /// rank among `right`'s strings, where equal strings have equal ranks and the order of
     /// ranks is the order of strings.

@@ -100,7 +100,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             }),
             // A kernel parameter holds the bits of the value in its type.
             ExprKind::Constant { slot, .. } => {
-                let param = self.param(&constant_param(self.query, *slot, expr.ty))?;
+                let param = constant_param(self.query, *slot, expr.ty)
+                    .ok_or_else(|| invalid("a pattern evaluated as a value"))?;
+                let param = self.param(&param)?;
                 let bits = param.into_int_value();
                 let value: BasicValueEnum = match expr.ty {
                     DataType::I64 => bits.into(),
@@ -249,36 +251,31 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                     overflow: self.either(overflow, conditions_overflow)?,
                 })
             }
-            ExprKind::Rank { entries, .. } => {
-                let ExprKind::Rank { operand, .. } = &expr.kind else {
-                    return Err(invalid("a rank has an operand"));
-                };
-                let param = ranks_param(self.query, expr)
+            ExprKind::Rank {
+                operand, entries, ..
+            } => {
+                let param = per_code_param(self.query, expr)
                     .ok_or_else(|| invalid("a rank is of a stored string column"))?;
-                let ranks = self.param(&param)?.into_pointer_value();
                 let v = self.value_of(operand, item)?;
-                let code = v.value.into_int_value();
-                // A row not selected may hold anything where its code would be: read entry 0.
-                let inside = em.b.build_int_compare(
-                    IntPredicate::ULT,
-                    code,
-                    em.const_i32(i64::from(*entries)),
-                    "",
-                )?;
-                let index =
-                    em.b.build_select(inside, code, em.const_i32(0), "")?
-                        .into_int_value();
-                let slot = em.offset_ptr(em.i32().into(), ranks, index)?;
-                let value = em.b.build_load(em.i32(), slot, "rank")?;
-                // The ranks never change while the kernel runs: a repeated comparison reads
-                // them once.
-                if let Some(load) = value.as_instruction_value() {
-                    let kind = em.ctx.get_kind_id("invariant.load");
-                    load.set_metadata(em.ctx.metadata_node(&[]), kind)
-                        .map_err(|e| invalid(&e.to_string()))?;
-                }
+                let value = self.per_code(&param, v.value.into_int_value(), *entries)?;
                 Ok(Val {
-                    value,
+                    value: value.into(),
+                    valid: v.valid,
+                    overflow: v.overflow,
+                })
+            }
+            ExprKind::Matches {
+                operand, entries, ..
+            } => {
+                let param = per_code_param(self.query, expr).ok_or_else(|| {
+                    invalid("a pattern is matched against a stored string column")
+                })?;
+                let v = self.value_of(operand, item)?;
+                let answer = self.per_code(&param, v.value.into_int_value(), *entries)?;
+                let value =
+                    em.b.build_int_compare(IntPredicate::NE, answer, em.const_i32(0), "matches")?;
+                Ok(Val {
+                    value: value.into(),
                     valid: v.valid,
                     overflow: v.overflow,
                 })
@@ -327,6 +324,36 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             Some(valid) => b.build_and(is, valid, "")?,
             None => is,
         })
+    }
+
+    /// Entry `code` of the per-code table `param` (a dictionary's `entries` strings long).
+    fn per_code(
+        &self,
+        param: &Param,
+        code: IntValue<'ctx>,
+        entries: u32,
+    ) -> CodegenResult<IntValue<'ctx>> {
+        let em = &self.em;
+        let table = self.param(param)?.into_pointer_value();
+        // A row not selected may hold anything where its code would be: read entry 0.
+        let inside = em.b.build_int_compare(
+            IntPredicate::ULT,
+            code,
+            em.const_i32(i64::from(entries)),
+            "",
+        )?;
+        let index =
+            em.b.build_select(inside, code, em.const_i32(0), "")?
+                .into_int_value();
+        let slot = em.offset_ptr(em.i32().into(), table, index)?;
+        let value = em.b.build_load(em.i32(), slot, "per_code")?;
+        // The table never changes while the kernel runs: a repeated test reads it once.
+        if let Some(load) = value.as_instruction_value() {
+            let kind = em.ctx.get_kind_id("invariant.load");
+            load.set_metadata(em.ctx.metadata_node(&[]), kind)
+                .map_err(|e| invalid(&e.to_string()))?;
+        }
+        Ok(value.into_int_value())
     }
 
     /// True only when the value is valid and true (how filters read a predicate).
@@ -886,6 +913,21 @@ pub(super) fn host_expr(expr: &Expr) -> Result<HostExpr, Diagnostic> {
             operand: Box::new(host_expr(operand)?),
             negated: *negated,
         },
+        ExprKind::Matches {
+            operand,
+            kind,
+            pattern,
+            ..
+        } => {
+            let ExprKind::Literal(Value::Str(pattern)) = &pattern.kind else {
+                return Err(Diagnostic::internal(expr.span, "a pattern on the host"));
+            };
+            HostExpr::Matches {
+                operand: Box::new(host_expr(operand)?),
+                kind: *kind,
+                pattern: pattern.clone(),
+            }
+        }
         ExprKind::Rank { .. } => {
             return Err(Diagnostic::unsupported(
                 expr.span,
@@ -896,42 +938,64 @@ pub(super) fn host_expr(expr: &Expr) -> Result<HostExpr, Diagnostic> {
     })
 }
 
-/// The kernel parameter carrying constant `slot` of `query`, of type `ty`.
+/// The kernel parameter carrying constant `slot` of `query`, of type `ty` (`None` for a
+/// pattern, which kernels read through the answers computed from it, `Param::Matches`).
 pub(super) fn constant_param(
     query: &crate::physical::PhysicalQuery,
     slot: usize,
     ty: DataType,
-) -> Param {
-    match query.constants.get(slot) {
-        Some(Constant::StrCode(code)) => Param::StrCode {
+) -> Option<Param> {
+    match query.constants.get(slot)? {
+        Constant::StrCode(code) => Some(Param::StrCode {
             table: code.dictionary.table.clone(),
             column: code.dictionary.column.clone(),
             slot: slot as u32,
             bound: code.bound,
-        },
-        _ => Param::Literal {
+        }),
+        Constant::Value(Value::Str(_)) => None,
+        Constant::Value(_) => Some(Param::Literal {
             slot: slot as u32,
             ty,
-        },
+        }),
     }
 }
 
-/// The parameter holding the ranks a [`ExprKind::Rank`] reads (`None` for other expressions).
-pub(super) fn ranks_param(query: &crate::physical::PhysicalQuery, expr: &Expr) -> Option<Param> {
-    let ExprKind::Rank {
-        operand,
-        among,
-        entries,
-    } = &expr.kind
-    else {
-        return None;
-    };
-    let from = query.columns.get(operand.as_column()?).origin.clone()?;
-    Some(Param::Ranks {
-        from: (from.table, from.column),
-        among: (among.table.clone(), among.column.clone()),
-        entries: *entries,
-    })
+/// The parameter holding the per-code table an [`ExprKind::Rank`] or [`ExprKind::Matches`]
+/// reads (`None` for other expressions).
+pub(super) fn per_code_param(query: &crate::physical::PhysicalQuery, expr: &Expr) -> Option<Param> {
+    match &expr.kind {
+        ExprKind::Rank {
+            operand,
+            among,
+            entries,
+        } => {
+            let from = query.columns.get(operand.as_column()?).origin.clone()?;
+            Some(Param::Ranks {
+                from: (from.table, from.column),
+                among: (among.table.clone(), among.column.clone()),
+                entries: *entries,
+            })
+        }
+        ExprKind::Matches {
+            operand,
+            kind,
+            pattern,
+            entries,
+        } => {
+            let of = query.columns.get(operand.as_column()?).origin.clone()?;
+            let ExprKind::Constant { slot, .. } = pattern.kind else {
+                return None;
+            };
+            Some(Param::Matches {
+                table: of.table,
+                column: of.column,
+                kind: *kind,
+                slot: slot as u32,
+                entries: *entries,
+            })
+        }
+        _ => None,
+    }
 }
 
 /// The suffix LLVM's intrinsics give a float type: `f32` or `f64`.

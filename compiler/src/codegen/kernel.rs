@@ -274,10 +274,12 @@ fn collect_params(
     for expr in &exprs {
         expr.walk(&mut |e| {
             if let ExprKind::Constant { slot, .. } = e.kind {
-                push(super::expr::constant_param(qc.query, slot, e.ty));
+                if let Some(param) = super::expr::constant_param(qc.query, slot, e.ty) {
+                    push(param);
+                }
             }
-            if let Some(ranks) = super::expr::ranks_param(qc.query, e) {
-                push(ranks);
+            if let Some(table) = super::expr::per_code_param(qc.query, e) {
+                push(table);
             }
         });
     }
@@ -324,21 +326,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
     ) -> CodegenResult<Kernel<'k, 'ctx, 'm>> {
         let target = qc.target;
         let tile = qc.tile;
-        let is_pointer = |p: &Param| {
-            matches!(
-                p,
-                Param::Column { .. }
-                    | Param::Validity { .. }
-                    | Param::PackedWords { .. }
-                    | Param::BlockStarts { .. }
-                    | Param::FixedWords { .. }
-                    | Param::Dictionary { .. }
-                    | Param::Translation { .. }
-                    | Param::Ranks { .. }
-                    | Param::Buffer(_)
-            )
-        };
-        let pointers: Vec<bool> = params.iter().map(is_pointer).collect();
+        let pointers: Vec<bool> = params.iter().map(Param::is_pointer).collect();
         let (em, values) = Emitter::new_kernel(context, module, target, tile, name, &pointers)?;
         let flags = em.tile_array(em.i8().into(), "flags")?;
         let mut fixed = Vec::new();

@@ -86,10 +86,10 @@ fn hoist_expr(expr: &mut Expr, constants: &mut Vec<Constant>) {
     let placeholder = Expr::null(expr.ty, expr.span);
     let owned = std::mem::replace(expr, placeholder);
     *expr = owned.transform(&mut |e| {
-        if constants.len() == MAX_HOISTED {
-            return e;
-        }
         let constant = match &e.kind {
+            // A pattern is always a parameter: the code reads the answers computed from it.
+            ExprKind::Literal(value @ Value::Str(_)) => Constant::Value(value.clone()),
+            _ if constants.len() >= MAX_HOISTED => return e,
             ExprKind::Literal(value @ (Value::Int(_) | Value::Float(_) | Value::Date(_))) => {
                 Constant::Value(value.clone())
             }

@@ -15,8 +15,8 @@ const EXPRESSION_START: &[&str] = &[
 
 /// Terminals that can continue an expression; when many are expected, say "an operator".
 const OPERATORS: &[&str] = &[
-    "or", "and", "not", "==", "!=", "<", "<=", ">", ">=", "between", "in", "is", "+", "-", "*",
-    "/", "%", "as", ".", "(",
+    "or", "and", "not", "==", "!=", "<", "<=", ">", ">=", "between", "in", "like", "is", "+", "-",
+    "*", "/", "%", "as", ".", "(",
 ];
 
 const STAGES: &[&str] = &[

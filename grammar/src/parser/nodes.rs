@@ -119,6 +119,22 @@ pub fn in_list(
     node(start, kind, depth, end)
 }
 
+pub fn like(
+    start: usize,
+    expr: Deep,
+    negated: bool,
+    pattern: Deep,
+    end: usize,
+) -> Result<Deep, Failure> {
+    let depth = expr.depth.max(pattern.depth);
+    let kind = ExprKind::Like {
+        expr: Box::new(expr.expr),
+        pattern: Box::new(pattern.expr),
+        negated,
+    };
+    node(start, kind, depth, end)
+}
+
 pub fn is_null(start: usize, expr: Deep, negated: bool, end: usize) -> Result<Deep, Failure> {
     let depth = expr.depth;
     let kind = ExprKind::IsNull {

@@ -725,6 +725,37 @@ fn bind(
                 )?
             }
             Param::Literal { slot, ty } => literal_bits(constant(*slot)?, *ty)?,
+            Param::Matches {
+                table,
+                column: name,
+                kind,
+                slot,
+                entries,
+            } => {
+                let Value::Str(pattern) = constant(*slot)? else {
+                    return Err(RuntimeError::Malformed(format!(
+                        "constant {slot} of kernel {} is not a pattern",
+                        kernel.name
+                    )));
+                };
+                let dictionary = string_dictionary(catalog, table, name)?;
+                if dictionary.len() != *entries as usize {
+                    return Err(RuntimeError::Stale(format!(
+                        "`{table}.{name}` now has {} strings, compiled for {entries}",
+                        dictionary.len()
+                    )));
+                }
+                // Each string is matched once, however many rows hold it.
+                let matched: Vec<i32> = dictionary
+                    .values()
+                    .iter()
+                    .map(|text| i32::from(kind.matches(pattern, text)))
+                    .collect();
+                column(
+                    format!("{table}.{name} {} {pattern:?}", kind.name()),
+                    ColumnBytes::Translation(Arc::new(matched)),
+                )?
+            }
             Param::StrCode {
                 table,
                 column,
