@@ -10,7 +10,7 @@ A query is a random pipeline over one of two data sets: SSB at scale factor 0.01
 and string keys, the last repeating in `dims`), written here into DIR/data
 with a null in every column that may hold one, NaN, infinities, -0.0, and strings that sort
 around each other. Pipelines join, filter (comparisons, `between`, `in`, `is null`, three-valued
-logic), compute (arithmetic, `case`, casts, functions), then group, aggregate, select, sort and
+logic, `like` and the string tests), compute (arithmetic, `case`, casts, functions), then group, aggregate, select, sort and
 take, take distinct rows, or combine two pipelines with a set operation. Each is rendered twice,
 as a script and as SQL, from one description, so the two say the same thing by construction.
 
@@ -349,6 +349,8 @@ class Query:
                 op = rng.choice(["==", "!=", "<", "<=", ">", ">="])
                 return Expr(f"{column.name} {op} {other.name}", f"({column.sql} {sql_op(op)} {other.sql})", "bool",
                             True)
+        if choice < 0.25 and column.kind == "str":
+            return self.pattern(column)
         if choice < 0.35:
             low, high = sorted([self.literal_for(column), self.literal_for(column)], key=lambda e: e.sql)
             negated = rng.random() < 0.3
@@ -366,6 +368,36 @@ class Query:
         if rng.random() < 0.2:
             return Expr(f"{value.tq} {op} {column.name}", f"({value.sql} {sql_op(op)} {column.sql})", "bool", True)
         return Expr(f"{column.name} {op} {value.tq}", f"({column.sql} {sql_op(op)} {value.sql})", "bool", True)
+
+    def pattern(self, column):
+        """`like` / `not like` with a pattern cut from a sample value, or one of the string
+        test functions with a piece of one."""
+        rng = self.rng
+        samples = self.dataset.samples.get((column.stored, column.name), []) or ["m"]
+        text = rng.choice(samples)
+        i = rng.randrange(len(text) + 1)
+        j = rng.randrange(i, len(text) + 1)
+        piece = text[i:j]
+        if rng.random() < 0.3:
+            function = rng.choice(["starts_with", "ends_with", "contains"])
+            return Expr(f"{function}({column.name}, {tq_string(piece)})",
+                        f"{function}({column.sql}, {sql_string(piece)})", "bool", column.nullable)
+        shape = rng.random()
+        if shape < 0.25:
+            pattern = piece + "%"
+        elif shape < 0.5:
+            pattern = "%" + piece
+        elif shape < 0.75:
+            pattern = "%" + piece + "%"
+        else:
+            chars = list(text)
+            for k in range(len(chars)):
+                if rng.random() < 0.2:
+                    chars[k] = "_"
+            pattern = "".join(chars)
+        word = "not like" if rng.random() < 0.3 else "like"
+        return Expr(f"{column.name} {word} {tq_string(pattern)}",
+                    f"({column.sql} {word.upper()} {sql_string(pattern)})", "bool", column.nullable)
 
     def compare_number(self, left, columns):
         rng = self.rng
