@@ -10,7 +10,7 @@ A query is a random pipeline over one of two data sets: SSB at scale factor 0.01
 and string keys, the last repeating in `dims`), written here into DIR/data
 with a null in every column that may hold one, NaN, infinities, -0.0, and strings that sort
 around each other. Pipelines join, filter (comparisons, `between`, `in`, `is null`, three-valued
-logic, `like` and the string tests), compute (arithmetic, `case`, casts, functions), then group, aggregate, select, sort and
+logic, `like` and the string tests), compute (arithmetic, `case`, casts, functions), then group (with `count(distinct x)` too), aggregate, select, sort and
 take, take distinct rows, or combine two pipelines with a set operation. Each is rendered twice,
 as a script and as SQL, from one description, so the two say the same thing by construction.
 
@@ -573,7 +573,8 @@ class Query:
         keyable = [c for c in columns if c.kind != "float" and c.stored]
         keys = self.key_columns(keyable)
         key_items = [(k.name, k.name, k.sql) for k in keys]
-        if rng.random() < 0.25:
+        computed_key = rng.random() < 0.25
+        if computed_key:
             # A computed key: a small remainder or a date's year.
             dates = [c for c in columns if c.kind == "date"]
             ints = [c for c in columns if c.kind == "int" and c.stored and c.bits == 32]
@@ -585,6 +586,12 @@ class Query:
                 divisor = rng.randrange(2, 7)
                 key_items = [(self.fresh("k"), f"{c.name} % {divisor}", f"({c.sql} % {divisor})")]
         aggregates = [self.aggregate(columns) for _ in range(rng.randrange(0, 4))]
+        counted = [c for c in keyable if c not in keys
+                   and sum(k.bits + (1 if k.nullable else 0) for k in keys + [c]) <= 64]
+        if not computed_key and counted and rng.random() < 0.15:
+            # `count(distinct x)` groups by the keys and x first: x fits beside them as a key.
+            column = rng.choice(counted)
+            aggregates = [(self.fresh("a"), f"count(distinct {column.name})", f"count(DISTINCT {column.sql})", "int")]
         block = ", ".join(f"{n} = {tq}" for n, tq, _, _ in aggregates)
         keys_tq = ", ".join(tq if tq == n else f"{n} = {tq}" for n, tq, _ in key_items)
         script.append(f"group {keys_tq} {{ {block} }}" if block else f"group {keys_tq} {{}}")

@@ -219,10 +219,12 @@ pub enum ExprKind {
         expr: Box<Expr>,
         ty: Ident,
     },
-    /// `function(args)`; aggregates (`sum`, `count`, ...) are calls too.
+    /// `function(args)`; aggregates (`sum`, `count`, ...) are calls too, and
+    /// `count(distinct x)` counts different values.
     Call {
         function: Ident,
         args: Vec<Expr>,
+        distinct: bool,
     },
 }
 

@@ -314,9 +314,16 @@ fn write_expr(out: &mut String, expr: &Expr) {
             out.push_str(&ty.name);
             out.push(')');
         }
-        ExprKind::Call { function, args } => {
+        ExprKind::Call {
+            function,
+            args,
+            distinct,
+        } => {
             out.push_str(&function.name);
             out.push('(');
+            if *distinct {
+                out.push_str("distinct ");
+            }
             write_list(out, args);
             out.push(')');
         }

@@ -160,7 +160,19 @@ impl Analyzer<'_> {
                     )
                 }
             }
-            AstExpr::Call { function, args } => self.call(function, args, span, context)?,
+            AstExpr::Call {
+                function,
+                args,
+                distinct,
+            } => {
+                if *distinct && Aggregate::from_name(&function.name).is_none() {
+                    return Err(Diagnostic::type_error(
+                        span,
+                        format!("`{}` is not an aggregate: `distinct` is written only in `count(distinct x)`", function.name),
+                    ));
+                }
+                self.call(function, args, span, context)?
+            }
         };
         Ok(Operand::Value(typed))
     }

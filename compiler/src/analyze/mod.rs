@@ -131,9 +131,11 @@ impl<'a> Analyzer<'a> {
         let mut context = PipelineContext::new(from.output.clone());
         let mut stages = Vec::with_capacity(pipeline.stages.len());
         for stage in &pipeline.stages {
-            let typed = self.stage(stage, &context)?;
-            context.advance(typed.output.clone(), stage);
-            stages.push(typed);
+            // One stage of the script may become two (`count(distinct x)`).
+            for typed in self.stage(stage, &context)? {
+                context.advance(typed.output.clone(), stage);
+                stages.push(typed);
+            }
         }
         Ok(TypedPipeline {
             from,

@@ -23,7 +23,7 @@ impl Analyzer<'_> {
         &mut self,
         stage: &ast::Stage,
         context: &PipelineContext,
-    ) -> Result<TypedStage> {
+    ) -> Result<Vec<TypedStage>> {
         let input = &context.scope;
         let (kind, output) = match &stage.kind {
             StageKind::Where(predicate) => {
@@ -47,13 +47,22 @@ impl Analyzer<'_> {
                     })
                     .collect();
                 let (keys, mut output) = self.select_items(keys, context)?;
-                let aggregates = self.aggregates(aggregates, context, &mut output, true, taken)?;
+                let (aggregates, distinct) =
+                    self.aggregates(aggregates, context, &mut output, true, taken)?;
+                if let Some(counted) = distinct {
+                    return Ok(self.count_distinct(keys, aggregates, counted, output, stage.span));
+                }
                 (TypedStageKind::Group { keys, aggregates }, output)
             }
             StageKind::Aggregate(aggregates) => {
                 let mut output = Scope::default();
-                let aggregates =
+                let (aggregates, distinct) =
                     self.aggregates(aggregates, context, &mut output, false, Vec::new())?;
+                if let Some(counted) = distinct {
+                    let stages =
+                        self.count_distinct(Vec::new(), aggregates, counted, output, stage.span);
+                    return Ok(stages);
+                }
                 (TypedStageKind::Aggregate(aggregates), output)
             }
             StageKind::Sort(keys) => {
@@ -107,11 +116,89 @@ impl Analyzer<'_> {
                 (TypedStageKind::Product(relation), output)
             }
         };
-        Ok(TypedStage {
+        Ok(vec![TypedStage {
             kind,
             output,
             span: stage.span,
-        })
+        }])
+    }
+
+    /// A `group` (or `aggregate`) whose aggregates all count the distinct values of `counted`,
+    /// as two: the distinct combinations of the keys and `counted` (a group without
+    /// aggregates), then a group of those by the keys counting `counted`'s values, which are now
+    /// distinct within each group (`count` skips the null one, as SQL's `count(distinct x)`).
+    fn count_distinct(
+        &mut self,
+        keys: Vec<Binding>,
+        aggregates: Vec<AggregateBinding>,
+        counted: Expr,
+        output: Scope,
+        span: Span,
+    ) -> Vec<TypedStage> {
+        let fresh = |analyzer: &mut Self, name: String, expr: &Expr| {
+            let origin = expr
+                .as_column()
+                .and_then(|c| analyzer.columns.get(c).origin.clone());
+            analyzer.columns.add(ColumnInfo {
+                name,
+                ty: expr.ty,
+                nullable: expr.nullable,
+                origin,
+            })
+        };
+        let mut inner_keys = Vec::with_capacity(keys.len() + 1);
+        let mut inner_output = Scope::default();
+        let mut outer_keys = Vec::with_capacity(keys.len());
+        for key in &keys {
+            let name = self.columns.get(key.id).name.clone();
+            let id = fresh(self, name.clone(), &key.expr);
+            inner_keys.push(Binding {
+                id,
+                expr: key.expr.clone(),
+            });
+            inner_output.entries.push(ScopeEntry {
+                id,
+                name,
+                qualifier: None,
+            });
+            outer_keys.push(Binding {
+                id: key.id,
+                expr: Expr::column(id, &self.columns, span),
+            });
+        }
+        let value = fresh(self, "distinct value".to_string(), &counted);
+        inner_keys.push(Binding {
+            id: value,
+            expr: counted,
+        });
+        let column = Expr::column(value, &self.columns, span);
+        let outer_aggregates = aggregates
+            .into_iter()
+            .map(|binding| AggregateBinding {
+                id: binding.id,
+                aggregate: AggregateExpr {
+                    arg: Some(column.clone()),
+                    ..binding.aggregate
+                },
+            })
+            .collect();
+        let inner = TypedStage {
+            kind: TypedStageKind::Group {
+                keys: inner_keys,
+                aggregates: Vec::new(),
+            },
+            output: inner_output,
+            span,
+        };
+        let kind = if keys.is_empty() {
+            TypedStageKind::Aggregate(outer_aggregates)
+        } else {
+            TypedStageKind::Group {
+                keys: outer_keys,
+                aggregates: outer_aggregates,
+            }
+        };
+        vec![inner, TypedStage { kind, output, span }]
     }
 
     /// `select` items and `group` keys: plain column references keep their column; anything
@@ -334,12 +421,29 @@ impl Analyzer<'_> {
         output: &mut Scope,
         grouped: bool,
         taken: Vec<(String, Span)>,
-    ) -> Result<Vec<AggregateBinding>> {
+    ) -> Result<(Vec<AggregateBinding>, Option<Expr>)> {
         let mut names = taken;
         let mut bindings = Vec::with_capacity(assignments.len());
+        // The argument of `count(distinct x)`, when every aggregate counts the same one's values.
+        let mut distinct: Option<Expr> = None;
+        let mut plain = false;
         for assignment in assignments {
             check_unique(&mut names, &assignment.name)?;
-            let aggregate = self.aggregate_call(&assignment.expr, context, grouped)?;
+            let (aggregate, counts_distinct) =
+                self.aggregate_call(&assignment.expr, context, grouped)?;
+            match (counts_distinct, &distinct, &aggregate.arg) {
+                (false, _, _) => plain = true,
+                (true, None, Some(arg)) => distinct = Some(arg.clone()),
+                (true, Some(first), Some(arg)) if first.kind == arg.kind => {}
+                (true, _, _) => plain = true,
+            }
+            if plain && distinct.is_some() {
+                return Err(Diagnostic::unsupported(
+                    assignment.expr.span,
+                    "`count(distinct x)` beside other aggregates is not supported yet",
+                )
+                .with_hint("compute it in a `group` of its own"));
+            }
             // Over a group every aggregate sees at least one row; over a whole input it may not.
             let nullable = aggregate.function.is_null_on_empty()
                 && (!grouped || aggregate.arg.as_ref().is_some_and(|a| a.nullable));
@@ -362,7 +466,7 @@ impl Analyzer<'_> {
             });
             bindings.push(AggregateBinding { id, aggregate });
         }
-        Ok(bindings)
+        Ok((bindings, distinct))
     }
 
     fn aggregate_call(
@@ -370,13 +474,18 @@ impl Analyzer<'_> {
         expr: &ast::Expr,
         context: &PipelineContext,
         grouped: bool,
-    ) -> Result<AggregateExpr> {
+    ) -> Result<(AggregateExpr, bool)> {
         let block = if grouped {
             "group { }"
         } else {
             "aggregate { }"
         };
-        let AstExpr::Call { function, args } = &expr.kind else {
+        let AstExpr::Call {
+            function,
+            args,
+            distinct,
+        } = &expr.kind
+        else {
             return Err(Diagnostic::type_error(
                 expr.span,
                 format!(
@@ -392,6 +501,12 @@ impl Analyzer<'_> {
             )
             .with_hint("the aggregates are sum, count, min, max and avg"));
         };
+        if *distinct && !(aggregate == Aggregate::Count && args.len() == 1) {
+            return Err(Diagnostic::unsupported(
+                expr.span,
+                "`distinct` in an aggregate other than `count(distinct x)` is not supported yet",
+            ));
+        }
         let arg = match (aggregate, args.as_slice()) {
             (Aggregate::Count, []) => None,
             (_, [arg]) => Some(self.value(arg, context)?),
@@ -427,12 +542,15 @@ impl Analyzer<'_> {
                 )
                 .with_label(format!("this is `{found}`, not {what}"))
             })?;
-        Ok(AggregateExpr {
-            function: aggregate,
-            arg,
-            ty,
-            span: expr.span,
-        })
+        Ok((
+            AggregateExpr {
+                function: aggregate,
+                arg,
+                ty,
+                span: expr.span,
+            },
+            *distinct,
+        ))
     }
 
     fn set_operation_output(

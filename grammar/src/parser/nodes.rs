@@ -175,11 +175,18 @@ pub fn cast(start: usize, expr: Deep, ty: Ident, end: usize) -> Result<Deep, Fai
     node(start, kind, depth, end)
 }
 
-pub fn call(start: usize, function: Ident, args: Vec<Deep>, end: usize) -> Result<Deep, Failure> {
+pub fn call(
+    start: usize,
+    function: Ident,
+    distinct: bool,
+    args: Vec<Deep>,
+    end: usize,
+) -> Result<Deep, Failure> {
     let depth = args.iter().map(|arg| arg.depth).max().unwrap_or(0);
     let kind = ExprKind::Call {
         function,
         args: args.into_iter().map(|arg| arg.expr).collect(),
+        distinct,
     };
     node(start, kind, depth, end)
 }
