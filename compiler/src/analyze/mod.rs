@@ -4,6 +4,7 @@
 //! are compared with. These steps change meaning, so they live here and not among the
 //! optimizer's passes. Every user error becomes a `Diagnostic` pointing at the script.
 
+mod computed;
 mod declarations;
 mod expr;
 mod scope;

@@ -14,6 +14,7 @@ use crate::typed::{
     TypedSource, TypedStage, TypedStageKind,
 };
 
+use super::computed::{computed_entries, ComputedEntries};
 use super::expr::Operand;
 use super::scope::PipelineContext;
 use super::{Analyzer, Result};
@@ -46,24 +47,41 @@ impl Analyzer<'_> {
                         _ => None,
                     })
                     .collect();
+                let computed = computed_entries(aggregates);
+                let entries = computed.as_ref().map_or(aggregates, |c| &c.aggregates);
                 let (keys, mut output) = self.select_items(keys, context)?;
+                let key_count = keys.len();
                 let (aggregates, distinct) =
-                    self.aggregates(aggregates, context, &mut output, true, taken)?;
-                if let Some(counted) = distinct {
-                    return Ok(self.count_distinct(keys, aggregates, counted, output, stage.span));
-                }
-                (TypedStageKind::Group { keys, aggregates }, output)
+                    self.aggregates(entries, context, &mut output, true, taken)?;
+                let stages = match distinct {
+                    Some(counted) => {
+                        self.count_distinct(keys, aggregates, counted, output, stage.span)
+                    }
+                    None => vec![TypedStage {
+                        kind: TypedStageKind::Group { keys, aggregates },
+                        output,
+                        span: stage.span,
+                    }],
+                };
+                return self.then_compute(stages, key_count, computed);
             }
             StageKind::Aggregate(aggregates) => {
+                let computed = computed_entries(aggregates);
+                let entries = computed.as_ref().map_or(aggregates, |c| &c.aggregates);
                 let mut output = Scope::default();
                 let (aggregates, distinct) =
-                    self.aggregates(aggregates, context, &mut output, false, Vec::new())?;
-                if let Some(counted) = distinct {
-                    let stages =
-                        self.count_distinct(Vec::new(), aggregates, counted, output, stage.span);
-                    return Ok(stages);
-                }
-                (TypedStageKind::Aggregate(aggregates), output)
+                    self.aggregates(entries, context, &mut output, false, Vec::new())?;
+                let stages = match distinct {
+                    Some(counted) => {
+                        self.count_distinct(Vec::new(), aggregates, counted, output, stage.span)
+                    }
+                    None => vec![TypedStage {
+                        kind: TypedStageKind::Aggregate(aggregates),
+                        output,
+                        span: stage.span,
+                    }],
+                };
+                return self.then_compute(stages, 0, computed);
             }
             StageKind::Sort(keys) => {
                 let keys = keys
@@ -121,6 +139,46 @@ impl Analyzer<'_> {
             output,
             span: stage.span,
         }])
+    }
+
+    /// `stages` (a grouping whose first `key_count` columns are its keys), followed, for a
+    /// block whose entries compute with aggregates, by the `select` computing them.
+    fn then_compute(
+        &mut self,
+        mut stages: Vec<TypedStage>,
+        key_count: usize,
+        computed: Option<ComputedEntries>,
+    ) -> Result<Vec<TypedStage>> {
+        let (Some(computed), Some(grouping)) = (computed, stages.last()) else {
+            return Ok(stages);
+        };
+        let span = grouping.span;
+        let scope = grouping.output.clone();
+        let keys = scope.entries[..key_count].iter().map(|entry| {
+            let ident = |name: &str| ast::Ident {
+                name: name.to_string(),
+                span,
+            };
+            ast::SelectItem {
+                name: None,
+                expr: ast::Expr {
+                    kind: AstExpr::Column {
+                        qualifier: entry.qualifier.as_deref().map(ident),
+                        name: ident(&entry.name),
+                    },
+                    span,
+                },
+                span,
+            }
+        });
+        let items: Vec<ast::SelectItem> = keys.chain(computed.entries).collect();
+        let (bindings, output) = self.select_items(&items, &PipelineContext::new(scope))?;
+        stages.push(TypedStage {
+            kind: TypedStageKind::Select(bindings),
+            output,
+            span,
+        });
+        Ok(stages)
     }
 
     /// A `group` (or `aggregate`) whose aggregates all count the distinct values of `counted`,
@@ -489,10 +547,10 @@ impl Analyzer<'_> {
             return Err(Diagnostic::type_error(
                 expr.span,
                 format!(
-                    "each entry of `{block}` must be an aggregate such as `sum(x)` or `count()`"
+                    "each entry of `{block}` must be an aggregate such as `sum(x)` or `count()`, or compute with one"
                 ),
             )
-            .with_hint("compute with the result in a later `derive`"));
+            .with_hint("write an aggregate, or an expression over aggregates such as `sum(x) / count()`; a plain value belongs in a later `derive`"));
         };
         let Some(aggregate) = Aggregate::from_name(&function.name) else {
             return Err(Diagnostic::type_error(
