@@ -10,7 +10,7 @@ A query is a random pipeline over one of two data sets: SSB at scale factor 0.01
 and string keys, the last repeating in `dims`), written here into DIR/data
 with a null in every column that may hold one, NaN, infinities, -0.0, and strings that sort
 around each other. Pipelines join, filter (comparisons, `between`, `in`, `is null`, three-valued
-logic, `like` and the string tests), compute (arithmetic, `case`, casts, functions), then group (with `count(distinct x)` too), aggregate, select, sort and
+logic, `like` and the string tests), compute (arithmetic, `case`, casts, functions), then group (with `count(distinct x)` and entries computing with aggregates too), aggregate, select, sort and
 take, take distinct rows, or combine two pipelines with a set operation. Each is rendered twice,
 as a script and as SQL, from one description, so the two say the same thing by construction.
 
@@ -627,6 +627,18 @@ class Query:
         if choice < 0.3:
             column = rng.choice(columns)
             return name, f"count({column.name})", f"count({column.sql})", "int"
+        if choice < 0.38:
+            # An entry computing with aggregates.
+            small = [c for c in columns if c.kind == "int" and c.bits == 32]
+            if small and rng.random() < 0.5:
+                column = rng.choice(small)
+                return (name, f"max({column.name}) - min({column.name}) + count()",
+                        f"(CAST(max({column.sql}) AS BIGINT) - min({column.sql}) + count(*))", "int")
+            expr = self.number(columns)
+            if expr.kind == "int" and expr.bound > 2**62 // 250_000:
+                # A sum that may leave 64 bits (see below).
+                return name, "count() * 2 + 1", "(count(*) * 2 + 1)", "int"
+            return (name, f"sum({expr.tq}) / count()", f"(CAST(sum({expr.sql}) AS DOUBLE) / count(*))", "float")
         if choice < 0.5:
             ordered = [c for c in columns if c.kind in ("int", "float", "date", "str")]
             if not ordered:
