@@ -241,8 +241,39 @@ pub enum LiteralValue {
     Str(String),
     /// `@1994-01-31`, as written (`yyyy-mm-dd`); the compiler checks and converts it.
     Date(String),
+    /// `90 days`, `3 months`, `1 year`: added to or subtracted from a date.
+    Interval {
+        count: i64,
+        unit: IntervalUnit,
+    },
     Bool(bool),
     Null,
+}
+
+/// What an interval counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IntervalUnit {
+    Day,
+    Month,
+    Year,
+}
+
+impl IntervalUnit {
+    /// The unit as written after a count of one (`1 day`); more take an `s`.
+    pub fn name(self) -> &'static str {
+        match self {
+            IntervalUnit::Day => "day",
+            IntervalUnit::Month => "month",
+            IntervalUnit::Year => "year",
+        }
+    }
+
+    /// The unit named `word` (`day` or `days`, ...).
+    pub fn from_word(word: &str) -> Option<IntervalUnit> {
+        [IntervalUnit::Day, IntervalUnit::Month, IntervalUnit::Year]
+            .into_iter()
+            .find(|unit| word == unit.name() || word.strip_suffix('s') == Some(unit.name()))
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

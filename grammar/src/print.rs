@@ -210,6 +210,10 @@ fn literal_to_string(literal: &Literal) -> String {
         LiteralValue::Float(value) => format!("{value:?}"),
         LiteralValue::Str(value) => quote_string(value),
         LiteralValue::Date(value) => format!("@{value}"),
+        LiteralValue::Interval { count, unit } => {
+            let plural = if *count == 1 { "" } else { "s" };
+            format!("{count} {}{plural}", unit.name())
+        }
         LiteralValue::Bool(value) => value.to_string(),
         LiteralValue::Null => "null".into(),
     }

@@ -4,7 +4,9 @@
 //! sides to a common type, and an integer literal compared with a 32-bit column stays 32-bit
 //! when it fits, so the comparison costs nothing extra on the device.
 
-use tessera_grammar::ast::{self, BinaryOp, ExprKind as AstExpr, LiteralValue, UnaryOp};
+use tessera_grammar::ast::{
+    self, BinaryOp, ExprKind as AstExpr, IntervalUnit, LiteralValue, UnaryOp,
+};
 use tessera_grammar::{closest_name, Diagnostic, Span};
 use tessera_stdlib::{Aggregate, Function};
 use tessera_storage::{date, DataType, Value};
@@ -76,6 +78,24 @@ impl Analyzer<'_> {
                 Expr::column(id, &self.columns, span)
             }
             AstExpr::Unary { op, operand } => self.unary(*op, operand, span, context)?,
+            AstExpr::Binary {
+                op: op @ (BinaryOp::Add | BinaryOp::Sub),
+                left,
+                right,
+            } if interval_of(right).is_some()
+                || (*op == BinaryOp::Add && interval_of(left).is_some()) =>
+            {
+                let (date, (count, unit)) = match interval_of(right) {
+                    Some(interval) => (left, interval),
+                    None => (right, interval_of(left).unwrap_or((0, IntervalUnit::Day))),
+                };
+                let count = if *op == BinaryOp::Sub {
+                    count.checked_neg().unwrap_or(i64::MAX)
+                } else {
+                    count
+                };
+                self.shift_date(date, count, unit, span, context)?
+            }
             AstExpr::Binary { op, left, right } => {
                 let left = self.operand(left, context)?;
                 let right = self.operand(right, context)?;
@@ -192,6 +212,13 @@ impl Analyzer<'_> {
                     );
                 };
                 Expr::literal(Value::Date(days), DataType::Date, span)
+            }
+            LiteralValue::Interval { .. } => {
+                return Err(Diagnostic::type_error(
+                    span,
+                    "an interval can only be added to or subtracted from a date",
+                )
+                .with_hint("write `d + 90 days` or `@1994-01-01 - 1 year`"))
             }
             // Typed by what it meets (`Expr::adopt`); alone it is an `i32`, as in DuckDB.
             LiteralValue::Null => Expr::null(DataType::I32, span),
@@ -584,6 +611,90 @@ impl Analyzer<'_> {
         match (origin(a), origin(b)) {
             (Some(x), Some(y)) => x == y,
             _ => false,
+        }
+    }
+}
+
+/// The count and unit of an interval literal (`90 days`, or `-90 days`).
+fn interval_of(expr: &ast::Expr) -> Option<(i64, IntervalUnit)> {
+    match &expr.kind {
+        AstExpr::Literal(ast::Literal {
+            value: LiteralValue::Interval { count, unit },
+            ..
+        }) => Some((*count, *unit)),
+        AstExpr::Unary {
+            op: UnaryOp::Neg,
+            operand,
+        } => interval_of(operand).map(|(count, unit)| (count.saturating_neg(), unit)),
+        _ => None,
+    }
+}
+
+impl Analyzer<'_> {
+    /// `date + count unit`: a literal date moves at once (a month or a year later, the day is
+    /// kept, or the month's last day when the month is shorter, as DuckDB does); a date column
+    /// moves by days, through its day number.
+    fn shift_date(
+        &mut self,
+        date: &ast::Expr,
+        count: i64,
+        unit: IntervalUnit,
+        span: Span,
+        context: &PipelineContext,
+    ) -> Result<Expr> {
+        let date = self.value(date, context)?.adopt(DataType::Date);
+        if date.ty != DataType::Date {
+            return Err(Diagnostic::type_error(
+                date.span,
+                format!("an interval is added to a date, but this is `{}`", date.ty),
+            ));
+        }
+        let out_of_range = || {
+            Diagnostic::type_error(span, "the date is out of range").with_label(format!(
+                "{count} {}s from here leaves the calendar",
+                unit.name()
+            ))
+        };
+        match (&date.kind, unit) {
+            (ExprKind::Literal(Value::Null), _) => Ok(Expr::null(DataType::Date, span)),
+            (ExprKind::Literal(Value::Date(day)), IntervalUnit::Day) => {
+                let moved = i64::from(*day) + count;
+                let moved = i32::try_from(moved).map_err(|_| out_of_range())?;
+                Ok(Expr::literal(Value::Date(moved), DataType::Date, span))
+            }
+            (ExprKind::Literal(Value::Date(day)), IntervalUnit::Month | IntervalUnit::Year) => {
+                let months = if unit == IntervalUnit::Year {
+                    count.checked_mul(12).ok_or_else(out_of_range)?
+                } else {
+                    count
+                };
+                let (year, month, day_of_month) = date::civil_from_days(*day);
+                let index = (i64::from(year) * 12 + i64::from(month) - 1)
+                    .checked_add(months)
+                    .ok_or_else(out_of_range)?;
+                let year = i32::try_from(index.div_euclid(12)).map_err(|_| out_of_range())?;
+                let month = index.rem_euclid(12) as u32 + 1;
+                let day_of_month = day_of_month.min(date::days_in_month(year, month));
+                let moved =
+                    date::days_from_civil(year, month, day_of_month).ok_or_else(out_of_range)?;
+                Ok(Expr::literal(Value::Date(moved), DataType::Date, span))
+            }
+            (_, IntervalUnit::Day) => {
+                let days = Expr::literal(Value::Int(count), DataType::I64, span);
+                let sum = Expr::binary(
+                    BinaryOp::Add,
+                    date.cast(DataType::I64),
+                    days,
+                    DataType::I64,
+                    span,
+                );
+                Ok(sum.cast(DataType::Date))
+            }
+            (_, IntervalUnit::Month | IntervalUnit::Year) => Err(Diagnostic::unsupported(
+                span,
+                "adding months or years to a date that is not a literal is not supported yet",
+            )
+            .with_hint("add days, or move the literal date it is compared with the other way")),
         }
     }
 }

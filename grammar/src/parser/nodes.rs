@@ -5,7 +5,7 @@
 
 use lalrpop_util::ParseError;
 
-use crate::ast::{BinaryOp, Expr, ExprKind, Ident, Literal, LiteralValue, UnaryOp};
+use crate::ast::{BinaryOp, Expr, ExprKind, Ident, IntervalUnit, Literal, LiteralValue, UnaryOp};
 use crate::diagnostic::Diagnostic;
 use crate::lexer::TokenKind;
 use crate::span::Span;
@@ -35,6 +35,24 @@ pub fn literal(start: usize, value: LiteralValue, end: usize) -> Literal {
         value,
         span: Span::new(start, end),
     }
+}
+
+/// `90 days`: a count and a unit.
+pub fn interval(start: usize, count: i64, unit: Ident, end: usize) -> Result<Deep, Failure> {
+    let Some(unit_kind) = IntervalUnit::from_word(&unit.name) else {
+        let error = Diagnostic::syntax(unit.span, format!("`{}` is not a unit of time", unit.name))
+            .with_label("expected `days`, `months` or `years` after a count")
+            .with_hint("an interval is written `90 days`, `3 months` or `1 year`");
+        return Err(ParseError::User { error });
+    };
+    Ok(literal_expr(literal(
+        start,
+        LiteralValue::Interval {
+            count,
+            unit: unit_kind,
+        },
+        end,
+    )))
 }
 
 pub fn literal_expr(literal: Literal) -> Deep {
