@@ -166,12 +166,18 @@ struct Expected {
 
 impl Expected {
     fn new(raw: &[String]) -> Expected {
-        Expected {
+        let mut expected = Expected {
             names: raw
                 .iter()
                 .map(|name| name.trim_matches('"').to_string())
                 .collect(),
+        };
+        // After a complete operand a name can only be an interval's unit (`90 days`), which
+        // is not what a user who left something out is missing.
+        if expected.wants_operator() {
+            expected.names.retain(|name| name != "IDENT");
         }
+        expected
     }
 
     fn contains(&self, name: &str) -> bool {

@@ -40,9 +40,11 @@ pub fn literal(start: usize, value: LiteralValue, end: usize) -> Literal {
 /// `90 days`: a count and a unit.
 pub fn interval(start: usize, count: i64, unit: Ident, end: usize) -> Result<Deep, Failure> {
     let Some(unit_kind) = IntervalUnit::from_word(&unit.name) else {
-        let error = Diagnostic::syntax(unit.span, format!("`{}` is not a unit of time", unit.name))
-            .with_label("expected `days`, `months` or `years` after a count")
-            .with_hint("an interval is written `90 days`, `3 months` or `1 year`");
+        // A name after a number is either a unit or the start of something a `,` should have
+        // separated (`select a = 1 b = 2`).
+        let error = Diagnostic::syntax(unit.span, format!("unexpected `{}`", unit.name))
+            .with_label("expected an operator, or a unit of time after a count (`90 days`)")
+            .with_hint("a `,` may be missing before this");
         return Err(ParseError::User { error });
     };
     Ok(literal_expr(literal(
