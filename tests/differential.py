@@ -10,7 +10,7 @@ A query is a random pipeline over one of two data sets: SSB at scale factor 0.01
 and string keys, the last repeating in `dims`), written here into DIR/data
 with a null in every column that may hold one, NaN, infinities, -0.0, and strings that sort
 around each other. Pipelines join, filter (comparisons, `between`, `in`, `is null`, three-valued
-logic, `like` and the string tests), compute (arithmetic, `case`, casts, functions), then group (with `count(distinct x)` and entries computing with aggregates too), aggregate, select, sort and
+logic, `like` and the string tests), compute (arithmetic, `case`, casts, functions), then group (with aggregates of distinct values and entries computing with aggregates too), aggregate, select, sort and
 take, take distinct rows, or combine two pipelines with a set operation. Each is rendered twice,
 as a script and as SQL, from one description, so the two say the same thing by construction.
 
@@ -589,9 +589,15 @@ class Query:
         counted = [c for c in keyable if c not in keys
                    and sum(k.bits + (1 if k.nullable else 0) for k in keys + [c]) <= 64]
         if not computed_key and counted and rng.random() < 0.15:
-            # `count(distinct x)` groups by the keys and x first: x fits beside them as a key.
+            # Aggregates of distinct values group by the keys and x first: x fits beside them
+            # as a key.
             column = rng.choice(counted)
-            aggregates = [(self.fresh("a"), f"count(distinct {column.name})", f"count(DISTINCT {column.sql})", "int")]
+            functions = ["count"] + (["min", "max"] if column.kind != "bool" else []) + (["sum"] if column.kind == "int" else [])
+            aggregates = []
+            for function in rng.sample(functions, rng.randrange(1, len(functions) + 1)):
+                kind = "int" if function in ("count", "sum") else "exact"
+                sql = f"CAST({function}(DISTINCT {column.sql}) AS BIGINT)" if function == "sum" else f"{function}(DISTINCT {column.sql})"
+                aggregates.append((self.fresh("a"), f"{function}(distinct {column.name})", sql, kind))
         block = ", ".join(f"{n} = {tq}" for n, tq, _, _ in aggregates)
         keys_tq = ", ".join(tq if tq == n else f"{n} = {tq}" for n, tq, _ in key_items)
         script.append(f"group {keys_tq} {{ {block} }}" if block else f"group {keys_tq} {{}}")

@@ -55,7 +55,7 @@ impl Analyzer<'_> {
                     self.aggregates(entries, context, &mut output, true, taken)?;
                 let stages = match distinct {
                     Some(counted) => {
-                        self.count_distinct(keys, aggregates, counted, output, stage.span)
+                        self.of_distinct_values(keys, aggregates, counted, output, stage.span)
                     }
                     None => vec![TypedStage {
                         kind: TypedStageKind::Group { keys, aggregates },
@@ -73,7 +73,7 @@ impl Analyzer<'_> {
                     self.aggregates(entries, context, &mut output, false, Vec::new())?;
                 let stages = match distinct {
                     Some(counted) => {
-                        self.count_distinct(Vec::new(), aggregates, counted, output, stage.span)
+                        self.of_distinct_values(Vec::new(), aggregates, counted, output, stage.span)
                     }
                     None => vec![TypedStage {
                         kind: TypedStageKind::Aggregate(aggregates),
@@ -181,11 +181,12 @@ impl Analyzer<'_> {
         Ok(stages)
     }
 
-    /// A `group` (or `aggregate`) whose aggregates all count the distinct values of `counted`,
-    /// as two: the distinct combinations of the keys and `counted` (a group without
-    /// aggregates), then a group of those by the keys counting `counted`'s values, which are now
-    /// distinct within each group (`count` skips the null one, as SQL's `count(distinct x)`).
-    fn count_distinct(
+    /// A `group` (or `aggregate`) whose aggregates all take the distinct values of `counted`
+    /// (`count(distinct x)`, `sum(distinct x)`), as two: the distinct combinations of the keys
+    /// and `counted` (a group without aggregates), then a group of those by the keys taking the
+    /// aggregates over `counted`'s values, which are now distinct within each group (the
+    /// aggregates skip the null one, as SQL's do).
+    fn of_distinct_values(
         &mut self,
         keys: Vec<Binding>,
         aggregates: Vec<AggregateBinding>,
@@ -482,7 +483,8 @@ impl Analyzer<'_> {
     ) -> Result<(Vec<AggregateBinding>, Option<Expr>)> {
         let mut names = taken;
         let mut bindings = Vec::with_capacity(assignments.len());
-        // The argument of `count(distinct x)`, when every aggregate counts the same one's values.
+        // The argument of `count(distinct x)` (or `sum(distinct x)`, ...), when every aggregate
+        // takes the distinct values of the same one.
         let mut distinct: Option<Expr> = None;
         let mut plain = false;
         for assignment in assignments {
@@ -498,7 +500,7 @@ impl Analyzer<'_> {
             if plain && distinct.is_some() {
                 return Err(Diagnostic::unsupported(
                     assignment.expr.span,
-                    "`count(distinct x)` beside other aggregates is not supported yet",
+                    "an aggregate of distinct values beside other aggregates is not supported yet",
                 )
                 .with_hint("compute it in a `group` of its own"));
             }
@@ -559,10 +561,14 @@ impl Analyzer<'_> {
             )
             .with_hint("the aggregates are sum, count, min, max and avg"));
         };
-        if *distinct && !(aggregate == Aggregate::Count && args.len() == 1) {
-            return Err(Diagnostic::unsupported(
+        if *distinct && args.len() != 1 {
+            return Err(Diagnostic::type_error(
                 expr.span,
-                "`distinct` in an aggregate other than `count(distinct x)` is not supported yet",
+                format!(
+                    "`{}(distinct ...)` takes one argument, but {} given",
+                    function.name,
+                    args.len()
+                ),
             ));
         }
         let arg = match (aggregate, args.as_slice()) {
