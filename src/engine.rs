@@ -80,6 +80,8 @@ struct Resident {
 /// Where a script's program came from, as `--timing` reports it.
 #[derive(Clone, Copy)]
 enum Origin {
+    /// Ready since an earlier run of the same text.
+    Resident,
     /// Planned and compiled to machine code now.
     Compiled,
     /// The kernel cache on disk.
@@ -91,6 +93,7 @@ enum Origin {
 impl Origin {
     fn describe(self) -> &'static str {
         match self {
+            Origin::Resident => "resident (the same text ran before)",
             Origin::Compiled => "compiled",
             Origin::KernelCache => "from the kernel cache",
             Origin::SameShape => "the code of an earlier script, with its constants",
@@ -170,8 +173,18 @@ impl Engine {
     /// The program of `source`: compiled on first use, through the kernel cache on disk, or
     /// the code of an earlier script of the same shape given this one's constants.
     fn compiled(&self, name: &str, source: &str) -> Result<Arc<Resident>, Failure> {
+        Ok(self.compiled_with_origin(name, source)?.0)
+    }
+
+    /// [`Engine::compiled`], and how this call found the program: a text seen before is
+    /// `Origin::Resident`, whatever its program's own origin.
+    fn compiled_with_origin(
+        &self,
+        name: &str,
+        source: &str,
+    ) -> Result<(Arc<Resident>, Origin), Failure> {
         if let Some(found) = lock(&self.programs).get(source) {
-            return Ok(Arc::clone(found));
+            return Ok((Arc::clone(found), Origin::Resident));
         }
         let script = Script {
             name: name.to_string(),
@@ -179,7 +192,8 @@ impl Engine {
         };
         let resident = Arc::new(self.compile(&script)?);
         lock(&self.programs).insert(source.to_string(), Arc::clone(&resident));
-        Ok(resident)
+        let origin = resident.origin;
+        Ok((resident, origin))
     }
 
     fn compile(&self, script: &Script) -> Result<Resident, Failure> {
@@ -286,7 +300,7 @@ impl Engine {
             source: source.to_string(),
             diagnostics: d,
         })?;
-        let resident = self.compiled(name, source)?;
+        let (resident, origin) = self.compiled_with_origin(name, source)?;
         let asked = Instant::now();
         let mut device = self.device.blocking_lock();
         let taken = Instant::now();
@@ -295,7 +309,7 @@ impl Engine {
         // query.
         drop(device);
         if self.timing {
-            report_timing(source, resident.origin, asked, taken, result.as_ref().ok());
+            report_timing(source, origin, asked, taken, result.as_ref().ok());
         }
         // A program not compiled for this data (from the kernel cache, or sharing code that
         // came from it) whose assumptions no longer hold: forget it and compile again. The

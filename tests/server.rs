@@ -531,6 +531,15 @@ fn scripts_differing_in_constants_share_compiled_code() {
     let stdout = text(&output.stdout);
     assert!(output.status.success(), "{stdout}");
     assert!(stdout.contains("12 passed, 0 failed"), "{stdout}");
+    // Again: every text is resident now.
+    let again = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["test", "--device", "cpu", "--server", &server.address])
+        .arg("tests/conformance/constants")
+        .current_dir(common::repo())
+        .env("TESSERA_CACHE_DIR", "")
+        .output()
+        .expect("tessera test runs");
+    assert!(again.status.success(), "{}", text(&again.stdout));
     drop(server);
     let log = std::fs::read_to_string(log.path()).expect("the log reads");
     let shared = log
@@ -538,4 +547,9 @@ fn scripts_differing_in_constants_share_compiled_code() {
         .filter(|line| line.contains("; program the code of an earlier script"))
         .count();
     assert_eq!(shared, 8, "{log}");
+    let resident = log
+        .lines()
+        .filter(|line| line.contains("; program resident (the same text ran before)"))
+        .count();
+    assert_eq!(resident, 12, "{log}");
 }
