@@ -221,20 +221,12 @@ impl Engine {
             return Ok(alone(compiled));
         }
         let catalog = Arc::clone(&self.catalog);
-        let (target, tile) = (self.options.target, self.options.tile_shape());
-        let key = cache::key(
-            &script.source,
-            &ast,
-            &catalog,
-            target,
-            tile,
-            self.options.partition_joins,
-        );
+        let key = self.options.cache_key(&script.source, &ast, &catalog);
         let started = Instant::now();
-        if let Some(program) = cache::load(&key) {
+        if let Some(compiled) = Compiled::cached(&key, &catalog, started) {
             // Not shared by shape: the data it was planned against may have been planned
             // otherwise than this data is, its constants in other places.
-            return Ok(alone(Compiled::from_cache(program, catalog, key, started)));
+            return Ok(alone(compiled));
         }
         let compilation = Compilation::run_with(ast, &catalog, self.options.partition_joins)
             .map_err(|d| script.fail(d))?;

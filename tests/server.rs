@@ -521,24 +521,21 @@ fn scripts_differing_in_constants_share_compiled_code() {
         command.arg("--timing").stderr(stderr);
     });
     // Four shapes, three scripts each (`tests/conformance/constants`).
-    let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["test", "--device", "cpu", "--server", &server.address])
-        .arg("tests/conformance/constants")
-        .current_dir(common::repo())
-        .env("TESSERA_CACHE_DIR", "")
-        .output()
-        .expect("tessera test runs");
+    let run_folder = || {
+        Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args(["test", "--device", "cpu", "--server", &server.address])
+            .arg("tests/conformance/constants")
+            .current_dir(common::repo())
+            .env("TESSERA_CACHE_DIR", "")
+            .output()
+            .expect("tessera test runs")
+    };
+    let output = run_folder();
     let stdout = text(&output.stdout);
     assert!(output.status.success(), "{stdout}");
     assert!(stdout.contains("12 passed, 0 failed"), "{stdout}");
     // Again: every text is resident now.
-    let again = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["test", "--device", "cpu", "--server", &server.address])
-        .arg("tests/conformance/constants")
-        .current_dir(common::repo())
-        .env("TESSERA_CACHE_DIR", "")
-        .output()
-        .expect("tessera test runs");
+    let again = run_folder();
     assert!(again.status.success(), "{}", text(&again.stdout));
     drop(server);
     let log = std::fs::read_to_string(log.path()).expect("the log reads");

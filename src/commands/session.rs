@@ -74,6 +74,24 @@ pub struct CompileOptions {
 }
 
 impl CompileOptions {
+    /// The kernel cache's key of `source` (parsed as `ast`) compiled with these options against
+    /// `catalog`.
+    pub fn cache_key(
+        &self,
+        source: &str,
+        ast: &tessera_grammar::ast::Script,
+        catalog: &Catalog,
+    ) -> String {
+        cache::key(
+            source,
+            ast,
+            catalog,
+            self.target,
+            self.tile_shape(),
+            self.partition_joins,
+        )
+    }
+
     /// The tile shape asked for, or the target's default for plain columns, for columns packed at
     /// one width, or for columns packed in blocks.
     pub fn tile_shape(&self) -> TileShape {
@@ -122,6 +140,18 @@ impl Compiled {
             cache_keys: vec![key],
             from_cache: true,
         }
+    }
+
+    /// The program the kernel cache holds under `key`, if it holds one, looked up since
+    /// `started`.
+    pub fn cached(key: &str, catalog: &Arc<Catalog>, started: Instant) -> Option<Compiled> {
+        let program = cache::load(key)?;
+        Some(Compiled::from_cache(
+            program,
+            Arc::clone(catalog),
+            key.to_string(),
+            started,
+        ))
     }
 
     /// Forgets the program in the kernel cache (its assumptions no longer hold).
@@ -204,22 +234,12 @@ pub fn compile_with_catalog(
         }
     };
     let started = Instant::now();
-    let target = options.target;
-    let tile = options.tile_shape();
-    let key = use_cache.then(|| {
-        cache::key(
-            &script.source,
-            &ast,
-            &catalog,
-            target,
-            tile,
-            options.partition_joins,
-        )
-    });
-    if let Some(key) = &key {
-        if let Some(program) = cache::load(key) {
-            return Ok(Compiled::from_cache(program, catalog, key.clone(), started));
-        }
+    let key = use_cache.then(|| options.cache_key(&script.source, &ast, &catalog));
+    if let Some(compiled) = key
+        .as_deref()
+        .and_then(|key| Compiled::cached(key, &catalog, started))
+    {
+        return Ok(compiled);
     }
     let compilation = Compilation::run_with(ast, &catalog, options.partition_joins)
         .map_err(|d| script.fail(d))?;

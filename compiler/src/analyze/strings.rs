@@ -9,6 +9,7 @@ use tessera_grammar::ast::{self, BinaryOp};
 use tessera_grammar::{Diagnostic, Span};
 use tessera_storage::{DataType, Value};
 
+use crate::columns::BaseColumn;
 use crate::expr::{Expr, ExprKind, MatchKind, StrBound, StrCode};
 
 use super::expr::Operand;
@@ -52,13 +53,7 @@ impl Analyzer<'_> {
                     "matching a pattern against a computed string is not supported yet",
                 )
             })?;
-        // The dictionary of the codes kernels read, whose size bounds them.
-        let entries = self
-            .catalog
-            .codes_dictionary(&origin.table, &origin.column)
-            .ok()
-            .flatten()
-            .map_or(0, |d| d.len() as u32);
+        let entries = self.code_entries(&origin);
         let nullable = tested.nullable;
         let pattern = Expr::new(
             ExprKind::Literal(Value::Str(text)),
@@ -108,13 +103,7 @@ impl Analyzer<'_> {
                         "comparing a computed string with another string is not supported yet",
                     )
                 })?;
-            // The dictionary of the codes kernels read, whose size bounds them.
-            let entries = analyzer
-                .catalog
-                .codes_dictionary(&origin.table, &origin.column)
-                .ok()
-                .flatten()
-                .map_or(0, |d| d.len() as u32);
+            let entries = analyzer.code_entries(&origin);
             let (nullable, operand_span) = (operand.nullable, operand.span);
             Ok(Expr::new(
                 ExprKind::Rank {
@@ -130,6 +119,16 @@ impl Analyzer<'_> {
         let left = rank(self, left)?;
         let right = rank(self, right)?;
         Ok(Expr::binary(op, left, right, DataType::Bool, span))
+    }
+
+    /// The size of the dictionary of the codes kernels read from `column`, which bounds them
+    /// (checked against the data when the query runs).
+    fn code_entries(&self, column: &BaseColumn) -> u32 {
+        self.catalog
+            .codes_dictionary(&column.table, &column.column)
+            .ok()
+            .flatten()
+            .map_or(0, |d| d.len() as u32)
     }
 
     pub(super) fn bind_string_comparison(

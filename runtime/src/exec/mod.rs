@@ -597,6 +597,13 @@ fn bind(
             ))
         })
     };
+    let text_constant = |slot: u32| match constant(slot)? {
+        Value::Str(text) => Ok(text),
+        _ => Err(RuntimeError::Malformed(format!(
+            "constant {slot} of kernel {} is not a string",
+            kernel.name
+        ))),
+    };
     let mut column_bytes = 0;
     let mut column = |key: String, source: ColumnBytes| {
         column_bytes += source.bytes_read();
@@ -700,17 +707,9 @@ fn bind(
                 entries,
             } => {
                 let (source, sorted) = (
-                    string_dictionary(catalog, &from.0, &from.1)?,
+                    compiled_dictionary(catalog, &from.0, &from.1, *entries)?,
                     string_dictionary(catalog, &among.0, &among.1)?,
                 );
-                if source.len() != *entries as usize {
-                    return Err(RuntimeError::Stale(format!(
-                        "`{}.{}` now has {} strings, compiled for {entries}",
-                        from.0,
-                        from.1,
-                        source.len()
-                    )));
-                }
                 let ranks: Vec<i32> = source
                     .values()
                     .iter()
@@ -732,19 +731,8 @@ fn bind(
                 slot,
                 entries,
             } => {
-                let Value::Str(pattern) = constant(*slot)? else {
-                    return Err(RuntimeError::Malformed(format!(
-                        "constant {slot} of kernel {} is not a pattern",
-                        kernel.name
-                    )));
-                };
-                let dictionary = string_dictionary(catalog, table, name)?;
-                if dictionary.len() != *entries as usize {
-                    return Err(RuntimeError::Stale(format!(
-                        "`{table}.{name}` now has {} strings, compiled for {entries}",
-                        dictionary.len()
-                    )));
-                }
+                let pattern = text_constant(*slot)?;
+                let dictionary = compiled_dictionary(catalog, table, name, *entries)?;
                 // Each string is matched once, however many rows hold it.
                 let matched: Vec<i32> = dictionary
                     .values()
@@ -762,12 +750,7 @@ fn bind(
                 slot,
                 bound,
             } => {
-                let Value::Str(text) = constant(*slot)? else {
-                    return Err(RuntimeError::Malformed(format!(
-                        "constant {slot} of kernel {} is not a string",
-                        kernel.name
-                    )));
-                };
+                let text = text_constant(*slot)?;
                 let dictionary = string_dictionary(catalog, table, column)?;
                 let code = match bound {
                     StrBound::Exact => dictionary.code_of(text).unwrap_or(-1),
@@ -813,6 +796,24 @@ fn string_dictionary(
     catalog.codes_dictionary(table, column)?.ok_or_else(|| {
         RuntimeError::Stale(format!("`{table}.{column}` is no longer a string column"))
     })
+}
+
+/// The dictionary of string column (table, column), which the code was compiled for as one of
+/// `entries` strings.
+fn compiled_dictionary(
+    catalog: &Catalog,
+    table: &str,
+    column: &str,
+    entries: u32,
+) -> Result<Arc<tessera_storage::Dictionary>, RuntimeError> {
+    let dictionary = string_dictionary(catalog, table, column)?;
+    if dictionary.len() != entries as usize {
+        return Err(RuntimeError::Stale(format!(
+            "`{table}.{column}` now has {} strings, compiled for {entries}",
+            dictionary.len()
+        )));
+    }
+    Ok(dictionary)
 }
 
 fn table_rows(catalog: &Catalog, table: &str) -> Result<u64, RuntimeError> {
