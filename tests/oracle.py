@@ -18,6 +18,7 @@ with `tessera gen` (deterministic) into target/conformance-data.
 
 import argparse
 import datetime
+import decimal
 import math
 import os
 import pathlib
@@ -131,6 +132,8 @@ def cell(value):
         if math.isfinite(value) and value == int(value) and abs(value) < 1e15:
             return f"{value:.1f}"
         return repr(value)
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
     if isinstance(value, (datetime.date, datetime.datetime)):
         return value.isoformat()
     return csv_field(str(value))

@@ -8,7 +8,7 @@ use std::fmt;
 use tessera_grammar::ast::{BinaryOp, UnaryOp};
 use tessera_grammar::Span;
 use tessera_stdlib::{Aggregate, Function};
-use tessera_storage::{DataType, Value};
+use tessera_storage::{DataType, DecimalType, Value};
 
 pub use tessera_runtime::pattern::MatchKind;
 pub use tessera_runtime::program::StrBound;
@@ -114,10 +114,27 @@ impl Expr {
     pub fn fits_its_type(&self) -> bool {
         let width = match self.ty {
             DataType::I32 | DataType::Date | DataType::Str => 32,
-            DataType::I64 => 64,
+            DataType::I64 | DataType::Decimal(_) => 64,
             _ => return true,
         };
         self.bits_needed() <= width
+    }
+
+    /// Whether converting this expression's values to `to` can fail: an integer narrowed past
+    /// its range, a float (or NaN) outside the integer's or decimal's range, a decimal given
+    /// more digits after the point than 64 bits hold, or a value beyond a decimal's precision
+    /// under 18 digits. Code generation checks exactly these.
+    pub fn cast_may_fail(&self, to: DataType) -> bool {
+        if let DataType::Decimal(target) = to {
+            let from_scale = self.ty.decimal().map_or(0, |d| d.scale);
+            let more_digits = u32::from(target.scale.saturating_sub(from_scale));
+            return self.ty.is_float()
+                || target.precision < DecimalType::MAX_PRECISION
+                || more_digits > 0 && self.bits_needed() + power_of_ten_bits(more_digits) > 64;
+        }
+        matches!(to, DataType::I32 | DataType::I64 | DataType::Date)
+            && (self.ty.is_float() || self.ty.is_integer() && !self.fits_in(to))
+            || to == DataType::I32 && self.ty.is_decimal() && self.bits_needed() > 32
     }
 
     /// Whether every value of this integer expression fits in `ty`.
@@ -143,20 +160,22 @@ impl Expr {
                 }
                 | ExprKind::Unary {
                     op: UnaryOp::Neg, ..
-                } => e.ty.is_integer() && !e.fits_its_type(),
+                } => e.computes_as_integer() && !e.fits_its_type(),
                 ExprKind::Call {
                     function: Function::Abs,
                     ..
-                } => e.ty.is_integer() && !e.fits_its_type(),
-                ExprKind::Cast(operand) => {
-                    matches!(e.ty, DataType::I32 | DataType::I64 | DataType::Date)
-                        && (operand.ty.is_float()
-                            || operand.ty.is_integer() && !operand.fits_in(e.ty))
-                }
+                } => e.computes_as_integer() && !e.fits_its_type(),
+                ExprKind::Cast(operand) => operand.cast_may_fail(e.ty),
                 _ => false,
             };
         });
         found
+    }
+
+    /// Whether the value is computed with integer arithmetic: integers, and decimals' raw
+    /// units.
+    pub fn computes_as_integer(&self) -> bool {
+        self.ty.is_integer() || self.ty.is_decimal()
     }
 
     /// An upper bound on the bits, sign included, that an integer expression's value needs,
@@ -176,11 +195,25 @@ impl Expr {
         };
         let bits = match &expr.kind {
             ExprKind::Column(id) => column_bits(*id).unwrap_or_else(|| width(expr.ty)),
-            ExprKind::Literal(Value::Int(i)) => {
+            ExprKind::Literal(Value::Int(i) | Value::Decimal(i, _)) => {
                 let magnitude = if *i < 0 { !*i } else { *i };
                 65 - magnitude.leading_zeros()
             }
             ExprKind::Constant { bits, .. } => *bits,
+            // A decimal given more digits after the point is multiplied by a power of ten;
+            // fewer divide it.
+            ExprKind::Cast(operand)
+                if expr.ty.is_decimal() && (operand.ty.is_integer() || operand.ty.is_decimal()) =>
+            {
+                let from_scale = operand.ty.decimal().map_or(0, |d| d.scale);
+                let to_scale = expr.ty.decimal().map_or(0, |d| d.scale);
+                let more_digits = u32::from(to_scale.saturating_sub(from_scale));
+                let bits = operand.bits_needed_with(column_bits);
+                (bits + power_of_ten_bits(more_digits)).min(64)
+            }
+            ExprKind::Cast(operand) if operand.ty.is_decimal() && expr.ty.is_integer() => {
+                operand.bits_needed_with(column_bits).min(width(expr.ty))
+            }
             ExprKind::Cast(operand) if operand.ty.is_integer() || operand.ty == DataType::Bool => {
                 operand.bits_needed_with(column_bits).min(width(expr.ty))
             }
@@ -529,6 +562,13 @@ impl fmt::Display for DisplayAggregate<'_> {
         }
         f.write_str(")")
     }
+}
+
+/// The bits of `10^digits` (a decimal given `digits` more digits after the point is
+/// multiplied by it).
+fn power_of_ten_bits(digits: u32) -> u32 {
+    let power = 10u128.checked_pow(digits).unwrap_or(u128::MAX);
+    128 - power.leading_zeros()
 }
 
 /// A literal as a script writes it.

@@ -43,11 +43,30 @@ pub struct TableDecl {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ColumnDecl {
     pub name: Ident,
-    /// A type name (`i32`, `date`, ...); resolved by the compiler, since `date` is also a
-    /// table name in SSB and so cannot be a keyword.
-    pub ty: Ident,
+    pub ty: TypeName,
     pub nullable: bool,
     pub span: Span,
+}
+
+/// A type as written: a name (`i32`, `date`, ...), with arguments for `decimal(15, 2)`.
+/// Resolved by the compiler, since `date` is also a table name in SSB and so cannot be a
+/// keyword.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TypeName {
+    pub name: Ident,
+    pub args: Vec<i64>,
+    pub span: Span,
+}
+
+impl std::fmt::Display for TypeName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name.name)?;
+        if !self.args.is_empty() {
+            let args: Vec<String> = self.args.iter().map(i64::to_string).collect();
+            write!(f, "({})", args.join(", "))?;
+        }
+        Ok(())
+    }
 }
 
 /// `let name = pipeline`
@@ -217,7 +236,7 @@ pub enum ExprKind {
     /// `expr as type`
     Cast {
         expr: Box<Expr>,
-        ty: Ident,
+        ty: TypeName,
     },
     /// `function(args)`; aggregates (`sum`, `count`, ...) are calls too, and
     /// `count(distinct x)` counts different values.

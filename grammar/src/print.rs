@@ -57,7 +57,7 @@ impl Printer {
                     for column in &table.columns {
                         let nullable = if column.nullable { "?" } else { "" };
                         p.line(
-                            &format!("column {}: {}{nullable}", column.name.name, column.ty.name),
+                            &format!("column {}: {}{nullable}", column.name.name, column.ty),
                             column.span,
                         );
                     }
@@ -315,7 +315,7 @@ fn write_expr(out: &mut String, expr: &Expr) {
             out.push('(');
             write_expr(out, expr);
             out.push_str(" as ");
-            out.push_str(&ty.name);
+            out.push_str(&ty.to_string());
             out.push(')');
         }
         ExprKind::Call {

@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use tessera_storage::types::compare_floats;
-use tessera_storage::{date, Catalog, DataType, Dictionary, Value};
+use tessera_storage::{date, decimal, Catalog, DataType, Dictionary, Value};
 
 use crate::exec::RuntimeError;
 use crate::program::{
@@ -538,6 +538,7 @@ fn element(bytes: &[u8], ty: DataType, index: usize) -> Result<Value, RuntimeErr
         DataType::I32 | DataType::Str => Value::Int(i64::from(bits as u32 as i32)),
         DataType::Date => Value::Date(bits as u32 as i32),
         DataType::I64 => Value::Int(bits as i64),
+        DataType::Decimal(decimal) => Value::Decimal(bits as i64, decimal.scale),
         DataType::F32 => Value::Float(f64::from(f32::from_bits(bits as u32))),
         DataType::F64 => Value::Float(f64::from_bits(bits)),
     })
@@ -590,6 +591,7 @@ fn key_value(ty: DataType, raw: i64, dictionary: Option<&std::sync::Arc<Dictiona
         (DataType::Str, Some(d)) => Value::Str(d.value(raw as i32).unwrap_or_default().to_string()),
         (DataType::Date, _) => Value::Date(raw as i32),
         (DataType::Bool, _) => Value::Bool(raw != 0),
+        (DataType::Decimal(decimal), _) => Value::Decimal(raw, decimal.scale),
         _ => Value::Int(raw),
     }
 }
@@ -662,10 +664,18 @@ fn apply(op: &HostOp, rows: &mut Rows) -> Result<(), RuntimeError> {
         } => {
             let (exact, approximate) = (rows.position(*exact)?, rows.position(*approximate)?);
             for row in &rows.rows {
-                if let (Value::Int(sum), Value::Float(estimate)) = (&row[exact], &row[approximate])
-                {
-                    // A wrapped sum is 2^64 away from the true one; float rounding is far less.
-                    if (*sum as f64 - estimate).abs() > 2f64.powi(63) {
+                // A wrapped sum is 2^64 units away from the true one; float rounding is far
+                // less.
+                let (sum, unit) = match &row[exact] {
+                    Value::Int(sum) => (*sum as f64, 1.0),
+                    Value::Decimal(raw, scale) => (
+                        decimal::to_float(*raw, *scale),
+                        decimal::to_float(1, *scale),
+                    ),
+                    _ => continue,
+                };
+                if let Value::Float(estimate) = row[approximate] {
+                    if (sum - estimate).abs() > 2f64.powi(63) * unit {
                         return Err(RuntimeError::SumOverflow(name.clone()));
                     }
                 }
@@ -727,6 +737,12 @@ fn compare_for_sort(a: &Value, b: &Value, descending: bool) -> Ordering {
 fn compare_values(a: &Value, b: &Value) -> Option<Ordering> {
     match (a, b) {
         (Value::Int(x), Value::Int(y)) => Some(x.cmp(y)),
+        (Value::Decimal(x, s), Value::Decimal(y, t)) => {
+            // Exact at the finer scale, in 128 bits.
+            let at =
+                |raw: i64, scale: u8| i128::from(raw) * 10i128.pow(u32::from(*s.max(t) - scale));
+            Some(at(*x, *s).cmp(&at(*y, *t)))
+        }
         (Value::Float(x), Value::Float(y)) => Some(compare_floats(*x, *y)),
         (Value::Int(x), Value::Float(y)) => Some(compare_floats(*x as f64, *y)),
         (Value::Float(x), Value::Int(y)) => Some(compare_floats(*x, *y as f64)),
@@ -814,7 +830,8 @@ impl GroupKey {
     fn of(value: &Value) -> GroupKey {
         match value {
             Value::Null => GroupKey::Null,
-            Value::Int(i) => GroupKey::Int(*i),
+            // The values of one key share a type, so a decimal's scale.
+            Value::Int(i) | Value::Decimal(i, _) => GroupKey::Int(*i),
             Value::Float(x) if x.is_nan() => GroupKey::Float(f64::NAN.to_bits()),
             Value::Float(x) if *x == 0.0 => GroupKey::Float(0),
             Value::Float(x) => GroupKey::Float(x.to_bits()),
@@ -843,7 +860,10 @@ impl Accumulator {
         }
         self.count += 1;
         match (aggregate.kind, &value) {
-            (AggregateKind::Sum | AggregateKind::Avg, Value::Int(i)) => {
+            (AggregateKind::Avg, Value::Decimal(raw, scale)) => {
+                self.float_sum += decimal::to_float(*raw, *scale);
+            }
+            (AggregateKind::Sum | AggregateKind::Avg, Value::Int(i) | Value::Decimal(i, _)) => {
                 self.int_sum += i128::from(*i);
                 if aggregate.kind == AggregateKind::Sum && i64::try_from(self.int_sum).is_err() {
                     return Err(RuntimeError::SumOverflow(aggregate.name.clone()));
@@ -877,7 +897,10 @@ impl Accumulator {
         }
         match aggregate.kind {
             AggregateKind::Sum if aggregate.ty.is_float() => Value::Float(self.float_sum),
-            AggregateKind::Sum => Value::Int(self.int_sum as i64),
+            AggregateKind::Sum => match aggregate.ty {
+                DataType::Decimal(decimal) => Value::Decimal(self.int_sum as i64, decimal.scale),
+                _ => Value::Int(self.int_sum as i64),
+            },
             AggregateKind::Avg => {
                 let total = self.float_sum + self.int_sum as f64;
                 Value::Float(total / self.count as f64)
@@ -896,6 +919,9 @@ fn evaluate(expr: &HostExpr, row: &[Value], rows: &Rows) -> Result<Value, Runtim
             (_, Value::Null) => Value::Null,
             ("not", Value::Bool(b)) => Value::Bool(!b),
             ("-", Value::Int(i)) => Value::Int(i.checked_neg().ok_or(RuntimeError::Overflow)?),
+            ("-", Value::Decimal(i, scale)) => {
+                Value::Decimal(i.checked_neg().ok_or(RuntimeError::Overflow)?, scale)
+            }
             ("-", Value::Float(x)) => Value::Float(-x),
             _ => {
                 return Err(RuntimeError::Malformed(format!(
@@ -997,6 +1023,21 @@ fn binary(op: &str, l: Value, r: Value) -> Result<Value, RuntimeError> {
             "/" => Value::Float(x as f64 / y as f64),
             _ => return Err(RuntimeError::Malformed(format!("`{op}` on integers"))),
         },
+        // Analysis gives `+`, `-` and `%` operands of one scale; `*` adds the scales.
+        (Value::Decimal(x, s), Value::Decimal(y, t)) => match op {
+            "*" => Value::Decimal(x.checked_mul(y).ok_or(RuntimeError::Overflow)?, s + t),
+            "/" => Value::Float(decimal::to_float(x, s) / decimal::to_float(y, t)),
+            _ if s != t => {
+                return Err(RuntimeError::Malformed(format!(
+                    "`{op}` on decimals of scales {s} and {t}"
+                )))
+            }
+            "+" => Value::Decimal(x.checked_add(y).ok_or(RuntimeError::Overflow)?, s),
+            "-" => Value::Decimal(x.checked_sub(y).ok_or(RuntimeError::Overflow)?, s),
+            "%" if y == 0 => Value::Null,
+            "%" => Value::Decimal(x.checked_rem(y).unwrap_or(0), s),
+            _ => return Err(RuntimeError::Malformed(format!("`{op}` on decimals"))),
+        },
         (l, r) => {
             let (Some(x), Some(y)) = (as_float(&l), as_float(&r)) else {
                 return Err(RuntimeError::Malformed(format!(
@@ -1026,6 +1067,7 @@ fn as_float(v: &Value) -> Option<f64> {
     match v {
         Value::Int(i) => Some(*i as f64),
         Value::Float(x) => Some(*x),
+        Value::Decimal(raw, scale) => Some(decimal::to_float(*raw, *scale)),
         _ => None,
     }
 }
@@ -1047,8 +1089,36 @@ fn cast(v: Value, ty: DataType) -> Result<Value, RuntimeError> {
             Err(RuntimeError::Overflow)
         }
     };
+    let fit = |raw: i64, to: tessera_storage::DecimalType| {
+        if decimal::fits_precision(raw, to.precision) {
+            Ok(Value::Decimal(raw, to.scale))
+        } else {
+            Err(RuntimeError::Overflow)
+        }
+    };
     Ok(match (v, ty) {
         (Value::Null, _) => Value::Null,
+        (Value::Decimal(raw, scale), DataType::Decimal(to)) => fit(
+            decimal::rescale(raw, scale, to.scale).ok_or(RuntimeError::Overflow)?,
+            to,
+        )?,
+        (Value::Decimal(raw, scale), DataType::F32) => {
+            Value::Float(f64::from(decimal::to_float(raw, scale) as f32))
+        }
+        (Value::Decimal(raw, scale), DataType::F64) => Value::Float(decimal::to_float(raw, scale)),
+        (Value::Decimal(raw, scale), DataType::I64) => {
+            Value::Int(decimal::divide_rounding(raw, u32::from(scale)))
+        }
+        (Value::Decimal(raw, scale), DataType::I32) => {
+            Value::Int(narrow(decimal::divide_rounding(raw, u32::from(scale)))?)
+        }
+        (Value::Int(i), DataType::Decimal(to)) => {
+            fit(i.checked_mul(to.unit()).ok_or(RuntimeError::Overflow)?, to)?
+        }
+        (Value::Float(x), DataType::Decimal(to)) => Value::Decimal(
+            decimal::from_float(x, to).ok_or(RuntimeError::Overflow)?,
+            to.scale,
+        ),
         (Value::Int(i), DataType::F32) => Value::Float(f64::from(i as f32)),
         (Value::Int(i), DataType::F64) => Value::Float(i as f64),
         (Value::Int(i), DataType::I32) => Value::Int(narrow(i)?),
@@ -1071,6 +1141,9 @@ fn call(function: &str, v: Value) -> Result<Value, RuntimeError> {
     }
     Ok(match (function, v) {
         ("abs", Value::Int(i)) => Value::Int(i.checked_abs().ok_or(RuntimeError::Overflow)?),
+        ("abs", Value::Decimal(i, scale)) => {
+            Value::Decimal(i.checked_abs().ok_or(RuntimeError::Overflow)?, scale)
+        }
         ("year", Value::Date(d)) => Value::Int(i64::from(date::civil_from_days(d).0)),
         ("month", Value::Date(d)) => Value::Int(i64::from(date::civil_from_days(d).1)),
         ("day", Value::Date(d)) => Value::Int(i64::from(date::civil_from_days(d).2)),

@@ -270,8 +270,16 @@ fn parse_columns(body: &[u8]) -> Result<ResultTable, QueryError> {
         let name = read_cstring(body, &mut at)?;
         at += 6; // table oid, attribute number
         let oid = read_i32(body, &mut at)?;
-        at += 8; // type length, type modifier, format
+        at += 2; // type length
+        let modifier = read_i32(body, &mut at)?;
+        at += 2; // format
         let ty = match oid {
+            // numeric(p, s) packs ((p << 16) | s) + 4; a numeric without one reads as text.
+            1700 if modifier >= 4 => {
+                let packed = modifier - 4;
+                tessera_storage::DecimalType::new((packed >> 16) as u64, (packed & 0xffff) as u64)
+                    .map_or(DataType::Str, DataType::Decimal)
+            }
             16 => DataType::Bool,
             20 => DataType::I64,
             21 | 23 => DataType::I32,
@@ -316,6 +324,10 @@ fn parse_row(body: &[u8], columns: &[(String, DataType)]) -> Result<Vec<Value>, 
             }),
             DataType::Date => Value::Date(date::parse_date(text).ok_or_else(bad)?),
             DataType::Str => Value::Str(text.to_string()),
+            DataType::Decimal(d) => Value::Decimal(
+                tessera_storage::decimal::parse(text, d.scale).ok_or_else(bad)?,
+                d.scale,
+            ),
         });
     }
     Ok(row)

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow_array::{
-    ArrayRef, BooleanArray, Date32Array, Float32Array, Float64Array, Int32Array, Int64Array,
-    RecordBatch, StringArray,
+    ArrayRef, BooleanArray, Date32Array, Decimal64Array, Float32Array, Float64Array, Int32Array,
+    Int64Array, RecordBatch, StringArray,
 };
 use arrow_schema::{Field as ArrowField, Schema as ArrowSchema};
 use tessera_runtime::output::{TableLimits, TextFormat};
@@ -142,6 +142,16 @@ fn columns_of(table: &ResultTable) -> (Schema, Vec<ColumnData>, Vec<Option<Vec<b
                 ColumnData::I32(values.map(|v| int(v) as i32).collect::<Vec<_>>().into())
             }
             DataType::I64 => ColumnData::I64(values.map(int).collect::<Vec<_>>().into()),
+            DataType::Decimal(d) => ColumnData::Decimal(
+                values
+                    .map(|v| match v {
+                        Value::Decimal(raw, _) => *raw,
+                        _ => 0,
+                    })
+                    .collect::<Vec<_>>()
+                    .into(),
+                *d,
+            ),
             DataType::Date => {
                 ColumnData::Date(values.map(|v| int(v) as i32).collect::<Vec<_>>().into())
             }
@@ -200,6 +210,13 @@ fn record_batch(table: &ResultTable) -> Result<RecordBatch, arrow_schema::ArrowE
                 Value::Int(i) => Some(*i),
                 _ => None,
             }))),
+            DataType::Decimal(d) => Arc::new(
+                Decimal64Array::from_iter(values.map(|v| match v {
+                    Value::Decimal(raw, _) => Some(*raw),
+                    _ => None,
+                }))
+                .with_precision_and_scale(d.precision, d.scale as i8)?,
+            ),
             DataType::Date => Arc::new(Date32Array::from_iter(values.map(|v| match v {
                 Value::Date(d) => Some(*d),
                 _ => None,

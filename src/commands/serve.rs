@@ -526,6 +526,15 @@ fn pg_type(ty: DataType) -> Type {
         DataType::F64 => Type::FLOAT8,
         DataType::Date => Type::DATE,
         DataType::Str => Type::TEXT,
+        DataType::Decimal(_) => Type::NUMERIC,
+    }
+}
+
+/// PostgreSQL's type modifier of a column: a numeric's precision and scale.
+fn type_modifier(ty: DataType) -> i32 {
+    match ty {
+        DataType::Decimal(d) => ((i32::from(d.precision) << 16) | i32::from(d.scale)) + 4,
+        _ => -1,
     }
 }
 
@@ -535,6 +544,7 @@ fn fields(columns: &Columns, format: &Format) -> Vec<FieldInfo> {
         .enumerate()
         .map(|(i, (name, ty))| {
             FieldInfo::new(name.clone(), None, None, pg_type(*ty), format.format_for(i))
+                .with_type_modifier(type_modifier(*ty))
         })
         .collect()
 }
@@ -568,6 +578,82 @@ fn encode(encoder: &mut DataRowEncoder, value: &Value, ty: DataType) -> PgWireRe
         (Value::Float(x), _) => encoder.encode_field(x),
         (Value::Date(days), _) => encoder.encode_field(&PgDate(*days)),
         (Value::Str(s), _) => encoder.encode_field(&s.as_str()),
+        (Value::Decimal(raw, scale), _) => encoder.encode_field(&PgNumeric {
+            raw: *raw,
+            scale: *scale,
+        }),
+    }
+}
+
+/// A decimal, sent as PostgreSQL's `numeric`.
+#[derive(Debug)]
+struct PgNumeric {
+    raw: i64,
+    scale: u8,
+}
+
+impl ToSql for PgNumeric {
+    /// The binary form: base-10000 digits around the point, with their count, the weight of
+    /// the first, the sign and the scale.
+    fn to_sql(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        let text = tessera_storage::decimal::format(self.raw.abs(), self.scale);
+        let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
+        let whole = whole.trim_start_matches('0');
+        // Groups of four digits, aligned on the point.
+        let left_pad = (4 - whole.len() % 4) % 4;
+        let right_pad = (4 - fraction.len() % 4) % 4;
+        let digits = format!(
+            "{}{whole}{fraction}{}",
+            "0".repeat(left_pad),
+            "0".repeat(right_pad)
+        );
+        let mut groups: Vec<i16> = digits
+            .as_bytes()
+            .chunks(4)
+            .map(|g| g.iter().fold(0i16, |n, d| n * 10 + i16::from(d - b'0')))
+            .collect();
+        let mut weight = ((left_pad + whole.len()) / 4) as i16 - 1;
+        while groups.first() == Some(&0) {
+            groups.remove(0);
+            weight -= 1;
+        }
+        while groups.last() == Some(&0) {
+            groups.pop();
+        }
+        if groups.is_empty() {
+            weight = 0;
+        }
+        let sign: u16 = if self.raw < 0 { 0x4000 } else { 0 };
+        bytes::BufMut::put_i16(out, groups.len() as i16);
+        bytes::BufMut::put_i16(out, weight);
+        bytes::BufMut::put_u16(out, sign);
+        bytes::BufMut::put_i16(out, i16::from(self.scale));
+        for group in groups {
+            bytes::BufMut::put_i16(out, group);
+        }
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::NUMERIC
+    }
+
+    postgres_types::to_sql_checked!();
+}
+
+impl ToSqlText for PgNumeric {
+    fn to_sql_text(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+        _format_options: &FormatOptions,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.extend_from_slice(tessera_storage::decimal::format(self.raw, self.scale).as_bytes());
+        Ok(IsNull::No)
     }
 }
 

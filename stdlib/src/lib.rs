@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use tessera_storage::DataType;
+use tessera_storage::{DataType, DecimalType};
 
 /// The Star Schema Benchmark's tables, as `table` declarations (the schema of `.tbl` files).
 pub const SSB_SCHEMA: &str = include_str!("../ssb.tq");
@@ -168,7 +168,7 @@ impl Aggregate {
     }
 
     /// The result type over an argument of type `arg` (`None`: `count()` with no argument).
-    /// Sums of integers are 64-bit; `min` and `max` of strings work on the sorted dictionary.
+    /// Sums of integers are 64-bit, of decimals 18 digits at their scale; `min` and `max` of strings work on the sorted dictionary.
     pub fn return_type(self, arg: Option<DataType>) -> Result<DataType, SignatureError> {
         match (self, arg) {
             (Aggregate::Count, _) => Ok(DataType::I64),
@@ -178,6 +178,10 @@ impl Aggregate {
             }),
             (Aggregate::Sum, Some(ty)) if ty.is_integer() => Ok(DataType::I64),
             (Aggregate::Sum, Some(ty)) if ty.is_float() => Ok(DataType::F64),
+            // A decimal sums exactly, at its scale, with all 18 digits.
+            (Aggregate::Sum, Some(DataType::Decimal(decimal))) => Ok(DataType::Decimal(
+                DecimalType::widest(u32::from(decimal.scale)).unwrap_or(decimal),
+            )),
             (Aggregate::Avg, Some(ty)) if ty.is_numeric() => Ok(DataType::F64),
             (Aggregate::Min | Aggregate::Max, Some(ty)) if ty != DataType::Bool => Ok(ty),
             (Aggregate::Min | Aggregate::Max, Some(ty)) => Err(SignatureError::ArgumentType {

@@ -5,7 +5,9 @@
 use std::path::Path;
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Date32Type, Float32Type, Float64Type, Int32Type, Int64Type};
+use arrow_array::types::{
+    Date32Type, Decimal64Type, Float32Type, Float64Type, Int32Type, Int64Type,
+};
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::{DataType as ArrowType, Schema as ArrowSchema};
 
@@ -13,7 +15,7 @@ use crate::column::{Column, ColumnData};
 use crate::error::StorageError;
 use crate::progress::Progress;
 use crate::string_chunks::{self, ChunkStrings};
-use crate::types::{DataType, Field, Schema};
+use crate::types::{DataType, DecimalType, Field, Schema};
 
 /// The type Tessera reads an inferred or declared column as; `Err` says why it cannot.
 pub(crate) fn tessera_type(ty: &ArrowType) -> Result<DataType, String> {
@@ -37,9 +39,29 @@ pub(crate) fn tessera_type(ty: &ArrowType) -> Result<DataType, String> {
         ArrowType::Dictionary(_, values) if tessera_type(values) == Ok(DataType::Str) => {
             DataType::Str
         }
+        ArrowType::Decimal32(precision, scale)
+        | ArrowType::Decimal64(precision, scale)
+        | ArrowType::Decimal128(precision, scale)
+        | ArrowType::Decimal256(precision, scale) => {
+            DataType::Decimal(read_decimal(u64::from(*precision), i64::from(*scale))?)
+        }
         ArrowType::Timestamp(..) => return Err("timestamps are not supported yet".into()),
         other => return Err(format!("{other} values are not supported")),
     })
+}
+
+/// The decimal type a stored `decimal(precision, scale)` is read as: itself up to 18 digits;
+/// wider, as `decimal(18, scale)`, each value then checked to fit when read.
+pub(crate) fn read_decimal(precision: u64, scale: i64) -> Result<DecimalType, String> {
+    let scale = u64::try_from(scale)
+        .map_err(|_| format!("decimals of negative scale ({scale}) are not supported"))?;
+    let max = u64::from(DecimalType::MAX_PRECISION);
+    if scale > max {
+        return Err(format!(
+            "decimal({precision}, {scale}) has more than {max} digits after the point"
+        ));
+    }
+    DecimalType::new(precision.min(max), scale)
 }
 
 /// The Arrow type of a column of `ty`: what a declared column is read as, and what a column
@@ -54,6 +76,7 @@ pub(crate) fn arrow_type(ty: DataType) -> ArrowType {
         DataType::F64 => ArrowType::Float64,
         DataType::Date => ArrowType::Date32,
         DataType::Str => ArrowType::Utf8,
+        DataType::Decimal(decimal) => ArrowType::Decimal64(decimal.precision, decimal.scale as i8),
     }
 }
 
@@ -66,6 +89,7 @@ pub(crate) enum Values {
     F64(Vec<f64>),
     Date(Vec<i32>),
     Str(Vec<ChunkStrings>),
+    Decimal(Vec<i64>, DecimalType),
 }
 
 impl Values {
@@ -78,6 +102,7 @@ impl Values {
             DataType::F64 => Values::F64(Vec::new()),
             DataType::Date => Values::Date(Vec::new()),
             DataType::Str => Values::Str(Vec::new()),
+            DataType::Decimal(decimal) => Values::Decimal(Vec::new(), decimal),
         }
     }
 
@@ -117,6 +142,9 @@ impl Values {
             Values::Date(values) => {
                 extend_primitive::<Date32Type>(values, array).ok_or_else(wrong)?
             }
+            Values::Decimal(values, _) => {
+                extend_primitive::<Decimal64Type>(values, array).ok_or_else(wrong)?
+            }
             Values::Str(chunks) => {
                 let array = array.as_string_opt::<i32>().ok_or_else(wrong)?;
                 let mut chunk = ChunkStrings::with_capacity(array.len());
@@ -138,6 +166,7 @@ impl Values {
             Values::F64(_) => DataType::F64,
             Values::Date(_) => DataType::Date,
             Values::Str(_) => DataType::Str,
+            Values::Decimal(_, decimal) => DataType::Decimal(*decimal),
         }
     }
 
@@ -150,6 +179,7 @@ impl Values {
             Values::F64(v) => ColumnData::F64(v.into()),
             Values::Date(v) => ColumnData::Date(v.into()),
             Values::Str(chunks) => string_chunks::merge(chunks),
+            Values::Decimal(v, decimal) => ColumnData::Decimal(v.into(), decimal),
         }
     }
 }

@@ -1133,6 +1133,7 @@ fn extreme(a: &Value, b: &Value, wanted: std::cmp::Ordering) -> Option<Value> {
         (Value::Null, _) => return Some(b.clone()),
         (_, Value::Null) => return Some(a.clone()),
         (Value::Int(x), Value::Int(y)) => x.cmp(y),
+        (Value::Decimal(x, s), Value::Decimal(y, t)) if s == t => x.cmp(y),
         (Value::Date(x), Value::Date(y)) => x.cmp(y),
         (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
         (Value::Float(x), Value::Float(y)) => x.partial_cmp(y)?,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::types::{DataType, Value};
+use crate::types::{DataType, DecimalType, Value};
 use crate::values::Values;
 
 /// The values of one column. Strings are dictionary codes into a sorted dictionary, so
@@ -23,6 +23,8 @@ pub enum ColumnData {
         codes: Values<i32>,
         dictionary: Arc<Dictionary>,
     },
+    /// Raw decimal values: counts of `10^-scale`.
+    Decimal(Values<i64>, DecimalType),
 }
 
 impl ColumnData {
@@ -35,6 +37,7 @@ impl ColumnData {
             ColumnData::F64(_) => DataType::F64,
             ColumnData::Date(_) => DataType::Date,
             ColumnData::Str { .. } => DataType::Str,
+            ColumnData::Decimal(_, decimal) => DataType::Decimal(*decimal),
         }
     }
 
@@ -42,7 +45,7 @@ impl ColumnData {
         match self {
             ColumnData::Bool(v) => v.len(),
             ColumnData::I32(v) | ColumnData::Date(v) => v.len(),
-            ColumnData::I64(v) => v.len(),
+            ColumnData::I64(v) | ColumnData::Decimal(v, _) => v.len(),
             ColumnData::F32(v) => v.len(),
             ColumnData::F64(v) => v.len(),
             ColumnData::Str { codes, .. } => codes.len(),
@@ -68,7 +71,7 @@ impl ColumnData {
         match self {
             ColumnData::Bool(v) => bytes(v),
             ColumnData::I32(v) | ColumnData::Date(v) => bytes(v),
-            ColumnData::I64(v) => bytes(v),
+            ColumnData::I64(v) | ColumnData::Decimal(v, _) => bytes(v),
             ColumnData::F32(v) => bytes(v),
             ColumnData::F64(v) => bytes(v),
             ColumnData::Str { codes, .. } => bytes(codes),
@@ -80,7 +83,7 @@ impl ColumnData {
         match self {
             ColumnData::Bool(v) => v.is_mapped(),
             ColumnData::I32(v) | ColumnData::Date(v) => v.is_mapped(),
-            ColumnData::I64(v) => v.is_mapped(),
+            ColumnData::I64(v) | ColumnData::Decimal(v, _) => v.is_mapped(),
             ColumnData::F32(v) => v.is_mapped(),
             ColumnData::F64(v) => v.is_mapped(),
             ColumnData::Str { codes, .. } => codes.is_mapped(),
@@ -109,6 +112,7 @@ impl ColumnData {
             ColumnData::Bool(v) => Value::Bool(v[row]),
             ColumnData::I32(v) => Value::Int(i64::from(v[row])),
             ColumnData::I64(v) => Value::Int(v[row]),
+            ColumnData::Decimal(v, decimal) => Value::Decimal(v[row], decimal.scale),
             ColumnData::F32(v) => Value::Float(f64::from(v[row])),
             ColumnData::F64(v) => Value::Float(v[row]),
             ColumnData::Date(v) => Value::Date(v[row]),
@@ -306,6 +310,9 @@ impl ColumnStats {
             ColumnData::Bool(v) => pair(range(v, valid), Value::Bool),
             ColumnData::I32(v) => pair(range(v, valid), |x| Value::Int(i64::from(x))),
             ColumnData::I64(v) => pair(range(v, valid), Value::Int),
+            ColumnData::Decimal(v, decimal) => {
+                pair(range(v, valid), |x| Value::Decimal(x, decimal.scale))
+            }
             ColumnData::F32(v) => pair(range(v, valid), |x| Value::Float(f64::from(x))),
             ColumnData::F64(v) => pair(range(v, valid), Value::Float),
             ColumnData::Date(v) => pair(range(v, valid), Value::Date),
@@ -322,10 +329,11 @@ impl ColumnStats {
         }
     }
 
-    /// The integer range `[min, max]` of an integer, date or string-code column.
+    /// The integer range `[min, max]` of an integer, date or string-code column (raw units
+    /// for decimals).
     pub fn int_range(&self) -> Option<(i64, i64)> {
         let as_int = |v: &Value| match v {
-            Value::Int(i) => Some(*i),
+            Value::Int(i) | Value::Decimal(i, _) => Some(*i),
             Value::Date(d) => Some(i64::from(*d)),
             Value::Bool(b) => Some(i64::from(*b)),
             _ => None,

@@ -4,7 +4,7 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | `types`, `column`, `date` | data types and schemas; columns, dictionaries, statistics; dates as day numbers |
+//! | `types`, `column`, `date`, `decimal` | data types and schemas; columns, dictionaries, statistics; dates as day numbers; exact decimals' text and conversions |
 //! | `catalog` | the tables of a data directory, schema checks, the column cache |
 //! | `parquet_read` / `parquet_write` | Parquet footers and columns in; whole tables out |
 //! | `tbl` | dbgen's pipe-separated `.tbl` files, read with a declared schema |
@@ -26,6 +26,7 @@ pub mod column;
 pub mod compress;
 mod csv_read;
 pub mod date;
+pub mod decimal;
 pub mod error;
 pub mod gen;
 pub mod hive;
@@ -47,7 +48,7 @@ pub use error::StorageError;
 pub use gen::{generate_ssb, ssb_schemas, GenSummary};
 pub use parquet_write::{write_parquet, write_parquet_columns, WriteColumn, WriteValues};
 pub use progress::{NoProgress, Progress};
-pub use types::{DataType, Field, Schema, Value};
+pub use types::{DataType, DecimalType, Field, Schema, Value};
 pub use values::Values;
 
 #[cfg(test)]

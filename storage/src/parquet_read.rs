@@ -12,7 +12,7 @@ use parquet::basic::{ConvertedType, Encoding, LogicalType, Repetition, Type as P
 use parquet::column::page::{Page, PageReader};
 use parquet::column::reader::ColumnReaderImpl;
 use parquet::data_type::{BoolType, ByteArrayType, DataType as ParquetType, DoubleType, FloatType};
-use parquet::data_type::{Int32Type, Int64Type};
+use parquet::data_type::{FixedLenByteArrayType, Int32Type, Int64Type};
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::serialized_reader::SerializedPageReader;
 use parquet::file::statistics::Statistics;
@@ -23,7 +23,7 @@ use crate::column::{Column, ColumnData, Dictionary};
 use crate::error::StorageError;
 use crate::progress::Progress;
 use crate::string_chunks::{self, ChunkStrings};
-use crate::types::{DataType, Field, Schema, Value};
+use crate::types::{DataType, DecimalType, Field, Schema, Value};
 
 /// Rows decoded per call into the `parquet` reader: large enough to amortize the call, small
 /// enough that the scratch buffers stay in cache.
@@ -75,6 +75,15 @@ enum Decoding {
     F64,
     Date,
     Str,
+    /// A `DECIMAL` stored as `INT32` or `INT64` raw values.
+    Decimal32(DecimalType),
+    Decimal64(DecimalType),
+    /// A `DECIMAL` stored as big-endian two's complement bytes (fixed-length or not): read
+    /// when every value fits 18 digits, refused at the first that does not.
+    DecimalBytes {
+        decimal: DecimalType,
+        fixed: bool,
+    },
 }
 
 impl Decoding {
@@ -88,6 +97,7 @@ impl Decoding {
             DataType::F64 => Decoding::F64,
             DataType::Date => Decoding::Date,
             DataType::Str => Decoding::Str,
+            DataType::Decimal(decimal) => Decoding::Decimal64(decimal),
         }
     }
 
@@ -100,6 +110,9 @@ impl Decoding {
             Decoding::F64 => DataType::F64,
             Decoding::Date => DataType::Date,
             Decoding::Str => DataType::Str,
+            Decoding::Decimal32(decimal)
+            | Decoding::Decimal64(decimal)
+            | Decoding::DecimalBytes { decimal, .. } => DataType::Decimal(decimal),
         }
     }
 }
@@ -116,11 +129,30 @@ fn classify(column: &SchemaType) -> Result<Decoding, String> {
     let logical = info.logical_type_ref();
     let converted = info.converted_type();
     let physical = column.get_physical_type();
-    if let Some(LogicalType::Decimal(_)) = logical {
-        return Err("DECIMAL columns are not supported".into());
-    }
-    if converted == ConvertedType::DECIMAL {
-        return Err("DECIMAL columns are not supported".into());
+    let decimal = match logical {
+        Some(LogicalType::Decimal(decimal)) => Some((decimal.precision, decimal.scale)),
+        _ if converted == ConvertedType::DECIMAL => {
+            Some((column.get_precision(), column.get_scale()))
+        }
+        _ => None,
+    };
+    if let Some((precision, scale)) = decimal {
+        let precision =
+            u64::try_from(precision).map_err(|_| "a decimal's precision is negative")?;
+        let decimal = crate::arrow_columns::read_decimal(precision, i64::from(scale))?;
+        return match physical {
+            PhysicalType::INT32 => Ok(Decoding::Decimal32(decimal)),
+            PhysicalType::INT64 => Ok(Decoding::Decimal64(decimal)),
+            PhysicalType::FIXED_LEN_BYTE_ARRAY => Ok(Decoding::DecimalBytes {
+                decimal,
+                fixed: true,
+            }),
+            PhysicalType::BYTE_ARRAY => Ok(Decoding::DecimalBytes {
+                decimal,
+                fixed: false,
+            }),
+            other => Err(format!("DECIMAL stored as {other} is not supported")),
+        };
     }
     match physical {
         PhysicalType::BOOLEAN => Ok(Decoding::Bool),
@@ -312,6 +344,16 @@ fn footer_stats(metadata: &ParquetMetaData, name: &str, decoding: Decoding) -> O
             }
             (Statistics::Int64(s), Decoding::I64) => {
                 pair(s.min_opt(), s.max_opt(), |v| Value::Int(*v))
+            }
+            (Statistics::Int32(s), Decoding::Decimal32(decimal)) => {
+                pair(s.min_opt(), s.max_opt(), |v| {
+                    Value::Decimal(i64::from(*v), decimal.scale)
+                })
+            }
+            (Statistics::Int64(s), Decoding::Decimal64(decimal)) => {
+                pair(s.min_opt(), s.max_opt(), |v| {
+                    Value::Decimal(*v, decimal.scale)
+                })
             }
             (Statistics::Float(s), Decoding::F32) => {
                 pair(s.min_opt(), s.max_opt(), |v| Value::Float(f64::from(*v)))
@@ -511,27 +553,27 @@ fn read_column(
     };
     let (data, validity) = match decoding {
         Decoding::Bool => {
-            let (v, valid) = task.primitive::<BoolType, bool>(|x| x)?;
+            let (v, valid) = task.primitive::<BoolType, bool>(|x| *x)?;
             (ColumnData::Bool(v.into()), valid)
         }
         Decoding::I32 => {
-            let (v, valid) = task.primitive::<Int32Type, i32>(|x| x)?;
+            let (v, valid) = task.primitive::<Int32Type, i32>(|x| *x)?;
             (ColumnData::I32(v.into()), valid)
         }
         Decoding::Date => {
-            let (v, valid) = task.primitive::<Int32Type, i32>(|x| x)?;
+            let (v, valid) = task.primitive::<Int32Type, i32>(|x| *x)?;
             (ColumnData::Date(v.into()), valid)
         }
         Decoding::U32AsI64 => {
-            let (v, valid) = task.primitive::<Int32Type, i64>(|x| i64::from(x as u32))?;
+            let (v, valid) = task.primitive::<Int32Type, i64>(|x| i64::from(*x as u32))?;
             (ColumnData::I64(v.into()), valid)
         }
         Decoding::I64 => {
-            let (v, valid) = task.primitive::<Int64Type, i64>(|x| x)?;
+            let (v, valid) = task.primitive::<Int64Type, i64>(|x| *x)?;
             (ColumnData::I64(v.into()), valid)
         }
         Decoding::U64AsI64 => {
-            let (v, valid) = task.primitive::<Int64Type, i64>(|x| x)?;
+            let (v, valid) = task.primitive::<Int64Type, i64>(|x| *x)?;
             // Stored as the bits of a u64: one above i64's range reads as negative.
             let beyond = v
                 .iter()
@@ -551,16 +593,70 @@ fn read_column(
             (ColumnData::I64(v.into()), valid)
         }
         Decoding::F32 => {
-            let (v, valid) = task.primitive::<FloatType, f32>(|x| x)?;
+            let (v, valid) = task.primitive::<FloatType, f32>(|x| *x)?;
             (ColumnData::F32(v.into()), valid)
         }
         Decoding::F64 => {
-            let (v, valid) = task.primitive::<DoubleType, f64>(|x| x)?;
+            let (v, valid) = task.primitive::<DoubleType, f64>(|x| *x)?;
             (ColumnData::F64(v.into()), valid)
         }
         Decoding::Str => task.strings(table, &field.name)?,
+        Decoding::Decimal32(decimal) => {
+            let (v, valid) = task.primitive::<Int32Type, i64>(|x| i64::from(*x))?;
+            (ColumnData::Decimal(v.into(), decimal), valid)
+        }
+        Decoding::Decimal64(decimal) => {
+            let (v, valid) = task.primitive::<Int64Type, i64>(|x| *x)?;
+            (ColumnData::Decimal(v.into(), decimal), valid)
+        }
+        Decoding::DecimalBytes { decimal, fixed } => {
+            let (v, valid) = if fixed {
+                task.primitive::<FixedLenByteArrayType, i64>(|x| decimal_from_bytes(x.data()))?
+            } else {
+                task.primitive::<ByteArrayType, i64>(|x| decimal_from_bytes(x.data()))?
+            };
+            let beyond = v
+                .iter()
+                .enumerate()
+                .any(|(row, &x)| x == BEYOND_18_DIGITS && valid.as_ref().is_none_or(|v| v[row]));
+            if beyond {
+                return Err(StorageError::UnsupportedColumn {
+                    table: table.into(),
+                    column: field.name.clone(),
+                    reason: format!(
+                        "it holds a value of more than {} digits, the most a decimal holds",
+                        DecimalType::MAX_PRECISION
+                    ),
+                });
+            }
+            (ColumnData::Decimal(v.into(), decimal), valid)
+        }
     };
     Ok(Column::new(data, validity))
+}
+
+/// What [`decimal_from_bytes`] reads a value of more than 18 digits as: no decimal of 18
+/// digits is this far from zero.
+const BEYOND_18_DIGITS: i64 = i64::MIN;
+
+/// A decimal's raw value from Parquet's big-endian two's complement bytes, or
+/// [`BEYOND_18_DIGITS`].
+fn decimal_from_bytes(bytes: &[u8]) -> i64 {
+    let negative = bytes.first().is_some_and(|b| b & 0x80 != 0);
+    let mut value: i128 = if negative { -1 } else { 0 };
+    for &byte in bytes {
+        // Shifting out the sign bits of a value wider than i128 is caught below: such a value
+        // leaves bytes that are neither all zero nor all one.
+        if value >> 119 != 0 && value >> 119 != -1 {
+            return BEYOND_18_DIGITS;
+        }
+        value = (value << 8) | i128::from(byte);
+    }
+    let limit = 10i128.pow(u32::from(DecimalType::MAX_PRECISION));
+    if value.abs() >= limit {
+        return BEYOND_18_DIGITS;
+    }
+    value as i64
 }
 
 /// Decodes one column across all row groups.
@@ -599,11 +695,10 @@ impl ReadTask<'_> {
     /// Reads a fixed-width column into one vector, each row group straight into its own slice.
     fn primitive<P, T>(
         &self,
-        convert: impl Fn(P::T) -> T + Sync,
+        convert: impl Fn(&P::T) -> T + Sync,
     ) -> Result<(Vec<T>, Option<Vec<bool>>), StorageError>
     where
         P: ParquetType,
-        P::T: Copy,
         T: Copy + Default + Send + Sync,
     {
         let total: usize = self.groups.iter().map(|g| g.rows).sum();
@@ -771,11 +866,10 @@ fn read_group<P, T>(
     reader: &mut ColumnReaderImpl<P>,
     out: &mut [T],
     mut valid: Option<&mut [bool]>,
-    convert: &impl Fn(P::T) -> T,
+    convert: &impl Fn(&P::T) -> T,
 ) -> parquet::errors::Result<()>
 where
     P: ParquetType,
-    P::T: Copy,
     T: Copy + Default,
 {
     let mut values: Vec<P::T> = Vec::with_capacity(BATCH_ROWS.min(out.len()));
@@ -801,7 +895,7 @@ where
         match valid.as_deref_mut() {
             // A required column: one value per row.
             None => {
-                for (slot, &value) in out.iter_mut().zip(&values) {
+                for (slot, value) in out.iter_mut().zip(&values) {
                     *slot = convert(value);
                 }
             }
@@ -809,7 +903,7 @@ where
                 let valid = &mut valid[filled..filled + rows];
                 if levels.is_empty() {
                     // The file's column is required although the table's is nullable.
-                    for (slot, &value) in out.iter_mut().zip(&values) {
+                    for (slot, value) in out.iter_mut().zip(&values) {
                         *slot = convert(value);
                     }
                 } else {
@@ -818,7 +912,7 @@ where
                         // A top-level optional column is defined at level 1.
                         *ok = level >= 1;
                         if *ok {
-                            *slot = next.next().map_or_else(T::default, |&v| convert(v));
+                            *slot = next.next().map_or_else(T::default, convert);
                         }
                     }
                 }

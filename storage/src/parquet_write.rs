@@ -21,7 +21,7 @@ use parquet::schema::types::{ColumnPath, Type as SchemaType};
 
 use crate::column::{ColumnData, Dictionary};
 use crate::error::StorageError;
-use crate::types::{DataType, Schema};
+use crate::types::{DataType, DecimalType, Schema};
 
 /// Rows per row group unless the caller asks otherwise: large enough for fast scans, small
 /// enough that a table of a few million rows still splits into row groups to read in parallel.
@@ -44,6 +44,8 @@ pub enum WriteValues<'a> {
     },
     /// One string per row.
     Text(&'a [String]),
+    /// Raw decimal values, written as `INT64` annotated `DECIMAL`.
+    Decimal(&'a [i64], DecimalType),
 }
 
 impl WriteValues<'_> {
@@ -51,7 +53,7 @@ impl WriteValues<'_> {
         match self {
             WriteValues::Bool(v) => v.len(),
             WriteValues::I32(v) | WriteValues::Date(v) => v.len(),
-            WriteValues::I64(v) => v.len(),
+            WriteValues::I64(v) | WriteValues::Decimal(v, _) => v.len(),
             WriteValues::F32(v) => v.len(),
             WriteValues::F64(v) => v.len(),
             WriteValues::Codes { codes, .. } => codes.len(),
@@ -68,6 +70,7 @@ impl WriteValues<'_> {
             WriteValues::Bool(_) => DataType::Bool,
             WriteValues::I32(_) => DataType::I32,
             WriteValues::I64(_) => DataType::I64,
+            WriteValues::Decimal(_, decimal) => DataType::Decimal(*decimal),
             WriteValues::F32(_) => DataType::F32,
             WriteValues::F64(_) => DataType::F64,
             WriteValues::Date(_) => DataType::Date,
@@ -82,6 +85,7 @@ impl<'a> From<&'a ColumnData> for WriteValues<'a> {
             ColumnData::Bool(v) => WriteValues::Bool(v),
             ColumnData::I32(v) => WriteValues::I32(v),
             ColumnData::I64(v) => WriteValues::I64(v),
+            ColumnData::Decimal(v, decimal) => WriteValues::Decimal(v, *decimal),
             ColumnData::F32(v) => WriteValues::F32(v),
             ColumnData::F64(v) => WriteValues::F64(v),
             ColumnData::Date(v) => WriteValues::Date(v),
@@ -244,15 +248,25 @@ fn parquet_schema(schema: &Schema) -> parquet::errors::Result<SchemaType> {
             DataType::F64 => (PhysicalType::DOUBLE, None),
             DataType::Date => (PhysicalType::INT32, Some(LogicalType::Date)),
             DataType::Str => (PhysicalType::BYTE_ARRAY, Some(LogicalType::String)),
+            DataType::Decimal(decimal) => (
+                PhysicalType::INT64,
+                Some(LogicalType::Decimal(parquet::basic::DecimalType {
+                    scale: i32::from(decimal.scale),
+                    precision: i32::from(decimal.precision),
+                })),
+            ),
         };
         let repetition = if field.nullable {
             Repetition::OPTIONAL
         } else {
             Repetition::REQUIRED
         };
+        let decimal = field.ty.decimal();
         let column = SchemaType::primitive_type_builder(&field.name, physical)
             .with_repetition(repetition)
             .with_logical_type(logical)
+            .with_precision(decimal.map_or(-1, |d| i32::from(d.precision)))
+            .with_scale(decimal.map_or(-1, |d| i32::from(d.scale)))
             .build()?;
         fields.push(Arc::new(column));
     }
@@ -362,7 +376,7 @@ fn worth_a_dictionary(values: WriteValues<'_>) -> bool {
         // Parquet has no dictionary encoding for booleans.
         WriteValues::Bool(_) => false,
         WriteValues::I32(v) | WriteValues::Date(v) => sampled(v, |&x| x as u64),
-        WriteValues::I64(v) => sampled(v, |&x| x as u64),
+        WriteValues::I64(v) | WriteValues::Decimal(v, _) => sampled(v, |&x| x as u64),
         WriteValues::F32(v) => sampled(v, |x| u64::from(x.to_bits())),
         WriteValues::F64(v) => sampled(v, |x| x.to_bits()),
         WriteValues::Codes { codes, .. } => sampled(codes, |&x| x as u64),
@@ -381,7 +395,9 @@ fn write_slice(
         WriteValues::I32(v) | WriteValues::Date(v) => {
             write_typed::<Int32Type>(out.typed(), &v[rows], validity)
         }
-        WriteValues::I64(v) => write_typed::<Int64Type>(out.typed(), &v[rows], validity),
+        WriteValues::I64(v) | WriteValues::Decimal(v, _) => {
+            write_typed::<Int64Type>(out.typed(), &v[rows], validity)
+        }
         WriteValues::F32(v) => write_typed::<FloatType>(out.typed(), &v[rows], validity),
         WriteValues::F64(v) => write_typed::<DoubleType>(out.typed(), &v[rows], validity),
         WriteValues::Codes { codes, dictionary } => {

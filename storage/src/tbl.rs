@@ -13,7 +13,7 @@ use crate::date::parse_date;
 use crate::error::StorageError;
 use crate::progress::Progress;
 use crate::string_chunks::{self, ChunkStrings};
-use crate::types::{DataType, Field, Schema};
+use crate::types::{DataType, DecimalType, Field, Schema};
 
 /// Bytes per parallel parsing chunk.
 const CHUNK_BYTES: usize = 4 << 20;
@@ -185,6 +185,7 @@ enum ColumnValues {
     F64(Vec<f64>),
     Date(Vec<i32>),
     Str(ChunkStrings),
+    Decimal(Vec<i64>, DecimalType),
 }
 
 impl ColumnValues {
@@ -197,6 +198,7 @@ impl ColumnValues {
             DataType::F64 => ColumnValues::F64(Vec::with_capacity(rows)),
             DataType::Date => ColumnValues::Date(Vec::with_capacity(rows)),
             DataType::Str => ColumnValues::Str(ChunkStrings::with_capacity(rows)),
+            DataType::Decimal(decimal) => ColumnValues::Decimal(Vec::with_capacity(rows), decimal),
         }
     }
 
@@ -250,6 +252,11 @@ impl ColumnValues {
                     .and_then(parse_date)
                     .ok_or_else(|| bad("a date (yyyy-mm-dd)"))?,
             ),
+            ColumnValues::Decimal(v, decimal) => v.push(
+                text()
+                    .and_then(|t| crate::decimal::parse(t, decimal.scale))
+                    .ok_or_else(|| bad(&format!("a {decimal}")))?,
+            ),
             ColumnValues::Str(_) => {}
         }
         Ok(true)
@@ -259,7 +266,7 @@ impl ColumnValues {
         match self {
             ColumnValues::Bool(v) => v.push(false),
             ColumnValues::I32(v) | ColumnValues::Date(v) => v.push(0),
-            ColumnValues::I64(v) => v.push(0),
+            ColumnValues::I64(v) | ColumnValues::Decimal(v, _) => v.push(0),
             ColumnValues::F32(v) => v.push(0.0),
             ColumnValues::F64(v) => v.push(0.0),
             ColumnValues::Str(s) => s.push_null(),
@@ -451,6 +458,13 @@ fn concat_values(parts: Vec<ColumnValues>, ty: DataType) -> ColumnData {
             ColumnValues::Date(v) => Some(v),
             _ => None,
         })),
+        DataType::Decimal(decimal) => ColumnData::Decimal(
+            gather(parts, |p| match p {
+                ColumnValues::Decimal(v, _) => Some(v),
+                _ => None,
+            }),
+            decimal,
+        ),
         DataType::Str => string_chunks::merge(
             parts
                 .into_iter()

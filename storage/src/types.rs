@@ -16,9 +16,63 @@ pub enum DataType {
     Date,
     /// Dictionary-encoded string: an `i32` code into a sorted dictionary.
     Str,
+    /// An exact decimal number: an `i64` count of `10^-scale` units.
+    Decimal(DecimalType),
+}
+
+/// The precision (digits in all) and scale (digits after the point) of a decimal, as SQL's
+/// `decimal(p, s)`. Values are 64-bit integers counting units of `10^-scale`, so a decimal holds
+/// at most [`DecimalType::MAX_PRECISION`] digits.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub struct DecimalType {
+    pub precision: u8,
+    pub scale: u8,
+}
+
+impl DecimalType {
+    /// The most digits a 64-bit integer holds in full.
+    pub const MAX_PRECISION: u8 = 18;
+
+    /// `decimal(precision, scale)`, or why it cannot be one.
+    pub fn new(precision: u64, scale: u64) -> Result<DecimalType, String> {
+        let max = u64::from(Self::MAX_PRECISION);
+        if precision == 0 || precision > max {
+            return Err(format!(
+                "a decimal's precision is 1 to {max} digits, not {precision}"
+            ));
+        }
+        if scale > precision {
+            return Err(format!(
+                "a decimal's scale ({scale}) cannot exceed its precision ({precision})"
+            ));
+        }
+        Ok(DecimalType {
+            precision: precision as u8,
+            scale: scale as u8,
+        })
+    }
+
+    /// A decimal of `scale` with the most digits; `None` beyond them.
+    pub fn widest(scale: u32) -> Option<DecimalType> {
+        DecimalType::new(u64::from(Self::MAX_PRECISION), u64::from(scale)).ok()
+    }
+
+    /// `10^scale`: the raw value of 1.
+    pub fn unit(self) -> i64 {
+        10i64.pow(u32::from(self.scale))
+    }
+}
+
+impl fmt::Display for DecimalType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "decimal({}, {})", self.precision, self.scale)
+    }
 }
 
 impl DataType {
+    /// Every type without parameters (a decimal has its precision and scale).
     pub const ALL: [DataType; 7] = [
         DataType::Bool,
         DataType::I32,
@@ -29,8 +83,13 @@ impl DataType {
         DataType::Str,
     ];
 
-    /// The name used in scripts (`i32`, `date`, ...).
-    pub fn name(self) -> &'static str {
+    /// The name used in scripts (`i32`, `date`, `decimal(15, 2)`, ...).
+    pub fn name(self) -> String {
+        self.to_string()
+    }
+
+    /// The name of a type without parameters; `decimal` for decimals.
+    pub fn base_name(self) -> &'static str {
         match self {
             DataType::Bool => "bool",
             DataType::I32 => "i32",
@@ -39,11 +98,13 @@ impl DataType {
             DataType::F64 => "f64",
             DataType::Date => "date",
             DataType::Str => "str",
+            DataType::Decimal(_) => "decimal",
         }
     }
 
+    /// A type without parameters by its name (`decimal` needs its precision and scale).
     pub fn from_name(name: &str) -> Option<DataType> {
-        DataType::ALL.into_iter().find(|ty| ty.name() == name)
+        DataType::ALL.into_iter().find(|ty| ty.base_name() == name)
     }
 
     /// Bytes one value occupies in memory (codes for strings).
@@ -51,7 +112,24 @@ impl DataType {
         match self {
             DataType::Bool => 1,
             DataType::I32 | DataType::F32 | DataType::Date | DataType::Str => 4,
-            DataType::I64 | DataType::F64 => 8,
+            DataType::I64 | DataType::F64 | DataType::Decimal(_) => 8,
+        }
+    }
+
+    /// The type of the values kernels and files hold: `i64` for a decimal (its raw units),
+    /// the type itself otherwise.
+    pub fn physical(self) -> DataType {
+        match self {
+            DataType::Decimal(_) => DataType::I64,
+            other => other,
+        }
+    }
+
+    /// The decimal's precision and scale, for a decimal.
+    pub fn decimal(self) -> Option<DecimalType> {
+        match self {
+            DataType::Decimal(decimal) => Some(decimal),
+            _ => None,
         }
     }
 
@@ -64,13 +142,20 @@ impl DataType {
     }
 
     pub fn is_numeric(self) -> bool {
-        self.is_integer() || self.is_float()
+        self.is_integer() || self.is_float() || self.is_decimal()
+    }
+
+    pub fn is_decimal(self) -> bool {
+        matches!(self, DataType::Decimal(_))
     }
 }
 
 impl fmt::Display for DataType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        match self {
+            DataType::Decimal(decimal) => decimal.fmt(f),
+            other => f.write_str(other.base_name()),
+        }
     }
 }
 
@@ -140,6 +225,8 @@ pub enum Value {
     Float(f64),
     Date(i32),
     Str(String),
+    /// A decimal: its raw value (units of `10^-scale`) and its scale.
+    Decimal(i64, u8),
 }
 
 impl fmt::Display for Value {
@@ -151,6 +238,7 @@ impl fmt::Display for Value {
             Value::Float(x) => write!(f, "{x}"),
             Value::Date(d) => f.write_str(&crate::date::format_days(*d)),
             Value::Str(s) => f.write_str(s),
+            Value::Decimal(raw, scale) => f.write_str(&crate::decimal::format(*raw, *scale)),
         }
     }
 }

@@ -26,6 +26,15 @@ unsigned/: unsigned integers as DuckDB writes them.
     with nulls.
   huge(id, value): a UBIGINT beyond the signed 64-bit range.
 
+decimals/: exact decimals, as DuckDB writes them (INT32 and INT64 values) and as pyarrow does
+  (fixed-length bytes; needs pyarrow).
+  lines(id, status, qty, price, discount, tax, weight, rate): 400 rows; `price` and `tax` are
+    DECIMAL(15,2), `discount` DECIMAL(4,2), `weight` DECIMAL(9,3) with nulls and negative values,
+    `rate` a DOUBLE.
+  ledger(entry, amount, fee): 50 rows written by pyarrow: `amount` DECIMAL(12,2) and `fee`
+    DECIMAL(38,10) whose values fit 18 digits, both as fixed-length bytes.
+  huge(id, value): a DECIMAL(38,0) holding a 30-digit value.
+
 csv/: a CSV file as DuckDB writes one (a header, empty fields for nulls, quotes where needed).
   weather(station, day, temp, rain, note): 200 rows of integers, dates, floats, booleans and
     strings (some with commas and quotes), each column with nulls.
@@ -73,6 +82,8 @@ def main():
     )
     for table in ("people", "teams", "places"):
         con.execute(f"COPY {table} TO '{folder / (table + '.parquet')}' (FORMAT parquet)")
+
+    write_decimals(con, ROOT / "decimals")
 
     folder = ROOT / "csv"
     folder.mkdir(exist_ok=True)
@@ -131,6 +142,48 @@ def main():
         f"COPY (SELECT 1 AS id, 18446744073709551615::UBIGINT AS value) "
         f"TO '{folder / 'huge.parquet'}' (FORMAT parquet)"
     )
+
+
+def write_decimals(con, folder):
+    import decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir(exist_ok=True)
+    con.execute(
+        """
+        CREATE TABLE lines AS
+        SELECT
+            i::INTEGER AS id,
+            ['open', 'shipped', 'returned'][1 + i % 3] AS status,
+            (1 + i % 50)::INTEGER AS qty,
+            ((i * 7919) % 1000000 / 100 + 900)::DECIMAL(15, 2) AS price,
+            ((i % 11) / 100)::DECIMAL(4, 2) AS discount,
+            ((i % 9) / 100)::DECIMAL(15, 2) AS tax,
+            CASE WHEN i % 13 = 0 THEN NULL ELSE ((i * 37) % 20001 - 10000) / 1000 END::DECIMAL(9, 3) AS weight,
+            ((i * 13) % 400) / 8.0 AS rate
+        FROM range(400) t(i)
+        """
+    )
+    con.execute(f"COPY lines TO '{folder / 'lines.parquet'}' (FORMAT parquet)")
+    con.execute(
+        f"COPY (SELECT 1 AS id, 123456789012345678901234567890::DECIMAL(38, 0) AS value) "
+        f"TO '{folder / 'huge.parquet'}' (FORMAT parquet)"
+    )
+    n = range(50)
+    table = pa.table(
+        {
+            "entry": pa.array(list(n), pa.int32()),
+            "amount": pa.array(
+                [decimal.Decimal(i * 123457 % 10000000 - 5000000) / 100 for i in n], pa.decimal128(12, 2)
+            ),
+            "fee": pa.array(
+                [None if i % 7 == 6 else decimal.Decimal(i * 31) / 10**10 for i in n], pa.decimal128(38, 10)
+            ),
+        }
+    )
+    pq.write_table(table, folder / "ledger.parquet")
 
 
 def write_arrow(folder):

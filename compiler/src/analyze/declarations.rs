@@ -4,7 +4,7 @@
 
 use tessera_grammar::ast::{self, Item};
 use tessera_grammar::{closest_name, Diagnostic};
-use tessera_storage::{DataType, Field, Schema};
+use tessera_storage::{DataType, DecimalType, Field, Schema};
 
 /// A table declared in a script.
 #[derive(Clone, Debug, PartialEq)]
@@ -86,16 +86,43 @@ fn table_schema(decl: &ast::TableDecl) -> Result<Schema, Vec<Diagnostic>> {
     }
 }
 
-/// Resolves a type name as written (`i32`, `date`, ...).
-pub(crate) fn resolve_type(name: &ast::Ident) -> Result<DataType, Diagnostic> {
-    DataType::from_name(&name.name).ok_or_else(|| {
-        let names = DataType::ALL.map(DataType::name);
+/// Resolves a type as written (`i32`, `date`, `decimal(15, 2)`, ...).
+pub(crate) fn resolve_type(ty: &ast::TypeName) -> Result<DataType, Diagnostic> {
+    let name = &ty.name;
+    if name.name == "decimal" {
+        let [precision, scale] = ty.args.as_slice() else {
+            return Err(
+                Diagnostic::type_error(ty.span, "`decimal` takes its precision and scale")
+                    .with_label("as `decimal(15, 2)`: 15 digits, 2 of them after the point"),
+            );
+        };
+        let (precision, scale) = (
+            u64::try_from(*precision).unwrap_or(0),
+            u64::try_from(*scale).unwrap_or(u64::MAX),
+        );
+        return DecimalType::new(precision, scale)
+            .map(DataType::Decimal)
+            .map_err(|reason| Diagnostic::type_error(ty.span, reason));
+    }
+    let resolved = DataType::from_name(&name.name).ok_or_else(|| {
+        let names: Vec<&str> = DataType::ALL
+            .map(DataType::base_name)
+            .into_iter()
+            .chain(["decimal"])
+            .collect();
         let mut d = Diagnostic::type_error(name.span, format!("unknown type `{}`", name.name))
             .with_label("not a type");
-        d = match closest_name(&name.name, names) {
+        d = match closest_name(&name.name, names.iter().copied()) {
             Some(suggestion) => d.with_hint(format!("did you mean `{suggestion}`?")),
             None => d.with_hint(format!("the types are: {}", names.join(", "))),
         };
         d
-    })
+    })?;
+    if !ty.args.is_empty() {
+        return Err(Diagnostic::type_error(
+            ty.span,
+            format!("`{}` takes no arguments", name.name),
+        ));
+    }
+    Ok(resolved)
 }

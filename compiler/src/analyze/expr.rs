@@ -13,6 +13,7 @@ use tessera_storage::{date, DataType, Value};
 
 use crate::expr::{mirror, Expr, ExprKind, MatchKind};
 
+use super::decimals;
 use super::declarations::resolve_type;
 use super::scope::PipelineContext;
 use super::{Analyzer, Result};
@@ -268,7 +269,7 @@ impl Analyzer<'_> {
                 ))
             }
             UnaryOp::Neg if typed.ty.is_integer() => DataType::I64,
-            UnaryOp::Neg if typed.ty.is_float() => typed.ty,
+            UnaryOp::Neg if typed.ty.is_float() || typed.ty.is_decimal() => typed.ty,
             UnaryOp::Neg => {
                 return Err(Diagnostic::type_error(
                     operand.span,
@@ -345,6 +346,19 @@ impl Analyzer<'_> {
             }
             return Err(d);
         }
+        if let Some(typed) = decimals::arithmetic(op, &left, &right, span)? {
+            // A decimal `x % 0` is null, as an integer one is.
+            let may_divide_by_zero = op == BinaryOp::Rem && !is_nonzero_literal(&right);
+            let mut expr = Expr::binary(
+                op,
+                decimals::at_scale(left, typed.left),
+                decimals::at_scale(right, typed.right),
+                typed.result,
+                span,
+            );
+            expr.nullable |= may_divide_by_zero;
+            return Ok(expr);
+        }
         let ty = match op {
             BinaryOp::Div => float_type(left.ty, right.ty),
             // A remainder is smaller than its divisor, so 32-bit operands need no widening.
@@ -416,7 +430,7 @@ impl Analyzer<'_> {
             }
             l
         } else if l.is_numeric() && r.is_numeric() {
-            comparison_type(&left, &right)
+            decimals::common(&left, &right).unwrap_or_else(|| comparison_type(&left, &right))
         } else {
             let mut d = Diagnostic::type_error(span, format!("cannot compare `{l}` with `{r}`"))
                 .with_secondary(left.span, format!("this is `{l}`"))
@@ -426,13 +440,15 @@ impl Analyzer<'_> {
             }
             return Err(d);
         };
-        Ok(Expr::binary(
-            op,
-            adapt(left, common),
-            adapt(right, common),
-            DataType::Bool,
-            span,
-        ))
+        let (left, right) = if common.is_decimal() {
+            (
+                decimals::at_scale(left, common),
+                decimals::at_scale(right, common),
+            )
+        } else {
+            (adapt(left, common), adapt(right, common))
+        };
+        Ok(Expr::binary(op, left, right, DataType::Bool, span))
     }
 
     fn compare_with_text(
@@ -493,7 +509,9 @@ impl Analyzer<'_> {
             ty = match (ty, result.ty) {
                 (a, b) if a == b => a,
                 (a, b) if a.is_numeric() && b.is_numeric() => {
-                    if a.is_integer() && b.is_integer() {
+                    if let Some(common) = decimals::common_type(a, b) {
+                        common
+                    } else if a.is_integer() && b.is_integer() {
                         DataType::I64
                     } else {
                         float_type(a, b)
@@ -511,11 +529,18 @@ impl Analyzer<'_> {
             return Err(case_of_strings(span));
         }
         let nullable = otherwise.is_none() || results.iter().any(|r| r.nullable);
-        let branches = typed.into_iter().map(|(w, t)| (w, t.cast(ty))).collect();
+        let convert = |e: Expr| {
+            if ty.is_decimal() {
+                decimals::at_scale(e, ty)
+            } else {
+                e.cast(ty)
+            }
+        };
+        let branches = typed.into_iter().map(|(w, t)| (w, convert(t))).collect();
         Ok(Expr::new(
             ExprKind::Case {
                 branches,
-                otherwise: otherwise.map(|o| Box::new(o.cast(ty))),
+                otherwise: otherwise.map(|o| Box::new(convert(o))),
             },
             ty,
             nullable,
@@ -724,6 +749,16 @@ fn float_type(a: DataType, b: DataType) -> DataType {
     }
 }
 
+/// Whether `e` is a literal number other than zero (a divisor that cannot make `%` null).
+fn is_nonzero_literal(e: &Expr) -> bool {
+    match e.kind {
+        ExprKind::Literal(Value::Int(i)) => i != 0,
+        ExprKind::Literal(Value::Float(x)) => x != 0.0,
+        ExprKind::Literal(Value::Decimal(raw, _)) => raw != 0,
+        _ => false,
+    }
+}
+
 fn is_int_literal(e: &Expr) -> Option<i64> {
     match e.kind {
         ExprKind::Literal(Value::Int(i)) => Some(i),
@@ -767,6 +802,9 @@ fn adapt(expr: Expr, ty: DataType) -> Expr {
             Expr::literal(Value::Float(*i as f64), ty, expr.span)
         }
         (ExprKind::Literal(Value::Float(_)), DataType::F32 | DataType::F64) => Expr { ty, ..expr },
+        (ExprKind::Literal(_), DataType::Decimal(to)) => {
+            decimals::literal(&expr, to).unwrap_or_else(|| expr.cast(ty))
+        }
         _ => expr.cast(ty),
     }
 }
@@ -774,8 +812,10 @@ fn adapt(expr: Expr, ty: DataType) -> Expr {
 fn check_cast(from: DataType, to: DataType, span: Span) -> Result<()> {
     use DataType::*;
     let allowed = from == to
-        || (from.is_numeric() || from == Bool) && to.is_numeric()
-        || from.is_numeric() && to == Bool
+        || (from.is_numeric() || from == Bool)
+            && to.is_numeric()
+            && !(from == Bool && to.is_decimal())
+        || from.is_numeric() && !from.is_decimal() && to == Bool
         || from == Date && to.is_integer()
         || from.is_integer() && to == Date;
     if allowed {

@@ -5,6 +5,7 @@
 //! optimizer's passes. Every user error becomes a `Diagnostic` pointing at the script.
 
 mod computed;
+mod decimals;
 mod declarations;
 mod expr;
 mod scope;

@@ -606,6 +606,14 @@ impl Analyzer<'_> {
                 )
                 .with_label(format!("this is `{found}`, not {what}"))
             })?;
+        // An average is a float: a decimal's values are summed as floats, as an integer's are
+        // when the device accumulates them.
+        let arg = match arg {
+            Some(a) if aggregate == Aggregate::Avg && a.ty.is_decimal() => {
+                Some(a.cast(DataType::F64))
+            }
+            arg => arg,
+        };
         Ok((
             AggregateExpr {
                 function: aggregate,

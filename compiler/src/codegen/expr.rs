@@ -21,7 +21,7 @@ use tessera_runtime::primitives::math;
 use tessera_runtime::program::{HostExpr, Param};
 use tessera_runtime::{CodegenError, CodegenResult};
 use tessera_stdlib::Function;
-use tessera_storage::{DataType, Value};
+use tessera_storage::{decimal, DataType, DecimalType, Value};
 
 use crate::expr::{Expr, ExprKind, StrBound};
 use crate::physical::constants::Constant;
@@ -104,7 +104,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                     .ok_or_else(|| invalid("a pattern evaluated as a value"))?;
                 let param = self.param(&param)?;
                 let bits = param.into_int_value();
-                let value: BasicValueEnum = match expr.ty {
+                let value: BasicValueEnum = match expr.ty.physical() {
                     DataType::I64 => bits.into(),
                     DataType::F64 => em.b.build_bit_cast(bits, em.ctx.f64_type(), "")?,
                     DataType::F32 => {
@@ -167,8 +167,8 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             ExprKind::Cast(operand) => {
                 let v = self.value_of(operand, item)?;
                 let (value, lost) = self.checked_cast(v.value, operand.ty, expr.ty)?;
-                // A narrowing the operand's width shows always fits needs no check.
-                let lost = lost.filter(|_| !operand.fits_in(expr.ty));
+                // A conversion the operand's width shows always fits needs no check.
+                let lost = lost.filter(|_| operand.cast_may_fail(expr.ty));
                 let lost = match (lost, v.valid) {
                     (Some(lost), Some(valid)) => Some(em.b.build_and(lost, valid, "")?),
                     (lost, _) => lost,
@@ -390,6 +390,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             (Value::Float(x), DataType::F32) => em.ctx.f32_type().const_float(*x).into(),
             (Value::Float(x), _) => em.ctx.f64_type().const_float(*x).into(),
             (Value::Date(d), _) => em.const_i32(i64::from(*d)).into(),
+            (Value::Decimal(raw, _), _) => em.const_i64(*raw).into(),
             (Value::Null | Value::Str(_), _) => {
                 return Err(invalid("a null or text literal reached code generation"))
             }
@@ -585,6 +586,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         from: DataType,
         to: DataType,
     ) -> CodegenResult<(BasicValueEnum<'ctx>, Option<IntValue<'ctx>>)> {
+        if from.is_decimal() || to.is_decimal() {
+            return self.decimal_cast(v, from, to);
+        }
         let value = self.cast(v, from, to)?;
         let b = &self.em.b;
         let lost = match (v, value) {
@@ -625,6 +629,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let b = &em.b;
         if from == to {
             return Ok(v);
+        }
+        if from.is_decimal() || to.is_decimal() {
+            return Ok(self.decimal_cast(v, from, to)?.0);
         }
         let target = em.value_type(to);
         Ok(match (v, to) {
@@ -667,6 +674,131 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         })
     }
 
+    /// A conversion to or from a decimal, and whether the value does not fit (see
+    /// [`Expr::cast_may_fail`]). Integers are decimals of scale 0; digits dropped round half
+    /// away from zero, as in `tessera_storage::decimal`.
+    fn decimal_cast(
+        &self,
+        v: BasicValueEnum<'ctx>,
+        from: DataType,
+        to: DataType,
+    ) -> CodegenResult<(BasicValueEnum<'ctx>, Option<IntValue<'ctx>>)> {
+        let em = &self.em;
+        let b = &em.b;
+        let i64t = em.i64();
+        let f64t = em.ctx.f64_type();
+        let power = |digits: u32| decimal::power_of_ten(digits);
+        let from_scale = u32::from(from.decimal().map_or(0, |d| d.scale));
+        match (v, to) {
+            (BasicValueEnum::IntValue(i), _) => {
+                let x = if i.get_type().get_bit_width() < 64 {
+                    b.build_int_s_extend(i, i64t, "")?
+                } else {
+                    i
+                };
+                match to {
+                    DataType::Decimal(target) => {
+                        let to_scale = u32::from(target.scale);
+                        let (raw, mut lost) = if to_scale > from_scale {
+                            let factor = em.const_i64(power(to_scale - from_scale));
+                            let (raw, lost) = self.checked_int(BinaryOp::Mul, x, factor)?;
+                            (raw, Some(lost))
+                        } else {
+                            (self.divide_rounding(x, from_scale - to_scale)?, None)
+                        };
+                        if target.precision < DecimalType::MAX_PRECISION {
+                            let outside = self.beyond(raw, power(u32::from(target.precision)))?;
+                            lost = self.either(lost, Some(outside))?;
+                        }
+                        Ok((raw.into(), lost))
+                    }
+                    DataType::F32 | DataType::F64 => {
+                        let x = b.build_signed_int_to_float(x, f64t, "")?;
+                        let unit = f64t.const_float(power(from_scale) as f64);
+                        let value = b.build_float_div(x, unit, "")?;
+                        let value = if to == DataType::F32 {
+                            b.build_float_trunc(value, em.ctx.f32_type(), "")?
+                        } else {
+                            value
+                        };
+                        Ok((value.into(), None))
+                    }
+                    DataType::I64 => Ok((self.divide_rounding(x, from_scale)?.into(), None)),
+                    DataType::I32 => {
+                        let whole = self.divide_rounding(x, from_scale)?;
+                        let narrow = b.build_int_truncate(whole, em.i32(), "")?;
+                        let back = b.build_int_s_extend(narrow, i64t, "")?;
+                        let lost = b.build_int_compare(IntPredicate::NE, back, whole, "")?;
+                        Ok((narrow.into(), Some(lost)))
+                    }
+                    _ => Err(invalid("a decimal cast to a type other than a number")),
+                }
+            }
+            (BasicValueEnum::FloatValue(x), DataType::Decimal(target)) => {
+                let x = if x.get_type() == f64t {
+                    x
+                } else {
+                    b.build_float_ext(x, f64t, "")?
+                };
+                let unit = f64t.const_float(power(u32::from(target.scale)) as f64);
+                let scaled = b.build_float_mul(x, unit, "")?;
+                let f = em.intrinsic("llvm.round.f64", f64t.fn_type(&[f64t.into()], false));
+                let call = b.build_call(f, &[scaled.into()], "")?;
+                let rounded = tessera_runtime::emit::basic(call.try_as_basic_value().basic())?
+                    .into_float_value();
+                let limit = 10f64.powi(i32::from(target.precision));
+                // Ordered comparisons: NaN is outside too.
+                let above = b.build_float_compare(
+                    FloatPredicate::OGT,
+                    rounded,
+                    f64t.const_float(-limit),
+                    "",
+                )?;
+                let below = b.build_float_compare(
+                    FloatPredicate::OLT,
+                    rounded,
+                    f64t.const_float(limit),
+                    "",
+                )?;
+                let lost = b.build_not(b.build_and(above, below, "")?, "")?;
+                let raw = self.saturating_float_to_int_rounded(rounded, i64t)?;
+                Ok((raw.into(), Some(lost)))
+            }
+            _ => Err(invalid("a decimal cast of an unexpected value")),
+        }
+    }
+
+    /// `x / 10^digits` rounded half away from zero (`x` itself for no digits).
+    fn divide_rounding(&self, x: IntValue<'ctx>, digits: u32) -> CodegenResult<IntValue<'ctx>> {
+        if digits == 0 {
+            return Ok(x);
+        }
+        let em = &self.em;
+        let b = &em.b;
+        let divisor = em.const_i64(decimal::power_of_ten(digits));
+        let quotient = b.build_int_signed_div(x, divisor, "")?;
+        let remainder = b.build_int_signed_rem(x, divisor, "")?;
+        let negative = b.build_int_compare(IntPredicate::SLT, remainder, em.const_i64(0), "")?;
+        let magnitude = b.build_select(negative, b.build_int_neg(remainder, "")?, remainder, "")?;
+        // |remainder| < 10^18, so twice it stays in range.
+        let twice = b.build_int_add(magnitude.into_int_value(), magnitude.into_int_value(), "")?;
+        let half_or_more = b.build_int_compare(IntPredicate::SGE, twice, divisor, "")?;
+        let x_negative = b.build_int_compare(IntPredicate::SLT, x, em.const_i64(0), "")?;
+        let step = b.build_select(x_negative, em.const_i64(-1), em.const_i64(1), "")?;
+        let step = b.build_select(half_or_more, step, em.const_i64(0).into(), "")?;
+        Ok(b.build_int_add(quotient, step.into_int_value(), "")?)
+    }
+
+    /// Whether `|x| >= limit`.
+    fn beyond(&self, x: IntValue<'ctx>, limit: i64) -> CodegenResult<IntValue<'ctx>> {
+        let em = &self.em;
+        let high =
+            em.b.build_int_compare(IntPredicate::SGE, x, em.const_i64(limit), "")?;
+        let low =
+            em.b.build_int_compare(IntPredicate::SLE, x, em.const_i64(-limit), "")?;
+        Ok(em.b.build_or(high, low, "")?)
+    }
+
     /// Float to integer: rounded to the nearest integer, ties to even (as DuckDB and PostgreSQL
     /// cast), then saturating at the type's bounds and NaN as 0 (never undefined; the overflow
     /// check of [`Kernel::checked_cast`] reports a value out of range).
@@ -675,9 +807,18 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         x: FloatValue<'ctx>,
         ty: inkwell::types::IntType<'ctx>,
     ) -> CodegenResult<IntValue<'ctx>> {
-        let em = &self.em;
         let rounded = self.round_to_even(x)?;
-        let source = x.get_type();
+        self.saturating_float_to_int_rounded(rounded, ty)
+    }
+
+    /// An integral float to integer, saturating at the type's bounds and NaN as 0.
+    fn saturating_float_to_int_rounded(
+        &self,
+        rounded: FloatValue<'ctx>,
+        ty: inkwell::types::IntType<'ctx>,
+    ) -> CodegenResult<IntValue<'ctx>> {
+        let em = &self.em;
+        let source = rounded.get_type();
         let name = format!(
             "llvm.fptosi.sat.i{}.{}",
             ty.get_bit_width(),

@@ -362,7 +362,7 @@ fn hash_groups(
     let widths: Vec<u32> = keys
         .iter()
         .map(|(_, e)| match e.ty {
-            DataType::I64 => 64,
+            DataType::I64 | DataType::Decimal(_) => 64,
             DataType::F32 | DataType::F64 => 0,
             _ => 32,
         })
@@ -435,7 +435,7 @@ fn field_value<'ctx>(
 
 /// Accumulators start at the identity of their operation.
 fn identity_fill(kind: AggregateKind, ty: DataType) -> Fill {
-    let pattern = match (kind, ty) {
+    let pattern = match (kind, ty.physical()) {
         (AggregateKind::Min, DataType::F32) => {
             u64::from((reduce::float_identity(ReduceOp::Min) as f32).to_bits())
         }

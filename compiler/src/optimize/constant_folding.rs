@@ -5,7 +5,7 @@
 
 use tessera_grammar::ast::{BinaryOp, UnaryOp};
 use tessera_stdlib::Function;
-use tessera_storage::{Catalog, DataType, Value};
+use tessera_storage::{decimal, Catalog, DataType, Value};
 
 use crate::expr::{Expr, ExprKind};
 use crate::logical::{LogicalPlan, LogicalQuery};
@@ -114,6 +114,8 @@ fn binary(op: BinaryOp, a: &Value, b: &Value) -> Option<Value> {
     use std::cmp::Ordering;
     let order = match (a, b) {
         (Value::Int(x), Value::Int(y)) => Some(x.cmp(y)),
+        // Analysis compares decimals at one scale.
+        (Value::Decimal(x, s), Value::Decimal(y, t)) if s == t => Some(x.cmp(y)),
         (Value::Float(x), Value::Float(y)) => Some(tessera_storage::types::compare_floats(*x, *y)),
         (Value::Date(x), Value::Date(y)) => Some(x.cmp(y)),
         (Value::Bool(x), Value::Bool(y)) => Some(x.cmp(y)),
@@ -162,6 +164,17 @@ fn cast(value: &Value, to: DataType) -> Option<Value> {
         (Value::Float(x), DataType::F32) => Value::Float(f64::from(*x as f32)),
         (Value::Float(x), DataType::F64) => Value::Float(*x),
         (Value::Bool(b), DataType::I32 | DataType::I64) => Value::Int(i64::from(*b)),
+        (Value::Int(i), DataType::Decimal(to)) => {
+            let raw = i.checked_mul(to.unit())?;
+            decimal::fits_precision(raw, to.precision).then_some(Value::Decimal(raw, to.scale))?
+        }
+        (Value::Decimal(raw, scale), DataType::Decimal(to)) => {
+            let raw = decimal::rescale(*raw, *scale, to.scale)?;
+            decimal::fits_precision(raw, to.precision).then_some(Value::Decimal(raw, to.scale))?
+        }
+        (Value::Decimal(raw, scale), DataType::F64) => {
+            Value::Float(decimal::to_float(*raw, *scale))
+        }
         _ => return None,
     })
 }

@@ -90,9 +90,9 @@ fn hoist_expr(expr: &mut Expr, constants: &mut Vec<Constant>) {
             // A pattern is always a parameter: the code reads the answers computed from it.
             ExprKind::Literal(value @ Value::Str(_)) => Constant::Value(value.clone()),
             _ if constants.len() >= MAX_HOISTED => return e,
-            ExprKind::Literal(value @ (Value::Int(_) | Value::Float(_) | Value::Date(_))) => {
-                Constant::Value(value.clone())
-            }
+            ExprKind::Literal(
+                value @ (Value::Int(_) | Value::Float(_) | Value::Date(_) | Value::Decimal(..)),
+            ) => Constant::Value(value.clone()),
             ExprKind::StrCode(code) => Constant::StrCode(code.clone()),
             _ => return e,
         };

@@ -33,10 +33,11 @@ impl Estimator<'_> {
             .flatten()
     }
 
-    /// The integer range `[min, max]` of a column (codes for strings).
+    /// The integer range `[min, max]` of a column (codes for strings, raw units for decimals).
     pub fn int_range(&self, id: ColumnId) -> Option<(i64, i64)> {
         let info = self.columns.get(id);
         if !(info.ty.is_integer()
+            || info.ty.is_decimal()
             || matches!(info.ty, DataType::Str | DataType::Date | DataType::Bool))
         {
             return None;

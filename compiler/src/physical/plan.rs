@@ -274,9 +274,10 @@ impl Planner<'_> {
         let mut checked = aggregates.to_vec();
         for (id, aggregate) in aggregates {
             let Some(arg) = &aggregate.arg else { continue };
+            // Decimals sum their raw units as integers.
             let integer_sum = aggregate.function == Aggregate::Sum
-                && aggregate.ty == DataType::I64
-                && arg.ty.is_integer();
+                && aggregate.ty.physical() == DataType::I64
+                && arg.computes_as_integer();
             if !integer_sum || (!repeats_rows && arg.bits_needed() + row_bits <= 63) {
                 continue;
             }
@@ -959,7 +960,7 @@ impl Planner<'_> {
     fn hash_layout(&self, key: &Expr, rows: u64) -> HashLayout {
         let range = key
             .as_column()
-            .filter(|_| key.ty.is_integer() || key.ty == DataType::Date)
+            .filter(|_| key.ty.is_integer() || key.ty.is_decimal() || key.ty == DataType::Date)
             .and_then(|c| self.estimator.int_range(c));
         if let Some((min, max)) = range {
             let slots = (max - min) as u64 + 1;

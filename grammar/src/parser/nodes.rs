@@ -5,7 +5,9 @@
 
 use lalrpop_util::ParseError;
 
-use crate::ast::{BinaryOp, Expr, ExprKind, Ident, IntervalUnit, Literal, LiteralValue, UnaryOp};
+use crate::ast::{
+    BinaryOp, Expr, ExprKind, Ident, IntervalUnit, Literal, LiteralValue, TypeName, UnaryOp,
+};
 use crate::diagnostic::Diagnostic;
 use crate::lexer::TokenKind;
 use crate::span::Span;
@@ -186,7 +188,7 @@ pub fn case(
     node(start, kind, depth, end)
 }
 
-pub fn cast(start: usize, expr: Deep, ty: Ident, end: usize) -> Result<Deep, Failure> {
+pub fn cast(start: usize, expr: Deep, ty: TypeName, end: usize) -> Result<Deep, Failure> {
     let depth = expr.depth;
     let kind = ExprKind::Cast {
         expr: Box::new(expr.expr),

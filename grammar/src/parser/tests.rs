@@ -87,7 +87,7 @@ fn table_declarations() {
     let columns: Vec<_> = table
         .columns
         .iter()
-        .map(|c| (c.name.name.as_str(), c.ty.name.as_str(), c.nullable))
+        .map(|c| (c.name.name.as_str(), c.ty.name.name.as_str(), c.nullable))
         .collect();
     assert_eq!(
         columns,

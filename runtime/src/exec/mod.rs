@@ -779,6 +779,10 @@ fn literal_bits(value: &Value, ty: DataType) -> Result<u64, RuntimeError> {
         (Value::Float(x), DataType::F64) => x.to_bits(),
         (Value::Date(day), _) => i64::from(*day) as u64,
         (Value::Bool(b), _) => u64::from(*b),
+        // A decimal constant is hoisted at its expression's scale.
+        (Value::Decimal(raw, scale), DataType::Decimal(decimal)) if *scale == decimal.scale => {
+            *raw as u64
+        }
         (other, ty) => {
             return Err(RuntimeError::Malformed(format!(
                 "the constant {other} cannot be passed as {ty}"

@@ -1163,9 +1163,10 @@ fn key_bits<'ctx>(
             let mask = em.b.build_or(negative, sign32, "")?;
             em.b.build_xor(raw, mask, "")?
         }
-        DataType::I64 | DataType::F64 => {
+        // A decimal orders as its raw integer.
+        DataType::I64 | DataType::F64 | DataType::Decimal(_) => {
             let sign64 = em.const_i64(i64::MIN);
-            let ordered = if ty == DataType::I64 {
+            let ordered = if ty != DataType::F64 {
                 em.b.build_xor(value.into_int_value(), sign64, "")?
             } else {
                 let value = canonical_float(em, value.into_float_value())?;

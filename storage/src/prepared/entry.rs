@@ -91,6 +91,7 @@ pub enum StoredValue {
     FloatBits(u64),
     Date(i32),
     Str(String),
+    Decimal(i64, u8),
 }
 
 impl From<&ColumnStats> for StoredStats {
@@ -102,6 +103,7 @@ impl From<&ColumnStats> for StoredStats {
             Value::Float(x) => StoredValue::FloatBits(x.to_bits()),
             Value::Date(d) => StoredValue::Date(*d),
             Value::Str(s) => StoredValue::Str(s.clone()),
+            Value::Decimal(raw, scale) => StoredValue::Decimal(*raw, *scale),
         };
         StoredStats {
             rows: stats.rows,
@@ -122,6 +124,7 @@ impl From<&StoredStats> for ColumnStats {
             StoredValue::FloatBits(bits) => Value::Float(f64::from_bits(*bits)),
             StoredValue::Date(d) => Value::Date(*d),
             StoredValue::Str(s) => Value::Str(s.clone()),
+            StoredValue::Decimal(raw, scale) => Value::Decimal(*raw, *scale),
         };
         ColumnStats {
             rows: stats.rows,

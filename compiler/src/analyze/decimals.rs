@@ -1,0 +1,161 @@
+//! Typing of decimals, following DuckDB's rules within 18 digits. An operand combined with a
+//! decimal acts as a decimal: an integer column as `decimal(10, 0)` or `decimal(18, 0)`, an
+//! integer literal with its digits, a float literal as the decimal it is written as (`0.05` is
+//! `decimal(3, 2)`); a float column makes the whole operation a float one. `+`, `-` and `%`
+//! work at the finer scale, `*` adds the scales, `/` divides as floats. A precision past 18
+//! digits is capped there: values are 64-bit, and leaving that range is an overflow error.
+
+use tessera_grammar::ast::BinaryOp;
+use tessera_grammar::{Diagnostic, Span};
+use tessera_storage::{decimal, DataType, DecimalType, Value};
+
+use crate::expr::{Expr, ExprKind};
+
+use super::Result;
+
+const MAX: u8 = DecimalType::MAX_PRECISION;
+
+/// The decimal `expr` acts as beside a decimal; `None` when it does not (a float column,
+/// a date, a float literal needing more than 18 digits).
+fn acts_as(expr: &Expr) -> Option<DecimalType> {
+    match (&expr.kind, expr.ty) {
+        (_, DataType::Decimal(decimal)) => Some(decimal),
+        (ExprKind::Literal(Value::Int(i)), _) => {
+            let digits = i.unsigned_abs().checked_ilog10().map_or(1, |d| d + 1);
+            DecimalType::new(u64::from(digits), 0).ok()
+        }
+        (ExprKind::Literal(Value::Float(x)), _) => decimal::literal_type(*x).map(|(_, d)| d),
+        (_, DataType::I32) => DecimalType::new(10, 0).ok(),
+        (_, DataType::I64) => DecimalType::new(u64::from(MAX), 0).ok(),
+        _ => None,
+    }
+}
+
+/// A decimal of `scale` with `whole` digits before the point, capped at 18 digits.
+fn capped(whole: u8, scale: u8) -> DecimalType {
+    DecimalType {
+        precision: (whole + scale).clamp(scale.max(1), MAX),
+        scale,
+    }
+}
+
+/// The most digits before the point either has.
+fn whole_digits(a: DecimalType, b: DecimalType) -> u8 {
+    (a.precision - a.scale).max(b.precision - b.scale)
+}
+
+/// Operands of decimal arithmetic: the types they are converted to and the result's.
+pub(super) struct Typed {
+    pub left: DataType,
+    pub right: DataType,
+    pub result: DataType,
+}
+
+/// The types of `left op right` when one side is a decimal and the other acts as one; `None`
+/// when the operation is not decimal arithmetic (no decimal, a float column, or `/`).
+pub(super) fn arithmetic(
+    op: BinaryOp,
+    left: &Expr,
+    right: &Expr,
+    span: Span,
+) -> Result<Option<Typed>> {
+    if !left.ty.is_decimal() && !right.ty.is_decimal() || op == BinaryOp::Div {
+        return Ok(None);
+    }
+    let (Some(a), Some(b)) = (acts_as(left), acts_as(right)) else {
+        return Ok(None);
+    };
+    let at = |scale: u8| DataType::Decimal(capped(MAX, scale));
+    Ok(Some(match op {
+        BinaryOp::Mul => {
+            let scale = a.scale + b.scale;
+            if scale > MAX {
+                return Err(Diagnostic::type_error(
+                    span,
+                    format!("the product has {scale} digits after the point, more than the {MAX} a decimal holds"),
+                )
+                .with_hint("cast a side to `f64`, or to a decimal of fewer digits after the point"));
+            }
+            Typed {
+                left: at(a.scale),
+                right: at(b.scale),
+                result: DataType::Decimal(DecimalType {
+                    precision: (a.precision + b.precision).clamp(scale.max(1), MAX),
+                    scale,
+                }),
+            }
+        }
+        _ => {
+            let scale = a.scale.max(b.scale);
+            let carry = u8::from(op != BinaryOp::Rem);
+            Typed {
+                left: at(scale),
+                right: at(scale),
+                result: DataType::Decimal(capped(whole_digits(a, b) + carry, scale)),
+            }
+        }
+    }))
+}
+
+/// The type a decimal and a value acting as one are compared in, or `case` results unified
+/// in: the finer scale, the most digits before the point.
+pub(super) fn common(left: &Expr, right: &Expr) -> Option<DataType> {
+    if !left.ty.is_decimal() && !right.ty.is_decimal() {
+        return None;
+    }
+    let (a, b) = (acts_as(left)?, acts_as(right)?);
+    Some(DataType::Decimal(capped(
+        whole_digits(a, b),
+        a.scale.max(b.scale),
+    )))
+}
+
+/// [`common`] for two types (`case` results): integers act as decimals of their width.
+pub(super) fn common_type(a: DataType, b: DataType) -> Option<DataType> {
+    if !a.is_decimal() && !b.is_decimal() {
+        return None;
+    }
+    let of = |ty: DataType| acts_as(&Expr::null(ty, Span::default()));
+    let (a, b) = (of(a)?, of(b)?);
+    Some(DataType::Decimal(capped(
+        whole_digits(a, b),
+        a.scale.max(b.scale),
+    )))
+}
+
+/// `expr` converted to the decimal `to` for an operation: unchanged when it already counts
+/// units of `to`'s scale (a precision is only ever widened here), a literal when it is one.
+pub(super) fn at_scale(expr: Expr, to: DataType) -> Expr {
+    let Some(target) = to.decimal() else {
+        return expr;
+    };
+    match expr.ty.decimal() {
+        Some(d) if d.scale == target.scale => expr,
+        _ => match literal(&expr, target) {
+            Some(literal) => literal,
+            None => expr.cast(to),
+        },
+    }
+}
+
+/// A literal as a literal of decimal type `to`, when it is exactly one.
+pub(super) fn literal(expr: &Expr, to: DecimalType) -> Option<Expr> {
+    let raw = match expr.kind {
+        ExprKind::Literal(Value::Int(i)) => i.checked_mul(to.unit())?,
+        ExprKind::Literal(Value::Float(x)) => {
+            let (raw, written) = decimal::literal_type(x)?;
+            decimal::rescale(raw, written.scale, to.scale).filter(|_| written.scale <= to.scale)?
+        }
+        ExprKind::Literal(Value::Decimal(raw, scale)) if scale <= to.scale => {
+            decimal::rescale(raw, scale, to.scale)?
+        }
+        _ => return None,
+    };
+    decimal::fits_precision(raw, MAX).then(|| {
+        Expr::literal(
+            Value::Decimal(raw, to.scale),
+            DataType::Decimal(to),
+            expr.span,
+        )
+    })
+}
