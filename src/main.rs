@@ -565,6 +565,16 @@ enum GenDataset {
         #[arg(long)]
         out: PathBuf,
     },
+    /// TPC-H: lineitem, orders, customer, part, partsupp, supplier, nation, region (the same
+    /// rows as the reference dbgen; money as decimal(15, 2)).
+    Tpch {
+        /// Scale factor: 1 makes about 6 million lineitem rows (fractions such as 0.01 work).
+        #[arg(long)]
+        sf: f64,
+        /// The directory to write the tables into.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// The Wisconsin benchmark relations: `wisconsin` of N rows and `wisconsin_small` of 0.6 N.
     Wisconsin {
         /// Rows of the larger relation.
@@ -767,6 +777,9 @@ fn run(cli: Cli) -> Result<(), failure::Failure> {
         Command::Gen {
             dataset: GenDataset::Ssb { sf, out },
         } => commands::gen::ssb(sf, &out),
+        Command::Gen {
+            dataset: GenDataset::Tpch { sf, out },
+        } => commands::gen::tpch(sf, &out),
         Command::Gen {
             dataset: GenDataset::Wisconsin { rows, out },
         } => commands::gen::wisconsin(rows, &out),

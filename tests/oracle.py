@@ -11,7 +11,7 @@ and rewrites everything after `----`. Tessera never produces its own expectation
     python3 tests/oracle.py --data D --out E       # answers on data D, written to copies under E
 
 Data: a file's `data:` line names generated data, `ssb SF` (the Star Schema Benchmark at that scale
-factor) or `wisconsin ROWS` (the Wisconsin relations), or a checked-in folder, `folder PATH`
+factor), `tpch SF` (TPC-H) or `wisconsin ROWS` (the Wisconsin relations), or a checked-in folder, `folder PATH`
 (relative to the file's folder or one above it; see tests/data/make.py). Unless `--data` is given, it is generated
 with `tessera gen` (deterministic) into target/conformance-data.
 """
@@ -72,6 +72,10 @@ def dataset(path, fields, args):
         folder = ROOT / "target" / "conformance-data" / f"ssb-{scale}"
         marker = folder / "date.parquet"
         arguments = ["gen", "ssb", "--sf", scale, "--out", str(folder)]
+    elif kind == "tpch" and scale:
+        folder = ROOT / "target" / "conformance-data" / f"tpch-{scale}"
+        marker = folder / "lineitem.parquet"
+        arguments = ["gen", "tpch", "--sf", scale, "--out", str(folder)]
     elif kind == "wisconsin" and scale:
         folder = ROOT / "target" / "conformance-data" / f"wisconsin-{scale}"
         marker = folder / "wisconsin_small.parquet"

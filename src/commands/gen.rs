@@ -4,6 +4,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use tessera_storage::gen::ssb::generate_ssb;
+use tessera_storage::gen::tpch::generate_tpch;
 use tessera_storage::gen::wisconsin::generate_wisconsin;
 
 use crate::failure::Failure;
@@ -23,6 +24,20 @@ pub fn ssb(sf: f64, out: &Path) -> Result<(), Failure> {
         started.elapsed()
     );
     for table in &summary.tables {
+        eprintln!("  {:<10} {:>12} rows", table.name, table.rows);
+    }
+    Ok(())
+}
+
+pub fn tpch(sf: f64, out: &Path) -> Result<(), Failure> {
+    let started = Instant::now();
+    let tables = generate_tpch(sf, out, &Bar::new())?;
+    eprintln!(
+        "wrote TPC-H at scale factor {sf} to {} in {:.1?}",
+        out.display(),
+        started.elapsed()
+    );
+    for table in &tables {
         eprintln!("  {:<10} {:>12} rows", table.name, table.rows);
     }
     Ok(())

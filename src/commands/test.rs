@@ -188,7 +188,7 @@ fn walk(folder: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The folder holding the data a `data:` line names (`ssb SF` or `wisconsin ROWS`),
+/// The folder holding the data a `data:` line names (`ssb SF`, `tpch SF` or `wisconsin ROWS`),
 /// generating it unless it holds a complete generation of that data already (a folder whose
 /// generation was interrupted is generated again).
 fn dataset(spec: &str) -> Result<PathBuf, String> {
@@ -207,6 +207,16 @@ fn dataset(spec: &str) -> Result<PathBuf, String> {
                 format!("SSB at scale factor {scale}"),
             )
         }
+        ["tpch", scale] => {
+            let sf: f64 = scale
+                .parse()
+                .map_err(|_| format!("bad scale factor in `{spec}`"))?;
+            (
+                Dataset::Tpch { sf },
+                format!("tpch-{scale}"),
+                format!("TPC-H at scale factor {scale}"),
+            )
+        }
         ["wisconsin", rows] => {
             let rows: u64 = rows
                 .parse()
@@ -219,7 +229,7 @@ fn dataset(spec: &str) -> Result<PathBuf, String> {
         }
         _ => {
             return Err(format!(
-                "unknown data `{spec}` (expected `ssb SF`, `wisconsin ROWS` or `folder PATH`)"
+                "unknown data `{spec}` (expected `ssb SF`, `tpch SF`, `wisconsin ROWS` or `folder PATH`)"
             ))
         }
     };

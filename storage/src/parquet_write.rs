@@ -44,6 +44,8 @@ pub enum WriteValues<'a> {
     },
     /// One string per row.
     Text(&'a [String]),
+    /// One borrowed string per row.
+    Words(&'a [&'a str]),
     /// Raw decimal values, written as `INT64` annotated `DECIMAL`.
     Decimal(&'a [i64], DecimalType),
 }
@@ -58,6 +60,7 @@ impl WriteValues<'_> {
             WriteValues::F64(v) => v.len(),
             WriteValues::Codes { codes, .. } => codes.len(),
             WriteValues::Text(v) => v.len(),
+            WriteValues::Words(v) => v.len(),
         }
     }
 
@@ -74,7 +77,9 @@ impl WriteValues<'_> {
             WriteValues::F32(_) => DataType::F32,
             WriteValues::F64(_) => DataType::F64,
             WriteValues::Date(_) => DataType::Date,
-            WriteValues::Codes { .. } | WriteValues::Text(_) => DataType::Str,
+            WriteValues::Codes { .. } | WriteValues::Text(_) | WriteValues::Words(_) => {
+                DataType::Str
+            }
         }
     }
 }
@@ -366,10 +371,10 @@ fn worth_a_dictionary(values: WriteValues<'_>) -> bool {
             repeats * 2 * DICTIONARY_MAX_DISTINCT >= n * n
         }
     }
-    fn text_hash(text: &String) -> u64 {
+    fn text_hash(text: &impl AsRef<str>) -> u64 {
         use std::hash::{DefaultHasher, Hash, Hasher};
         let mut hasher = DefaultHasher::new();
-        text.hash(&mut hasher);
+        text.as_ref().hash(&mut hasher);
         hasher.finish()
     }
     match values {
@@ -381,6 +386,7 @@ fn worth_a_dictionary(values: WriteValues<'_>) -> bool {
         WriteValues::F64(v) => sampled(v, |x| x.to_bits()),
         WriteValues::Codes { codes, .. } => sampled(codes, |&x| x as u64),
         WriteValues::Text(v) => sampled(v, text_hash),
+        WriteValues::Words(v) => sampled(v, text_hash),
     }
 }
 
@@ -425,6 +431,10 @@ fn write_slice(
                 .iter()
                 .map(|s| ByteArray::from(s.as_str()))
                 .collect();
+            write_typed::<ByteArrayType>(out.typed(), &strings, validity)
+        }
+        WriteValues::Words(v) => {
+            let strings: Vec<ByteArray> = v[rows].iter().map(|&s| ByteArray::from(s)).collect();
             write_typed::<ByteArrayType>(out.typed(), &strings, validity)
         }
     }

@@ -25,6 +25,12 @@ pub fn wisconsin_data() -> &'static Path {
     DATA.get_or_init(|| generated("wisconsin-10000", Dataset::Wisconsin { rows: 10_000 }))
 }
 
+/// TPC-H at scale factor 0.01, generated once into the same cache `tessera test` uses.
+pub fn tpch_data() -> &'static Path {
+    static DATA: OnceLock<PathBuf> = OnceLock::new();
+    DATA.get_or_init(|| generated("tpch-0.01", Dataset::Tpch { sf: 0.01 }))
+}
+
 /// `target/conformance-data/NAME`, generated unless it holds a complete generation of `dataset`
 /// already. Another test process generating it at the same time is waited for, not raced.
 fn generated(name: &str, dataset: Dataset) -> PathBuf {
@@ -42,12 +48,15 @@ fn generated(name: &str, dataset: Dataset) -> PathBuf {
     folder
 }
 
-/// The catalog a script sees: the Wisconsin relations for scripts that read them, else SSB.
+/// The catalog a script sees: the Wisconsin relations or TPC-H for scripts that read them,
+/// else SSB.
 pub fn catalog_for(source: &str) -> Catalog {
+    let ast = || source_to_ast(source).unwrap_or_else(|_| source_to_ast("").expect("empty parses"));
     if source.contains("wisconsin") {
-        let ast =
-            source_to_ast(source).unwrap_or_else(|_| source_to_ast("").expect("empty parses"));
-        return open_catalog(&ast, wisconsin_data()).expect("the Wisconsin data opens");
+        return open_catalog(&ast(), wisconsin_data()).expect("the Wisconsin data opens");
+    }
+    if source.contains("lineitem") || source.contains("TPC-H") {
+        return open_catalog(&ast(), tpch_data()).expect("the TPC-H data opens");
     }
     ssb_catalog(source)
 }

@@ -515,7 +515,7 @@ impl Planner<'_> {
     /// The group table of a set operation must hold either input's rows: dense only over both
     /// inputs' key ranges.
     fn set_layout(
-        &self,
+        &mut self,
         set: &crate::logical::SetOperation,
         aggregates: &[(ColumnId, AggregateExpr)],
         rows: f64,
@@ -980,12 +980,35 @@ impl Planner<'_> {
         match &key.kind {
             ExprKind::Literal(Value::Int(value)) => Some((*value, *value)),
             ExprKind::Literal(Value::Date(day)) => Some((i64::from(*day), i64::from(*day))),
+            ExprKind::Call { .. } => {
+                let (_, min, max) = self.year_key_source(key)?;
+                let year = |day: i64| {
+                    let day = i32::try_from(day).ok()?;
+                    Some(i64::from(tessera_storage::date::civil_from_days(day).0))
+                };
+                Some((year(min)?, year(max)?))
+            }
             _ => self.estimator.int_range(key.as_column()?),
         }
     }
 
+    /// For a key `year(d)` of a date column `d`: the column and its range, which the key's
+    /// range is the years of (a program grouping densely by it relies on that range).
+    fn year_key_source(&self, key: &Expr) -> Option<(ColumnId, i64, i64)> {
+        let ExprKind::Call {
+            function: tessera_stdlib::Function::Year,
+            args,
+        } = &key.kind
+        else {
+            return None;
+        };
+        let column = args.first()?.as_column()?;
+        let (min, max) = self.estimator.int_range(column)?;
+        Some((column, min, max))
+    }
+
     fn group_layout(
-        &self,
+        &mut self,
         keys: &[(ColumnId, Expr)],
         aggregates: &[(ColumnId, AggregateExpr)],
         rows: f64,
@@ -1009,6 +1032,13 @@ impl Planner<'_> {
                 .iter()
                 .try_fold(1u64, |acc, d| acc.checked_mul(d.slots()));
             if let Some(slots) = slots.filter(|s| *s <= MAX_DENSE_GROUPS) {
+                for (_, key) in keys {
+                    if let Some(assumption) = self.year_key_source(key) {
+                        if !self.assumptions.contains(&assumption) {
+                            self.assumptions.push(assumption);
+                        }
+                    }
+                }
                 let block_local = block_local_pays(slots, aggregates, rows);
                 return GroupLayout::Dense {
                     domains,

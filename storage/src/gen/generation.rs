@@ -31,11 +31,17 @@ pub enum Dataset {
     Ssb { sf: f64 },
     /// The Wisconsin relations, the larger of `rows` rows.
     Wisconsin { rows: u64 },
+    /// TPC-H at a scale factor.
+    Tpch { sf: f64 },
 }
 
 /// The record of each dataset, by the name it has in the folder. Hidden, so the catalog never
 /// takes it for a table.
-const RECORDS: [&str; 2] = [".tessera-gen-ssb.json", ".tessera-gen-wisconsin.json"];
+const RECORDS: [&str; 3] = [
+    ".tessera-gen-ssb.json",
+    ".tessera-gen-wisconsin.json",
+    ".tessera-gen-tpch.json",
+];
 
 /// How the temporary entries of a generation end: files (see `parquet_write`) and records,
 /// a table folder being written, and a replaced table folder moved aside before removal.
@@ -47,6 +53,7 @@ impl Dataset {
         match self {
             Dataset::Ssb { .. } => &["lineorder", "part", "supplier", "customer", "date"],
             Dataset::Wisconsin { .. } => &["wisconsin", "wisconsin_small"],
+            Dataset::Tpch { .. } => &crate::gen::tpch::TABLES,
         }
     }
 
@@ -55,6 +62,7 @@ impl Dataset {
         match self {
             Dataset::Ssb { sf } => format!("tessera gen ssb --sf {sf}"),
             Dataset::Wisconsin { rows } => format!("tessera gen wisconsin --rows {rows}"),
+            Dataset::Tpch { sf } => format!("tessera gen tpch --sf {sf}"),
         }
     }
 
@@ -63,6 +71,7 @@ impl Dataset {
         match self {
             Dataset::Ssb { sf } => SsbScale::new(*sf).map(drop),
             Dataset::Wisconsin { rows } => check_rows(*rows),
+            Dataset::Tpch { sf } => crate::gen::tpch::check_scale(*sf),
         }
     }
 
@@ -70,6 +79,7 @@ impl Dataset {
         match self {
             Dataset::Ssb { .. } => RECORDS[0],
             Dataset::Wisconsin { .. } => RECORDS[1],
+            Dataset::Tpch { .. } => RECORDS[2],
         }
     }
 }
@@ -146,6 +156,7 @@ pub fn ensure_generated(
     match *dataset {
         Dataset::Ssb { sf } => write_ssb(generation, SsbScale::new(sf)?, progress).map(drop)?,
         Dataset::Wisconsin { rows } => write_wisconsin(generation, rows, progress).map(drop)?,
+        Dataset::Tpch { sf } => crate::gen::tpch::write_tpch(generation, sf, progress).map(drop)?,
     }
     Ok(true)
 }

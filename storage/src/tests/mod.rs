@@ -5,6 +5,7 @@ mod catalog_files;
 mod generation;
 mod parquet_round_trip;
 mod ssb_generator;
+mod tpch_generator;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
