@@ -416,6 +416,8 @@ pub enum Emit {
 enum BenchSuite {
     /// The 13 Star Schema Benchmark queries.
     Ssb(BenchArgs),
+    /// The TPC-H queries of examples/tpch (eleven of the 22 so far).
+    Tpch(BenchArgs),
     /// Summing a column of values from U(0, 2^16), stored plain, GPU-FOR and GPU-DFOR.
     Decode(DecodeBenchArgs),
     /// Selections and projections returning rows, against their bytes-moved floor.
@@ -521,10 +523,10 @@ pub struct DecodeBenchArgs {
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
-    /// Scale factor of the data (generated into data/ssb-SF unless --data is given).
+    /// Scale factor of the data (generated into data/SUITE-SF unless --data is given).
     #[arg(long)]
     sf: f64,
-    /// Use this data directory (it must hold SSB at that scale factor).
+    /// Use this data directory (it must hold the benchmark at that scale factor).
     #[arg(long)]
     data: Option<PathBuf>,
     /// Where to run.
@@ -761,7 +763,10 @@ fn run(cli: Cli) -> Result<(), failure::Failure> {
         }
         Command::Bench {
             suite: BenchSuite::Ssb(args),
-        } => commands::bench::run(&args),
+        } => commands::bench::run(&commands::bench::SSB, &args),
+        Command::Bench {
+            suite: BenchSuite::Tpch(args),
+        } => commands::bench::run(&commands::bench::TPCH, &args),
         Command::Bench {
             suite: BenchSuite::Decode(args),
         } => commands::bench_decode::run(&args),

@@ -1253,3 +1253,23 @@ fn a_cut_arrow_file_is_unreadable_not_a_crash() {
         assert!(text(&run.stderr).starts_with("error: "));
     }
 }
+
+#[test]
+fn the_tpch_benchmark_runs_every_query_it_writes() {
+    let data = common::tpch_data().to_str().expect("utf-8 path");
+    let output = tessera(&[
+        "bench", "tpch", "--sf", "0.01", "--data", data, "--device", "cpu", "--runs", "1",
+        "--warmup", "0", "--json",
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let queries = report["queries"].as_array().expect("queries");
+    let names: Vec<&str> = queries.iter().filter_map(|q| q["query"].as_str()).collect();
+    assert_eq!(
+        names,
+        ["q01", "q03", "q04", "q05", "q06", "q07", "q08", "q12", "q14", "q16", "q19"]
+    );
+    // Q1 has a group per return flag and line status in the data; Q3 takes ten.
+    assert_eq!(queries[0]["rows"], 4);
+    assert_eq!(queries[1]["rows"], 10);
+}

@@ -12,7 +12,7 @@ use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
 
 /// Bumped whenever the format changes, so an old artifact is refused with a clear message.
-pub const FORMAT_VERSION: u32 = 15;
+pub const FORMAT_VERSION: u32 = 16;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {
@@ -430,6 +430,9 @@ pub struct HashKey {
     pub ty: DataType,
     pub shift: u32,
     pub bits: u32,
+    /// Packed by range: the field holds the key's offset from `min` (else its two's-complement
+    /// bits).
+    pub min: Option<i64>,
     /// Whether the bit above the value's is the key's null flag.
     pub nullable: bool,
     pub dictionary: Option<(String, String)>,

@@ -320,7 +320,12 @@ pub(crate) fn decode_fetched(
                         row.push(Value::Null);
                         continue;
                     }
-                    let raw = unpack(packed, key.shift, key.bits);
+                    let raw = match key.min {
+                        Some(min) => {
+                            min.wrapping_add(((packed >> key.shift) & low_bits(key.bits)) as i64)
+                        }
+                        None => unpack(packed, key.shift, key.bits),
+                    };
                     row.push(key_value(key.ty, raw, dictionary.as_ref()));
                 }
                 push_aggregates(&mut row, aggregates, &places, &present, i, catalog)?;
@@ -500,6 +505,15 @@ fn decode_rows(
         types: columns.iter().map(|c| c.ty).collect(),
         rows,
     })
+}
+
+/// A mask of the low `bits` bits.
+fn low_bits(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
 }
 
 /// Key bits `shift .. shift + bits` of a packed key, sign-extended: 32-bit keys are stored as

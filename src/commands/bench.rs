@@ -1,8 +1,9 @@
-//! `tessera bench ssb`: the Star Schema Benchmark's 13 queries, each compiled a few times (the
-//! median compile time is reported), run with warm-up and then timed several times on data
-//! already resident on the device. For each query
-//! it prints the median, the floor (the bytes of the columns it reads, once, over the measured
-//! copy bandwidth) and their ratio, with Crystal's hand-written kernels beside the GPU figures.
+//! `tessera bench ssb` and `tessera bench tpch`: a benchmark's queries as `examples/` writes
+//! them, each compiled a few times (the median compile time is reported), run with warm-up and
+//! then timed several times on data already resident on the device. For each query it prints
+//! the median, the floor (the bytes of the columns it reads, once, over the measured copy
+//! bandwidth) and their ratio, with Crystal's hand-written kernels beside the GPU figures for
+//! SSB.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -39,6 +40,51 @@ pub const SSB_QUERIES: [(&str, &str); 13] = [
     ("q43", include_str!("../../examples/ssb/q43.tq")),
 ];
 
+/// The TPC-H queries `examples/tpch` writes today, built in likewise.
+pub const TPCH_QUERIES: [(&str, &str); 11] = [
+    ("q01", include_str!("../../examples/tpch/q01.tq")),
+    ("q03", include_str!("../../examples/tpch/q03.tq")),
+    ("q04", include_str!("../../examples/tpch/q04.tq")),
+    ("q05", include_str!("../../examples/tpch/q05.tq")),
+    ("q06", include_str!("../../examples/tpch/q06.tq")),
+    ("q07", include_str!("../../examples/tpch/q07.tq")),
+    ("q08", include_str!("../../examples/tpch/q08.tq")),
+    ("q12", include_str!("../../examples/tpch/q12.tq")),
+    ("q14", include_str!("../../examples/tpch/q14.tq")),
+    ("q16", include_str!("../../examples/tpch/q16.tq")),
+    ("q19", include_str!("../../examples/tpch/q19.tq")),
+];
+
+/// A benchmark: its queries, its data and what its figures are compared with.
+pub struct Suite {
+    pub name: &'static str,
+    title: &'static str,
+    pub queries: &'static [(&'static str, &'static str)],
+    /// A table whose file says the data folder holds the benchmark.
+    marker: &'static str,
+    generate: fn(f64, &Path) -> Result<(), tessera_storage::StorageError>,
+    /// Reference kernel times at SF 20, in milliseconds, per query.
+    reference_sf20: Option<&'static [f64]>,
+}
+
+pub const SSB: Suite = Suite {
+    name: "ssb",
+    title: "SSB",
+    queries: &SSB_QUERIES,
+    marker: "date.parquet",
+    generate: |sf, dir| tessera_storage::gen::ssb::generate_ssb(sf, dir, &Bar::new()).map(drop),
+    reference_sf20: Some(&CRYSTAL_H100_SF20),
+};
+
+pub const TPCH: Suite = Suite {
+    name: "tpch",
+    title: "TPC-H",
+    queries: &TPCH_QUERIES,
+    marker: "lineitem.parquet",
+    generate: |sf, dir| tessera_storage::gen::tpch::generate_tpch(sf, dir, &Bar::new()).map(drop),
+    reference_sf20: None,
+};
+
 /// Crystal's hand-written kernels on an H100 at SF 20, in milliseconds (DESIGN §8).
 const CRYSTAL_H100_SF20: [f64; 13] = [
     0.61, 0.61, 0.62, 1.00, 0.90, 0.94, 2.19, 1.30, 1.32, 1.33, 13.6, 1.66, 1.58,
@@ -74,6 +120,7 @@ struct KernelMedian {
 
 #[derive(serde::Serialize)]
 struct Report {
+    benchmark: String,
     device: String,
     scale_factor: f64,
     copy_bandwidth_gb_s: f64,
@@ -197,7 +244,7 @@ pub fn median(values: &mut [f64]) -> f64 {
     }
 }
 
-pub fn run(args: &BenchArgs) -> Result<(), Failure> {
+pub fn run(suite: &Suite, args: &BenchArgs) -> Result<(), Failure> {
     if !(args.sf.is_finite() && args.sf > 0.0) {
         return Err(Failure::Message(format!(
             "--sf must be a positive number, not {}",
@@ -210,14 +257,15 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     let data = args
         .data
         .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("data/ssb-{}", args.sf)));
-    if !data.join("date.parquet").is_file() {
+        .unwrap_or_else(|| PathBuf::from(format!("data/{}-{}", suite.name, args.sf)));
+    if !data.join(suite.marker).is_file() {
         eprintln!(
-            "generating SSB at scale factor {} into {}",
+            "generating {} at scale factor {} into {}",
+            suite.name,
             args.sf,
             data.display()
         );
-        tessera_storage::gen::ssb::generate_ssb(args.sf, &data, &Bar::new())?;
+        (suite.generate)(args.sf, &data)?;
     }
     let (target, gpu) = choose_target(args.device)?;
     let options = CompileOptions {
@@ -231,11 +279,11 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         .as_ref()
         .map_or("CPU".to_string(), |g| format!("{} ({target})", g.name));
     let mut catalog = None;
-    let mut results = Vec::with_capacity(SSB_QUERIES.len());
+    let mut results = Vec::with_capacity(suite.queries.len());
     let mut bandwidth = None;
-    for (i, (name, source)) in SSB_QUERIES.iter().enumerate() {
+    for (i, (name, source)) in suite.queries.iter().enumerate() {
         let script = Script {
-            name: format!("examples/ssb/{name}.tq"),
+            name: format!("examples/{}/{name}.tq", suite.name),
             source: source.to_string(),
         };
         let mut cache = |new: Option<std::sync::Arc<tessera_storage::Catalog>>| match new {
@@ -305,7 +353,9 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
             rows,
             crystal_ms: gpu
                 .is_some()
-                .then_some(CRYSTAL_H100_SF20[i] * args.sf / 20.0),
+                .then_some(suite.reference_sf20)
+                .flatten()
+                .map(|reference| reference[i] * args.sf / 20.0),
             kernels: kernel_medians(&timings),
         });
     }
@@ -314,13 +364,13 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         (sum / f64::from(n.max(1))).exp()
     };
     let report = Report {
+        benchmark: suite.title.to_string(),
         device,
         scale_factor: args.sf,
         copy_bandwidth_gb_s: bandwidth.unwrap_or(0.0) / 1e9,
         geomean_ms: geomean(&mut results.iter().map(|r| r.median_ms)),
         geomean_time_over_floor: geomean(&mut results.iter().map(|r| r.time_over_floor)),
-        geomean_crystal_ms: gpu
-            .is_some()
+        geomean_crystal_ms: (gpu.is_some() && suite.reference_sf20.is_some())
             .then(|| geomean(&mut results.iter().filter_map(|r| r.crystal_ms))),
         queries: results,
     };
@@ -376,7 +426,8 @@ fn kernel_table(report: &Report) -> String {
 
 fn table(report: &Report) -> String {
     let mut out = format!(
-        "SSB at SF {} on {}; copy bandwidth {:.0} GB/s (read + write); {} timed runs after warm-up; compile: median of {COMPILES}\n",
+        "{} at SF {} on {}; copy bandwidth {:.0} GB/s (read + write); {} timed runs after warm-up; compile: median of {COMPILES}\n",
+        report.benchmark,
         report.scale_factor,
         report.device,
         report.copy_bandwidth_gb_s,

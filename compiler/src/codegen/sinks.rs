@@ -20,7 +20,7 @@ use tessera_storage::DataType;
 
 use crate::columns::ColumnId;
 use crate::expr::Expr;
-use crate::physical::{GroupLayout, KeyDomain, PartitionPass, Pipeline, Sink};
+use crate::physical::{type_bits, GroupLayout, KeyDomain, PartitionPass, Pipeline, Sink};
 
 use super::kernel::Kernel;
 use super::materialize::{plan_rows, WrittenColumn};
@@ -30,9 +30,7 @@ use super::query::{key_translation, payload_fields, QueryContext};
 pub(super) enum SinkPlan {
     /// Groups found in a hash table by their keys packed in 64 bits.
     HashGroups {
-        /// Each key with where its bits go in the packed key (`shift`, `bits`; a key that may
-        /// be null has its null flag in the bit above).
-        keys: Vec<(Expr, u32, u32)>,
+        keys: Vec<PackedKey>,
         aggregates: Vec<AggregatePlan>,
         key_buffer: usize,
     },
@@ -68,6 +66,16 @@ pub(super) struct AggregatePlan {
     count: Option<usize>,
 }
 
+/// A hash group key and where its bits go in the packed key: bits `shift .. shift + bits`,
+/// holding its two's-complement bits, or its offset from `min` when packed by range; a key that
+/// may be null has its null flag in the bit above.
+pub(super) struct PackedKey {
+    pub expr: Expr,
+    pub shift: u32,
+    pub bits: u32,
+    pub min: Option<i64>,
+}
+
 impl SinkPlan {
     pub fn expressions(&self) -> Vec<&Expr> {
         match self {
@@ -75,7 +83,7 @@ impl SinkPlan {
                 keys, aggregates, ..
             } => keys
                 .iter()
-                .map(|(e, _, _)| e)
+                .map(|key| &key.expr)
                 .chain(aggregates.iter().filter_map(|a| a.arg.as_ref()))
                 .collect(),
             SinkPlan::Build { key, .. } => vec![key],
@@ -202,7 +210,7 @@ pub(super) fn plan_sink(
             let (slots, grouped) = match layout {
                 GroupLayout::Scalar => (1, false),
                 GroupLayout::Dense { .. } => (layout.slots(), true),
-                GroupLayout::Hash { capacity } => {
+                GroupLayout::Hash { capacity, .. } => {
                     qc.group_capacity = Some(*capacity);
                     (0, true)
                 }
@@ -285,8 +293,8 @@ pub(super) fn plan_sink(
                     count,
                 });
             }
-            if hashed {
-                return hash_groups(qc, keys, plans, slots_out);
+            if let GroupLayout::Hash { ranges, .. } = layout {
+                return hash_groups(qc, keys, ranges.as_deref(), plans, slots_out);
             }
             let GroupLayout::Dense {
                 domains,
@@ -355,20 +363,19 @@ pub(super) fn plan_sink(
 fn hash_groups(
     qc: &mut QueryContext<'_>,
     keys: &[(ColumnId, Expr)],
+    ranges: Option<&[KeyDomain]>,
     aggregates: Vec<AggregatePlan>,
     slots: Vec<AggregateSlot>,
 ) -> Result<(SinkPlan, Option<ResultShape>), Diagnostic> {
     let query = qc.query;
-    let widths: Vec<u32> = keys
-        .iter()
-        .map(|(_, e)| match e.ty {
-            DataType::I64 | DataType::Decimal(_) => 64,
-            DataType::F32 | DataType::F64 => 0,
-            _ => 32,
-        })
-        .collect();
+    let widths: Vec<u32> = match ranges {
+        Some(ranges) => ranges.iter().map(KeyDomain::offset_bits).collect(),
+        None => keys.iter().map(|(_, e)| type_bits(e.ty)).collect(),
+    };
     let flags = keys.iter().filter(|(_, e)| e.nullable).count() as u32;
-    let fits = widths.iter().all(|w| *w > 0) && widths.iter().sum::<u32>() + flags <= 64;
+    let fits = keys.iter().all(|(_, e)| !e.ty.is_float())
+        && (ranges.is_some() || widths.iter().all(|w| *w > 0))
+        && widths.iter().sum::<u32>() + flags <= 64;
     if !fits {
         let span = keys.first().map_or(query.span, |(_, e)| e.span);
         return Err(Diagnostic::unsupported(
@@ -379,8 +386,12 @@ fn hash_groups(
     let mut shift = 64;
     let mut packed = Vec::with_capacity(keys.len());
     let mut described = Vec::with_capacity(keys.len());
-    for ((id, expr), bits) in keys.iter().zip(widths) {
+    for (index, ((id, expr), bits)) in keys.iter().zip(widths).enumerate() {
         shift -= bits + u32::from(expr.nullable);
+        let min = ranges.map(|ranges| ranges[index].min);
+        if let (Some(range), Some(source)) = (ranges.map(|r| r[index]), expr.as_column()) {
+            qc.assume_range(source, range.min, range.min + range.size as i64 - 1);
+        }
         let dictionary = match expr.ty {
             DataType::Str => expr
                 .as_column()
@@ -393,10 +404,16 @@ fn hash_groups(
             ty: expr.ty,
             shift,
             bits,
+            min,
             nullable: expr.nullable,
             dictionary,
         });
-        packed.push((expr.clone(), shift, bits));
+        packed.push(PackedKey {
+            expr: expr.clone(),
+            shift,
+            bits,
+            min,
+        });
     }
     let sink_ids: Vec<ColumnId> = keys
         .iter()
@@ -1007,11 +1024,11 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     fn hash_tile(
         &mut self,
         qc: &QueryContext<'_>,
-        keys: &[(Expr, u32, u32)],
+        keys: &[PackedKey],
         aggregates: &[AggregatePlan],
         key_buffer: usize,
     ) -> CodegenResult<()> {
-        self.load_group_columns(keys.iter().map(|(key, _, _)| key), aggregates)?;
+        self.load_group_columns(keys.iter().map(|key| &key.expr), aggregates)?;
         let status = self.buffer(qc.status)?;
         let table = self.buffer(key_buffer)?;
         let capacity = self.param(&Param::GroupCapacity)?.into_int_value();
@@ -1021,7 +1038,13 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
             em.if_then(flag, || {
                 let mut packed = em.const_i64(0);
-                for (key, shift, bits) in keys {
+                for PackedKey {
+                    expr: key,
+                    shift,
+                    bits,
+                    min,
+                } in keys
+                {
                     let evaluated = self.eval(key, item)?;
                     let value = evaluated.value.into_int_value();
                     let value = if value.get_type().get_bit_width() == 1 {
@@ -1029,11 +1052,20 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                     } else {
                         value
                     };
-                    // A key's two's-complement bits, zero-extended into its field.
-                    let mut field = if *bits == 64 {
-                        value
-                    } else {
-                        em.b.build_int_z_extend(value, em.i64(), "")?
+                    let mut field = match min {
+                        // Its offset from the range's minimum (the range is checked when the
+                        // program runs).
+                        Some(min) => {
+                            let wide = if value.get_type().get_bit_width() < 64 {
+                                em.b.build_int_s_extend(value, em.i64(), "")?
+                            } else {
+                                value
+                            };
+                            em.b.build_int_sub(wide, em.const_i64(*min), "")?
+                        }
+                        // A key's two's-complement bits, zero-extended into its field.
+                        None if *bits == 64 => value,
+                        None => em.b.build_int_z_extend(value, em.i64(), "")?,
                     };
                     // A null: no value bits, and the flag above them.
                     if let (true, Some(valid)) = (key.nullable, evaluated.valid) {

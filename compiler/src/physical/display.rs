@@ -160,7 +160,21 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                             layout.slots()
                         )
                     }
-                    GroupLayout::Hash { capacity } => format!("  [hash, {capacity} slots]"),
+                    GroupLayout::Hash {
+                        capacity,
+                        ranges: None,
+                    } => format!("  [hash, {capacity} slots]"),
+                    GroupLayout::Hash {
+                        capacity,
+                        ranges: Some(ranges),
+                    } => {
+                        let bits: Vec<String> =
+                            ranges.iter().map(|r| r.offset_bits().to_string()).collect();
+                        format!(
+                            "  [hash, {capacity} slots, keys packed by range: {} bits]",
+                            bits.join(" + ")
+                        )
+                    }
                 };
                 if keys.is_empty() {
                     writeln!(out, "    aggregate {{ {aggregates} }}")

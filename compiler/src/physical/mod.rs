@@ -15,6 +15,7 @@ pub use plan::logical_to_pipelines;
 
 use tessera_grammar::ast::JoinKind;
 use tessera_grammar::Span;
+use tessera_storage::DataType;
 
 use crate::columns::{BaseColumn, ColumnId, Columns};
 use crate::expr::{AggregateExpr, Expr};
@@ -272,8 +273,23 @@ pub enum GroupLayout {
         block_local: bool,
     },
     /// Open addressing over `capacity` slots at first (a power of two; the table grows at run
-    /// time when more groups turn up).
-    Hash { capacity: u64 },
+    /// time when more groups turn up). Keys are packed into one 64-bit word: each in its type's
+    /// bits, or, with `ranges`, as its offset from its domain's minimum in the bits the domain
+    /// needs (when the types' bits would not fit and the ranges' do).
+    Hash {
+        capacity: u64,
+        ranges: Option<Vec<KeyDomain>>,
+    },
+}
+
+/// The bits a hash key packed by its type takes: 64 for 64-bit values, 32 for the others, none
+/// for a float (which cannot be packed).
+pub fn type_bits(ty: DataType) -> u32 {
+    match ty {
+        DataType::I64 | DataType::Decimal(_) => 64,
+        DataType::F32 | DataType::F64 => 0,
+        _ => 32,
+    }
 }
 
 /// The values a group key can take: `min ..= min + size - 1`, and null when `nullable` (one
@@ -290,6 +306,11 @@ impl KeyDomain {
     pub fn slots(&self) -> u64 {
         self.size + u64::from(self.nullable)
     }
+
+    /// The bits an offset from `min` needs.
+    pub fn offset_bits(&self) -> u32 {
+        64 - self.size.saturating_sub(1).leading_zeros()
+    }
 }
 
 impl GroupLayout {
@@ -297,7 +318,7 @@ impl GroupLayout {
         match self {
             GroupLayout::Scalar => 1,
             GroupLayout::Dense { domains, .. } => domains.iter().map(KeyDomain::slots).product(),
-            GroupLayout::Hash { capacity } => *capacity,
+            GroupLayout::Hash { capacity, .. } => *capacity,
         }
     }
 }

@@ -531,9 +531,13 @@ impl Planner<'_> {
                 GroupLayout::Dense { domains: right, .. },
             ) => dense_over_both(&left, &right).unwrap_or(GroupLayout::Hash {
                 capacity: hash_capacity(rows),
+                ranges: None,
             }),
-            (GroupLayout::Hash { capacity }, _) | (_, GroupLayout::Hash { capacity }) => {
-                GroupLayout::Hash { capacity }
+            (GroupLayout::Hash { capacity, .. }, _) | (_, GroupLayout::Hash { capacity, .. }) => {
+                GroupLayout::Hash {
+                    capacity,
+                    ranges: None,
+                }
             }
             (layout, _) => layout,
         }
@@ -1032,13 +1036,7 @@ impl Planner<'_> {
                 .iter()
                 .try_fold(1u64, |acc, d| acc.checked_mul(d.slots()));
             if let Some(slots) = slots.filter(|s| *s <= MAX_DENSE_GROUPS) {
-                for (_, key) in keys {
-                    if let Some(assumption) = self.year_key_source(key) {
-                        if !self.assumptions.contains(&assumption) {
-                            self.assumptions.push(assumption);
-                        }
-                    }
-                }
+                self.assume_key_sources(keys);
                 let block_local = block_local_pays(slots, aggregates, rows);
                 return GroupLayout::Dense {
                     domains,
@@ -1057,7 +1055,49 @@ impl Planner<'_> {
         let groups = combinations.min(rows.max(1.0));
         let capacity = ((2.0 * groups).clamp(1024.0, INITIAL_GROUP_CAPACITY as f64) as u64)
             .next_power_of_two();
-        GroupLayout::Hash { capacity }
+        let ranges = self.packed_by_range(keys);
+        if ranges.is_some() {
+            self.assume_key_sources(keys);
+        }
+        GroupLayout::Hash { capacity, ranges }
+    }
+
+    /// The keys' domains, when their types' bits do not fit one 64-bit hash key but the bits of
+    /// their value ranges do (TPC-H's order key, date and priority; brand, type, size and
+    /// supplier).
+    fn packed_by_range(&self, keys: &[(ColumnId, Expr)]) -> Option<Vec<KeyDomain>> {
+        let flags: u32 = keys.iter().map(|(_, e)| u32::from(e.nullable)).sum();
+        let by_type: u32 = keys.iter().map(|(_, e)| super::type_bits(e.ty)).sum();
+        let floats = keys.iter().any(|(_, e)| e.ty.is_float());
+        if floats || by_type + flags <= 64 {
+            return None;
+        }
+        let domains: Vec<KeyDomain> = keys
+            .iter()
+            .map(|(_, expr)| {
+                let (min, max) = self.key_range(expr)?;
+                Some(KeyDomain {
+                    min,
+                    size: u64::try_from(max.checked_sub(min)?).ok()?.checked_add(1)?,
+                    nullable: expr.nullable,
+                })
+            })
+            .collect::<Option<_>>()?;
+        let bits: u32 = domains.iter().map(KeyDomain::offset_bits).sum();
+        (bits + flags <= 64).then_some(domains)
+    }
+
+    /// Records the ranges of the columns whose ranges the keys' domains come from: a program
+    /// grouping by those domains relies on them (a column key's own range is recorded where
+    /// the code reads it).
+    fn assume_key_sources(&mut self, keys: &[(ColumnId, Expr)]) {
+        for (_, key) in keys {
+            if let Some(assumption) = self.year_key_source(key) {
+                if !self.assumptions.contains(&assumption) {
+                    self.assumptions.push(assumption);
+                }
+            }
+        }
     }
 }
 
