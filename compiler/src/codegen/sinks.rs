@@ -20,7 +20,9 @@ use tessera_storage::DataType;
 
 use crate::columns::ColumnId;
 use crate::expr::Expr;
-use crate::physical::{type_bits, GroupLayout, KeyDomain, PartitionPass, Pipeline, Sink};
+use crate::physical::{
+    type_bits, DenseUpdates, GroupLayout, KeyDomain, PartitionPass, Pipeline, Sink,
+};
 
 use super::kernel::Kernel;
 use super::materialize::{plan_rows, WrittenColumn};
@@ -53,8 +55,8 @@ pub(super) enum SinkPlan {
         aggregates: Vec<AggregatePlan>,
         /// One byte per group slot (dense only).
         presence: Option<usize>,
-        /// Aggregate into a block-local copy of the slots first (where the target has one).
-        block_local: bool,
+        /// Where rows are summed first (a block-local copy only where the target has one).
+        updates: DenseUpdates,
     },
 }
 
@@ -296,17 +298,13 @@ pub(super) fn plan_sink(
             if let GroupLayout::Hash { ranges, .. } = layout {
                 return hash_groups(qc, keys, ranges.as_deref(), plans, slots_out);
             }
-            let GroupLayout::Dense {
-                domains,
-                block_local,
-            } = layout
-            else {
+            let GroupLayout::Dense { domains, updates } = layout else {
                 return Ok((
                     SinkPlan::Aggregate {
                         keys: Vec::new(),
                         aggregates: plans,
                         presence: None,
-                        block_local: false,
+                        updates: DenseUpdates::Global,
                     },
                     Some(ResultShape::Scalar {
                         aggregates: slots_out,
@@ -345,7 +343,7 @@ pub(super) fn plan_sink(
                     keys: plan_keys,
                     aggregates: plans,
                     presence: Some(presence),
-                    block_local: *block_local,
+                    updates: *updates,
                 },
                 Some(ResultShape::Dense {
                     keys: dense_keys,
@@ -477,6 +475,9 @@ pub(super) enum SinkState<'ctx> {
     Scalar(Vec<Accumulator<'ctx>>),
     /// Dense groups: a block-local copy of the group arrays when they fit in shared memory.
     Dense(Option<SharedGroups<'ctx>>),
+    /// Dense groups summed in each thread: per slot, its accumulators and whether a row
+    /// reached it.
+    PerThread(Vec<(Vec<Accumulator<'ctx>>, PointerValue<'ctx>)>),
     /// A partitioning pass's per-part arrays.
     Partition(PartCounts<'ctx>),
 }
@@ -526,10 +527,22 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             SinkPlan::Aggregate {
                 keys,
                 aggregates,
-                block_local,
+                updates: DenseUpdates::PerThread,
+                ..
+            } => self.per_thread_prologue(keys, aggregates),
+            SinkPlan::Aggregate {
+                keys,
+                aggregates,
+                updates,
                 ..
             } => self
-                .shared_groups_prologue(qc, keys, aggregates, *block_local, kernel)
+                .shared_groups_prologue(
+                    qc,
+                    keys,
+                    aggregates,
+                    *updates == DenseUpdates::BlockLocal,
+                    kernel,
+                )
                 .map(SinkState::Dense),
         };
         result.map_err(|e| Diagnostic::internal(span, e.to_string()))
@@ -575,6 +588,12 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 },
                 SinkState::Dense(shared),
             ) => self.dense_tile(qc, keys, aggregates, *presence, shared.as_ref()),
+            (
+                SinkPlan::Aggregate {
+                    keys, aggregates, ..
+                },
+                SinkState::PerThread(slots),
+            ) => self.per_thread_tile(qc, keys, aggregates, slots),
             _ => Err(CodegenError::Invalid("a sink without its state".into())),
         };
         result.map_err(|e| Diagnostic::internal(span, e.to_string()))
@@ -600,6 +619,14 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 },
                 SinkState::Dense(Some(shared)),
             ) => self.shared_groups_epilogue(aggregates, *presence, shared),
+            (
+                SinkPlan::Aggregate {
+                    aggregates,
+                    presence: Some(presence),
+                    ..
+                },
+                SinkState::PerThread(slots),
+            ) => self.per_thread_epilogue(aggregates, *presence, slots),
             (
                 SinkPlan::Partition {
                     partitioning,
@@ -918,38 +945,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         em.for_each_item(|item| {
             let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
             em.if_then(flag, || {
-                let mut index = em.const_i64(0);
-                let mut inside = em.i1().const_all_ones();
-                for (_, key, domain) in keys {
-                    let evaluated = self.eval(key, item)?;
-                    let k = evaluated.value.into_int_value();
-                    let k = match k.get_type().get_bit_width() {
-                        // A `bool` is 0 or 1, not 0 or -1.
-                        1 => em.b.build_int_z_extend(k, em.i64(), "")?,
-                        64 => k,
-                        _ => em.b.build_int_s_extend(k, em.i64(), "")?,
-                    };
-                    let mut digit = em.b.build_int_sub(k, em.const_i64(domain.min), "")?;
-                    let mut fits = em.b.build_int_compare(
-                        IntPredicate::ULT,
-                        digit,
-                        em.const_i64(domain.size as i64),
-                        "",
-                    )?;
-                    // A null key's digit is the slot after the values'.
-                    if let (true, Some(valid)) = (domain.nullable, evaluated.valid) {
-                        let null_slot = em.const_i64(domain.size as i64);
-                        digit =
-                            em.b.build_select(valid, digit, null_slot, "")?
-                                .into_int_value();
-                        let null = em.b.build_not(valid, "")?;
-                        fits = em.b.build_or(fits, null, "")?;
-                    }
-                    inside = em.b.build_and(inside, fits, "")?;
-                    index =
-                        em.b.build_int_mul(index, em.const_i64(domain.slots() as i64), "")?;
-                    index = em.b.build_int_add(index, digit, "group")?;
-                }
+                let (index, inside) = self.dense_slot(keys, item)?;
                 hash::report_unless(em, inside, status, status::GROUP_OUT_OF_RANGE)?;
                 em.if_then(inside, || {
                     let mark = em.offset_ptr(em.i8().into(), marks, index)?;
@@ -958,6 +954,175 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 })
             })
         })
+    }
+
+    /// The dense slot of an item's keys, and whether its keys lie inside their domains.
+    fn dense_slot(
+        &self,
+        keys: &[(ColumnId, Expr, KeyDomain)],
+        item: Item<'ctx>,
+    ) -> CodegenResult<(IntValue<'ctx>, IntValue<'ctx>)> {
+        let em = &self.em;
+        let mut index = em.const_i64(0);
+        let mut inside = em.i1().const_all_ones();
+        for (_, key, domain) in keys {
+            let evaluated = self.eval(key, item)?;
+            let k = evaluated.value.into_int_value();
+            let k = match k.get_type().get_bit_width() {
+                // A `bool` is 0 or 1, not 0 or -1.
+                1 => em.b.build_int_z_extend(k, em.i64(), "")?,
+                64 => k,
+                _ => em.b.build_int_s_extend(k, em.i64(), "")?,
+            };
+            let mut digit = em.b.build_int_sub(k, em.const_i64(domain.min), "")?;
+            let mut fits = em.b.build_int_compare(
+                IntPredicate::ULT,
+                digit,
+                em.const_i64(domain.size as i64),
+                "",
+            )?;
+            // A null key's digit is the slot after the values'.
+            if let (true, Some(valid)) = (domain.nullable, evaluated.valid) {
+                let null_slot = em.const_i64(domain.size as i64);
+                digit =
+                    em.b.build_select(valid, digit, null_slot, "")?
+                        .into_int_value();
+                let null = em.b.build_not(valid, "")?;
+                fits = em.b.build_or(fits, null, "")?;
+            }
+            inside = em.b.build_and(inside, fits, "")?;
+            index =
+                em.b.build_int_mul(index, em.const_i64(domain.slots() as i64), "")?;
+            index = em.b.build_int_add(index, digit, "group")?;
+        }
+        Ok((index, inside))
+    }
+
+    /// Each thread's accumulators for every slot, and a flag per slot that a row reached it.
+    fn per_thread_prologue(
+        &mut self,
+        keys: &[(ColumnId, Expr, KeyDomain)],
+        aggregates: &[AggregatePlan],
+    ) -> CodegenResult<SinkState<'ctx>> {
+        let slots: u64 = keys.iter().map(|(_, _, d)| d.slots()).product();
+        let mut state = Vec::with_capacity(slots as usize);
+        for _ in 0..slots {
+            let accumulators = self.scalar_prologue(aggregates)?;
+            let em = &self.em;
+            let reached = em.alloca(em.i64().into(), "reached")?;
+            em.b.build_store(reached, em.const_i64(0))?;
+            state.push((accumulators, reached));
+        }
+        Ok(SinkState::PerThread(state))
+    }
+
+    /// Folds each item into its slot's accumulators: every slot's are updated with a select,
+    /// so they stay in registers.
+    fn per_thread_tile(
+        &mut self,
+        qc: &QueryContext<'_>,
+        keys: &[(ColumnId, Expr, KeyDomain)],
+        aggregates: &[AggregatePlan],
+        slots: &[(Vec<Accumulator<'ctx>>, PointerValue<'ctx>)],
+    ) -> CodegenResult<()> {
+        self.load_group_columns(keys.iter().map(|(_, key, _)| key), aggregates)?;
+        let status = self.buffer(qc.status)?;
+        let em = &self.em;
+        em.for_each_item(|item| {
+            let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
+            let (index, inside) = self.dense_slot(keys, item)?;
+            let outside = em.b.build_and(flag, em.b.build_not(inside, "")?, "")?;
+            hash::report_unless(
+                em,
+                em.b.build_not(outside, "")?,
+                status,
+                status::GROUP_OUT_OF_RANGE,
+            )?;
+            let counted = em.b.build_and(flag, inside, "")?;
+            // Each aggregate's value is computed once, then offered to every slot.
+            let mut contributions = Vec::with_capacity(aggregates.len());
+            for plan in aggregates {
+                contributions.push(self.contribution(plan, item, counted)?);
+            }
+            for (slot, (accumulators, reached)) in slots.iter().enumerate() {
+                let here =
+                    em.b.build_int_compare(IntPredicate::EQ, index, em.const_i64(slot as i64), "")?;
+                let hit = em.b.build_and(counted, here, "")?;
+                let seen = em.b.build_load(em.i64(), *reached, "")?.into_int_value();
+                let seen =
+                    em.b.build_or(seen, em.b.build_int_z_extend(hit, em.i64(), "")?, "")?;
+                em.b.build_store(*reached, seen)?;
+                for ((plan, acc), (value, take)) in
+                    aggregates.iter().zip(accumulators).zip(&contributions)
+                {
+                    let take = em.b.build_and(*take, here, "")?;
+                    let current = em.b.build_load(acc.ty, acc.value, "")?;
+                    let combined = reduce::combine(em, plan.kind.reduce_op(), current, *value)?;
+                    let next = em.b.build_select(take, combined, current, "")?;
+                    em.b.build_store(acc.value, next)?;
+                    if let Some(count) = acc.count {
+                        let n = em.b.build_load(em.i64(), count, "")?.into_int_value();
+                        let one = em.b.build_int_z_extend(take, em.i64(), "")?;
+                        em.b.build_store(count, em.b.build_int_add(n, one, "")?)?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Reduces each slot's accumulators over the block; thread 0 folds them into the slot and
+    /// marks the slot present when a row reached it.
+    fn per_thread_epilogue(
+        &mut self,
+        aggregates: &[AggregatePlan],
+        presence: usize,
+        slots: &[(Vec<Accumulator<'ctx>>, PointerValue<'ctx>)],
+    ) -> CodegenResult<()> {
+        let em = &self.em;
+        let first_thread =
+            em.b.build_int_compare(IntPredicate::EQ, em.tid()?, em.const_i32(0), "")?;
+        let marks = self.buffer(presence)?;
+        for (slot, (accumulators, reached)) in slots.iter().enumerate() {
+            let at = em.const_i64(slot as i64);
+            let seen = em.b.build_load(em.i64(), *reached, "")?;
+            let seen = reduce::block_reduce(em, ReduceOp::Max, seen)?.into_int_value();
+            let any =
+                em.b.build_int_compare(IntPredicate::NE, seen, em.const_i64(0), "")?;
+            let store_here = em.b.build_and(first_thread, any, "")?;
+            em.if_then(store_here, || {
+                let mark = em.offset_ptr(em.i8().into(), marks, at)?;
+                em.b.build_store(mark, em.i8().const_int(1, false))?;
+                Ok(())
+            })?;
+            for (plan, acc) in aggregates.iter().zip(accumulators) {
+                let value = em.b.build_load(acc.ty, acc.value, "")?;
+                let total = reduce::block_reduce(em, plan.kind.reduce_op(), value)?;
+                let buffer = self.buffer(plan.buffer)?;
+                em.if_then(store_here, || {
+                    atomic(
+                        em,
+                        plan.kind.reduce_op(),
+                        em.offset_ptr(acc.ty, buffer, at)?,
+                        total,
+                    )
+                })?;
+                if let (Some(count), Some(count_buffer)) = (acc.count, plan.count) {
+                    let n = em.b.build_load(em.i64(), count, "")?;
+                    let total = reduce::block_reduce(em, ReduceOp::Add, n)?;
+                    let buffer = self.buffer(count_buffer)?;
+                    em.if_then(store_here, || {
+                        atomic(
+                            em,
+                            ReduceOp::Add,
+                            em.offset_ptr(em.i64().into(), buffer, at)?,
+                            total,
+                        )
+                    })?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Loads what a grouping sink reads: its keys' and its aggregates' columns.

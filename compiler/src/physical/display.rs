@@ -10,7 +10,8 @@ use crate::expr::{aggregates_text, literal_text, outputs_text, StrBound};
 use super::constants::Constant;
 
 use super::{
-    BuildKeys, GroupLayout, HashLayout, HostStep, Input, PartitionPass, PhysicalQuery, Sink, Step,
+    BuildKeys, DenseUpdates, GroupLayout, HashLayout, HostStep, Input, PartitionPass,
+    PhysicalQuery, Sink, Step,
 };
 
 pub fn physical_to_string(queries: &[PhysicalQuery]) -> String {
@@ -138,10 +139,7 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                 let aggregates = aggregates_text(aggregates, columns);
                 let layout = match layout {
                     GroupLayout::Scalar => String::new(),
-                    GroupLayout::Dense {
-                        domains,
-                        block_local,
-                    } => {
+                    GroupLayout::Dense { domains, updates } => {
                         let sizes: Vec<String> = domains
                             .iter()
                             .map(|d| match d.nullable {
@@ -149,10 +147,10 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                                 false => d.size.to_string(),
                             })
                             .collect();
-                        let local = if *block_local {
-                            ", block-local first"
-                        } else {
-                            ""
+                        let local = match updates {
+                            DenseUpdates::Global => "",
+                            DenseUpdates::BlockLocal => ", block-local first",
+                            DenseUpdates::PerThread => ", per thread first",
                         };
                         format!(
                             "  [dense {} = {} slots{local}]",

@@ -265,12 +265,11 @@ pub enum HashLayout {
 pub enum GroupLayout {
     /// No keys: one accumulator per aggregate.
     Scalar,
-    /// One slot per combination of key values, indexed arithmetically. With `block_local`,
-    /// each thread block first aggregates into its own copy of the slots (in shared memory on
-    /// the GPU) and merges it once at the end.
+    /// One slot per combination of key values, indexed arithmetically; `updates` says where
+    /// rows are summed first.
     Dense {
         domains: Vec<KeyDomain>,
-        block_local: bool,
+        updates: DenseUpdates,
     },
     /// Open addressing over `capacity` slots at first (a power of two; the table grows at run
     /// time when more groups turn up). Keys are packed into one 64-bit word: each in its type's
@@ -290,6 +289,20 @@ pub fn type_bits(ty: DataType) -> u32 {
         DataType::F32 | DataType::F64 => 0,
         _ => 32,
     }
+}
+
+/// Where a dense grouping's rows are summed before the global slots.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum DenseUpdates {
+    /// Nowhere: each row updates the global slots, atomically.
+    Global,
+    /// Each thread block's copy of the slots (in shared memory on the GPU), merged once at the
+    /// end.
+    BlockLocal,
+    /// Each thread's own accumulators for every slot, reduced over the block at the end: for a
+    /// handful of slots, which every row of a block would otherwise update atomically in turn
+    /// (TPC-H Q1's four groups).
+    PerThread,
 }
 
 /// The values a group key can take: `min ..= min + size - 1`, and null when `nullable` (one

@@ -16,9 +16,9 @@ use crate::logical::{LogicalPlan, LogicalQuery};
 
 use super::estimate::Estimator;
 use super::{
-    BuildKeys, GroupLayout, HashLayout, HashTable, HostStep, Input, KeyDomain, PartitionJoins,
-    PartitionPass, Partitioning, PhysicalQuery, Pipeline, Sink, Step, MAX_PARTITION_PARTS,
-    PARTITION_PART_BYTES,
+    BuildKeys, DenseUpdates, GroupLayout, HashLayout, HashTable, HostStep, Input, KeyDomain,
+    PartitionJoins, PartitionPass, Partitioning, PhysicalQuery, Pipeline, Sink, Step,
+    MAX_PARTITION_PARTS, PARTITION_PART_BYTES,
 };
 
 /// Dense group arrays up to this many slots; a hash table beyond.
@@ -1037,10 +1037,9 @@ impl Planner<'_> {
                 .try_fold(1u64, |acc, d| acc.checked_mul(d.slots()));
             if let Some(slots) = slots.filter(|s| *s <= MAX_DENSE_GROUPS) {
                 self.assume_key_sources(keys);
-                let block_local = block_local_pays(slots, aggregates, rows);
                 return GroupLayout::Dense {
                     domains,
-                    block_local,
+                    updates: dense_updates(slots, aggregates, rows),
                 };
             }
         }
@@ -1127,7 +1126,7 @@ fn dense_over_both(left: &[KeyDomain], right: &[KeyDomain]) -> Option<GroupLayou
         .try_fold(1u64, |acc, d| acc.checked_mul(d.slots()))?;
     (slots <= MAX_DENSE_GROUPS).then_some(GroupLayout::Dense {
         domains,
-        block_local: false,
+        updates: DenseUpdates::Global,
     })
 }
 
@@ -1143,6 +1142,32 @@ const INITIAL_GROUP_CAPACITY: u64 = 1 << 24;
 const BLOCK_LOCAL_BYTES: u64 = 40 << 10;
 /// About how many thread blocks share a large GPU's work at once (an H100 runs ~1,000).
 const RESIDENT_BLOCKS: f64 = 1024.0;
+
+/// Per-thread accumulators for at most this many slots.
+const PER_THREAD_SLOTS: u64 = 8;
+/// And at most this many accumulators in all (64-bit values and counts): registers, not spills.
+const PER_THREAD_VALUES: u64 = 72;
+
+/// Where a dense grouping of `slots` slots over `rows` rows sums rows first: in each thread
+/// for a handful of slots, else in each block when [`block_local_pays`].
+fn dense_updates(slots: u64, aggregates: &[(ColumnId, AggregateExpr)], rows: f64) -> DenseUpdates {
+    let values: u64 = aggregates
+        .iter()
+        .map(|(_, a)| {
+            let counted = a.function == tessera_stdlib::Aggregate::Avg
+                || a.arg.as_ref().is_some_and(|e| e.nullable);
+            1 + u64::from(counted)
+        })
+        .sum::<u64>()
+        + 1;
+    if slots <= PER_THREAD_SLOTS && slots * values <= PER_THREAD_VALUES {
+        DenseUpdates::PerThread
+    } else if block_local_pays(slots, aggregates, rows) {
+        DenseUpdates::BlockLocal
+    } else {
+        DenseUpdates::Global
+    }
+}
 
 /// Whether each block should aggregate into its own copy of the group slots: the copy must fit
 /// in shared memory, and each block must bring enough rows to be worth clearing and merging
