@@ -1146,7 +1146,7 @@ const RESIDENT_BLOCKS: f64 = 1024.0;
 /// Per-thread accumulators for at most this many slots.
 const PER_THREAD_SLOTS: u64 = 8;
 /// And at most this many accumulators in all (64-bit values and counts): registers, not spills.
-const PER_THREAD_VALUES: u64 = 72;
+const PER_THREAD_VALUES: u64 = 112;
 
 /// Where a dense grouping of `slots` slots over `rows` rows sums rows first: in each thread
 /// for a handful of slots, else in each block when [`block_local_pays`].
