@@ -41,7 +41,7 @@ pub const SSB_QUERIES: [(&str, &str); 13] = [
 ];
 
 /// The TPC-H queries `examples/tpch` writes today, built in likewise.
-pub const TPCH_QUERIES: [(&str, &str); 11] = [
+pub const TPCH_QUERIES: [(&str, &str); 13] = [
     ("q01", include_str!("../../examples/tpch/q01.tq")),
     ("q03", include_str!("../../examples/tpch/q03.tq")),
     ("q04", include_str!("../../examples/tpch/q04.tq")),
@@ -49,7 +49,9 @@ pub const TPCH_QUERIES: [(&str, &str); 11] = [
     ("q06", include_str!("../../examples/tpch/q06.tq")),
     ("q07", include_str!("../../examples/tpch/q07.tq")),
     ("q08", include_str!("../../examples/tpch/q08.tq")),
+    ("q09", include_str!("../../examples/tpch/q09.tq")),
     ("q12", include_str!("../../examples/tpch/q12.tq")),
+    ("q13", include_str!("../../examples/tpch/q13.tq")),
     ("q14", include_str!("../../examples/tpch/q14.tq")),
     ("q16", include_str!("../../examples/tpch/q16.tq")),
     ("q19", include_str!("../../examples/tpch/q19.tq")),

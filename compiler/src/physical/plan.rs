@@ -570,17 +570,23 @@ impl Planner<'_> {
     }
 
     fn join(&mut self, join: &crate::logical::Join) -> Result<Flow, Diagnostic> {
+        if join.keys.len() > 1 {
+            let Some(packed) = self.packed_join_keys(&join.keys) else {
+                return Err(Diagnostic::unsupported(
+                    join.span,
+                    "joins on more than one pair of keys are not supported yet",
+                ));
+            };
+            return self.join(&crate::logical::Join {
+                keys: vec![packed],
+                ..join.clone()
+            });
+        }
         if join.kind == JoinKind::Left {
-            return Err(Diagnostic::unsupported(
-                join.span,
-                "`join left` is not supported yet",
-            ));
+            return self.left_join(join);
         }
         let [(left_key, right_key)] = join.keys.as_slice() else {
-            return Err(Diagnostic::unsupported(
-                join.span,
-                "joins on more than one pair of keys are not supported yet",
-            ));
+            return Err(Diagnostic::internal(join.span, "a join without keys"));
         };
         // An inner join builds its table from the side whose key is unique when only one is:
         // each probe then finds at most one row, and the side with repeats is scanned once
@@ -708,6 +714,114 @@ impl Planner<'_> {
             }
         }
         Ok(Flow::Pipelined(probes))
+    }
+
+    /// `join left`: the rows of the inner join, and beside them (as in a `union all`) the left
+    /// rows the anti join keeps, with the right side's columns null.
+    fn left_join(&mut self, join: &crate::logical::Join) -> Result<Flow, Diagnostic> {
+        let with = |kind| crate::logical::Join {
+            kind,
+            ..join.clone()
+        };
+        let Flow::Pipelined(mut matched) = self.join(&with(JoinKind::Inner))? else {
+            return Err(Diagnostic::internal(
+                join.span,
+                "a join that is not pipelined",
+            ));
+        };
+        let Flow::Pipelined(mut unmatched) = self.join(&with(JoinKind::Anti))? else {
+            return Err(Diagnostic::internal(
+                join.span,
+                "a join that is not pipelined",
+            ));
+        };
+        for open in &mut unmatched {
+            for column in join.right.output() {
+                let ty = self.columns.get(column).ty;
+                open.steps.push(Step::Compute {
+                    column,
+                    expr: Expr::null(ty, join.span),
+                });
+            }
+        }
+        matched.append(&mut unmatched);
+        Ok(Flow::Pipelined(matched))
+    }
+
+    /// Several pairs of integer or date keys as one pair of 64-bit keys: each pair's offset
+    /// from the least value either side's column holds, in the bits both sides' ranges need,
+    /// side by side (TPC-H's part and supplier keys). `None` when a key is not such a column
+    /// of a table, or the ranges need more than 62 bits together. The program relies on the
+    /// columns' ranges, as a dense grouping does.
+    fn packed_join_keys(&mut self, keys: &[(Expr, Expr)]) -> Option<(Expr, Expr)> {
+        let packable = |e: &Expr| {
+            matches!(e.ty, DataType::I32 | DataType::I64 | DataType::Date)
+                && e.as_column().is_some()
+        };
+        let mut pairs = Vec::with_capacity(keys.len());
+        let mut shift = 0u32;
+        for (left, right) in keys.iter().rev() {
+            if !packable(left) || !packable(right) || left.ty != right.ty {
+                return None;
+            }
+            let (l_min, l_max) = self.key_range(left)?;
+            let (r_min, r_max) = self.key_range(right)?;
+            let domain = KeyDomain {
+                min: l_min.min(r_min),
+                size: u64::try_from(l_max.max(r_max).checked_sub(l_min.min(r_min))?)
+                    .ok()?
+                    .checked_add(1)?,
+                nullable: false,
+            };
+            pairs.push((left, right, domain, shift));
+            shift += domain.offset_bits();
+            if shift > 62 {
+                return None;
+            }
+        }
+        let mut packed_left: Option<Expr> = None;
+        let mut packed_right: Option<Expr> = None;
+        for (left, right, domain, shift) in pairs {
+            let max = domain.min + domain.size as i64 - 1;
+            for side in [left, right] {
+                if let Some(column) = side.as_column() {
+                    let assumption = (column, domain.min, max);
+                    if !self.assumptions.contains(&assumption) {
+                        self.assumptions.push(assumption);
+                    }
+                }
+            }
+            let field = |key: &Expr| {
+                let span = key.span;
+                let offset = Expr::binary(
+                    BinaryOp::Sub,
+                    key.clone().cast(DataType::I64),
+                    Expr::literal(Value::Int(domain.min), DataType::I64, span),
+                    DataType::I64,
+                    span,
+                );
+                Expr::binary(
+                    BinaryOp::Mul,
+                    offset,
+                    Expr::literal(Value::Int(1i64 << shift), DataType::I64, span),
+                    DataType::I64,
+                    span,
+                )
+            };
+            let add = |packed: Option<Expr>, key: &Expr| {
+                let field = field(key);
+                Some(match packed {
+                    None => field,
+                    Some(packed) => {
+                        let span = packed.span;
+                        Expr::binary(BinaryOp::Add, packed, field, DataType::I64, span)
+                    }
+                })
+            };
+            packed_left = add(packed_left, left);
+            packed_right = add(packed_right, right);
+        }
+        Some((packed_left?, packed_right?))
     }
 
     /// Whether a probe of `open` may match a row more than once (a chained table's).
