@@ -59,7 +59,9 @@ def write_facts(folder):
             CASE WHEN i % 31 = 1 THEN NULL
                  ELSE ['', 'a', 'A', 'ab', 'b', 'B', 'ba', 'zeta', 'Zeta', 'a b', 'é', 'x,y'][1 + (i * 7) % 12] END AS f_str,
             CASE WHEN i % 37 = 6 THEN NULL ELSE ((i * 11) % 30)::INTEGER END AS f_key,
-            CASE WHEN i % 41 = 8 THEN NULL ELSE ((i * 13) % 30)::BIGINT * 1000000007 END AS f_key64
+            CASE WHEN i % 41 = 8 THEN NULL ELSE ((i * 13) % 30)::BIGINT * 1000000007 END AS f_key64,
+            CASE WHEN i % 43 = 10 THEN NULL ELSE (((i * 7727) % 200001) - 100000) / 100 END::DECIMAL(9, 2) AS f_dec,
+            CASE WHEN i % 47 = 12 THEN NULL ELSE (((i * 3061) % 2000001) - 1000000) / 10000 END::DECIMAL(15, 4) AS f_dec4
         FROM range({FACT_ROWS}) t(i)
         """
     )
@@ -88,9 +90,11 @@ class Column:
     (`int`, `float`, `bool`, `date`, `str`), whether it may be null, the largest magnitude an
     integer can have, and whether its value is exact (the same in both engines to the bit)."""
 
-    def __init__(self, name, sql, kind, nullable, bound=0, exact=True, stored=None, bits=32):
+    def __init__(self, name, sql, kind, nullable, bound=0, exact=True, stored=None, bits=32, scale=0):
         self.name, self.sql, self.kind, self.nullable = name, sql, kind, nullable
         self.bound, self.exact, self.stored, self.bits = bound, exact, stored, bits
+        # Digits after the point, for a `decimal`.
+        self.scale = scale
 
 
 class Expr:
@@ -116,12 +120,14 @@ class Dataset:
                 kind, bits = kind_of(sql_type)
                 if kind is None:
                     continue
+                scale = int(sql_type.rstrip(")").split(",")[1]) if kind == "decimal" else 0
                 stats = connection.execute(
                     f'SELECT count(*) - count("{name}"), '
                     f'{"max(abs(" + chr(34) + name + chr(34) + "))" if kind == "int" else "0"} FROM "{table}"'
                 ).fetchone()
                 columns.append(
-                    Column(name, f'"{table}"."{name}"', kind, stats[0] > 0, int(stats[1] or 0), stored=table, bits=bits)
+                    Column(name, f'"{table}"."{name}"', kind, stats[0] > 0, int(stats[1] or 0), stored=table, bits=bits,
+                           scale=scale)
                 )
                 values = connection.execute(
                     f'SELECT DISTINCT "{name}" FROM "{table}" WHERE "{name}" IS NOT NULL ORDER BY 1'
@@ -144,6 +150,8 @@ def kind_of(sql_type):
         return "date", 32
     if sql_type == "VARCHAR":
         return "str", 32
+    if sql_type.startswith("DECIMAL("):
+        return "decimal", 64
     return None, 0
 
 
@@ -285,6 +293,46 @@ class Query:
         return Expr(f"({inner.tq} as {target})", f"CAST({inner.sql} AS {sql_type})", "int", inner.nullable,
                     min(limit, 2**53), inner.exact, 32 if target == "i32" else 64)
 
+    def decimal(self, columns, depth=0):
+        """A decimal expression (and its scale): a column, scaled, shifted, multiplied, rescaled
+        by a cast; every step exact in both engines, with DuckDB's scales."""
+        rng = self.rng
+        decimals = [c for c in columns if c.kind == "decimal"]
+        column = rng.choice(decimals)
+        expr, scale = self.column_expr(column), column.scale
+        if depth >= 2:
+            return expr, scale
+        choice = rng.random()
+        if choice < 0.25:
+            k = rng.randrange(1, 9)
+            return Expr(f"({expr.tq} * {k})", f"({expr.sql} * {k})", "decimal", expr.nullable), scale
+        if choice < 0.45:
+            text = f"{rng.randrange(0, 100)}.{rng.randrange(0, 100):02d}"
+            op = rng.choice(["+", "-"])
+            return Expr(f"({expr.tq} {op} {text})", f"({expr.sql} {op} {text})", "decimal", expr.nullable), max(scale, 2)
+        if choice < 0.6:
+            other, other_scale = self.decimal(columns, depth + 1)
+            op = rng.choice(["+", "-"])
+            return (Expr(f"({expr.tq} {op} {other.tq})", f"({expr.sql} {op} {other.sql})", "decimal",
+                         expr.nullable or other.nullable), max(scale, other_scale))
+        if choice < 0.7 and scale <= 4:
+            return Expr(f"({expr.tq} * 0.5)", f"({expr.sql} * 0.5)", "decimal", expr.nullable), scale + 1
+        if choice < 0.85:
+            to = rng.randrange(0, 6)
+            return (Expr(f"({expr.tq} as decimal(18, {to}))", f"CAST({expr.sql} AS DECIMAL(18, {to}))", "decimal",
+                         expr.nullable), to)
+        return Expr(f"abs({expr.tq})", f"abs({expr.sql})", "decimal", expr.nullable), scale
+
+    def compare_decimal(self, columns):
+        """A decimal expression against a written literal, compared exactly."""
+        rng = self.rng
+        expr, _ = self.decimal(columns, 1)
+        value = f"{rng.randrange(0, 1000)}.{rng.randrange(0, 1000):03d}".rstrip("0").rstrip(".")
+        negative = rng.random() < 0.4
+        literal = f"(-{value})" if negative else value
+        op = rng.choice(["==", "!=", "<", "<=", ">", ">="])
+        return Expr(f"{expr.tq} {op} {literal}", f"({expr.sql} {sql_op(op)} {literal})", "bool", expr.nullable)
+
     def as_float(self, expr):
         if expr.kind == "float":
             return expr
@@ -326,6 +374,8 @@ class Query:
             negated = rng.random() < 0.5
             return Expr(f"{column.name} is {'not ' if negated else ''}null",
                         f"({column.sql} IS {'NOT ' if negated else ''}NULL)", "bool", False)
+        if column.kind == "decimal":
+            return self.compare_decimal(columns)
         if column.kind == "bool":
             if rng.random() < 0.5:
                 return Expr(column.name, column.sql, "bool", column.nullable)
@@ -449,8 +499,8 @@ class Query:
             # A table joined in already would make its key's name ambiguous in a second `on`.
             if rng.random() > 0.45 or table in joined:
                 continue
-            kind = rng.choices(["", "semi", "anti"], [6, 1, 1])[0]
-            if kind == "":
+            kind = rng.choices(["", "semi", "anti", "left"], [6, 1, 1, 1.5])[0]
+            if kind in ("", "left"):
                 joined.add(table)
             dimension = dataset.columns[table]
             extra = None
@@ -474,6 +524,11 @@ class Query:
             if kind == "":
                 joins.append(f"JOIN {source} ON {match}")
                 columns += dimension
+            elif kind == "left":
+                joins.append(f"LEFT JOIN {source} ON {match}")
+                # Unmatched rows hold nulls on the joined side.
+                columns += [Column(c.name, c.sql, c.kind, True, c.bound, c.exact, c.stored, c.bits, c.scale)
+                            for c in dimension]
             elif kind == "semi":
                 conditions.append(f"EXISTS (SELECT 1 FROM {source} WHERE {match})")
             else:
@@ -521,6 +576,9 @@ class Query:
             elif rng.random() < 0.2:
                 expr = self.inexact_number(columns)
                 outputs.append((self.fresh("c"), expr.tq, expr.sql, False, False))
+            elif any(c.kind == "decimal" for c in columns) and rng.random() < 0.3:
+                expr, _ = self.decimal(columns)
+                outputs.append((self.fresh("c"), expr.tq, expr.sql, True, True))
             else:
                 expr = self.number(columns)
                 outputs.append((self.fresh("c"), expr.tq, expr.sql, True, expr.exact))
@@ -653,6 +711,10 @@ class Query:
             which = rng.choice(["min", "max"])
             kind = column.kind if column.kind != "float" else "float"
             return name, f"{which}({column.name})", f"{which}({column.sql})", "exact" if kind != "float" else "exact"
+        if any(c.kind == "decimal" for c in columns) and rng.random() < 0.25:
+            expr, _ = self.decimal(columns)
+            which = rng.choice(["sum", "sum", "avg", "min", "max"])
+            return name, f"{which}({expr.tq})", f"{which}({expr.sql})", "float" if which == "avg" else "exact"
         expr = self.number(columns)
         which = rng.choice(["sum", "sum", "avg", "min", "max"])
         if which == "sum" and expr.kind == "int" and expr.bound > 2**62 // 250_000:

@@ -36,6 +36,11 @@ impl Server {
     /// A server listening on `host` (connected to through loopback), its command set up by
     /// `setup` too.
     fn start_with(host: &str, setup: impl FnOnce(&mut Command)) -> Server {
+        Server::start_serving(data(), host, setup)
+    }
+
+    /// A server of the data at `data`, listening on `host`.
+    fn start_serving(data: &str, host: &str, setup: impl FnOnce(&mut Command)) -> Server {
         let cache = tempfile::tempdir().expect("a cache folder");
         // A port the system says is free now.
         let port = TcpListener::bind("127.0.0.1:0")
@@ -48,7 +53,7 @@ impl Server {
             .args([
                 "serve",
                 "--data",
-                data(),
+                data,
                 "--device",
                 "cpu",
                 "--listen",
@@ -292,6 +297,60 @@ fn listening_beyond_loopback_needs_trust() {
     assert!(
         stderr.starts_with("error: ") && stderr.contains("--trust"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn decimals_reach_clients_as_numerics() {
+    let folder = common::repo().join("tests/data/decimals");
+    let server = Server::start_serving(folder.to_str().expect("utf-8"), "127.0.0.1", |_| {});
+    let script = "from lines | where id < 40 | select id, price, weight, net = price * (1 - discount) | sort id";
+    // psycopg reads numerics in binary (a binary cursor) and as text; DuckDB answers the same
+    // question over the same file.
+    let check = format!(
+        r#"
+import duckdb, psycopg
+expected = duckdb.sql("SELECT id, price, weight, price * (1 - discount) AS net FROM '{file}' WHERE id < 40 ORDER BY id").fetchall()
+with psycopg.connect(host='127.0.0.1', port={port}, user='tessera', dbname='tessera', autocommit=True) as conn:
+    for binary in (True, False):
+        rows = conn.cursor(binary=binary).execute("{script}").fetchall()
+        assert [tuple(r) for r in rows] == expected, (binary, rows[:3], expected[:3])
+print(len(expected))
+"#,
+        file = folder.join("lines.parquet").display(),
+        port = server.port,
+    );
+    let python = Command::new("python3")
+        .args(["-c", &check])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        python.status.success(),
+        "{}{}",
+        text(&python.stdout),
+        text(&python.stderr)
+    );
+    assert_eq!(text(&python.stdout).trim(), "40");
+    // `tessera run --server` reads the numerics back with their scale.
+    let remote = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args([
+            "run",
+            "-c",
+            script,
+            "--server",
+            &server.address,
+            "--format",
+            "csv",
+        ])
+        .output()
+        .expect("tessera runs");
+    assert!(remote.status.success(), "{}", text(&remote.stderr));
+    let csv = text(&remote.stdout);
+    assert!(
+        csv.lines()
+            .nth(1)
+            .is_some_and(|row| row.starts_with("0,900.00,,900.0000")),
+        "{csv}"
     );
 }
 

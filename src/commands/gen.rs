@@ -6,6 +6,7 @@ use std::time::Instant;
 use tessera_storage::gen::ssb::generate_ssb;
 use tessera_storage::gen::tpch::generate_tpch;
 use tessera_storage::gen::wisconsin::generate_wisconsin;
+use tessera_storage::gen::GeneratedTable;
 
 use crate::failure::Failure;
 use crate::progress::Bar;
@@ -32,27 +33,30 @@ pub fn ssb(sf: f64, out: &Path) -> Result<(), Failure> {
 pub fn tpch(sf: f64, out: &Path) -> Result<(), Failure> {
     let started = Instant::now();
     let tables = generate_tpch(sf, out, &Bar::new())?;
-    eprintln!(
-        "wrote TPC-H at scale factor {sf} to {} in {:.1?}",
-        out.display(),
-        started.elapsed()
+    report(
+        &format!("TPC-H at scale factor {sf}"),
+        out,
+        started,
+        &tables,
     );
-    for table in &tables {
-        eprintln!("  {:<10} {:>12} rows", table.name, table.rows);
-    }
     Ok(())
 }
 
 pub fn wisconsin(rows: u64, out: &Path) -> Result<(), Failure> {
     let started = Instant::now();
     let tables = generate_wisconsin(rows, out, &Bar::new())?;
+    report("the Wisconsin relations", out, started, &tables);
+    Ok(())
+}
+
+/// What a generation wrote where, how long it took, and each table's rows.
+fn report(what: &str, out: &Path, started: Instant, tables: &[GeneratedTable]) {
     eprintln!(
-        "wrote the Wisconsin relations to {} in {:.1?}",
+        "wrote {what} to {} in {:.1?}",
         out.display(),
         started.elapsed()
     );
-    for table in &tables {
+    for table in tables {
         eprintln!("  {:<16} {:>12} rows", table.name, table.rows);
     }
-    Ok(())
 }

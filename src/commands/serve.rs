@@ -576,120 +576,99 @@ fn encode(encoder: &mut DataRowEncoder, value: &Value, ty: DataType) -> PgWireRe
         (Value::Int(i), _) => encoder.encode_field(i),
         (Value::Float(x), DataType::F32) => encoder.encode_field(&(*x as f32)),
         (Value::Float(x), _) => encoder.encode_field(x),
-        (Value::Date(days), _) => encoder.encode_field(&PgDate(*days)),
+        (Value::Date(days), _) => encoder.encode_field(&PgValue::Date(*days)),
         (Value::Str(s), _) => encoder.encode_field(&s.as_str()),
-        (Value::Decimal(raw, scale), _) => encoder.encode_field(&PgNumeric {
+        (Value::Decimal(raw, scale), _) => encoder.encode_field(&PgValue::Numeric {
             raw: *raw,
             scale: *scale,
         }),
     }
 }
 
-/// A decimal, sent as PostgreSQL's `numeric`.
+/// A value PostgreSQL clients read in a form of its own: a date (days since 1970-01-01) as
+/// `date`, a decimal (its raw value and scale) as `numeric`.
 #[derive(Debug)]
-struct PgNumeric {
-    raw: i64,
-    scale: u8,
+enum PgValue {
+    Date(i32),
+    Numeric { raw: i64, scale: u8 },
 }
-
-impl ToSql for PgNumeric {
-    /// The binary form: base-10000 digits around the point, with their count, the weight of
-    /// the first, the sign and the scale.
-    fn to_sql(
-        &self,
-        _ty: &Type,
-        out: &mut BytesMut,
-    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        let text = tessera_storage::decimal::format(self.raw.abs(), self.scale);
-        let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
-        let whole = whole.trim_start_matches('0');
-        // Groups of four digits, aligned on the point.
-        let left_pad = (4 - whole.len() % 4) % 4;
-        let right_pad = (4 - fraction.len() % 4) % 4;
-        let digits = format!(
-            "{}{whole}{fraction}{}",
-            "0".repeat(left_pad),
-            "0".repeat(right_pad)
-        );
-        let mut groups: Vec<i16> = digits
-            .as_bytes()
-            .chunks(4)
-            .map(|g| g.iter().fold(0i16, |n, d| n * 10 + i16::from(d - b'0')))
-            .collect();
-        let mut weight = ((left_pad + whole.len()) / 4) as i16 - 1;
-        while groups.first() == Some(&0) {
-            groups.remove(0);
-            weight -= 1;
-        }
-        while groups.last() == Some(&0) {
-            groups.pop();
-        }
-        if groups.is_empty() {
-            weight = 0;
-        }
-        let sign: u16 = if self.raw < 0 { 0x4000 } else { 0 };
-        bytes::BufMut::put_i16(out, groups.len() as i16);
-        bytes::BufMut::put_i16(out, weight);
-        bytes::BufMut::put_u16(out, sign);
-        bytes::BufMut::put_i16(out, i16::from(self.scale));
-        for group in groups {
-            bytes::BufMut::put_i16(out, group);
-        }
-        Ok(IsNull::No)
-    }
-
-    fn accepts(ty: &Type) -> bool {
-        *ty == Type::NUMERIC
-    }
-
-    postgres_types::to_sql_checked!();
-}
-
-impl ToSqlText for PgNumeric {
-    fn to_sql_text(
-        &self,
-        _ty: &Type,
-        out: &mut BytesMut,
-        _format_options: &FormatOptions,
-    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        out.extend_from_slice(tessera_storage::decimal::format(self.raw, self.scale).as_bytes());
-        Ok(IsNull::No)
-    }
-}
-
-/// A date as days since 1970-01-01, sent as PostgreSQL's `date`.
-#[derive(Debug)]
-struct PgDate(i32);
 
 /// Days from 1970-01-01 to 2000-01-01, PostgreSQL's epoch for dates.
 const PG_EPOCH_DAYS: i32 = 10_957;
 
-impl ToSql for PgDate {
+impl ToSql for PgValue {
     fn to_sql(
         &self,
         _ty: &Type,
         out: &mut BytesMut,
     ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        bytes::BufMut::put_i32(out, self.0 - PG_EPOCH_DAYS);
+        match *self {
+            PgValue::Date(days) => bytes::BufMut::put_i32(out, days - PG_EPOCH_DAYS),
+            PgValue::Numeric { raw, scale } => put_numeric(out, raw, scale),
+        }
         Ok(IsNull::No)
     }
 
     fn accepts(ty: &Type) -> bool {
-        *ty == Type::DATE
+        *ty == Type::DATE || *ty == Type::NUMERIC
     }
 
     postgres_types::to_sql_checked!();
 }
 
-impl ToSqlText for PgDate {
+impl ToSqlText for PgValue {
     fn to_sql_text(
         &self,
         _ty: &Type,
         out: &mut BytesMut,
         _format_options: &FormatOptions,
     ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        out.extend_from_slice(tessera_storage::date::format_days(self.0).as_bytes());
+        let text = match *self {
+            PgValue::Date(days) => tessera_storage::date::format_days(days),
+            PgValue::Numeric { raw, scale } => tessera_storage::decimal::format(raw, scale),
+        };
+        out.extend_from_slice(text.as_bytes());
         Ok(IsNull::No)
+    }
+}
+
+/// `numeric`'s binary form: base-10000 digits around the point, with their count, the weight
+/// of the first, the sign and the scale.
+fn put_numeric(out: &mut BytesMut, raw: i64, scale: u8) {
+    let text = tessera_storage::decimal::format(raw.abs(), scale);
+    let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
+    let whole = whole.trim_start_matches('0');
+    // Groups of four digits, aligned on the point.
+    let left_pad = (4 - whole.len() % 4) % 4;
+    let right_pad = (4 - fraction.len() % 4) % 4;
+    let digits = format!(
+        "{}{whole}{fraction}{}",
+        "0".repeat(left_pad),
+        "0".repeat(right_pad)
+    );
+    let mut groups: Vec<i16> = digits
+        .as_bytes()
+        .chunks(4)
+        .map(|g| g.iter().fold(0i16, |n, d| n * 10 + i16::from(d - b'0')))
+        .collect();
+    let mut weight = ((left_pad + whole.len()) / 4) as i16 - 1;
+    while groups.first() == Some(&0) {
+        groups.remove(0);
+        weight -= 1;
+    }
+    while groups.last() == Some(&0) {
+        groups.pop();
+    }
+    if groups.is_empty() {
+        weight = 0;
+    }
+    let sign: u16 = if raw < 0 { 0x4000 } else { 0 };
+    bytes::BufMut::put_i16(out, groups.len() as i16);
+    bytes::BufMut::put_i16(out, weight);
+    bytes::BufMut::put_u16(out, sign);
+    bytes::BufMut::put_i16(out, i16::from(scale));
+    for group in groups {
+        bytes::BufMut::put_i16(out, group);
     }
 }
 
@@ -774,15 +753,42 @@ mod tests {
     #[test]
     fn dates_count_from_postgresql_epoch() {
         let mut out = BytesMut::new();
-        PgDate(PG_EPOCH_DAYS + 3)
+        PgValue::Date(PG_EPOCH_DAYS + 3)
             .to_sql(&Type::DATE, &mut out)
             .expect("encodes");
         assert_eq!(&out[..], &3i32.to_be_bytes());
         let mut text = BytesMut::new();
-        PgDate(0)
+        PgValue::Date(0)
             .to_sql_text(&Type::DATE, &mut text, &FormatOptions::default())
             .expect("encodes");
         assert_eq!(&text[..], b"1970-01-01");
+    }
+
+    #[test]
+    fn decimals_are_numerics_in_base_10000() {
+        // -12345.678: digits 1 2345 6780 around the point, weight 1, negative, scale 3.
+        let mut out = BytesMut::new();
+        PgValue::Numeric {
+            raw: -12_345_678,
+            scale: 3,
+        }
+        .to_sql(&Type::NUMERIC, &mut out)
+        .expect("encodes");
+        let words: Vec<i16> = out
+            .chunks(2)
+            .map(|w| i16::from_be_bytes([w[0], w[1]]))
+            .collect();
+        assert_eq!(words, [3, 1, 0x4000, 3, 1, 2345, 6780]);
+        let mut zero = BytesMut::new();
+        PgValue::Numeric { raw: 0, scale: 2 }
+            .to_sql(&Type::NUMERIC, &mut zero)
+            .expect("encodes");
+        assert_eq!(&zero[..], &[0, 0, 0, 0, 0, 0, 0, 2]);
+        let mut text = BytesMut::new();
+        PgValue::Numeric { raw: -5, scale: 2 }
+            .to_sql_text(&Type::NUMERIC, &mut text, &FormatOptions::default())
+            .expect("encodes");
+        assert_eq!(&text[..], b"-0.05");
     }
 
     #[test]
