@@ -44,8 +44,8 @@ pub enum WriteValues<'a> {
     },
     /// One string per row.
     Text(&'a [String]),
-    /// One borrowed string per row.
-    Words(&'a [&'a str]),
+    /// One string per row, each from a generator's fixed text (written without copying it).
+    Words(&'a [&'static str]),
     /// Raw decimal values, written as `INT64` annotated `DECIMAL`.
     Decimal(&'a [i64], DecimalType),
 }
@@ -434,7 +434,10 @@ fn write_slice(
             write_typed::<ByteArrayType>(out.typed(), &strings, validity)
         }
         WriteValues::Words(v) => {
-            let strings: Vec<ByteArray> = v[rows].iter().map(|&s| ByteArray::from(s)).collect();
+            let strings: Vec<ByteArray> = v[rows]
+                .iter()
+                .map(|&s| ByteArray::from(bytes::Bytes::from_static(s.as_bytes())))
+                .collect();
             write_typed::<ByteArrayType>(out.typed(), &strings, validity)
         }
     }
