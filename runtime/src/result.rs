@@ -1103,19 +1103,14 @@ fn cast(v: Value, ty: DataType) -> Result<Value, RuntimeError> {
             Err(RuntimeError::Overflow)
         }
     };
-    let fit = |raw: i64, to: tessera_storage::DecimalType| {
-        if decimal::fits_precision(raw, to.precision) {
-            Ok(Value::Decimal(raw, to.scale))
-        } else {
-            Err(RuntimeError::Overflow)
-        }
+    let to_decimal = |raw: i64, from: u8, to: tessera_storage::DecimalType| {
+        decimal::convert(raw, from, to)
+            .map(|raw| Value::Decimal(raw, to.scale))
+            .ok_or(RuntimeError::Overflow)
     };
     Ok(match (v, ty) {
         (Value::Null, _) => Value::Null,
-        (Value::Decimal(raw, scale), DataType::Decimal(to)) => fit(
-            decimal::rescale(raw, scale, to.scale).ok_or(RuntimeError::Overflow)?,
-            to,
-        )?,
+        (Value::Decimal(raw, scale), DataType::Decimal(to)) => to_decimal(raw, scale, to)?,
         (Value::Decimal(raw, scale), DataType::F32) => {
             Value::Float(f64::from(decimal::to_float(raw, scale) as f32))
         }
@@ -1126,9 +1121,7 @@ fn cast(v: Value, ty: DataType) -> Result<Value, RuntimeError> {
         (Value::Decimal(raw, scale), DataType::I32) => {
             Value::Int(narrow(decimal::divide_rounding(raw, u32::from(scale)))?)
         }
-        (Value::Int(i), DataType::Decimal(to)) => {
-            fit(i.checked_mul(to.unit()).ok_or(RuntimeError::Overflow)?, to)?
-        }
+        (Value::Int(i), DataType::Decimal(to)) => to_decimal(i, 0, to)?,
         (Value::Float(x), DataType::Decimal(to)) => Value::Decimal(
             decimal::from_float(x, to).ok_or(RuntimeError::Overflow)?,
             to.scale,

@@ -168,7 +168,8 @@ impl Aggregate {
     }
 
     /// The result type over an argument of type `arg` (`None`: `count()` with no argument).
-    /// Sums of integers are 64-bit, of decimals 18 digits at their scale; `min` and `max` of strings work on the sorted dictionary.
+    /// Sums of integers are 64-bit, of decimals 18 digits at their scale; `min` and `max` of
+    /// strings work on the sorted dictionary.
     pub fn return_type(self, arg: Option<DataType>) -> Result<DataType, SignatureError> {
         match (self, arg) {
             (Aggregate::Count, _) => Ok(DataType::I64),

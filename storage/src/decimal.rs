@@ -97,6 +97,13 @@ pub fn rescale(raw: i64, from: u8, to: u8) -> Option<i64> {
     }
 }
 
+/// The raw value at decimal `to` of `raw` at scale `from` (an integer is a decimal of scale 0),
+/// as a cast computes it: rescaled, then checked against `to`'s precision; `None` when it does
+/// not fit.
+pub fn convert(raw: i64, from: u8, to: DecimalType) -> Option<i64> {
+    rescale(raw, from, to.scale).filter(|&raw| fits_precision(raw, to.precision))
+}
+
 /// The decimal as a float (the nearest `f64` to the quotient).
 pub fn to_float(raw: i64, scale: u8) -> f64 {
     raw as f64 / power_of_ten(u32::from(scale)) as f64

@@ -97,30 +97,24 @@ pub(super) fn arithmetic(
     }))
 }
 
-/// The type a decimal and a value acting as one are compared in, or `case` results unified
-/// in: the finer scale, the most digits before the point.
+/// The type a decimal and a value acting as one are compared in: the finer scale, the most
+/// digits before the point.
 pub(super) fn common(left: &Expr, right: &Expr) -> Option<DataType> {
     if !left.ty.is_decimal() && !right.ty.is_decimal() {
         return None;
     }
-    let (a, b) = (acts_as(left)?, acts_as(right)?);
-    Some(DataType::Decimal(capped(
-        whole_digits(a, b),
-        a.scale.max(b.scale),
-    )))
+    Some(finer(acts_as(left)?, acts_as(right)?))
 }
 
 /// [`common`] for two types (`case` results): integers act as decimals of their width.
 pub(super) fn common_type(a: DataType, b: DataType) -> Option<DataType> {
-    if !a.is_decimal() && !b.is_decimal() {
-        return None;
-    }
-    let of = |ty: DataType| acts_as(&Expr::null(ty, Span::default()));
-    let (a, b) = (of(a)?, of(b)?);
-    Some(DataType::Decimal(capped(
-        whole_digits(a, b),
-        a.scale.max(b.scale),
-    )))
+    let of = |ty: DataType| Expr::null(ty, Span::default());
+    common(&of(a), &of(b))
+}
+
+/// The decimal holding both: the finer scale, the most digits before the point.
+fn finer(a: DecimalType, b: DecimalType) -> DataType {
+    DataType::Decimal(capped(whole_digits(a, b), a.scale.max(b.scale)))
 }
 
 /// `expr` converted to the decimal `to` for an operation: unchanged when it already counts
@@ -139,7 +133,7 @@ pub(super) fn at_scale(expr: Expr, to: DataType) -> Expr {
 }
 
 /// A literal as a literal of decimal type `to`, when it is exactly one.
-pub(super) fn literal(expr: &Expr, to: DecimalType) -> Option<Expr> {
+fn literal(expr: &Expr, to: DecimalType) -> Option<Expr> {
     let raw = match expr.kind {
         ExprKind::Literal(Value::Int(i)) => i.checked_mul(to.unit())?,
         ExprKind::Literal(Value::Float(x)) => {

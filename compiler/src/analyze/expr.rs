@@ -351,8 +351,8 @@ impl Analyzer<'_> {
             let may_divide_by_zero = op == BinaryOp::Rem && !is_nonzero_literal(&right);
             let mut expr = Expr::binary(
                 op,
-                decimals::at_scale(left, typed.left),
-                decimals::at_scale(right, typed.right),
+                adapt(left, typed.left),
+                adapt(right, typed.right),
                 typed.result,
                 span,
             );
@@ -440,15 +440,13 @@ impl Analyzer<'_> {
             }
             return Err(d);
         };
-        let (left, right) = if common.is_decimal() {
-            (
-                decimals::at_scale(left, common),
-                decimals::at_scale(right, common),
-            )
-        } else {
-            (adapt(left, common), adapt(right, common))
-        };
-        Ok(Expr::binary(op, left, right, DataType::Bool, span))
+        Ok(Expr::binary(
+            op,
+            adapt(left, common),
+            adapt(right, common),
+            DataType::Bool,
+            span,
+        ))
     }
 
     fn compare_with_text(
@@ -791,10 +789,14 @@ fn comparison_type(left: &Expr, right: &Expr) -> DataType {
     }
 }
 
-/// Converts to `ty`, turning literals into literals of that type rather than casts.
+/// Converts to `ty`, turning literals into literals of that type rather than casts (a
+/// decimal of the target's scale is already in its units).
 fn adapt(expr: Expr, ty: DataType) -> Expr {
     if expr.ty == ty {
         return expr;
+    }
+    if ty.is_decimal() {
+        return decimals::at_scale(expr, ty);
     }
     match (&expr.kind, ty) {
         (ExprKind::Literal(Value::Int(_)), DataType::I32 | DataType::I64) => Expr { ty, ..expr },
@@ -802,9 +804,6 @@ fn adapt(expr: Expr, ty: DataType) -> Expr {
             Expr::literal(Value::Float(*i as f64), ty, expr.span)
         }
         (ExprKind::Literal(Value::Float(_)), DataType::F32 | DataType::F64) => Expr { ty, ..expr },
-        (ExprKind::Literal(_), DataType::Decimal(to)) => {
-            decimals::literal(&expr, to).unwrap_or_else(|| expr.cast(ty))
-        }
         _ => expr.cast(ty),
     }
 }

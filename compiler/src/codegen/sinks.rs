@@ -806,19 +806,64 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
             for (plan, acc) in aggregates.iter().zip(accumulators) {
                 let (value, take) = self.contribution(plan, item, flag)?;
-                let current = em.b.build_load(acc.ty, acc.value, "")?;
-                let combined = reduce::combine(em, plan.kind.reduce_op(), current, value)?;
-                let next = em.b.build_select(take, combined, current, "")?;
-                em.b.build_store(acc.value, next)?;
-                if let Some(count) = acc.count {
-                    let n = em.b.build_load(em.i64(), count, "")?.into_int_value();
-                    let n =
-                        em.b.build_int_add(n, em.b.build_int_z_extend(take, em.i64(), "")?, "")?;
-                    em.b.build_store(count, n)?;
-                }
+                self.accumulate(plan, acc, value, take)?;
             }
             Ok(())
         })
+    }
+
+    /// Folds `value` into a thread's accumulator (and its count) where `take` holds.
+    fn accumulate(
+        &self,
+        plan: &AggregatePlan,
+        acc: &Accumulator<'ctx>,
+        value: BasicValueEnum<'ctx>,
+        take: IntValue<'ctx>,
+    ) -> CodegenResult<()> {
+        let em = &self.em;
+        let current = em.b.build_load(acc.ty, acc.value, "")?;
+        let combined = reduce::combine(em, plan.kind.reduce_op(), current, value)?;
+        let next = em.b.build_select(take, combined, current, "")?;
+        em.b.build_store(acc.value, next)?;
+        if let Some(count) = acc.count {
+            let n = em.b.build_load(em.i64(), count, "")?.into_int_value();
+            let n =
+                em.b.build_int_add(n, em.b.build_int_z_extend(take, em.i64(), "")?, "")?;
+            em.b.build_store(count, n)?;
+        }
+        Ok(())
+    }
+
+    /// Reduces a thread's accumulator (and its count) over the block; where `store` holds (in
+    /// one thread), folds the totals into the aggregate's buffers at `slot` (their first
+    /// element when `None`).
+    fn fold_accumulator(
+        &self,
+        plan: &AggregatePlan,
+        acc: &Accumulator<'ctx>,
+        slot: Option<IntValue<'ctx>>,
+        store: IntValue<'ctx>,
+    ) -> CodegenResult<()> {
+        let em = &self.em;
+        let at = |ty: BasicTypeEnum<'ctx>, buffer: PointerValue<'ctx>| match slot {
+            Some(slot) => em.offset_ptr(ty, buffer, slot),
+            None => Ok(buffer),
+        };
+        let value = em.b.build_load(acc.ty, acc.value, "")?;
+        let total = reduce::block_reduce(em, plan.kind.reduce_op(), value)?;
+        let buffer = self.buffer(plan.buffer)?;
+        em.if_then(store, || {
+            atomic(em, plan.kind.reduce_op(), at(acc.ty, buffer)?, total)
+        })?;
+        if let (Some(count), Some(count_buffer)) = (acc.count, plan.count) {
+            let n = em.b.build_load(em.i64(), count, "")?;
+            let total = reduce::block_reduce(em, ReduceOp::Add, n)?;
+            let buffer = self.buffer(count_buffer)?;
+            em.if_then(store, || {
+                atomic(em, ReduceOp::Add, at(em.i64().into(), buffer)?, total)
+            })?;
+        }
+        Ok(())
     }
 
     /// Reduces each accumulator over the block; thread 0 folds it into the result.
@@ -831,18 +876,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let first_thread =
             em.b.build_int_compare(IntPredicate::EQ, em.tid()?, em.const_i32(0), "")?;
         for (plan, acc) in aggregates.iter().zip(accumulators) {
-            let value = em.b.build_load(acc.ty, acc.value, "")?;
-            let total = reduce::block_reduce(em, plan.kind.reduce_op(), value)?;
-            let buffer = self.buffer(plan.buffer)?;
-            em.if_then(first_thread, || {
-                atomic(em, plan.kind.reduce_op(), buffer, total)
-            })?;
-            if let (Some(count), Some(count_buffer)) = (acc.count, plan.count) {
-                let n = em.b.build_load(em.i64(), count, "")?;
-                let total = reduce::block_reduce(em, ReduceOp::Add, n)?;
-                let buffer = self.buffer(count_buffer)?;
-                em.if_then(first_thread, || atomic(em, ReduceOp::Add, buffer, total))?;
-            }
+            self.fold_accumulator(plan, acc, None, first_thread)?;
         }
         Ok(())
     }
@@ -1056,15 +1090,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                     aggregates.iter().zip(accumulators).zip(&contributions)
                 {
                     let take = em.b.build_and(*take, here, "")?;
-                    let current = em.b.build_load(acc.ty, acc.value, "")?;
-                    let combined = reduce::combine(em, plan.kind.reduce_op(), current, *value)?;
-                    let next = em.b.build_select(take, combined, current, "")?;
-                    em.b.build_store(acc.value, next)?;
-                    if let Some(count) = acc.count {
-                        let n = em.b.build_load(em.i64(), count, "")?.into_int_value();
-                        let one = em.b.build_int_z_extend(take, em.i64(), "")?;
-                        em.b.build_store(count, em.b.build_int_add(n, one, "")?)?;
-                    }
+                    self.accumulate(plan, acc, *value, take)?;
                 }
             }
             Ok(())
@@ -1096,30 +1122,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 Ok(())
             })?;
             for (plan, acc) in aggregates.iter().zip(accumulators) {
-                let value = em.b.build_load(acc.ty, acc.value, "")?;
-                let total = reduce::block_reduce(em, plan.kind.reduce_op(), value)?;
-                let buffer = self.buffer(plan.buffer)?;
-                em.if_then(store_here, || {
-                    atomic(
-                        em,
-                        plan.kind.reduce_op(),
-                        em.offset_ptr(acc.ty, buffer, at)?,
-                        total,
-                    )
-                })?;
-                if let (Some(count), Some(count_buffer)) = (acc.count, plan.count) {
-                    let n = em.b.build_load(em.i64(), count, "")?;
-                    let total = reduce::block_reduce(em, ReduceOp::Add, n)?;
-                    let buffer = self.buffer(count_buffer)?;
-                    em.if_then(store_here, || {
-                        atomic(
-                            em,
-                            ReduceOp::Add,
-                            em.offset_ptr(em.i64().into(), buffer, at)?,
-                            total,
-                        )
-                    })?;
-                }
+                self.fold_accumulator(plan, acc, Some(at), store_here)?;
             }
         }
         Ok(())

@@ -165,12 +165,10 @@ fn cast(value: &Value, to: DataType) -> Option<Value> {
         (Value::Float(x), DataType::F64) => Value::Float(*x),
         (Value::Bool(b), DataType::I32 | DataType::I64) => Value::Int(i64::from(*b)),
         (Value::Int(i), DataType::Decimal(to)) => {
-            let raw = i.checked_mul(to.unit())?;
-            decimal::fits_precision(raw, to.precision).then_some(Value::Decimal(raw, to.scale))?
+            Value::Decimal(decimal::convert(*i, 0, to)?, to.scale)
         }
         (Value::Decimal(raw, scale), DataType::Decimal(to)) => {
-            let raw = decimal::rescale(*raw, *scale, to.scale)?;
-            decimal::fits_precision(raw, to.precision).then_some(Value::Decimal(raw, to.scale))?
+            Value::Decimal(decimal::convert(*raw, *scale, to)?, to.scale)
         }
         (Value::Decimal(raw, scale), DataType::F64) => {
             Value::Float(decimal::to_float(*raw, *scale))

@@ -315,6 +315,16 @@ pub struct KeyDomain {
 }
 
 impl KeyDomain {
+    /// The domain of the values `min ..= max`; `None` when it spans more than 64 bits.
+    pub fn spanning(min: i64, max: i64, nullable: bool) -> Option<KeyDomain> {
+        let size = u64::try_from(max.checked_sub(min)?).ok()?.checked_add(1)?;
+        Some(KeyDomain {
+            min,
+            size,
+            nullable,
+        })
+    }
+
     /// The slots the key spans: one per value, and one for null.
     pub fn slots(&self) -> u64 {
         self.size + u64::from(self.nullable)

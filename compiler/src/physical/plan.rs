@@ -290,9 +290,7 @@ impl Planner<'_> {
             });
             if !repeats_rows && bits + row_bits <= 63 {
                 for assumption in relied {
-                    if !self.assumptions.contains(&assumption) {
-                        self.assumptions.push(assumption);
-                    }
+                    self.assume(assumption);
                 }
                 continue;
             }
@@ -766,13 +764,7 @@ impl Planner<'_> {
             }
             let (l_min, l_max) = self.key_range(left)?;
             let (r_min, r_max) = self.key_range(right)?;
-            let domain = KeyDomain {
-                min: l_min.min(r_min),
-                size: u64::try_from(l_max.max(r_max).checked_sub(l_min.min(r_min))?)
-                    .ok()?
-                    .checked_add(1)?,
-                nullable: false,
-            };
+            let domain = KeyDomain::spanning(l_min.min(r_min), l_max.max(r_max), false)?;
             pairs.push((left, right, domain, shift));
             shift += domain.offset_bits();
             if shift > 62 {
@@ -785,10 +777,7 @@ impl Planner<'_> {
             let max = domain.min + domain.size as i64 - 1;
             for side in [left, right] {
                 if let Some(column) = side.as_column() {
-                    let assumption = (column, domain.min, max);
-                    if !self.assumptions.contains(&assumption) {
-                        self.assumptions.push(assumption);
-                    }
+                    self.assume((column, domain.min, max));
                 }
             }
             let field = |key: &Expr| {
@@ -1138,11 +1127,7 @@ impl Planner<'_> {
             .iter()
             .map(|(_, expr)| {
                 let (min, max) = self.key_range(expr)?;
-                Some(KeyDomain {
-                    min,
-                    size: (max - min) as u64 + 1,
-                    nullable: expr.nullable,
-                })
+                KeyDomain::spanning(min, max, expr.nullable)
             })
             .collect();
         if let Some(domains) = domains {
@@ -1189,11 +1174,7 @@ impl Planner<'_> {
             .iter()
             .map(|(_, expr)| {
                 let (min, max) = self.key_range(expr)?;
-                Some(KeyDomain {
-                    min,
-                    size: u64::try_from(max.checked_sub(min)?).ok()?.checked_add(1)?,
-                    nullable: expr.nullable,
-                })
+                KeyDomain::spanning(min, max, expr.nullable)
             })
             .collect::<Option<_>>()?;
         let bits: u32 = domains.iter().map(KeyDomain::offset_bits).sum();
@@ -1206,10 +1187,16 @@ impl Planner<'_> {
     fn assume_key_sources(&mut self, keys: &[(ColumnId, Expr)]) {
         for (_, key) in keys {
             if let Some(assumption) = self.year_key_source(key) {
-                if !self.assumptions.contains(&assumption) {
-                    self.assumptions.push(assumption);
-                }
+                self.assume(assumption);
             }
+        }
+    }
+
+    /// Records that the program relies on `column`'s values lying in `min ..= max` (checked
+    /// when it runs).
+    fn assume(&mut self, assumption: (ColumnId, i64, i64)) {
+        if !self.assumptions.contains(&assumption) {
+            self.assumptions.push(assumption);
         }
     }
 }
