@@ -28,7 +28,7 @@ use crate::commands::cache;
 use crate::commands::compile::{open, Script};
 use crate::commands::session::{
     choose_target, compile_planned, compile_with_catalog, compression_for, configure, shape_of,
-    with_constants, CompileOptions, Compiled, DeviceChoice,
+    split_into_stages, with_constants, CompileOptions, Compiled, DeviceChoice,
 };
 use crate::failure::Failure;
 
@@ -75,6 +75,9 @@ struct Resident {
     /// The shape its module was registered under, when it was.
     shape: Option<String>,
     origin: Origin,
+    /// The catalog it runs against when not the engine's: a script that declares tables, or
+    /// one run in stages (whose results are tables of its catalog alone).
+    catalog: Option<Arc<Catalog>>,
 }
 
 /// Where a script's program came from, as `--timing` reports it.
@@ -198,7 +201,7 @@ impl Engine {
 
     fn compile(&self, script: &Script) -> Result<Resident, Failure> {
         let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
-        let alone = |compiled: Compiled| {
+        let alone = |compiled: Compiled, catalog: Option<Arc<Catalog>>| {
             let origin = match compiled.from_cache {
                 true => Origin::KernelCache,
                 false => Origin::Compiled,
@@ -212,13 +215,16 @@ impl Engine {
                 }),
                 shape: None,
                 origin,
+                catalog,
             }
         };
-        if ast.declares_tables() {
-            // Declarations change how the data is read: the script gets a catalog of its own.
+        if ast.declares_tables() || split_into_stages(&ast).is_some() {
+            // Declarations change how the data is read, and stages add tables: the script gets
+            // a catalog of its own.
             let compiled =
                 compile_with_catalog(script, &self.data, &self.options, true, &mut |_| None)?;
-            return Ok(alone(compiled));
+            let catalog = Arc::clone(&compiled.catalog);
+            return Ok(alone(compiled, Some(catalog)));
         }
         let catalog = Arc::clone(&self.catalog);
         let key = self.options.cache_key(&script.source, &ast, &catalog);
@@ -226,7 +232,7 @@ impl Engine {
         if let Some(compiled) = Compiled::cached(&key, &catalog, started) {
             // Not shared by shape: the data it was planned against may have been planned
             // otherwise than this data is, its constants in other places.
-            return Ok(alone(compiled));
+            return Ok(alone(compiled, None));
         }
         let compilation = Compilation::run_with(ast, &catalog, self.options.partition_joins)
             .map_err(|d| script.fail(d))?;
@@ -242,6 +248,7 @@ impl Engine {
                 module,
                 shape: Some(shape),
                 origin: Origin::SameShape,
+                catalog: None,
             });
         }
         // Compiled now, or by an earlier process for a script of the same shape.
@@ -253,7 +260,7 @@ impl Engine {
             Some(key),
             started,
         )?;
-        let mut resident = alone(compiled);
+        let mut resident = alone(compiled, None);
         lock(&self.shapes).insert(shape.clone(), Arc::clone(&resident.module));
         resident.shape = Some(shape);
         Ok(resident)
@@ -323,8 +330,9 @@ impl Engine {
             result = self.execute(&mut device, &resident, cancelled);
         }
         let mut outcomes = result?;
+        let catalog = resident.catalog.as_deref().unwrap_or(&self.catalog);
         for (outcome, query) in outcomes.iter_mut().zip(&resident.queries) {
-            outcome.decode(query, &self.catalog)?;
+            outcome.decode(query, catalog)?;
         }
         Ok(outcomes)
     }
@@ -367,17 +375,12 @@ impl Engine {
             Device::Host(host) => host.use_program(id),
         }
         let backend = device.backend();
+        let catalog = resident.catalog.as_deref().unwrap_or(&self.catalog);
         resident
             .queries
             .iter()
             .map(|query| {
-                run_query_until(
-                    backend,
-                    query,
-                    &self.catalog,
-                    &mut Readback::Fetched,
-                    cancelled,
-                )
+                run_query_until(backend, query, catalog, &mut Readback::Fetched, cancelled)
             })
             .collect()
     }

@@ -118,7 +118,15 @@ pub fn emit_for_tile(
         return Ok(ast_to_string(&ast));
     }
     let catalog = catalog.ok_or(EmitError::NeedsData)?;
-    let compilation = Compilation::run_with(ast, catalog, partition_joins)?;
+    if matches!(stage, Stage::Physical | Stage::Llvm | Stage::Ptx) {
+        if let Some(staged) = crate::staging::split(&ast, &mut |n| format!("stage#{n}")) {
+            return Ok(crate::staging::describe(&staged, source));
+        }
+    }
+    let compilation = match stage {
+        Stage::Typed | Stage::Logical | Stage::Optimized => Compilation::run_logical(ast, catalog)?,
+        _ => Compilation::run_with(ast, catalog, partition_joins)?,
+    };
     Ok(match stage {
         Stage::Typed => typed_to_string(&compilation.typed),
         Stage::Logical => logical_to_string(&compilation.logical),

@@ -12,6 +12,7 @@ pub mod logical;
 pub mod optimize;
 pub mod physical;
 pub mod script;
+pub mod staging;
 pub mod typed;
 
 pub use analyze::ast_to_typed;

@@ -66,23 +66,31 @@ impl Compilation {
         catalog: &Catalog,
         partition_joins: PartitionJoins,
     ) -> Result<Compilation, Vec<Diagnostic>> {
+        let mut compilation = Compilation::run_logical(ast, catalog)?;
+        compilation.physical = compilation
+            .optimized
+            .iter()
+            .map(|q| logical_to_pipelines(q, catalog, partition_joins))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|d| vec![d])?;
+        Ok(compilation)
+    }
+
+    /// Runs the stages up to the optimized logical plans, leaving no pipelines: what a script
+    /// that runs in stages (`staging`) can show before its stages have run.
+    pub fn run_logical(ast: Script, catalog: &Catalog) -> Result<Compilation, Vec<Diagnostic>> {
         let typed = ast_to_typed(&ast, catalog)?;
         let logical = typed_to_logical(&typed, catalog);
         let mut trace = Vec::new();
         let optimized =
             optimize(logical.clone(), catalog, Some(&mut trace)).map_err(|d| vec![d])?;
-        let physical = optimized
-            .iter()
-            .map(|q| logical_to_pipelines(q, catalog, partition_joins))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|d| vec![d])?;
         Ok(Compilation {
             ast,
             typed,
             logical,
             optimized,
             trace,
-            physical,
+            physical: Vec::new(),
         })
     }
 }

@@ -2,20 +2,25 @@
 //! `run`, `test` and `bench` share.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tessera_compiler::codegen::{pipelines_to_program_timed, CodegenTimes};
 use tessera_compiler::physical::constants::{self, Constant};
 use tessera_compiler::physical::{PartitionJoins, PhysicalQuery};
-use tessera_compiler::Compilation;
+use tessera_compiler::{staging, Compilation};
 use tessera_grammar::source_to_ast;
+use tessera_runtime::exec::gpu::GpuBackend;
 use tessera_runtime::exec::gpu::{probe, GpuInfo};
-use tessera_runtime::program::{Program, QueryProgram};
+use tessera_runtime::exec::host::HostBackend;
+use tessera_runtime::exec::{run_query, Backend, RuntimeError};
+use tessera_runtime::program::{Code, Program, QueryProgram};
+use tessera_runtime::result::ResultTable;
 use tessera_runtime::{Target, TileShape};
 use tessera_storage::compress::Compression;
 use tessera_storage::prepared::PreparedStore;
-use tessera_storage::Catalog;
+use tessera_storage::{Catalog, Column};
 
 use super::cache;
 use super::compile::{open, Script};
@@ -121,6 +126,9 @@ pub struct Compiled {
     pub cache_keys: Vec<String>,
     /// Whether the program came from the kernel cache (no compiler work was done).
     pub from_cache: bool,
+    /// Milliseconds spent running the stages the script was split into (`stage#N` tables),
+    /// compiling them included.
+    pub staged_ms: f64,
 }
 
 impl Compiled {
@@ -139,6 +147,7 @@ impl Compiled {
             codegen: CodegenTimes::default(),
             cache_keys: vec![key],
             from_cache: true,
+            staged_ms: 0.0,
         }
     }
 
@@ -209,6 +218,15 @@ pub fn compile_script(
     options: &CompileOptions,
     use_cache: bool,
 ) -> Result<Compiled, Failure> {
+    let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
+    if split_into_stages(&ast).is_some() {
+        // A program holds the stages' code but not their results, and its main query's code
+        // is made for those results.
+        return Err(Failure::Message(format!(
+            "{} joins, crosses or combines a grouped, sorted or limited relation, so it runs in stages, each planned once those before it have run: it cannot be compiled ahead of time yet; run it with `tessera run`",
+            script.name
+        )));
+    }
     compile_with_catalog(script, data, options, use_cache, &mut |_| None)
 }
 
@@ -222,6 +240,21 @@ pub fn compile_with_catalog(
     cached: &mut dyn FnMut(Option<Arc<Catalog>>) -> Option<Arc<Catalog>>,
 ) -> Result<Compiled, Failure> {
     let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
+    if let Some(staged) = split_into_stages(&ast) {
+        let started = Instant::now();
+        let catalog = open_for(script, &ast, data, options)?;
+        let catalog = Arc::new(run_stages(
+            script,
+            &staged.stages,
+            catalog,
+            options,
+            use_cache,
+        )?);
+        let staged_ms = started.elapsed().as_secs_f64() * 1e3;
+        let mut compiled = compile_ast(script, staged.script, catalog, options, use_cache)?;
+        compiled.staged_ms = staged_ms;
+        return Ok(compiled);
+    }
     let declares = ast.declares_tables();
     let catalog = match (declares, cached(None)) {
         (false, Some(catalog)) => catalog,
@@ -233,6 +266,18 @@ pub fn compile_with_catalog(
             catalog
         }
     };
+    compile_ast(script, ast, catalog, options, use_cache)
+}
+
+/// Compiles `ast` (parsed from `script`) against `catalog`; with `use_cache`, through the
+/// kernel cache.
+fn compile_ast(
+    script: &Script,
+    ast: tessera_grammar::ast::Script,
+    catalog: Arc<Catalog>,
+    options: &CompileOptions,
+    use_cache: bool,
+) -> Result<Compiled, Failure> {
     let started = Instant::now();
     let key = use_cache.then(|| options.cache_key(&script.source, &ast, &catalog));
     if let Some(compiled) = key
@@ -251,6 +296,88 @@ pub fn compile_with_catalog(
         key,
         started,
     )
+}
+
+/// The stages `ast` splits into (`tessera_compiler::staging`), their tables named `stage#N`
+/// with `N` counted over the process, so that the tables of two scripts a resident engine
+/// runs never share a name (its device keeps columns by name).
+pub fn split_into_stages(ast: &tessera_grammar::ast::Script) -> Option<staging::Staged> {
+    static STAGES: AtomicUsize = AtomicUsize::new(0);
+    staging::split(ast, &mut |_| {
+        format!("stage#{}", STAGES.fetch_add(1, Ordering::Relaxed) + 1)
+    })
+}
+
+/// Runs each stage on the device its program is for, and adds its result to `catalog` as a
+/// table the stages after it, and the script, read. A stage's program can come from the
+/// kernel cache (keyed by the script and the stage's place in it); one whose assumptions no
+/// longer hold there is compiled afresh.
+fn run_stages(
+    script: &Script,
+    stages: &[staging::Stage],
+    catalog: Catalog,
+    options: &CompileOptions,
+    use_cache: bool,
+) -> Result<Catalog, Failure> {
+    let mut catalog = Arc::new(catalog);
+    for (index, stage) in stages.iter().enumerate() {
+        let keyed = Script {
+            name: script.name.clone(),
+            source: format!("{}\n-- stage {}", script.source, index + 1),
+        };
+        let mut compiled = compile_ast(
+            &keyed,
+            stage.script.clone(),
+            Arc::clone(&catalog),
+            options,
+            use_cache,
+        )?;
+        let mut outcome = run_stage(&compiled.program, &catalog);
+        if matches!(outcome, Err(RuntimeError::Stale(_))) && compiled.from_cache {
+            compiled.forget();
+            compiled = compile_ast(
+                &keyed,
+                stage.script.clone(),
+                Arc::clone(&catalog),
+                options,
+                false,
+            )?;
+            outcome = run_stage(&compiled.program, &catalog);
+        }
+        let result = outcome.map_err(Failure::from)?;
+        drop(compiled);
+        let columns = result
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(at, (name, ty))| {
+                Column::from_values(*ty, result.rows.iter().map(|row| &row[at]))
+                    .map(|column| (name.clone(), column))
+            })
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|e| Failure::Message(format!("internal error: a stage's result: {e}")))?;
+        Arc::get_mut(&mut catalog)
+            .ok_or_else(|| Failure::Message("internal error: a stage's catalog is shared".into()))?
+            .add_table(&stage.table, columns)
+            .map_err(|e| Failure::Message(e.to_string()))?;
+    }
+    Arc::try_unwrap(catalog)
+        .map_err(|_| Failure::Message("internal error: a stage's catalog is shared".into()))
+}
+
+/// The result of a stage's one query.
+fn run_stage(program: &Program, catalog: &Catalog) -> Result<ResultTable, RuntimeError> {
+    let mut backend: Box<dyn Backend> = match &program.code {
+        Code::Ptx(ptx) => Box::new(GpuBackend::new(ptx, program.cubins.as_ref())?),
+        Code::HostObject(object) => Box::new(HostBackend::new(object)?),
+    };
+    let mut tables = Vec::new();
+    for query in &program.queries {
+        tables.push(run_query(backend.as_mut(), query, catalog)?.table);
+    }
+    tables
+        .pop()
+        .ok_or_else(|| RuntimeError::Malformed("a stage has no query".into()))
 }
 
 /// The program of `queries`, planned from `script` against `catalog` since `started`: with a
@@ -355,6 +482,7 @@ pub fn generate(
         codegen,
         cache_keys: keys,
         from_cache: false,
+        staged_ms: 0.0,
     };
     compiled.store();
     Ok(compiled)

@@ -197,64 +197,79 @@ impl Catalog {
     pub fn try_from_columns(
         tables: Vec<(String, Vec<(String, Column)>)>,
     ) -> Result<Catalog, StorageError> {
-        let mut infos = BTreeMap::new();
-        let mut cache = HashMap::new();
+        let mut catalog = Catalog {
+            tables: BTreeMap::new(),
+            broken: BTreeMap::new(),
+            cache: Mutex::new(HashMap::new()),
+            page_dictionaries: Mutex::new(HashMap::new()),
+            unique_values: Mutex::new(HashMap::new()),
+            loading: HashMap::new(),
+            compression: Compression::None,
+            packed: Mutex::new(PackedColumns::default()),
+            prepared: None,
+            progress: Arc::new(NoProgress),
+        };
         for (name, columns) in tables {
-            let rows = columns.first().map_or(0, |(_, c)| c.len());
-            let mut fields: Vec<Field> = Vec::with_capacity(columns.len());
-            for (column_name, column) in columns {
-                if column.len() != rows {
-                    return Err(StorageError::SchemaMismatch {
-                        table: name,
-                        message: format!(
-                            "column `{column_name}` has {} rows but the first column has {rows}",
-                            column.len()
-                        ),
-                    });
-                }
-                if fields.iter().any(|f| f.name == column_name) {
-                    return Err(StorageError::SchemaMismatch {
-                        table: name,
-                        message: format!("column `{column_name}` is given twice"),
-                    });
-                }
-                fields.push(
-                    Field::new(column_name.clone(), column.ty())
-                        .nullable(column.validity.is_some()),
-                );
-                cache.insert((name.clone(), column_name), Arc::new(column));
+            catalog.add_table(&name, columns)?;
+        }
+        Ok(catalog)
+    }
+
+    /// Adds a table held in memory (a stage's result, a test's data), or an error when its
+    /// columns differ in length, a column name repeats, or the catalog has a table of that
+    /// name (its files', if they are broken).
+    pub fn add_table(
+        &mut self,
+        name: &str,
+        columns: Vec<(String, Column)>,
+    ) -> Result<(), StorageError> {
+        if self.tables.contains_key(name) || self.broken.contains_key(name) {
+            return Err(StorageError::Invalid(format!(
+                "table `{name}` is given twice"
+            )));
+        }
+        let rows = columns.first().map_or(0, |(_, c)| c.len());
+        let mut fields: Vec<Field> = Vec::with_capacity(columns.len());
+        let mut loaded = Vec::with_capacity(columns.len());
+        for (column_name, column) in columns {
+            if column.len() != rows {
+                return Err(StorageError::SchemaMismatch {
+                    table: name.to_string(),
+                    message: format!(
+                        "column `{column_name}` has {} rows but the first column has {rows}",
+                        column.len()
+                    ),
+                });
             }
-            let info = TableInfo {
-                name: name.clone(),
+            if fields.iter().any(|f| f.name == column_name) {
+                return Err(StorageError::SchemaMismatch {
+                    table: name.to_string(),
+                    message: format!("column `{column_name}` is given twice"),
+                });
+            }
+            fields.push(
+                Field::new(column_name.clone(), column.ty()).nullable(column.validity.is_some()),
+            );
+            loaded.push(((name.to_string(), column_name), Arc::new(column)));
+        }
+        self.tables.insert(
+            name.to_string(),
+            TableInfo {
+                name: name.to_string(),
                 schema: Schema::new(fields),
                 rows: rows as u64,
                 format: TableFormat::Memory,
                 unsupported: Vec::new(),
                 statistics: BTreeMap::new(),
                 unique: Vec::new(),
-            };
-            if infos.insert(name.clone(), info).is_some() {
-                return Err(StorageError::Invalid(format!(
-                    "table `{name}` is given twice"
-                )));
-            }
-        }
-        let loading = infos
-            .keys()
-            .map(|name| (name.clone(), Mutex::new(())))
-            .collect();
-        Ok(Catalog {
-            tables: infos,
-            broken: BTreeMap::new(),
-            cache: Mutex::new(cache),
-            page_dictionaries: Mutex::new(HashMap::new()),
-            unique_values: Mutex::new(HashMap::new()),
-            loading,
-            compression: Compression::None,
-            packed: Mutex::new(PackedColumns::default()),
-            prepared: None,
-            progress: Arc::new(NoProgress),
-        })
+            },
+        );
+        self.loading.insert(name.to_string(), Mutex::new(()));
+        self.cache
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(loaded);
+        Ok(())
     }
 
     pub fn tables(&self) -> impl Iterator<Item = &TableInfo> {

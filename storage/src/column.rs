@@ -372,6 +372,73 @@ impl Column {
         }
     }
 
+    /// A column of type `ty` holding `values` (`Value::Null` for a null), as a query's result
+    /// gives them; an error names the first value that is not of the type.
+    pub fn from_values<'v>(
+        ty: DataType,
+        values: impl ExactSizeIterator<Item = &'v Value>,
+    ) -> Result<Column, String> {
+        let rows = values.len();
+        let mut validity = Vec::with_capacity(rows);
+        let mismatch = |value: &Value| format!("the value {value} is not of type {}", ty.name());
+        macro_rules! collect {
+            ($variant:ident, $pattern:pat => $value:expr, $null:expr) => {{
+                let mut out = Vec::with_capacity(rows);
+                for value in values {
+                    validity.push(!matches!(value, Value::Null));
+                    out.push(match value {
+                        Value::Null => $null,
+                        $pattern => $value,
+                        other => return Err(mismatch(other)),
+                    });
+                }
+                ColumnData::$variant(Values::from(out))
+            }};
+        }
+        let data = match ty {
+            DataType::Bool => collect!(Bool, Value::Bool(b) => *b, false),
+            DataType::I32 => {
+                collect!(I32, Value::Int(i) => i32::try_from(*i).map_err(|_| mismatch(&Value::Int(*i)))?, 0)
+            }
+            DataType::I64 => collect!(I64, Value::Int(i) => *i, 0),
+            DataType::F32 => collect!(F32, Value::Float(f) => *f as f32, 0.0),
+            DataType::F64 => collect!(F64, Value::Float(f) => *f, 0.0),
+            DataType::Date => collect!(Date, Value::Date(d) => *d, 0),
+            DataType::Decimal(decimal) => {
+                let mut out = Vec::with_capacity(rows);
+                for value in values {
+                    validity.push(!matches!(value, Value::Null));
+                    out.push(match value {
+                        Value::Null => 0,
+                        Value::Decimal(raw, scale) if *scale == decimal.scale => *raw,
+                        other => return Err(mismatch(other)),
+                    });
+                }
+                ColumnData::Decimal(Values::from(out), decimal)
+            }
+            DataType::Str => {
+                let mut strings = Vec::with_capacity(rows);
+                for value in values {
+                    validity.push(!matches!(value, Value::Null));
+                    strings.push(match value {
+                        Value::Str(s) => Some(s.as_str()),
+                        Value::Null => None,
+                        other => return Err(mismatch(other)),
+                    });
+                }
+                // A null row takes the code of a string the column holds anyway (its validity
+                // hides it), so the dictionary holds only the column's strings.
+                let filler = strings.iter().flatten().next().copied().unwrap_or_default();
+                let mut builder = DictionaryBuilder::with_capacity(rows);
+                for string in strings {
+                    builder.push(string.unwrap_or(filler));
+                }
+                builder.finish()
+            }
+        };
+        Ok(Column::new(data, Some(validity)))
+    }
+
     pub fn len(&self) -> usize {
         self.data.len()
     }

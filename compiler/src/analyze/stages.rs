@@ -670,7 +670,11 @@ impl Analyzer<'_> {
                 name: a.name.clone(),
                 ty: ia.ty,
                 nullable: ia.nullable || ib.nullable,
-                origin: ia.origin.clone(),
+                // Statistics of one side's stored column say nothing of the other side's
+                // values: the column is that stored column's only when both sides read it.
+                origin: (ia.origin == ib.origin)
+                    .then(|| ia.origin.clone())
+                    .flatten(),
             });
             output.entries.push(ScopeEntry {
                 id,

@@ -1,0 +1,429 @@
+//! Splits a script whose pipelines join, cross or combine a relation that ends on the host (a
+//! grouped, aggregated, sorted, limited or deduplicated one) into stages. Each such relation
+//! becomes a query of its own that runs first; its result becomes a table, and the rest of the
+//! script reads that table in its place. The planner then sees the relation as it sees any table
+//! — its real rows, value ranges, dictionaries and unique keys — the way adaptive query execution
+//! plans a query again once a stage's output is known. A correlated subquery written as a
+//! grouping joined back on its key (TPC-H Q17, Q20) and a scalar subquery written as a one-row
+//! `aggregate` crossed with `product` (Q11, Q15, Q22) both run so.
+//!
+//! The rewrite keeps every span, so diagnostics of a stage point into the script as written.
+
+use tessera_grammar::ast::{
+    Ident, Item, Pipeline, Relation, RelationSource, Script, SetOp, StageKind,
+};
+
+/// A query to run before the script, and the table its result becomes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stage {
+    pub table: String,
+    /// The script's declarations, the `let` bindings visible where the relation was written,
+    /// and the relation as the one query.
+    pub script: Script,
+}
+
+/// A script split into stages: run `stages` in order, each result a table of the name it
+/// gives, then `script`, which reads them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Staged {
+    pub stages: Vec<Stage>,
+    pub script: Script,
+}
+
+/// The stages `script` needs, or `None` when every relation it combines flows through the
+/// device's pipelines. `table_name(n)` names the table of the `n`th stage (from 1).
+pub fn split(script: &Script, table_name: &mut dyn FnMut(usize) -> String) -> Option<Staged> {
+    let declarations: Vec<Item> = script
+        .items
+        .iter()
+        .filter(|item| matches!(item, Item::Table(_)))
+        .cloned()
+        .collect();
+    let mut splitter = Splitter {
+        declarations,
+        items: Vec::with_capacity(script.items.len()),
+        stages: Vec::new(),
+        table_name,
+    };
+    for item in &script.items {
+        let item = match item {
+            Item::Table(_) => item.clone(),
+            Item::Let(binding) => {
+                let mut binding = binding.clone();
+                splitter.rewrite(&mut binding.pipeline);
+                Item::Let(binding)
+            }
+            Item::Query(pipeline) => {
+                let mut pipeline = pipeline.clone();
+                splitter.rewrite(&mut pipeline);
+                Item::Query(pipeline)
+            }
+        };
+        splitter.items.push(item);
+    }
+    if splitter.stages.is_empty() {
+        return None;
+    }
+    Some(Staged {
+        stages: splitter.stages,
+        script: Script {
+            items: splitter.items,
+        },
+    })
+}
+
+/// The split in words, for `--emit physical` and after: each stage's relation as written in
+/// `source`, and the script that reads their tables. Each stage is planned only once those
+/// before it have run, against their results, so no plan of it can be shown beforehand.
+pub fn describe(staged: &Staged, source: &str) -> String {
+    let written = |span: tessera_grammar::Span| {
+        let text = source
+            .get(span.start as usize..span.end as usize)
+            .unwrap_or("?");
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let count = match staged.stages.len() {
+        1 => "1 stage".to_string(),
+        n => format!("{n} stages"),
+    };
+    let mut text = format!(
+        "runs in {count} before its queries, each planned once those before it have run; `tessera run --timing` lists their kernels\n"
+    );
+    for stage in &staged.stages {
+        if let Some(Item::Query(pipeline)) = stage.script.items.last() {
+            text += &format!("{} = {}\n", stage.table, written(pipeline.span));
+        }
+    }
+    text
+}
+
+/// Whether a stage leaves its rows in a result on the host rather than in an open pipeline
+/// (`physical::plan`'s `Flow::OnHost`). `union all` keeps its inputs' pipelines open.
+fn ends_on_host(stage: &StageKind) -> bool {
+    match stage {
+        StageKind::Group { .. }
+        | StageKind::Aggregate(_)
+        | StageKind::Sort(_)
+        | StageKind::Take(_)
+        | StageKind::Distinct => true,
+        StageKind::SetOp { op, all, .. } => !(*op == SetOp::Union && *all),
+        StageKind::Where(_)
+        | StageKind::Select(_)
+        | StageKind::Derive(_)
+        | StageKind::Join { .. }
+        | StageKind::Product(_) => false,
+    }
+}
+
+struct Splitter<'a> {
+    declarations: Vec<Item>,
+    /// The script's items rewritten so far.
+    items: Vec<Item>,
+    stages: Vec<Stage>,
+    table_name: &'a mut dyn FnMut(usize) -> String,
+}
+
+impl Splitter<'_> {
+    /// Where the `let` that `name` refers to is among the items so far (the latest binding).
+    fn binding(&self, name: &str) -> Option<usize> {
+        self.items
+            .iter()
+            .rposition(|item| matches!(item, Item::Let(b) if b.name.name == name))
+    }
+
+    fn ends_on_host(&self, pipeline: &Pipeline) -> bool {
+        self.relation_ends_on_host(&pipeline.from)
+            || pipeline.stages.iter().any(|s| ends_on_host(&s.kind))
+    }
+
+    fn relation_ends_on_host(&self, relation: &Relation) -> bool {
+        match &relation.source {
+            RelationSource::Named(name) => self.binding(&name.name).is_some_and(
+                |at| matches!(&self.items[at], Item::Let(b) if self.ends_on_host(&b.pipeline)),
+            ),
+            RelationSource::Pipeline(pipeline) => self.ends_on_host(pipeline),
+        }
+    }
+
+    /// Rewrites `pipeline` so that no stage of it combines a relation ending on the host.
+    fn rewrite(&mut self, pipeline: &mut Pipeline) {
+        if let RelationSource::Pipeline(inner) = &mut pipeline.from.source {
+            self.rewrite(inner);
+        }
+        let mut at = 0;
+        while at < pipeline.stages.len() {
+            let relation = match &mut pipeline.stages[at].kind {
+                StageKind::Join { relation, .. }
+                | StageKind::Product(relation)
+                | StageKind::SetOp { relation, .. } => relation,
+                _ => {
+                    at += 1;
+                    continue;
+                }
+            };
+            if let RelationSource::Pipeline(inner) = &mut relation.source {
+                self.rewrite(inner);
+            }
+            if self.relation_ends_on_host(relation) {
+                self.stage_relation(relation);
+            }
+            // The rows arriving at the stage end on the host: they become a table too.
+            if self.relation_ends_on_host(&pipeline.from) {
+                self.stage_relation(&mut pipeline.from);
+            }
+            if pipeline.stages[..at].iter().any(|s| ends_on_host(&s.kind)) {
+                let stages: Vec<_> = pipeline.stages.drain(..at).collect();
+                let span = tessera_grammar::Span {
+                    start: pipeline.span.start,
+                    end: stages.last().map_or(pipeline.span.end, |s| s.span.end),
+                };
+                let before = Pipeline {
+                    from: pipeline.from.clone(),
+                    stages,
+                    span,
+                };
+                let table = self.stage(before, self.items.len());
+                pipeline.from = Relation {
+                    source: RelationSource::Named(Ident { name: table, span }),
+                    alias: None,
+                    span,
+                };
+                at = 0;
+            }
+            at += 1;
+        }
+    }
+
+    /// Makes `relation` read the table of a new stage: a `let` name's binding is staged (once,
+    /// for all its uses), a parenthesized pipeline in place.
+    fn stage_relation(&mut self, relation: &mut Relation) {
+        match &mut relation.source {
+            RelationSource::Named(name) => {
+                let Some(at) = self.binding(&name.name) else {
+                    return;
+                };
+                let Item::Let(binding) = &self.items[at] else {
+                    return;
+                };
+                let pipeline = binding.pipeline.clone();
+                let span = pipeline.span;
+                let table = self.stage(pipeline, at);
+                if let Item::Let(binding) = &mut self.items[at] {
+                    binding.pipeline = Pipeline {
+                        from: Relation {
+                            source: RelationSource::Named(Ident { name: table, span }),
+                            alias: None,
+                            span,
+                        },
+                        stages: Vec::new(),
+                        span,
+                    };
+                }
+            }
+            RelationSource::Pipeline(pipeline) => {
+                let span = pipeline.span;
+                let table = self.stage(pipeline.as_ref().clone(), self.items.len());
+                relation.source = RelationSource::Named(Ident { name: table, span });
+            }
+        }
+    }
+
+    /// A new stage running `pipeline` with the `let` bindings among the first `visible`
+    /// items; returns its table's name.
+    fn stage(&mut self, mut pipeline: Pipeline, visible: usize) -> String {
+        // A `let` it reads that ends on the host is staged first, to be computed once for
+        // this stage and every other use of it.
+        if let RelationSource::Named(name) = &pipeline.from.source {
+            let visible_let = self.binding(&name.name).is_some_and(|at| at < visible);
+            if visible_let && self.relation_ends_on_host(&pipeline.from) {
+                self.stage_relation(&mut pipeline.from);
+            }
+        }
+        let table = (self.table_name)(self.stages.len() + 1);
+        let mut items = self.declarations.clone();
+        items.extend(
+            self.items[..visible]
+                .iter()
+                .filter(|item| matches!(item, Item::Let(_)))
+                .cloned(),
+        );
+        items.push(Item::Query(pipeline));
+        self.stages.push(Stage {
+            table: table.clone(),
+            script: Script { items },
+        });
+        table
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_grammar::source_to_ast;
+
+    /// The stages of `source` and the script left, each written as its pipelines' table names
+    /// and stage keywords.
+    fn split_source(source: &str) -> Vec<String> {
+        let ast = source_to_ast(source).expect("parses");
+        let Some(staged) = split(&ast, &mut |n| format!("stage{n}")) else {
+            return vec!["(no stages)".into()];
+        };
+        let mut lines: Vec<String> = staged
+            .stages
+            .iter()
+            .map(|stage| format!("{} <- {}", stage.table, outline(&stage.script)))
+            .collect();
+        lines.push(format!("main: {}", outline(&staged.script)));
+        lines
+    }
+
+    fn outline(script: &Script) -> String {
+        script
+            .items
+            .iter()
+            .map(|item| match item {
+                Item::Table(t) => format!("table {}", t.name.name),
+                Item::Let(b) => format!("let {} = {}", b.name.name, pipeline(&b.pipeline)),
+                Item::Query(p) => pipeline(p),
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    fn relation(relation: &Relation) -> String {
+        match &relation.source {
+            RelationSource::Named(name) => name.name.clone(),
+            RelationSource::Pipeline(p) => format!("({})", pipeline(p)),
+        }
+    }
+
+    fn pipeline(pipeline: &Pipeline) -> String {
+        let mut words = vec![format!("from {}", relation(&pipeline.from))];
+        for stage in &pipeline.stages {
+            words.push(match &stage.kind {
+                StageKind::Where(_) => "where".into(),
+                StageKind::Select(_) => "select".into(),
+                StageKind::Derive(_) => "derive".into(),
+                StageKind::Join { relation: r, .. } => format!("join {}", relation(r)),
+                StageKind::Group { .. } => "group".into(),
+                StageKind::Aggregate(_) => "aggregate".into(),
+                StageKind::Sort(_) => "sort".into(),
+                StageKind::Take(_) => "take".into(),
+                StageKind::Distinct => "distinct".into(),
+                StageKind::SetOp { relation: r, .. } => format!("setop {}", relation(r)),
+                StageKind::Product(r) => format!("product {}", relation(r)),
+            });
+        }
+        words.join(" | ")
+    }
+
+    #[test]
+    fn pipelines_that_stay_on_the_device_need_no_stages() {
+        let lines = split_source(
+            "let big = from part | where p_size > 10\n\
+             from lineitem | join big on l_partkey == p_partkey | group l_returnflag { n = count() } | sort l_returnflag",
+        );
+        assert_eq!(lines, ["(no stages)"]);
+    }
+
+    #[test]
+    fn a_grouped_let_joined_is_staged_once_for_all_its_uses() {
+        let lines = split_source(
+            "let revenue = from lineitem | group l_suppkey { total = sum(l_extendedprice) }\n\
+             let top = from revenue | aggregate { best = max(total) }\n\
+             from supplier | join revenue on s_suppkey == l_suppkey | product top | where total == best",
+        );
+        assert_eq!(
+            lines,
+            [
+                "stage1 <- from lineitem | group",
+                "stage2 <- let revenue = from stage1; from revenue | aggregate",
+                "main: let revenue = from stage1; let top = from stage2; \
+                 from supplier | join revenue | product top | where",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_parenthesized_grouping_is_staged_in_place() {
+        let lines = split_source(
+            "from lineitem\n\
+             | join (from lineitem | group l_partkey { limit = 0.2 * avg(l_quantity) }) as a on l_partkey == a.l_partkey\n\
+             | where l_quantity < limit | aggregate { n = count() }",
+        );
+        assert_eq!(
+            lines,
+            [
+                "stage1 <- from lineitem | group",
+                "main: from lineitem | join stage1 | where | aggregate",
+            ]
+        );
+    }
+
+    #[test]
+    fn rows_grouped_before_a_join_are_staged_up_to_it() {
+        let lines = split_source(
+            "from lineitem | group l_orderkey { quantity = sum(l_quantity) } | where quantity > 300\n\
+             | join orders on l_orderkey == o_orderkey | sort o_totalprice desc | take 100",
+        );
+        assert_eq!(
+            lines,
+            [
+                "stage1 <- from lineitem | group | where",
+                "main: from stage1 | join orders | sort | take",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_grouped_let_read_by_a_staged_relation_is_staged_first() {
+        let lines = split_source(
+            "let revenue = from lineorder | group lo_suppkey { total = sum(lo_revenue) }\n\
+             let best = from revenue | aggregate { top = max(total) }\n\
+             from revenue | product best | where total == top",
+        );
+        assert_eq!(
+            lines,
+            [
+                "stage1 <- from lineorder | group",
+                "stage2 <- let revenue = from stage1; from revenue | aggregate",
+                "main: let revenue = from stage1; let best = from stage2; \
+                 from revenue | product best | where",
+            ]
+        );
+    }
+
+    #[test]
+    fn stages_nest_inside_out() {
+        let lines = split_source(
+            "from supplier\n\
+             | join semi (from partsupp | join (from lineitem | group l_partkey { q = sum(l_quantity) }) on ps_partkey == l_partkey | where ps_availqty > q) on s_suppkey == ps_suppkey",
+        );
+        assert_eq!(
+            lines,
+            [
+                "stage1 <- from lineitem | group",
+                "main: from supplier | join (from partsupp | join stage1 | where)",
+            ]
+        );
+    }
+
+    #[test]
+    fn union_all_of_pipelines_stays_on_the_device_but_union_of_groups_does_not() {
+        assert_eq!(
+            split_source("from part | select p_size | union all (from part | select p_size)"),
+            ["(no stages)"]
+        );
+        let lines = split_source(
+            "from part | group p_size {} | union all (from supplier | group s_nation {} | select p_size = 1)",
+        );
+        assert_eq!(
+            lines,
+            [
+                "stage1 <- from supplier | group | select",
+                "stage2 <- from part | group",
+                "main: from stage2 | setop stage1",
+            ]
+        );
+    }
+}
