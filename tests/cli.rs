@@ -1276,3 +1276,84 @@ fn the_tpch_benchmark_runs_every_query_it_writes() {
     assert_eq!(queries[0]["rows"], 4);
     assert_eq!(queries[1]["rows"], 10);
 }
+
+/// A script joining a grouped result runs in stages on every path a user takes: `run` reports
+/// their time, the resident engine (the shell, like the server) runs it twice with the same
+/// answer, `--emit physical` lists the stages, and compiling it ahead of time is refused in
+/// one line. Its answer is checked against DuckDB by `tests/conformance/stages`.
+#[test]
+fn a_script_joining_a_grouped_result_runs_in_stages() {
+    let script = "let revenue = from lineorder | group lo_suppkey { total = sum(lo_revenue) }\n\
+                  let best = from revenue | aggregate { top = max(total) }\n\
+                  from revenue | product best | where total == top | select lo_suppkey, total";
+    let run = tessera(&[
+        "run",
+        "-c",
+        script,
+        "--data",
+        data(),
+        "--device",
+        "cpu",
+        "--format",
+        "csv",
+        "--timing",
+    ]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let answer = text(&run.stdout);
+    assert!(answer.starts_with("lo_suppkey,total\n"), "{answer}");
+    assert_eq!(answer.lines().count(), 2, "{answer}");
+    assert!(
+        text(&run.stderr).contains("stages: "),
+        "{}",
+        text(&run.stderr)
+    );
+
+    let shell = tessera_with_input(
+        &["shell", "--data", data(), "--device", "cpu"],
+        &format!(".format csv\n{script};\n{script};\n"),
+    );
+    assert!(shell.status.success(), "{}", text(&shell.stderr));
+    assert_eq!(text(&shell.stdout), format!("{answer}{answer}"));
+
+    let dir = tempfile::tempdir().expect("a scratch folder");
+    let file = dir.path().join("best.tq");
+    std::fs::write(&file, script).expect("script written");
+    let file = file.to_str().expect("utf-8 path");
+    let emitted = tessera(&[
+        "compile",
+        file,
+        "--data",
+        data(),
+        "--emit",
+        "physical",
+        "--target",
+        "host",
+    ]);
+    assert!(emitted.status.success(), "{}", text(&emitted.stderr));
+    assert_eq!(
+        text(&emitted.stdout),
+        "runs in 2 stages before its queries, each planned once those before it have run; \
+         `tessera run --timing` lists their kernels\n\
+         stage#1 = from lineorder | group lo_suppkey { total = sum(lo_revenue) }\n\
+         stage#2 = from revenue | aggregate { top = max(total) }\n"
+    );
+    let artifact = dir.path().join("best.tqx");
+    let compiled = tessera(&[
+        "compile",
+        file,
+        "--data",
+        data(),
+        "--target",
+        "host",
+        "-o",
+        artifact.to_str().expect("utf-8 path"),
+    ]);
+    assert_eq!(compiled.status.code(), Some(1));
+    let stderr = text(&compiled.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("cannot be compiled ahead of time yet"),
+        "{stderr}"
+    );
+    assert!(!artifact.exists());
+}

@@ -162,11 +162,10 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         finish_preparing(&compiled.catalog);
         report.mark("prepared");
         report.prepared = compiled.catalog.prepared_counts();
-        if args.timing && compiled.staged_ms > 0.0 {
-            eprintln!(
-                "stages: {:.1} ms compiling and running the stages the script was split into, before it was compiled",
-                compiled.staged_ms
-            );
+        if args.timing {
+            for stage in &compiled.stages {
+                eprintln!("stage {stage}");
+            }
         }
         let times = (
             compiled.compile_ms,

@@ -14,7 +14,7 @@ use tessera_grammar::source_to_ast;
 use tessera_runtime::exec::gpu::GpuBackend;
 use tessera_runtime::exec::gpu::{probe, GpuInfo};
 use tessera_runtime::exec::host::HostBackend;
-use tessera_runtime::exec::{run_query, Backend, RuntimeError};
+use tessera_runtime::exec::{run_query, Backend, RuntimeError, Timing};
 use tessera_runtime::program::{Code, Program, QueryProgram};
 use tessera_runtime::result::ResultTable;
 use tessera_runtime::{Target, TileShape};
@@ -126,9 +126,9 @@ pub struct Compiled {
     pub cache_keys: Vec<String>,
     /// Whether the program came from the kernel cache (no compiler work was done).
     pub from_cache: bool,
-    /// Milliseconds spent running the stages the script was split into (`stage#N` tables),
-    /// compiling them included.
-    pub staged_ms: f64,
+    /// For `--timing`, a line on each stage the script was split into (`stage#N` tables): its
+    /// rows and where its time went.
+    pub stages: Vec<String>,
 }
 
 impl Compiled {
@@ -147,7 +147,7 @@ impl Compiled {
             codegen: CodegenTimes::default(),
             cache_keys: vec![key],
             from_cache: true,
-            staged_ms: 0.0,
+            stages: Vec::new(),
         }
     }
 
@@ -241,18 +241,19 @@ pub fn compile_with_catalog(
 ) -> Result<Compiled, Failure> {
     let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
     if let Some(staged) = split_into_stages(&ast) {
-        let started = Instant::now();
         let catalog = open_for(script, &ast, data, options)?;
-        let catalog = Arc::new(run_stages(
+        let mut reports = Vec::new();
+        let catalog = run_stages(
             script,
             &staged.stages,
             catalog,
             options,
             use_cache,
-        )?);
-        let staged_ms = started.elapsed().as_secs_f64() * 1e3;
-        let mut compiled = compile_ast(script, staged.script, catalog, options, use_cache)?;
-        compiled.staged_ms = staged_ms;
+            &mut reports,
+        )?;
+        let mut compiled =
+            compile_ast(script, staged.script, Arc::new(catalog), options, use_cache)?;
+        compiled.stages = reports;
         return Ok(compiled);
     }
     let declares = ast.declares_tables();
@@ -318,9 +319,11 @@ fn run_stages(
     catalog: Catalog,
     options: &CompileOptions,
     use_cache: bool,
+    reports: &mut Vec<String>,
 ) -> Result<Catalog, Failure> {
     let mut catalog = Arc::new(catalog);
     for (index, stage) in stages.iter().enumerate() {
+        let started = Instant::now();
         let keyed = Script {
             name: script.name.clone(),
             source: format!("{}\n-- stage {}", script.source, index + 1),
@@ -344,8 +347,10 @@ fn run_stages(
             )?;
             outcome = run_stage(&compiled.program, &catalog);
         }
-        let result = outcome.map_err(Failure::from)?;
+        let (result, timing) = outcome.map_err(Failure::from)?;
+        let compile_ms = compiled.compile_ms;
         drop(compiled);
+        let made = Instant::now();
         let columns = result
             .columns
             .iter()
@@ -360,24 +365,33 @@ fn run_stages(
             .ok_or_else(|| Failure::Message("internal error: a stage's catalog is shared".into()))?
             .add_table(&stage.table, columns)
             .map_err(|e| Failure::Message(e.to_string()))?;
+        reports.push(format!(
+            "{}: {} rows in {:.1} ms: compile {compile_ms:.1}, setup {:.1}, kernels {:.3}, result {:.1}, into a table {:.1}",
+            stage.table,
+            result.rows.len(),
+            started.elapsed().as_secs_f64() * 1e3,
+            timing.setup_ms,
+            timing.query_ms,
+            timing.finish_ms,
+            made.elapsed().as_secs_f64() * 1e3,
+        ));
     }
     Arc::try_unwrap(catalog)
         .map_err(|_| Failure::Message("internal error: a stage's catalog is shared".into()))
 }
 
-/// The result of a stage's one query.
-fn run_stage(program: &Program, catalog: &Catalog) -> Result<ResultTable, RuntimeError> {
+/// The result of a stage's one query, and the time its queries took.
+fn run_stage(program: &Program, catalog: &Catalog) -> Result<(ResultTable, Timing), RuntimeError> {
     let mut backend: Box<dyn Backend> = match &program.code {
         Code::Ptx(ptx) => Box::new(GpuBackend::new(ptx, program.cubins.as_ref())?),
         Code::HostObject(object) => Box::new(HostBackend::new(object)?),
     };
-    let mut tables = Vec::new();
+    let mut last = None;
     for query in &program.queries {
-        tables.push(run_query(backend.as_mut(), query, catalog)?.table);
+        let outcome = run_query(backend.as_mut(), query, catalog)?;
+        last = Some((outcome.table, outcome.timing));
     }
-    tables
-        .pop()
-        .ok_or_else(|| RuntimeError::Malformed("a stage has no query".into()))
+    last.ok_or_else(|| RuntimeError::Malformed("a stage has no query".into()))
 }
 
 /// The program of `queries`, planned from `script` against `catalog` since `started`: with a
@@ -482,7 +496,7 @@ pub fn generate(
         codegen,
         cache_keys: keys,
         from_cache: false,
-        staged_ms: 0.0,
+        stages: Vec::new(),
     };
     compiled.store();
     Ok(compiled)
