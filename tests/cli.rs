@@ -1303,7 +1303,7 @@ fn a_script_joining_a_grouped_result_runs_in_stages() {
     assert!(answer.starts_with("lo_suppkey,total\n"), "{answer}");
     assert_eq!(answer.lines().count(), 2, "{answer}");
     assert!(
-        text(&run.stderr).contains("stages: "),
+        text(&run.stderr).contains("stage stage#2: 1 rows in "),
         "{}",
         text(&run.stderr)
     );

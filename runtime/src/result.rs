@@ -5,6 +5,8 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
+use rayon::prelude::*;
+
 use tessera_storage::types::compare_floats;
 use tessera_storage::{date, decimal, Catalog, DataType, Dictionary, Value};
 
@@ -221,12 +223,16 @@ pub(crate) fn decode_fetched(
         (ResultShape::Scalar { aggregates }, Fetched::Scalar(columns)) => {
             let mut row = Vec::with_capacity(aggregates.len());
             for (slot, (values, counts)) in aggregates.iter().zip(&columns) {
+                let dictionary = match slot.ty {
+                    DataType::Str => dictionary(catalog, slot.dictionary.as_ref())?,
+                    _ => None,
+                };
                 row.push(aggregate_value(
                     slot,
                     values,
                     counts.as_deref(),
                     0,
-                    catalog,
+                    dictionary.as_ref(),
                 )?);
             }
             Rows {
@@ -248,17 +254,17 @@ pub(crate) fn decode_fetched(
                 .iter()
                 .map(|k| dictionary(catalog, k.dictionary.as_ref()))
                 .collect::<Result<Vec<_>, _>>()?;
-            let mut rows = Vec::with_capacity(present.slots.len());
-            let mut digits = vec![0u64; keys.len()];
-            for (i, &slot) in present.slots.iter().enumerate() {
-                let mut row = Vec::with_capacity(keys.len() + aggregates.len());
+            let dictionaries = aggregate_dictionaries(aggregates, dictionaries, catalog)?;
+            let rows = decode_groups(&present, |i, slot, row| {
+                let mut digits = vec![0u64; keys.len()];
                 let mut rest = slot;
                 for (i, key) in keys.iter().enumerate().rev() {
                     let slots = key.size + u64::from(key.nullable);
                     digits[i] = rest % slots;
                     rest /= slots;
                 }
-                for ((key, &digit), dictionary) in keys.iter().zip(&digits).zip(&dictionaries) {
+                for ((key, &digit), dictionary) in keys.iter().zip(&digits).zip(&dictionaries.keys)
+                {
                     if digit == key.size {
                         row.push(Value::Null);
                         continue;
@@ -269,9 +275,15 @@ pub(crate) fn decode_fetched(
                         dictionary.as_ref(),
                     ));
                 }
-                push_aggregates(&mut row, aggregates, &places, &present, i, catalog)?;
-                rows.push(row);
-            }
+                push_aggregates(
+                    row,
+                    aggregates,
+                    &places,
+                    &present,
+                    i,
+                    &dictionaries.aggregates,
+                )
+            })?;
             Rows {
                 ids: keys
                     .iter()
@@ -301,12 +313,14 @@ pub(crate) fn decode_fetched(
                 .iter()
                 .map(|k| dictionary(catalog, k.dictionary.as_ref()))
                 .collect::<Result<Vec<_>, _>>()?;
-            let mut rows = Vec::with_capacity(present.slots.len());
-            for (i, &slot) in present.slots.iter().enumerate() {
+            let dictionaries = aggregate_dictionaries(aggregates, dictionaries, catalog)?;
+            let rows = decode_groups(&present, |i, slot, row| {
                 let Value::Int(word) =
                     element(&present.columns[0], DataType::I64, present.element(i))?
                 else {
-                    continue;
+                    return Err(RuntimeError::Malformed(
+                        "a hash table's key word is not an integer".into(),
+                    ));
                 };
                 // The last slot holds the one key whose stored form is zero.
                 let packed = if slot == capacity {
@@ -314,8 +328,7 @@ pub(crate) fn decode_fetched(
                 } else {
                     (word as u64) ^ (1 << 63)
                 };
-                let mut row = Vec::with_capacity(keys.len() + aggregates.len());
-                for (key, dictionary) in keys.iter().zip(&dictionaries) {
+                for (key, dictionary) in keys.iter().zip(&dictionaries.keys) {
                     if key.nullable && (packed >> (key.shift + key.bits)) & 1 == 1 {
                         row.push(Value::Null);
                         continue;
@@ -328,9 +341,15 @@ pub(crate) fn decode_fetched(
                     };
                     row.push(key_value(key.ty, raw, dictionary.as_ref()));
                 }
-                push_aggregates(&mut row, aggregates, &places, &present, i, catalog)?;
-                rows.push(row);
-            }
+                push_aggregates(
+                    row,
+                    aggregates,
+                    &places,
+                    &present,
+                    i,
+                    &dictionaries.aggregates,
+                )
+            })?;
             Rows {
                 ids: keys
                     .iter()
@@ -578,22 +597,68 @@ fn aggregate_columns(
         .collect()
 }
 
-/// Adds the aggregates of present slot number `i` to `row`.
+/// The dictionaries a grouped result's keys and string aggregates decode through, looked up
+/// once rather than per group.
+struct GroupDictionaries {
+    keys: Vec<Option<std::sync::Arc<Dictionary>>>,
+    aggregates: Vec<Option<std::sync::Arc<Dictionary>>>,
+}
+
+fn aggregate_dictionaries(
+    aggregates: &[AggregateSlot],
+    keys: Vec<Option<std::sync::Arc<Dictionary>>>,
+    catalog: &Catalog,
+) -> Result<GroupDictionaries, RuntimeError> {
+    let aggregates = aggregates
+        .iter()
+        .map(|a| match a.ty {
+            DataType::Str => dictionary(catalog, a.dictionary.as_ref()),
+            _ => Ok(None),
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(GroupDictionaries { keys, aggregates })
+}
+
+/// Groups decoded per slot below this many are decoded on one thread.
+const PARALLEL_GROUPS: usize = 1 << 14;
+
+/// A row per present slot of a grouped result, in slot order, each made by `decode(i, slot,
+/// row)` (`i`: the slot's number among the present ones): on every core when there are many,
+/// since a grouping's result can hold millions of groups (a stage's, `where` after `group`).
+fn decode_groups(
+    present: &PresentSlots,
+    decode: impl Fn(usize, u64, &mut Vec<Value>) -> Result<(), RuntimeError> + Sync,
+) -> Result<Vec<Vec<Value>>, RuntimeError> {
+    let one = |(i, &slot): (usize, &u64)| {
+        let mut row = Vec::new();
+        decode(i, slot, &mut row)?;
+        Ok(row)
+    };
+    if present.slots.len() < PARALLEL_GROUPS {
+        return present.slots.iter().enumerate().map(one).collect();
+    }
+    present.slots.par_iter().enumerate().map(one).collect()
+}
+
+/// Adds the aggregates of present slot number `i` to `row` (`dictionaries`: each aggregate's,
+/// for strings).
 fn push_aggregates(
     row: &mut Vec<Value>,
     aggregates: &[AggregateSlot],
     places: &[(usize, Option<usize>)],
     present: &PresentSlots,
     i: usize,
-    catalog: &Catalog,
+    dictionaries: &[Option<std::sync::Arc<Dictionary>>],
 ) -> Result<(), RuntimeError> {
-    for (aggregate, &(values, counts)) in aggregates.iter().zip(places) {
+    for ((aggregate, &(values, counts)), dictionary) in
+        aggregates.iter().zip(places).zip(dictionaries)
+    {
         row.push(aggregate_value(
             aggregate,
             &present.columns[values],
             counts.map(|c| present.columns[c].as_slice()),
             present.element(i),
-            catalog,
+            dictionary.as_ref(),
         )?);
     }
     Ok(())
@@ -615,7 +680,7 @@ fn aggregate_value(
     values: &[u8],
     counts: Option<&[u8]>,
     index: usize,
-    catalog: &Catalog,
+    dictionary: Option<&std::sync::Arc<Dictionary>>,
 ) -> Result<Value, RuntimeError> {
     let count = match counts {
         Some(bytes) => match element(bytes, DataType::I64, index)? {
@@ -631,9 +696,7 @@ fn aggregate_value(
     Ok(match (slot.kind, value) {
         (AggregateKind::Avg, Value::Float(sum)) => Value::Float(sum / count.unwrap_or(1) as f64),
         (_, Value::Int(code)) if slot.ty == DataType::Str => {
-            let dictionary = dictionary(catalog, slot.dictionary.as_ref())?;
             let text = dictionary
-                .as_ref()
                 .and_then(|d| d.value(code as i32))
                 .unwrap_or_default();
             Value::Str(text.to_string())
@@ -663,13 +726,19 @@ fn apply(op: &HostOp, rows: &mut Rows) -> Result<(), RuntimeError> {
             .rows
             .truncate(usize::try_from(*n).unwrap_or(usize::MAX)),
         HostOp::Filter(predicate) => {
-            let mut kept = Vec::with_capacity(rows.rows.len());
-            for row in std::mem::take(&mut rows.rows) {
-                if evaluate(predicate, &row, rows)? == Value::Bool(true) {
-                    kept.push(row);
-                }
-            }
-            rows.rows = kept;
+            let all = std::mem::take(&mut rows.rows);
+            let keep = |row: Vec<Value>| match evaluate(predicate, &row, rows) {
+                Ok(Value::Bool(true)) => Some(Ok(row)),
+                Ok(_) => None,
+                Err(e) => Some(Err(e)),
+            };
+            rows.rows = if all.len() < PARALLEL_GROUPS {
+                all.into_iter().filter_map(keep).collect::<Result<_, _>>()?
+            } else {
+                all.into_par_iter()
+                    .filter_map(keep)
+                    .collect::<Result<_, _>>()?
+            };
         }
         HostOp::CheckSum {
             exact,
@@ -708,10 +777,12 @@ fn apply(op: &HostOp, rows: &mut Rows) -> Result<(), RuntimeError> {
         }
         HostOp::Aggregate { keys, aggregates } => *rows = grouped(rows, keys, aggregates)?,
         HostOp::Compute { id, ty, expr } => {
-            let mut values = Vec::with_capacity(rows.rows.len());
-            for row in &rows.rows {
-                values.push(evaluate(expr, row, rows)?);
-            }
+            let value = |row: &Vec<Value>| evaluate(expr, row, rows);
+            let values: Vec<Value> = if rows.rows.len() < PARALLEL_GROUPS {
+                rows.rows.iter().map(value).collect::<Result<_, _>>()?
+            } else {
+                rows.rows.par_iter().map(value).collect::<Result<_, _>>()?
+            };
             let position = match rows.ids.iter().position(|i| i == id) {
                 Some(p) => p,
                 None => {
