@@ -219,6 +219,8 @@ pub(crate) fn decode_fetched(
             "a grouped result read back as another shape".into(),
         )),
     };
+    // How many of the steps were applied as the groups were decoded.
+    let mut applied = 0;
     let mut rows = match (&spec.shape, fetched) {
         (ResultShape::Scalar { aggregates }, Fetched::Scalar(columns)) => {
             let mut row = Vec::with_capacity(aggregates.len());
@@ -255,7 +257,18 @@ pub(crate) fn decode_fetched(
                 .map(|k| dictionary(catalog, k.dictionary.as_ref()))
                 .collect::<Result<Vec<_>, _>>()?;
             let dictionaries = aggregate_dictionaries(aggregates, dictionaries, catalog)?;
-            let rows = decode_groups(&present, |i, slot, row| {
+            let checks = RowChecks::leading(
+                &spec.steps,
+                keys.iter()
+                    .map(|k| k.id)
+                    .chain(aggregates.iter().map(|a| a.id))
+                    .collect(),
+                keys.iter()
+                    .map(|k| k.ty)
+                    .chain(aggregates.iter().map(|a| a.ty))
+                    .collect(),
+            );
+            let rows = decode_groups(&present, &checks, |i, slot, row| {
                 let mut digits = vec![0u64; keys.len()];
                 let mut rest = slot;
                 for (i, key) in keys.iter().enumerate().rev() {
@@ -284,19 +297,8 @@ pub(crate) fn decode_fetched(
                     &dictionaries.aggregates,
                 )
             })?;
-            Rows {
-                ids: keys
-                    .iter()
-                    .map(|k| k.id)
-                    .chain(aggregates.iter().map(|a| a.id))
-                    .collect(),
-                types: keys
-                    .iter()
-                    .map(|k| k.ty)
-                    .chain(aggregates.iter().map(|a| a.ty))
-                    .collect(),
-                rows,
-            }
+            applied = checks.ops.len();
+            checks.into_rows(rows)
         }
         (
             ResultShape::Hash {
@@ -314,7 +316,18 @@ pub(crate) fn decode_fetched(
                 .map(|k| dictionary(catalog, k.dictionary.as_ref()))
                 .collect::<Result<Vec<_>, _>>()?;
             let dictionaries = aggregate_dictionaries(aggregates, dictionaries, catalog)?;
-            let rows = decode_groups(&present, |i, slot, row| {
+            let checks = RowChecks::leading(
+                &spec.steps,
+                keys.iter()
+                    .map(|k| k.id)
+                    .chain(aggregates.iter().map(|a| a.id))
+                    .collect(),
+                keys.iter()
+                    .map(|k| k.ty)
+                    .chain(aggregates.iter().map(|a| a.ty))
+                    .collect(),
+            );
+            let rows = decode_groups(&present, &checks, |i, slot, row| {
                 let Value::Int(word) =
                     element(&present.columns[0], DataType::I64, present.element(i))?
                 else {
@@ -350,19 +363,8 @@ pub(crate) fn decode_fetched(
                     &dictionaries.aggregates,
                 )
             })?;
-            Rows {
-                ids: keys
-                    .iter()
-                    .map(|k| k.id)
-                    .chain(aggregates.iter().map(|a| a.id))
-                    .collect(),
-                types: keys
-                    .iter()
-                    .map(|k| k.ty)
-                    .chain(aggregates.iter().map(|a| a.ty))
-                    .collect(),
-                rows,
-            }
+            applied = checks.ops.len();
+            checks.into_rows(rows)
         }
         (
             ResultShape::Rows { columns, .. },
@@ -377,7 +379,7 @@ pub(crate) fn decode_fetched(
             ))
         }
     };
-    for op in &spec.steps {
+    for op in &spec.steps[applied..] {
         apply(op, &mut rows)?;
     }
     output_table(spec, rows)
@@ -627,17 +629,104 @@ const PARALLEL_GROUPS: usize = 1 << 14;
 /// since a grouping's result can hold millions of groups (a stage's, `where` after `group`).
 fn decode_groups(
     present: &PresentSlots,
+    checks: &RowChecks,
     decode: impl Fn(usize, u64, &mut Vec<Value>) -> Result<(), RuntimeError> + Sync,
 ) -> Result<Vec<Vec<Value>>, RuntimeError> {
     let one = |(i, &slot): (usize, &u64)| {
         let mut row = Vec::new();
-        decode(i, slot, &mut row)?;
-        Ok(row)
+        if let Err(e) = decode(i, slot, &mut row) {
+            return Some(Err(e));
+        }
+        match checks.keep(&row) {
+            Ok(true) => Some(Ok(row)),
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
+        }
     };
     if present.slots.len() < PARALLEL_GROUPS {
-        return present.slots.iter().enumerate().map(one).collect();
+        return present.slots.iter().enumerate().filter_map(one).collect();
     }
-    present.slots.par_iter().enumerate().map(one).collect()
+    present
+        .slots
+        .par_iter()
+        .enumerate()
+        .filter_map(one)
+        .collect()
+}
+
+/// The leading host steps of a grouped result that look at one row at a time and leave its
+/// columns as they are (`where` filters, sum checks): applied to each group as it is decoded,
+/// so that a grouping of millions of groups followed by a `where` never holds them all.
+struct RowChecks<'a> {
+    ops: &'a [HostOp],
+    /// The columns of a row, as the steps name them.
+    header: Rows,
+}
+
+impl<'a> RowChecks<'a> {
+    fn leading(steps: &'a [HostOp], ids: Vec<u32>, types: Vec<DataType>) -> RowChecks<'a> {
+        let count = steps
+            .iter()
+            .take_while(|op| matches!(op, HostOp::Filter(_) | HostOp::CheckSum { .. }))
+            .count();
+        RowChecks {
+            ops: &steps[..count],
+            header: Rows {
+                ids,
+                types,
+                rows: Vec::new(),
+            },
+        }
+    }
+
+    /// Whether `row` passes every check; an error where a sum check fails.
+    fn keep(&self, row: &[Value]) -> Result<bool, RuntimeError> {
+        for op in self.ops {
+            if !check_row(op, row, &self.header)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The rows the checks passed, under their columns.
+    fn into_rows(self, rows: Vec<Vec<Value>>) -> Rows {
+        Rows {
+            rows,
+            ..self.header
+        }
+    }
+}
+
+/// Whether `row` (of the columns `header` names) passes `op`, a filter or a sum check; other
+/// steps keep every row.
+fn check_row(op: &HostOp, row: &[Value], header: &Rows) -> Result<bool, RuntimeError> {
+    match op {
+        HostOp::Filter(predicate) => Ok(evaluate(predicate, row, header)? == Value::Bool(true)),
+        HostOp::CheckSum {
+            exact,
+            approximate,
+            name,
+        } => {
+            let (exact, approximate) = (header.position(*exact)?, header.position(*approximate)?);
+            // A wrapped sum is 2^64 units away from the true one; float rounding is far less.
+            let (sum, unit) = match &row[exact] {
+                Value::Int(sum) => (*sum as f64, 1.0),
+                Value::Decimal(raw, scale) => (
+                    decimal::to_float(*raw, *scale),
+                    decimal::to_float(1, *scale),
+                ),
+                _ => return Ok(true),
+            };
+            if let Value::Float(estimate) = row[approximate] {
+                if (sum - estimate).abs() > 2f64.powi(63) * unit {
+                    return Err(RuntimeError::SumOverflow(name.clone()));
+                }
+            }
+            Ok(true)
+        }
+        _ => Ok(true),
+    }
 }
 
 /// Adds the aggregates of present slot number `i` to `row` (`dictionaries`: each aggregate's,
@@ -725,11 +814,11 @@ fn apply(op: &HostOp, rows: &mut Rows) -> Result<(), RuntimeError> {
         HostOp::Limit(n) => rows
             .rows
             .truncate(usize::try_from(*n).unwrap_or(usize::MAX)),
-        HostOp::Filter(predicate) => {
+        HostOp::Filter(_) => {
             let all = std::mem::take(&mut rows.rows);
-            let keep = |row: Vec<Value>| match evaluate(predicate, &row, rows) {
-                Ok(Value::Bool(true)) => Some(Ok(row)),
-                Ok(_) => None,
+            let keep = |row: Vec<Value>| match check_row(op, &row, rows) {
+                Ok(true) => Some(Ok(row)),
+                Ok(false) => None,
                 Err(e) => Some(Err(e)),
             };
             rows.rows = if all.len() < PARALLEL_GROUPS {
@@ -740,28 +829,9 @@ fn apply(op: &HostOp, rows: &mut Rows) -> Result<(), RuntimeError> {
                     .collect::<Result<_, _>>()?
             };
         }
-        HostOp::CheckSum {
-            exact,
-            approximate,
-            name,
-        } => {
-            let (exact, approximate) = (rows.position(*exact)?, rows.position(*approximate)?);
+        HostOp::CheckSum { .. } => {
             for row in &rows.rows {
-                // A wrapped sum is 2^64 units away from the true one; float rounding is far
-                // less.
-                let (sum, unit) = match &row[exact] {
-                    Value::Int(sum) => (*sum as f64, 1.0),
-                    Value::Decimal(raw, scale) => (
-                        decimal::to_float(*raw, *scale),
-                        decimal::to_float(1, *scale),
-                    ),
-                    _ => continue,
-                };
-                if let Value::Float(estimate) = row[approximate] {
-                    if (sum - estimate).abs() > 2f64.powi(63) * unit {
-                        return Err(RuntimeError::SumOverflow(name.clone()));
-                    }
-                }
+                check_row(op, row, rows)?;
             }
         }
         HostOp::Repeat(copies) => {
