@@ -1268,13 +1268,16 @@ fn the_tpch_benchmark_runs_every_query_it_writes() {
     assert_eq!(
         names,
         [
-            "q01", "q03", "q04", "q05", "q06", "q07", "q08", "q09", "q12", "q13", "q14", "q16",
-            "q19"
+            "q01", "q02", "q03", "q04", "q05", "q06", "q07", "q08", "q09", "q10", "q11", "q12",
+            "q13", "q14", "q15", "q16", "q17", "q18", "q19", "q20"
         ]
     );
     // Q1 has a group per return flag and line status in the data; Q3 takes ten.
     assert_eq!(queries[0]["rows"], 4);
-    assert_eq!(queries[1]["rows"], 10);
+    assert_eq!(queries[2]["rows"], 10);
+    // Q2 runs in stages, whose time is reported beside its kernels; Q1 does not.
+    assert!(queries[1]["stages_ms"].as_f64().is_some_and(|ms| ms > 0.0));
+    assert!(queries[0]["stages_ms"].is_null());
 }
 
 /// A script joining a grouped result runs in stages on every path a user takes: `run` reports

@@ -257,17 +257,8 @@ pub(crate) fn decode_fetched(
                 .map(|k| dictionary(catalog, k.dictionary.as_ref()))
                 .collect::<Result<Vec<_>, _>>()?;
             let dictionaries = aggregate_dictionaries(aggregates, dictionaries, catalog)?;
-            let checks = RowChecks::leading(
-                &spec.steps,
-                keys.iter()
-                    .map(|k| k.id)
-                    .chain(aggregates.iter().map(|a| a.id))
-                    .collect(),
-                keys.iter()
-                    .map(|k| k.ty)
-                    .chain(aggregates.iter().map(|a| a.ty))
-                    .collect(),
-            );
+            let checks =
+                RowChecks::for_groups(&spec.steps, keys.iter().map(|k| (k.id, k.ty)), aggregates);
             let rows = decode_groups(&present, &checks, |i, slot, row| {
                 let mut digits = vec![0u64; keys.len()];
                 let mut rest = slot;
@@ -316,17 +307,8 @@ pub(crate) fn decode_fetched(
                 .map(|k| dictionary(catalog, k.dictionary.as_ref()))
                 .collect::<Result<Vec<_>, _>>()?;
             let dictionaries = aggregate_dictionaries(aggregates, dictionaries, catalog)?;
-            let checks = RowChecks::leading(
-                &spec.steps,
-                keys.iter()
-                    .map(|k| k.id)
-                    .chain(aggregates.iter().map(|a| a.id))
-                    .collect(),
-                keys.iter()
-                    .map(|k| k.ty)
-                    .chain(aggregates.iter().map(|a| a.ty))
-                    .collect(),
-            );
+            let checks =
+                RowChecks::for_groups(&spec.steps, keys.iter().map(|k| (k.id, k.ty)), aggregates);
             let rows = decode_groups(&present, &checks, |i, slot, row| {
                 let Value::Int(word) =
                     element(&present.columns[0], DataType::I64, present.element(i))?
@@ -664,11 +646,18 @@ struct RowChecks<'a> {
 }
 
 impl<'a> RowChecks<'a> {
-    fn leading(steps: &'a [HostOp], ids: Vec<u32>, types: Vec<DataType>) -> RowChecks<'a> {
+    /// The checks among `steps` for a grouped result's rows: its keys (id and type), then its
+    /// aggregates.
+    fn for_groups(
+        steps: &'a [HostOp],
+        keys: impl Iterator<Item = (u32, DataType)>,
+        aggregates: &[AggregateSlot],
+    ) -> RowChecks<'a> {
         let count = steps
             .iter()
             .take_while(|op| matches!(op, HostOp::Filter(_) | HostOp::CheckSum { .. }))
             .count();
+        let (ids, types) = keys.chain(aggregates.iter().map(|a| (a.id, a.ty))).unzip();
         RowChecks {
             ops: &steps[..count],
             header: Rows {

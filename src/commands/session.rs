@@ -126,9 +126,37 @@ pub struct Compiled {
     pub cache_keys: Vec<String>,
     /// Whether the program came from the kernel cache (no compiler work was done).
     pub from_cache: bool,
-    /// For `--timing`, a line on each stage the script was split into (`stage#N` tables): its
-    /// rows and where its time went.
-    pub stages: Vec<String>,
+    /// The stages the script was split into (`stage#N` tables), as they ran.
+    pub stages: Vec<StageReport>,
+}
+
+/// A stage as it ran: its table, its rows, and where its time went (milliseconds).
+pub struct StageReport {
+    pub table: String,
+    pub rows: usize,
+    pub total_ms: f64,
+    pub compile_ms: f64,
+    pub setup_ms: f64,
+    pub kernels_ms: f64,
+    pub result_ms: f64,
+    pub into_table_ms: f64,
+}
+
+impl std::fmt::Display for StageReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} rows in {:.1} ms: compile {:.1}, setup {:.1}, kernels {:.3}, result {:.1}, into a table {:.1}",
+            self.table,
+            self.rows,
+            self.total_ms,
+            self.compile_ms,
+            self.setup_ms,
+            self.kernels_ms,
+            self.result_ms,
+            self.into_table_ms
+        )
+    }
 }
 
 impl Compiled {
@@ -319,7 +347,7 @@ fn run_stages(
     catalog: Catalog,
     options: &CompileOptions,
     use_cache: bool,
-    reports: &mut Vec<String>,
+    reports: &mut Vec<StageReport>,
 ) -> Result<Catalog, Failure> {
     let mut catalog = Arc::new(catalog);
     for (index, stage) in stages.iter().enumerate() {
@@ -328,23 +356,20 @@ fn run_stages(
             name: script.name.clone(),
             source: format!("{}\n-- stage {}", script.source, index + 1),
         };
-        let mut compiled = compile_ast(
-            &keyed,
-            stage.script.clone(),
-            Arc::clone(&catalog),
-            options,
-            use_cache,
-        )?;
-        let mut outcome = run_stage(&compiled.program, &catalog);
-        if matches!(outcome, Err(RuntimeError::Stale(_))) && compiled.from_cache {
-            compiled.forget();
-            compiled = compile_ast(
+        let compile = |use_cache| {
+            compile_ast(
                 &keyed,
                 stage.script.clone(),
                 Arc::clone(&catalog),
                 options,
-                false,
-            )?;
+                use_cache,
+            )
+        };
+        let mut compiled = compile(use_cache)?;
+        let mut outcome = run_stage(&compiled.program, &catalog);
+        if matches!(outcome, Err(RuntimeError::Stale(_))) && compiled.from_cache {
+            compiled.forget();
+            compiled = compile(false)?;
             outcome = run_stage(&compiled.program, &catalog);
         }
         let (result, timing) = outcome.map_err(Failure::from)?;
@@ -365,16 +390,16 @@ fn run_stages(
             .ok_or_else(|| Failure::Message("internal error: a stage's catalog is shared".into()))?
             .add_table(&stage.table, columns)
             .map_err(|e| Failure::Message(e.to_string()))?;
-        reports.push(format!(
-            "{}: {} rows in {:.1} ms: compile {compile_ms:.1}, setup {:.1}, kernels {:.3}, result {:.1}, into a table {:.1}",
-            stage.table,
-            result.rows.len(),
-            started.elapsed().as_secs_f64() * 1e3,
-            timing.setup_ms,
-            timing.query_ms,
-            timing.finish_ms,
-            made.elapsed().as_secs_f64() * 1e3,
-        ));
+        reports.push(StageReport {
+            table: stage.table.clone(),
+            rows: result.rows.len(),
+            total_ms: started.elapsed().as_secs_f64() * 1e3,
+            compile_ms,
+            setup_ms: timing.setup_ms,
+            kernels_ms: timing.query_ms,
+            result_ms: timing.finish_ms,
+            into_table_ms: made.elapsed().as_secs_f64() * 1e3,
+        });
     }
     Arc::try_unwrap(catalog)
         .map_err(|_| Failure::Message("internal error: a stage's catalog is shared".into()))
