@@ -28,7 +28,7 @@ use crate::commands::cache;
 use crate::commands::compile::{open, Script};
 use crate::commands::session::{
     choose_target, compile_planned, compile_with_catalog, compression_for, configure, shape_of,
-    split_into_stages, with_constants, CompileOptions, Compiled, DeviceChoice,
+    with_constants, CompileOptions, Compiled, DeviceChoice,
 };
 use crate::failure::Failure;
 
@@ -218,7 +218,7 @@ impl Engine {
                 catalog,
             }
         };
-        if ast.declares_tables() || split_into_stages(&ast).is_some() {
+        if ast.declares_tables() || tessera_compiler::staging::runs_in_stages(&ast) {
             // Declarations change how the data is read, and stages add tables: the script gets
             // a catalog of its own.
             let compiled =

@@ -72,6 +72,11 @@ pub fn split(script: &Script, table_name: &mut dyn FnMut(usize) -> String) -> Op
     })
 }
 
+/// Whether `script` runs in stages: [`split`] would find some.
+pub fn runs_in_stages(script: &Script) -> bool {
+    split(script, &mut |n| n.to_string()).is_some()
+}
+
 /// The split in words, for `--emit physical` and after: each stage's relation as written in
 /// `source`, and the script that reads their tables. Each stage is planned only once those
 /// before it have run, against their results, so no plan of it can be shown beforehand.

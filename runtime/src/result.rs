@@ -4,6 +4,7 @@
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 
@@ -252,44 +253,40 @@ pub(crate) fn decode_fetched(
             // Where each aggregate lies among the buffers read at the groups (as fetched).
             let places = aggregate_columns(aggregates, &mut Vec::new());
             let present = groups(fetched)?;
-            let dictionaries = keys
+            let columns: Vec<_> = keys
                 .iter()
-                .map(|k| dictionary(catalog, k.dictionary.as_ref()))
-                .collect::<Result<Vec<_>, _>>()?;
-            let dictionaries = aggregate_dictionaries(aggregates, dictionaries, catalog)?;
-            let checks =
-                RowChecks::for_groups(&spec.steps, keys.iter().map(|k| (k.id, k.ty)), aggregates);
-            let rows = decode_groups(&present, &checks, |i, slot, row| {
-                let mut digits = vec![0u64; keys.len()];
-                let mut rest = slot;
-                for (i, key) in keys.iter().enumerate().rev() {
-                    let slots = key.size + u64::from(key.nullable);
-                    digits[i] = rest % slots;
-                    rest /= slots;
-                }
-                for ((key, &digit), dictionary) in keys.iter().zip(&digits).zip(&dictionaries.keys)
-                {
-                    if digit == key.size {
-                        row.push(Value::Null);
-                        continue;
+                .map(|k| (k.id, k.ty, k.dictionary.as_ref()))
+                .collect();
+            let grouped = Grouped {
+                present: &present,
+                keys: &columns,
+                aggregates,
+                places: &places,
+            };
+            let (rows, checked) =
+                grouped.rows(&spec.steps, catalog, |_, slot, row, dictionaries| {
+                    let mut digits = vec![0u64; keys.len()];
+                    let mut rest = slot;
+                    for (i, key) in keys.iter().enumerate().rev() {
+                        let slots = key.size + u64::from(key.nullable);
+                        digits[i] = rest % slots;
+                        rest /= slots;
                     }
-                    row.push(key_value(
-                        key.ty,
-                        key.min + digit as i64,
-                        dictionary.as_ref(),
-                    ));
-                }
-                push_aggregates(
-                    row,
-                    aggregates,
-                    &places,
-                    &present,
-                    i,
-                    &dictionaries.aggregates,
-                )
-            })?;
-            applied = checks.ops.len();
-            checks.into_rows(rows)
+                    for ((key, &digit), dictionary) in keys.iter().zip(&digits).zip(dictionaries) {
+                        if digit == key.size {
+                            row.push(Value::Null);
+                            continue;
+                        }
+                        row.push(key_value(
+                            key.ty,
+                            key.min + digit as i64,
+                            dictionary.as_ref(),
+                        ));
+                    }
+                    Ok(())
+                })?;
+            applied = checked;
+            rows
         }
         (
             ResultShape::Hash {
@@ -302,51 +299,47 @@ pub(crate) fn decode_fetched(
             // The key words come back first, then the aggregates (as fetched).
             let places = aggregate_columns(aggregates, &mut vec![(*key_buffer, 8)]);
             let present = groups(fetched)?;
-            let dictionaries = keys
+            let columns: Vec<_> = keys
                 .iter()
-                .map(|k| dictionary(catalog, k.dictionary.as_ref()))
-                .collect::<Result<Vec<_>, _>>()?;
-            let dictionaries = aggregate_dictionaries(aggregates, dictionaries, catalog)?;
-            let checks =
-                RowChecks::for_groups(&spec.steps, keys.iter().map(|k| (k.id, k.ty)), aggregates);
-            let rows = decode_groups(&present, &checks, |i, slot, row| {
-                let Value::Int(word) =
-                    element(&present.columns[0], DataType::I64, present.element(i))?
-                else {
-                    return Err(RuntimeError::Malformed(
-                        "a hash table's key word is not an integer".into(),
-                    ));
-                };
-                // The last slot holds the one key whose stored form is zero.
-                let packed = if slot == capacity {
-                    1u64 << 63
-                } else {
-                    (word as u64) ^ (1 << 63)
-                };
-                for (key, dictionary) in keys.iter().zip(&dictionaries.keys) {
-                    if key.nullable && (packed >> (key.shift + key.bits)) & 1 == 1 {
-                        row.push(Value::Null);
-                        continue;
-                    }
-                    let raw = match key.min {
-                        Some(min) => {
-                            min.wrapping_add(((packed >> key.shift) & low_bits(key.bits)) as i64)
-                        }
-                        None => unpack(packed, key.shift, key.bits),
+                .map(|k| (k.id, k.ty, k.dictionary.as_ref()))
+                .collect();
+            let grouped = Grouped {
+                present: &present,
+                keys: &columns,
+                aggregates,
+                places: &places,
+            };
+            let (rows, checked) =
+                grouped.rows(&spec.steps, catalog, |i, slot, row, dictionaries| {
+                    let Value::Int(word) =
+                        element(&present.columns[0], DataType::I64, present.element(i))?
+                    else {
+                        return Err(RuntimeError::Malformed(
+                            "a hash table's key word is not an integer".into(),
+                        ));
                     };
-                    row.push(key_value(key.ty, raw, dictionary.as_ref()));
-                }
-                push_aggregates(
-                    row,
-                    aggregates,
-                    &places,
-                    &present,
-                    i,
-                    &dictionaries.aggregates,
-                )
-            })?;
-            applied = checks.ops.len();
-            checks.into_rows(rows)
+                    // The last slot holds the one key whose stored form is zero.
+                    let packed = if slot == capacity {
+                        1u64 << 63
+                    } else {
+                        (word as u64) ^ (1 << 63)
+                    };
+                    for (key, dictionary) in keys.iter().zip(dictionaries) {
+                        if key.nullable && (packed >> (key.shift + key.bits)) & 1 == 1 {
+                            row.push(Value::Null);
+                            continue;
+                        }
+                        let raw = match key.min {
+                            Some(min) => min
+                                .wrapping_add(((packed >> key.shift) & low_bits(key.bits)) as i64),
+                            None => unpack(packed, key.shift, key.bits),
+                        };
+                        row.push(key_value(key.ty, raw, dictionary.as_ref()));
+                    }
+                    Ok(())
+                })?;
+            applied = checked;
+            rows
         }
         (
             ResultShape::Rows { columns, .. },
@@ -533,7 +526,7 @@ fn unpack(packed: u64, shift: u32, bits: u32) -> i64 {
 fn dictionary(
     catalog: &Catalog,
     source: Option<&(String, String)>,
-) -> Result<Option<std::sync::Arc<Dictionary>>, RuntimeError> {
+) -> Result<Option<Arc<Dictionary>>, RuntimeError> {
     let Some((table, column)) = source else {
         return Ok(None);
     };
@@ -581,59 +574,91 @@ fn aggregate_columns(
         .collect()
 }
 
-/// The dictionaries a grouped result's keys and string aggregates decode through, looked up
-/// once rather than per group.
-struct GroupDictionaries {
-    keys: Vec<Option<std::sync::Arc<Dictionary>>>,
-    aggregates: Vec<Option<std::sync::Arc<Dictionary>>>,
+/// The groups of a grouped result as fetched: the present slots, each key's column (id, type
+/// and the stored column whose dictionary its codes index), the aggregates and where each lies
+/// among the fetched buffers (`aggregate_columns`).
+struct Grouped<'a> {
+    present: &'a PresentSlots,
+    keys: &'a [KeyColumn<'a>],
+    aggregates: &'a [AggregateSlot],
+    places: &'a [(usize, Option<usize>)],
 }
 
-fn aggregate_dictionaries(
-    aggregates: &[AggregateSlot],
-    keys: Vec<Option<std::sync::Arc<Dictionary>>>,
-    catalog: &Catalog,
-) -> Result<GroupDictionaries, RuntimeError> {
-    let aggregates = aggregates
-        .iter()
-        .map(|a| match a.ty {
-            DataType::Str => dictionary(catalog, a.dictionary.as_ref()),
-            _ => Ok(None),
-        })
-        .collect::<Result<_, _>>()?;
-    Ok(GroupDictionaries { keys, aggregates })
-}
+/// A group key's column: its id, its type, and the stored column (table, column) whose
+/// dictionary its codes index.
+type KeyColumn<'a> = (u32, DataType, Option<&'a (String, String)>);
 
 /// Groups decoded per slot below this many are decoded on one thread.
 const PARALLEL_GROUPS: usize = 1 << 14;
 
-/// A row per present slot of a grouped result, in slot order, each made by `decode(i, slot,
-/// row)` (`i`: the slot's number among the present ones): on every core when there are many,
-/// since a grouping's result can hold millions of groups (a stage's, `where` after `group`).
-fn decode_groups(
-    present: &PresentSlots,
-    checks: &RowChecks,
-    decode: impl Fn(usize, u64, &mut Vec<Value>) -> Result<(), RuntimeError> + Sync,
-) -> Result<Vec<Vec<Value>>, RuntimeError> {
-    let one = |(i, &slot): (usize, &u64)| {
-        let mut row = Vec::new();
-        if let Err(e) = decode(i, slot, &mut row) {
-            return Some(Err(e));
-        }
-        match checks.keep(&row) {
-            Ok(true) => Some(Ok(row)),
-            Ok(false) => None,
-            Err(e) => Some(Err(e)),
-        }
-    };
-    if present.slots.len() < PARALLEL_GROUPS {
-        return present.slots.iter().enumerate().filter_map(one).collect();
+impl Grouped<'_> {
+    /// A row per present slot, in slot order: its keys, written by `keys(i, slot, row,
+    /// dictionaries)` (`i`: the slot's number among the present ones; `dictionaries`: each
+    /// key's, looked up once rather than per group), then its aggregates. The leading checks
+    /// among `steps` run on each row as it is decoded; returns the rows kept and how many steps
+    /// that was. On every core when there are many, since a grouping's result can hold
+    /// millions of groups (a stage's, `where` after `group`).
+    fn rows(
+        &self,
+        steps: &[HostOp],
+        catalog: &Catalog,
+        keys: impl Fn(usize, u64, &mut Vec<Value>, &[Option<Arc<Dictionary>>]) -> Result<(), RuntimeError>
+            + Sync,
+    ) -> Result<(Rows, usize), RuntimeError> {
+        let key_dictionaries = self
+            .keys
+            .iter()
+            .map(|&(_, _, source)| dictionary(catalog, source))
+            .collect::<Result<Vec<_>, _>>()?;
+        let aggregate_dictionaries = self
+            .aggregates
+            .iter()
+            .map(|a| match a.ty {
+                DataType::Str => dictionary(catalog, a.dictionary.as_ref()),
+                _ => Ok(None),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let checks = RowChecks::for_groups(
+            steps,
+            self.keys.iter().map(|&(id, ty, _)| (id, ty)),
+            self.aggregates,
+        );
+        let one = |(i, &slot): (usize, &u64)| -> Result<Option<Vec<Value>>, RuntimeError> {
+            let mut row = Vec::with_capacity(self.keys.len() + self.aggregates.len());
+            keys(i, slot, &mut row, &key_dictionaries)?;
+            for ((aggregate, &(values, counts)), dictionary) in self
+                .aggregates
+                .iter()
+                .zip(self.places)
+                .zip(&aggregate_dictionaries)
+            {
+                row.push(aggregate_value(
+                    aggregate,
+                    &self.present.columns[values],
+                    counts.map(|c| self.present.columns[c].as_slice()),
+                    self.present.element(i),
+                    dictionary.as_ref(),
+                )?);
+            }
+            Ok(checks.keep(&row)?.then_some(row))
+        };
+        let slots = &self.present.slots;
+        let rows = if slots.len() < PARALLEL_GROUPS {
+            slots
+                .iter()
+                .enumerate()
+                .filter_map(|slot| one(slot).transpose())
+                .collect::<Result<_, _>>()?
+        } else {
+            slots
+                .par_iter()
+                .enumerate()
+                .filter_map(|slot| one(slot).transpose())
+                .collect::<Result<_, _>>()?
+        };
+        let applied = checks.ops.len();
+        Ok((checks.into_rows(rows), applied))
     }
-    present
-        .slots
-        .par_iter()
-        .enumerate()
-        .filter_map(one)
-        .collect()
 }
 
 /// The leading host steps of a grouped result that look at one row at a time and leave its
@@ -718,32 +743,8 @@ fn check_row(op: &HostOp, row: &[Value], header: &Rows) -> Result<bool, RuntimeE
     }
 }
 
-/// Adds the aggregates of present slot number `i` to `row` (`dictionaries`: each aggregate's,
-/// for strings).
-fn push_aggregates(
-    row: &mut Vec<Value>,
-    aggregates: &[AggregateSlot],
-    places: &[(usize, Option<usize>)],
-    present: &PresentSlots,
-    i: usize,
-    dictionaries: &[Option<std::sync::Arc<Dictionary>>],
-) -> Result<(), RuntimeError> {
-    for ((aggregate, &(values, counts)), dictionary) in
-        aggregates.iter().zip(places).zip(dictionaries)
-    {
-        row.push(aggregate_value(
-            aggregate,
-            &present.columns[values],
-            counts.map(|c| present.columns[c].as_slice()),
-            present.element(i),
-            dictionary.as_ref(),
-        )?);
-    }
-    Ok(())
-}
-
 /// A group key's value from its raw integer (a dictionary code for strings).
-fn key_value(ty: DataType, raw: i64, dictionary: Option<&std::sync::Arc<Dictionary>>) -> Value {
+fn key_value(ty: DataType, raw: i64, dictionary: Option<&Arc<Dictionary>>) -> Value {
     match (ty, dictionary) {
         (DataType::Str, Some(d)) => Value::Str(d.value(raw as i32).unwrap_or_default().to_string()),
         (DataType::Date, _) => Value::Date(raw as i32),
@@ -758,7 +759,7 @@ fn aggregate_value(
     values: &[u8],
     counts: Option<&[u8]>,
     index: usize,
-    dictionary: Option<&std::sync::Arc<Dictionary>>,
+    dictionary: Option<&Arc<Dictionary>>,
 ) -> Result<Value, RuntimeError> {
     let count = match counts {
         Some(bytes) => match element(bytes, DataType::I64, index)? {

@@ -247,7 +247,7 @@ pub fn compile_script(
     use_cache: bool,
 ) -> Result<Compiled, Failure> {
     let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
-    if split_into_stages(&ast).is_some() {
+    if staging::runs_in_stages(&ast) {
         // A program holds the stages' code but not their results, and its main query's code
         // is made for those results.
         return Err(Failure::Message(format!(
@@ -330,7 +330,7 @@ fn compile_ast(
 /// The stages `ast` splits into (`tessera_compiler::staging`), their tables named `stage#N`
 /// with `N` counted over the process, so that the tables of two scripts a resident engine
 /// runs never share a name (its device keeps columns by name).
-pub fn split_into_stages(ast: &tessera_grammar::ast::Script) -> Option<staging::Staged> {
+fn split_into_stages(ast: &tessera_grammar::ast::Script) -> Option<staging::Staged> {
     static STAGES: AtomicUsize = AtomicUsize::new(0);
     staging::split(ast, &mut |_| {
         format!("stage#{}", STAGES.fetch_add(1, Ordering::Relaxed) + 1)

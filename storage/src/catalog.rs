@@ -168,15 +168,25 @@ impl Catalog {
         Ok(Catalog {
             tables,
             broken,
+            loading,
+            ..Catalog::empty()
+        })
+    }
+
+    /// A catalog of no tables, nothing loaded, columns plain, no prepared store.
+    fn empty() -> Catalog {
+        Catalog {
+            tables: BTreeMap::new(),
+            broken: BTreeMap::new(),
             cache: Mutex::new(HashMap::new()),
             page_dictionaries: Mutex::new(HashMap::new()),
             unique_values: Mutex::new(HashMap::new()),
-            loading,
+            loading: HashMap::new(),
             compression: Compression::None,
             packed: Mutex::new(PackedColumns::default()),
             prepared: None,
             progress: Arc::new(NoProgress),
-        })
+        }
     }
 
     /// An in-memory catalog of the given tables and columns.
@@ -197,18 +207,7 @@ impl Catalog {
     pub fn try_from_columns(
         tables: Vec<(String, Vec<(String, Column)>)>,
     ) -> Result<Catalog, StorageError> {
-        let mut catalog = Catalog {
-            tables: BTreeMap::new(),
-            broken: BTreeMap::new(),
-            cache: Mutex::new(HashMap::new()),
-            page_dictionaries: Mutex::new(HashMap::new()),
-            unique_values: Mutex::new(HashMap::new()),
-            loading: HashMap::new(),
-            compression: Compression::None,
-            packed: Mutex::new(PackedColumns::default()),
-            prepared: None,
-            progress: Arc::new(NoProgress),
-        };
+        let mut catalog = Catalog::empty();
         for (name, columns) in tables {
             catalog.add_table(&name, columns)?;
         }
