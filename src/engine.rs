@@ -218,9 +218,12 @@ impl Engine {
                 catalog,
             }
         };
-        if ast.declares_tables() || tessera_compiler::staging::runs_in_stages(&ast) {
-            // Declarations change how the data is read, and stages add tables: the script gets
-            // a catalog of its own.
+        if ast.declares_tables()
+            || tessera_compiler::staging::runs_in_stages(&ast)
+            || tessera_compiler::decorrelate::candidate(&ast)
+        {
+            // Declarations change how the data is read, and stages (which decorrelating a join
+            // makes) add tables: the script gets a catalog of its own.
             let compiled =
                 compile_with_catalog(script, &self.data, &self.options, true, &mut |_| None)?;
             let catalog = Arc::clone(&compiled.catalog);

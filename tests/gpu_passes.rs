@@ -42,7 +42,10 @@ fn scripts() -> Vec<(String, String)> {
 /// Whether `source` runs in stages (`tessera_compiler::staging`): its queries are planned as
 /// its stages run, against their results, so it has no pipelines to compile here.
 fn runs_in_stages(source: &str) -> bool {
-    source_to_ast(source).is_ok_and(|ast| tessera_compiler::staging::runs_in_stages(&ast))
+    source_to_ast(source).is_ok_and(|ast| {
+        tessera_compiler::staging::runs_in_stages(&ast)
+            || tessera_compiler::decorrelate::candidate(&ast)
+    })
 }
 
 fn script_of(path: &Path) -> Option<String> {

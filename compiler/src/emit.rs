@@ -118,6 +118,7 @@ pub fn emit_for_tile(
         return Ok(ast_to_string(&ast));
     }
     let catalog = catalog.ok_or(EmitError::NeedsData)?;
+    let ast = crate::decorrelate::rewrite(ast, catalog);
     if matches!(stage, Stage::Physical | Stage::Llvm | Stage::Ptx) {
         if let Some(staged) = crate::staging::split(&ast, &mut |n| format!("stage#{n}")) {
             return Ok(crate::staging::describe(&staged, source));

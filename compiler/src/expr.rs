@@ -334,6 +334,20 @@ impl Expr {
         Expr::binary(BinaryOp::And, self, other, DataType::Bool, span)
     }
 
+    /// True where `self` is false or null: `case when self then false else true end`.
+    pub fn is_not_true(self) -> Expr {
+        let span = self.span;
+        Expr::new(
+            ExprKind::Case {
+                branches: vec![(self, Expr::boolean(false, span))],
+                otherwise: Some(Box::new(Expr::boolean(true, span))),
+            },
+            DataType::Bool,
+            false,
+            span,
+        )
+    }
+
     pub fn is_true(&self) -> bool {
         matches!(self.kind, ExprKind::Literal(Value::Bool(true)))
     }
@@ -546,6 +560,18 @@ pub struct DisplayExpr<'a> {
 impl fmt::Display for DisplayExpr<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write_expr(f, self.expr, self.columns, true)
+    }
+}
+
+impl DisplayExpr<'_> {
+    /// The text as one of several conditions joined with `and`: an `or` in parentheses.
+    pub fn as_conjunct(&self) -> String {
+        match &self.expr.kind {
+            ExprKind::Binary {
+                op: BinaryOp::Or, ..
+            } => format!("({self})"),
+            _ => self.to_string(),
+        }
     }
 }
 

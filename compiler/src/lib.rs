@@ -6,6 +6,7 @@
 pub mod analyze;
 pub mod codegen;
 pub mod columns;
+pub mod decorrelate;
 pub mod emit;
 pub mod expr;
 pub mod logical;

@@ -10,7 +10,7 @@
 //! The rewrite keeps every span, so diagnostics of a stage point into the script as written.
 
 use tessera_grammar::ast::{
-    Ident, Item, Pipeline, Relation, RelationSource, Script, SetOp, StageKind,
+    ExprKind, Ident, Item, Pipeline, Relation, RelationSource, Script, SetOp, StageKind,
 };
 
 /// A query to run before the script, and the table its result becomes.
@@ -20,6 +20,26 @@ pub struct Stage {
     /// The script's declarations, the `let` bindings visible where the relation was written,
     /// and the relation as the one query.
     pub script: Script,
+}
+
+impl Stage {
+    /// The names of the result's keys when the relation ends with a `group`: no combination
+    /// of their values occurs twice.
+    pub fn grouped_keys(&self) -> Option<Vec<String>> {
+        let Some(Item::Query(pipeline)) = self.script.items.last() else {
+            return None;
+        };
+        let StageKind::Group { keys, .. } = &pipeline.stages.last()?.kind else {
+            return None;
+        };
+        keys.iter()
+            .map(|item| match (&item.name, &item.expr.kind) {
+                (Some(name), _) => Some(name.name.clone()),
+                (None, ExprKind::Column { name, .. }) => Some(name.name.clone()),
+                (None, _) => None,
+            })
+            .collect()
+    }
 }
 
 /// A script split into stages: run `stages` in order, each result a table of the name it

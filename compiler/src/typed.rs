@@ -13,6 +13,30 @@ use crate::expr::{AggregateExpr, Expr};
 #[derive(Clone, Debug)]
 pub struct TypedScript {
     pub queries: Vec<TypedQuery>,
+    /// The semi and anti joins whose `on` compares the two inputs other than as keys, as
+    /// analysis read each condition (`crate::decorrelate` rewrites them).
+    pub correlated: Vec<CorrelatedJoin>,
+}
+
+/// A semi or anti join's `on` with a condition across both inputs other than a key equality.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CorrelatedJoin {
+    /// The span of the `on` condition, which names the join in the script.
+    pub on: Span,
+    /// What each conjunct of `on` is, in the order written.
+    pub conjuncts: Vec<ConjunctSides>,
+}
+
+/// Which inputs a conjunct of a join's `on` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConjunctSides {
+    /// An equality of keys; `joined_first` when its left operand reads the joined relation.
+    Key { joined_first: bool },
+    /// A condition on the joined relation's columns alone.
+    Joined,
+    /// A condition reading both inputs: `Some(joined_first)` for a comparison with one operand
+    /// over each input, `None` for any other.
+    Across { joined_first: Option<bool> },
 }
 
 #[derive(Clone, Debug)]
@@ -110,6 +134,10 @@ pub enum TypedStageKind {
         relation: TypedRelation,
         /// Equalities `left == right`, left side over the pipeline, right side over `relation`.
         keys: Vec<(Expr, Expr)>,
+        /// Semi and anti joins: the conditions of `on` reading both inputs other than keys. A
+        /// row of the pipeline matches a row of `relation` whose keys are equal and for which
+        /// this is true.
+        residual: Option<Expr>,
     },
     Group {
         keys: Vec<Binding>,
@@ -220,6 +248,7 @@ impl Printer<'_> {
                 kind,
                 relation,
                 keys,
+                residual,
             } => {
                 let kind = match kind {
                     JoinKind::Inner => "join",
@@ -237,6 +266,12 @@ impl Printer<'_> {
                             right.display(columns),
                             left.ty
                         ),
+                    )?;
+                }
+                if let Some(residual) = residual {
+                    self.line(
+                        depth + 1,
+                        format_args!("and {}", residual.display(columns).as_conjunct()),
                     )?;
                 }
             }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tessera_compiler::codegen::{pipelines_to_program_timed, CodegenTimes};
 use tessera_compiler::physical::constants::{self, Constant};
 use tessera_compiler::physical::{PartitionJoins, PhysicalQuery};
-use tessera_compiler::{staging, Compilation};
+use tessera_compiler::{decorrelate, staging, Compilation};
 use tessera_grammar::source_to_ast;
 use tessera_runtime::exec::gpu::GpuBackend;
 use tessera_runtime::exec::gpu::{probe, GpuInfo};
@@ -247,7 +247,16 @@ pub fn compile_script(
     use_cache: bool,
 ) -> Result<Compiled, Failure> {
     let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
-    if staging::runs_in_stages(&ast) {
+    let opened = if decorrelate::candidate(&ast) {
+        Some(open_for(script, &ast, data, options)?)
+    } else {
+        None
+    };
+    let stages = match &opened {
+        Some(catalog) => staging::runs_in_stages(&decorrelate::rewrite(ast, catalog)),
+        None => staging::runs_in_stages(&ast),
+    };
+    if stages {
         // A program holds the stages' code but not their results, and its main query's code
         // is made for those results.
         return Err(Failure::Message(format!(
@@ -268,8 +277,18 @@ pub fn compile_with_catalog(
     cached: &mut dyn FnMut(Option<Arc<Catalog>>) -> Option<Arc<Catalog>>,
 ) -> Result<Compiled, Failure> {
     let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
-    if let Some(staged) = split_into_stages(&ast) {
+    // Decorrelating a join needs the catalog to tell its inputs apart, and it makes stages.
+    let (ast, opened) = if decorrelate::candidate(&ast) {
         let catalog = open_for(script, &ast, data, options)?;
+        (decorrelate::rewrite(ast, &catalog), Some(catalog))
+    } else {
+        (ast, None)
+    };
+    if let Some(staged) = split_into_stages(&ast) {
+        let catalog = match opened {
+            Some(catalog) => catalog,
+            None => open_for(script, &ast, data, options)?,
+        };
         let mut reports = Vec::new();
         let catalog = run_stages(
             script,
@@ -386,10 +405,15 @@ fn run_stages(
             })
             .collect::<Result<Vec<_>, String>>()
             .map_err(|e| Failure::Message(format!("internal error: a stage's result: {e}")))?;
-        Arc::get_mut(&mut catalog)
-            .ok_or_else(|| Failure::Message("internal error: a stage's catalog is shared".into()))?
+        let adding = Arc::get_mut(&mut catalog).ok_or_else(|| {
+            Failure::Message("internal error: a stage's catalog is shared".into())
+        })?;
+        adding
             .add_table(&stage.table, columns)
             .map_err(|e| Failure::Message(e.to_string()))?;
+        if let Some(keys) = stage.grouped_keys() {
+            adding.add_unique_key(&stage.table, keys);
+        }
         reports.push(StageReport {
             table: stage.table.clone(),
             rows: result.rows.len(),

@@ -81,6 +81,9 @@ pub struct Catalog {
     /// Whether a loaded column's values are unique, once checked: planning asks it of every
     /// join key, and checking means sorting or marking every value.
     pub(crate) unique_values: Mutex<HashMap<(String, String), Option<bool>>>,
+    /// Sets of a table's columns known to hold no combination of values twice: the keys of
+    /// a grouped result added as a table.
+    unique_keys: BTreeMap<String, Vec<Vec<String>>>,
     /// One lock per table, held while that table's columns load, so that threads asking for
     /// the same columns at once read the files once; other tables load meanwhile.
     loading: HashMap<String, Mutex<()>>,
@@ -181,6 +184,7 @@ impl Catalog {
             cache: Mutex::new(HashMap::new()),
             page_dictionaries: Mutex::new(HashMap::new()),
             unique_values: Mutex::new(HashMap::new()),
+            unique_keys: BTreeMap::new(),
             loading: HashMap::new(),
             compression: Compression::None,
             packed: Mutex::new(PackedColumns::default()),
@@ -424,6 +428,24 @@ impl Catalog {
         };
         lock(&self.page_dictionaries).insert(key, found.clone());
         Ok(found)
+    }
+
+    /// Records that `columns` of `table` hold no combination of values twice (a grouped
+    /// result's keys, which a column's statistics cannot tell when there are several).
+    pub fn add_unique_key(&mut self, table: &str, columns: Vec<String>) {
+        self.unique_keys
+            .entry(table.to_string())
+            .or_default()
+            .push(columns);
+    }
+
+    /// Whether `columns` of `table` together hold no combination of values twice, as a key
+    /// recorded with [`Catalog::add_unique_key`] among them says.
+    pub fn is_unique_key(&self, table: &str, columns: &[&str]) -> bool {
+        self.unique_keys.get(table).is_some_and(|keys| {
+            keys.iter()
+                .any(|key| key.iter().all(|c| columns.contains(&c.as_str())))
+        })
     }
 
     /// Whether no value of a key column occurs twice (`None` where the type has no such

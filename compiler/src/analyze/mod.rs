@@ -23,6 +23,7 @@ use crate::typed::{
 
 pub use declarations::{declared_tables, DeclaredTable};
 use scope::PipelineContext;
+pub(crate) use stages::split_conjunction;
 
 type Result<T> = std::result::Result<T, Diagnostic>;
 
@@ -46,6 +47,7 @@ pub fn ast_to_typed(
         lets: Vec::new(),
         visible_lets: 0,
         columns: Columns::default(),
+        correlated: Vec::new(),
     };
     let mut queries = Vec::new();
     for item in &script.items {
@@ -83,7 +85,14 @@ pub fn ast_to_typed(
         ));
     }
     if diagnostics.is_empty() {
-        Ok(TypedScript { queries })
+        let mut correlated = analyzer.correlated;
+        // A `let` is analyzed where it is used: once for each use.
+        let mut seen = std::collections::HashSet::new();
+        correlated.retain(|join| seen.insert(join.on));
+        Ok(TypedScript {
+            queries,
+            correlated,
+        })
     } else {
         Err(diagnostics)
     }
@@ -101,6 +110,8 @@ struct Analyzer<'a> {
     visible_lets: usize,
     /// The columns of the query being analyzed.
     columns: Columns,
+    /// Semi and anti joins seen whose `on` reads both inputs other than as keys.
+    correlated: Vec<crate::typed::CorrelatedJoin>,
 }
 
 impl<'a> Analyzer<'a> {

@@ -10,8 +10,8 @@ use tessera_storage::DataType;
 use crate::columns::{ColumnId, ColumnInfo};
 use crate::expr::{AggregateExpr, Expr};
 use crate::typed::{
-    AggregateBinding, Binding, Scope, ScopeEntry, SortKey, TypedPipeline, TypedRelation,
-    TypedSource, TypedStage, TypedStageKind,
+    AggregateBinding, Binding, ConjunctSides, CorrelatedJoin, Scope, ScopeEntry, SortKey,
+    TypedPipeline, TypedRelation, TypedSource, TypedStage, TypedStageKind,
 };
 
 use super::computed::{computed_entries, ComputedEntries};
@@ -350,23 +350,37 @@ impl Analyzer<'_> {
 
         let mut keys = Vec::new();
         let mut right_filters = Vec::new();
+        let mut across = Vec::new();
+        let mut sides = Vec::new();
         for conjunct in split_conjunction(on) {
-            if let Some((l, r)) = self.join_key(conjunct, &both, &left_ids, &right_ids)? {
+            if let Some((l, r, joined_first)) =
+                self.join_key(conjunct, &both, &left_ids, &right_ids)?
+            {
                 keys.push(self.check_join_key(conjunct, l, r)?);
+                sides.push(ConjunctSides::Key { joined_first });
                 continue;
             }
-            // Any other condition must read the joined relation only: it then selects which of
-            // its rows take part, for every kind of join, exactly as a `where` inside it would.
+            // Any other condition reading the joined relation only selects which of its rows
+            // take part, for every kind of join, exactly as a `where` inside it would.
             let condition = self.condition(conjunct, &both, "`on`")?;
             let used = condition.columns_used();
             if used.iter().all(|c| right_ids.contains(c)) {
                 right_filters.push(condition);
+                sides.push(ConjunctSides::Joined);
                 continue;
             }
-            let message = if used.iter().all(|c| left_ids.contains(c)) {
-                "conditions in `on` on the pipeline's own columns are not supported yet"
+            let reads_both = used.iter().any(|c| right_ids.contains(c));
+            if reads_both && matches!(kind, JoinKind::Semi | JoinKind::Anti) {
+                sides.push(ConjunctSides::Across {
+                    joined_first: self.compared_across(conjunct, &both, &left_ids, &right_ids)?,
+                });
+                across.push(condition);
+                continue;
+            }
+            let message = if reads_both {
+                "conditions in `on` comparing both inputs other than equalities of keys are supported in `join semi` and `join anti` only"
             } else {
-                "conditions in `on` comparing both inputs other than equalities of keys are not supported yet"
+                "conditions in `on` on the pipeline's own columns are not supported yet"
             };
             return Err(Diagnostic::unsupported(conjunct.span, message).with_hint(
                 "write keys as `left_column == right_column`; filter the pipeline with a `where` before the join",
@@ -378,6 +392,13 @@ impl Analyzer<'_> {
                 "`on` needs at least one equality between the pipeline's columns and the joined relation's",
             )
             .with_hint("write `left_column == right_column`; use `product` to pair every row with every row"));
+        }
+        let residual = (!across.is_empty()).then(|| Expr::conjunction(across, on.span));
+        if residual.is_some() {
+            self.correlated.push(CorrelatedJoin {
+                on: on.span,
+                conjuncts: sides,
+            });
         }
         let right = filtered(right, right_filters);
         let output = match kind {
@@ -397,20 +418,21 @@ impl Analyzer<'_> {
                 kind,
                 relation: right,
                 keys,
+                residual,
             },
             output,
         ))
     }
 
     /// `a == b` with `a` over one input and `b` over the other, as (pipeline side, joined
-    /// side); `None` for any other conjunct.
+    /// side, whether `a` is the joined side); `None` for any other conjunct.
     fn join_key(
         &mut self,
         conjunct: &ast::Expr,
         both: &PipelineContext,
         left_ids: &[ColumnId],
         right_ids: &[ColumnId],
-    ) -> Result<Option<(Expr, Expr)>> {
+    ) -> Result<Option<(Expr, Expr, bool)>> {
         let AstExpr::Binary {
             op: BinaryOp::Eq,
             left,
@@ -419,6 +441,45 @@ impl Analyzer<'_> {
         else {
             return Ok(None);
         };
+        Ok(self
+            .operands_across(left, right, both, left_ids, right_ids)?
+            .map(|(a, b, joined_first)| match joined_first {
+                false => (a, b, false),
+                true => (b, a, true),
+            }))
+    }
+
+    /// For a comparison `a op b` (other than `==`, a key) reading both inputs: whether `a`
+    /// reads the joined relation alone and `b` the pipeline alone (`Some(true)`), or the
+    /// reverse (`Some(false)`); `None` for any other condition.
+    fn compared_across(
+        &mut self,
+        conjunct: &ast::Expr,
+        both: &PipelineContext,
+        left_ids: &[ColumnId],
+        right_ids: &[ColumnId],
+    ) -> Result<Option<bool>> {
+        let AstExpr::Binary { op, left, right } = &conjunct.kind else {
+            return Ok(None);
+        };
+        if !op.is_comparison() || *op == BinaryOp::Eq {
+            return Ok(None);
+        }
+        Ok(self
+            .operands_across(left, right, both, left_ids, right_ids)?
+            .map(|(_, _, joined_first)| joined_first))
+    }
+
+    /// `left` and `right` analyzed, when one reads only the pipeline's columns and the other
+    /// only the joined relation's, with whether `left` is the joined one's.
+    fn operands_across(
+        &mut self,
+        left: &ast::Expr,
+        right: &ast::Expr,
+        both: &PipelineContext,
+        left_ids: &[ColumnId],
+        right_ids: &[ColumnId],
+    ) -> Result<Option<(Expr, Expr, bool)>> {
         // A string literal on either side makes this a condition, analyzed as one.
         let (Operand::Value(a), Operand::Value(b)) =
             (self.operand(left, both)?, self.operand(right, both)?)
@@ -430,9 +491,9 @@ impl Analyzer<'_> {
             !used.is_empty() && used.iter().all(|c| ids.contains(c))
         };
         Ok(if over(&a, left_ids) && over(&b, right_ids) {
-            Some((a, b))
+            Some((a, b, false))
         } else if over(&a, right_ids) && over(&b, left_ids) {
-            Some((b, a))
+            Some((a, b, true))
         } else {
             None
         })
@@ -712,7 +773,7 @@ fn check_unique(names: &mut Vec<(String, Span)>, name: &ast::Ident) -> Result<()
     Ok(())
 }
 
-fn split_conjunction(expr: &ast::Expr) -> Vec<&ast::Expr> {
+pub(crate) fn split_conjunction(expr: &ast::Expr) -> Vec<&ast::Expr> {
     match &expr.kind {
         AstExpr::Binary {
             op: BinaryOp::And,

@@ -72,11 +72,13 @@ impl Builder<'_> {
                     kind,
                     relation,
                     keys,
+                    residual,
                 } => LogicalPlan::Join(Join {
                     left: Box::new(plan),
                     right: Box::new(self.relation(relation)),
                     kind: *kind,
                     keys: keys.clone(),
+                    residual: residual.clone(),
                     span: stage.span,
                 }),
                 TypedStageKind::Group { keys, aggregates } => LogicalPlan::Aggregate(Aggregate {

@@ -66,6 +66,7 @@ pub(crate) fn write_plan(out: &mut String, plan: &LogicalPlan, columns: &Columns
                 .keys
                 .iter()
                 .map(|(l, r)| format!("{} == {}", l.display(columns), r.display(columns)))
+                .chain(j.residual.iter().map(|r| r.display(columns).as_conjunct()))
                 .collect();
             writeln!(out, "{indent}{kind} on {}", keys.join(" and "))
         }

@@ -72,6 +72,10 @@ pub struct Join {
     pub right: Box<LogicalPlan>,
     pub kind: JoinKind,
     pub keys: Vec<(Expr, Expr)>,
+    /// Semi and anti joins: what else a match must satisfy, reading both inputs. Planned over
+    /// a joined relation whose keys are unique: the one match per key is looked up and this is
+    /// tested on it.
+    pub residual: Option<Expr>,
     pub span: Span,
 }
 
@@ -187,7 +191,12 @@ impl LogicalPlan {
             LogicalPlan::Scan(scan) => scan.filters.iter().collect(),
             LogicalPlan::Filter(f) => vec![&f.predicate],
             LogicalPlan::Project(p) => p.outputs.iter().map(|(_, e)| e).collect(),
-            LogicalPlan::Join(j) => j.keys.iter().flat_map(|(l, r)| [l, r]).collect(),
+            LogicalPlan::Join(j) => j
+                .keys
+                .iter()
+                .flat_map(|(l, r)| [l, r])
+                .chain(&j.residual)
+                .collect(),
             LogicalPlan::Aggregate(a) => a
                 .keys
                 .iter()
@@ -212,10 +221,13 @@ impl LogicalPlan {
             LogicalPlan::Scan(scan) => scan.filters.iter_mut().for_each(&mut apply),
             LogicalPlan::Filter(f) => apply(&mut f.predicate),
             LogicalPlan::Project(p) => p.outputs.iter_mut().for_each(|(_, e)| apply(e)),
-            LogicalPlan::Join(j) => j.keys.iter_mut().for_each(|(l, r)| {
-                apply(l);
-                apply(r);
-            }),
+            LogicalPlan::Join(j) => {
+                j.keys.iter_mut().for_each(|(l, r)| {
+                    apply(l);
+                    apply(r);
+                });
+                j.residual.iter_mut().for_each(apply);
+            }
             LogicalPlan::Aggregate(a) => {
                 a.keys.iter_mut().for_each(|(_, e)| apply(e));
                 a.aggregates

@@ -77,7 +77,12 @@ fn prune(plan: LogicalPlan, required: &BTreeSet<ColumnId>) -> LogicalPlan {
         }
         LogicalPlan::Join(mut join) => {
             let mut needed = required.clone();
-            needed.extend(used_by(join.keys.iter().flat_map(|(l, r)| [l, r])));
+            needed.extend(used_by(
+                join.keys
+                    .iter()
+                    .flat_map(|(l, r)| [l, r])
+                    .chain(&join.residual),
+            ));
             join.left = Box::new(prune(*join.left, &needed));
             join.right = Box::new(prune(*join.right, &needed));
             LogicalPlan::Join(join)

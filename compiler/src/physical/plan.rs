@@ -251,6 +251,7 @@ impl Planner<'_> {
                     right: product.right.clone(),
                     kind: JoinKind::Inner,
                     keys: vec![(same.clone(), same)],
+                    residual: None,
                     span: self.span,
                 })
             }
@@ -568,6 +569,9 @@ impl Planner<'_> {
     }
 
     fn join(&mut self, join: &crate::logical::Join) -> Result<Flow, Diagnostic> {
+        if let Some(residual) = &join.residual {
+            return self.join_with_residual(join, residual);
+        }
         if join.keys.len() > 1 {
             let Some(packed) = self.packed_join_keys(&join.keys) else {
                 return Err(Diagnostic::unsupported(
@@ -602,6 +606,7 @@ impl Planner<'_> {
                 right: join.left.clone(),
                 kind: JoinKind::Inner,
                 keys: vec![(right_key.clone(), left_key.clone())],
+                residual: None,
                 span: join.span,
             });
         }
@@ -712,6 +717,55 @@ impl Planner<'_> {
             }
         }
         Ok(Flow::Pipelined(probes))
+    }
+
+    /// A semi or anti join whose match must also satisfy `residual`, over a joined relation
+    /// whose keys are unique: the inner join looks up each row's one match and brings its
+    /// columns; the semi join keeps the rows for which `residual` is true, the anti join (as a
+    /// left join, unmatched rows getting nulls) those for which it is not.
+    fn join_with_residual(
+        &mut self,
+        join: &crate::logical::Join,
+        residual: &Expr,
+    ) -> Result<Flow, Diagnostic> {
+        let unique = match join.keys.as_slice() {
+            [(_, key)] => self.unique_in(&join.right, key),
+            keys => self.unique_together(&join.right, keys.iter().map(|(_, key)| key)),
+        };
+        if !unique {
+            // `crate::decorrelate` groups the joined relation by its keys first where it can.
+            return Err(Diagnostic::unsupported(
+                residual.span,
+                "conditions in a semi or anti join's `on` comparing both inputs, other than its keys and one comparison of an expression of each input, are not supported yet",
+            ));
+        }
+        let (kind, keep) = match join.kind {
+            JoinKind::Semi => (JoinKind::Inner, residual.clone()),
+            _ => (JoinKind::Left, residual.clone().is_not_true()),
+        };
+        let looked_up = crate::logical::Join {
+            kind,
+            residual: None,
+            ..join.clone()
+        };
+        let flow = match kind {
+            JoinKind::Left => self.left_join(&looked_up)?,
+            _ => self.join(&looked_up)?,
+        };
+        let Flow::Pipelined(mut opens) = flow else {
+            return Err(Diagnostic::internal(
+                join.span,
+                "a join that is not pipelined",
+            ));
+        };
+        let selectivity = self.estimator.selectivity(&keep);
+        for open in &mut opens {
+            open.steps.push(Step::Filter {
+                predicate: keep.clone(),
+                selectivity,
+            });
+        }
+        Ok(Flow::Pipelined(opens))
     }
 
     /// `join left`: the rows of the inner join, and beside them (as in a `union all`) the left
@@ -835,6 +889,32 @@ impl Planner<'_> {
             Some(column) => self.unique_key(key) && self.kept_once(plan, column),
             None => false,
         }
+    }
+
+    /// Whether `keys` together hold no combination of values twice among the rows `plan`
+    /// produces: they are columns of one table that the catalog knows to be a key of it
+    /// (a grouped stage's keys), and no join in `plan` repeats their rows.
+    fn unique_together<'k>(
+        &self,
+        plan: &LogicalPlan,
+        keys: impl Iterator<Item = &'k Expr>,
+    ) -> bool {
+        let mut table = None;
+        let mut names = Vec::new();
+        for key in keys {
+            let Some(column) = key.as_column() else {
+                return false;
+            };
+            let Some(origin) = &self.columns.get(column).origin else {
+                return false;
+            };
+            if *table.get_or_insert(&origin.table) != &origin.table || !self.kept_once(plan, column)
+            {
+                return false;
+            }
+            names.push(origin.column.as_str());
+        }
+        table.is_some_and(|table| self.estimator.catalog.is_unique_key(table, &names))
     }
 
     /// Whether each row that `column` comes from appears at most once in `plan`'s rows. An
