@@ -1269,7 +1269,7 @@ fn the_tpch_benchmark_runs_every_query_it_writes() {
         names,
         [
             "q01", "q02", "q03", "q04", "q05", "q06", "q07", "q08", "q09", "q10", "q11", "q12",
-            "q13", "q14", "q15", "q16", "q17", "q18", "q19", "q20"
+            "q13", "q14", "q15", "q16", "q17", "q18", "q19", "q20", "q21", "q22"
         ]
     );
     // Q1 has a group per return flag and line status in the data; Q3 takes ten.

@@ -85,6 +85,16 @@ pub enum ExprKind {
         among: BaseColumn,
         entries: u32,
     },
+    /// A string function of a string column (`substring(c_phone, 1, 2)`): its value is a code
+    /// of the dictionary of `derived`, the column of that name the catalog computes
+    /// (`tessera_storage::derived`), read by the operand's code from a table computed once per
+    /// dictionary entry when the query runs; `entries` is the operand's dictionary size it was
+    /// compiled for.
+    Derived {
+        operand: Box<Expr>,
+        derived: BaseColumn,
+        entries: u32,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -374,7 +384,8 @@ impl Expr {
             }
             ExprKind::Cast(operand)
             | ExprKind::IsNull { operand, .. }
-            | ExprKind::Rank { operand, .. } => operand.walk(visit),
+            | ExprKind::Rank { operand, .. }
+            | ExprKind::Derived { operand, .. } => operand.walk(visit),
             ExprKind::Matches {
                 operand, pattern, ..
             } => {
@@ -432,6 +443,15 @@ impl Expr {
             } => ExprKind::Rank {
                 operand: Box::new(operand.transform(rewrite)),
                 among,
+                entries,
+            },
+            ExprKind::Derived {
+                operand,
+                derived,
+                entries,
+            } => ExprKind::Derived {
+                operand: Box::new(operand.transform(rewrite)),
+                derived,
                 entries,
             },
             ExprKind::Matches {
@@ -720,6 +740,7 @@ fn write_expr(f: &mut fmt::Formatter<'_>, e: &Expr, columns: &Columns, top: bool
             write_expr(f, operand, columns, true)?;
             write!(f, " among {among})")
         }
+        ExprKind::Derived { derived, .. } => write!(f, "{}", derived.column),
     }
 }
 

@@ -248,6 +248,15 @@ pub enum Param {
         among: (String, String),
         entries: u32,
     },
+    /// For each code of string column `from`, the code of its string's image in the dictionary
+    /// of `derived`, a string function of `from` in the same table (`tessera_storage::derived`);
+    /// computed when the query runs. The code was compiled for `from`'s dictionary of
+    /// `entries` strings (checked when it runs).
+    Derived {
+        from: (String, String),
+        derived: (String, String),
+        entries: u32,
+    },
     /// For each code of string column (table, column), 1 where its string matches the pattern
     /// `QueryProgram::constants[slot]`, else 0; computed when the query runs. The code was
     /// compiled for the column's dictionary of `entries` strings (checked when it runs).
@@ -287,6 +296,7 @@ impl Param {
             | Param::Dictionary { .. }
             | Param::Translation { .. }
             | Param::Ranks { .. }
+            | Param::Derived { .. }
             | Param::Matches { .. }
             | Param::Buffer(_) => true,
             Param::Rows { .. }
@@ -565,6 +575,12 @@ pub enum HostExpr {
         operand: Box<HostExpr>,
         kind: MatchKind,
         pattern: String,
+    },
+    /// A string function of a string (`substring(s, 1, 2)`), named as the derived column
+    /// it makes (`tessera_storage::derived::DerivedString::name`).
+    Derived {
+        operand: Box<HostExpr>,
+        function: String,
     },
 }
 

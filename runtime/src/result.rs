@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use tessera_storage::derived::DerivedString;
 use tessera_storage::types::compare_floats;
 use tessera_storage::{date, decimal, Catalog, DataType, Dictionary, Value};
 
@@ -1124,6 +1125,20 @@ fn evaluate(expr: &HostExpr, row: &[Value], rows: &Rows) -> Result<Value, Runtim
                 )))
             }
         },
+        HostExpr::Derived { operand, function } => {
+            let derived = DerivedString::parse(function).ok_or_else(|| {
+                RuntimeError::Malformed(format!("`{function}` is not a string function"))
+            })?;
+            match evaluate(operand, row, rows)? {
+                Value::Null => Value::Null,
+                Value::Str(text) => Value::Str(derived.apply(&text)),
+                other => {
+                    return Err(RuntimeError::Malformed(format!(
+                        "`{function}` of the non-string {other}"
+                    )))
+                }
+            }
+        }
     })
 }
 

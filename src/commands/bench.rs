@@ -40,9 +40,10 @@ pub const SSB_QUERIES: [(&str, &str); 13] = [
     ("q43", include_str!("../../examples/ssb/q43.tq")),
 ];
 
-/// The TPC-H queries `examples/tpch` writes today, built in likewise. Q2, Q10, Q11, Q15, Q17,
-/// Q18 and Q20 run in stages: their stages' time is reported beside the main query's kernels.
-pub const TPCH_QUERIES: [(&str, &str); 20] = [
+/// The 22 TPC-H queries of `examples/tpch`, built in likewise. Q2, Q10, Q11, Q15, Q17, Q18,
+/// Q20, Q21 and Q22 run in stages: their stages' time is reported beside the main query's
+/// kernels.
+pub const TPCH_QUERIES: [(&str, &str); 22] = [
     ("q01", include_str!("../../examples/tpch/q01.tq")),
     ("q02", include_str!("../../examples/tpch/q02.tq")),
     ("q03", include_str!("../../examples/tpch/q03.tq")),
@@ -63,6 +64,8 @@ pub const TPCH_QUERIES: [(&str, &str); 20] = [
     ("q18", include_str!("../../examples/tpch/q18.tq")),
     ("q19", include_str!("../../examples/tpch/q19.tq")),
     ("q20", include_str!("../../examples/tpch/q20.tq")),
+    ("q21", include_str!("../../examples/tpch/q21.tq")),
+    ("q22", include_str!("../../examples/tpch/q22.tq")),
 ];
 
 /// A benchmark: its queries, its data and what its figures are compared with.

@@ -19,6 +19,7 @@ use crate::arrow_columns::FileTable;
 use crate::column::{Column, ColumnStats, Dictionary};
 use crate::compress::Compression;
 use crate::csv_read::{open_csv, read_csv};
+use crate::derived::DerivedString;
 use crate::error::StorageError;
 use crate::hive::{parquet_files, partition_column, Partition};
 use crate::ipc_read::{open_ipc, read_ipc};
@@ -295,6 +296,36 @@ impl Catalog {
         self.tables.get(name)
     }
 
+    /// The field of `table.column`: one of its files' columns, or a string function of one
+    /// (`crate::derived`, of a function of one, ...), computed when loaded.
+    pub fn field(&self, table: &str, column: &str) -> Option<Field> {
+        let schema = &self.tables.get(table)?.schema;
+        if let Some(field) = schema.field(column) {
+            return Some(field.clone());
+        }
+        let derived = DerivedString::parse(column)?;
+        let base = self.field(table, &derived.base)?;
+        (base.ty == DataType::Str).then(|| Field {
+            name: column.to_string(),
+            ty: DataType::Str,
+            nullable: base.nullable,
+        })
+    }
+
+    /// What `table.column` is computed from, when it is a derived string column: such a
+    /// column is computed whenever it is loaded, never read from or written to the prepared
+    /// store.
+    pub(crate) fn derived(&self, table: &str, column: &str) -> Option<DerivedString> {
+        let schema = &self.tables.get(table)?.schema;
+        if schema.field(column).is_some() {
+            return None;
+        }
+        DerivedString::parse(column).filter(|d| {
+            self.field(table, &d.base)
+                .is_some_and(|base| base.ty == DataType::Str)
+        })
+    }
+
     /// A column's statistics: from the loaded column, else from the files' footers (for
     /// strings, their dictionary pages), else by loading the column. Planning asks for these;
     /// only footer-less files and strings not wholly dictionary-encoded need the data read.
@@ -383,9 +414,7 @@ impl Catalog {
     ) -> Result<Option<(i64, i64)>, StorageError> {
         // Only a string column has codes; asking another for its dictionary would load it.
         let is_string = self
-            .tables
-            .get(table)
-            .and_then(|t| t.schema.field(column))
+            .field(table, column)
             .is_some_and(|field| field.ty == DataType::Str);
         if is_string {
             if let Some(dictionary) = self.codes_dictionary(table, column)? {
@@ -520,7 +549,7 @@ impl Catalog {
             .get(table)
             .ok_or_else(|| StorageError::UnknownTable(table.into()))?;
         for &name in columns {
-            if info.schema.field(name).is_none() {
+            if self.field(table, name).is_none() {
                 return Err(match info.unsupported.iter().find(|(n, _)| n == name) {
                     Some((_, reason)) => StorageError::UnsupportedColumn {
                         table: table.into(),
@@ -536,6 +565,13 @@ impl Catalog {
         }
         if let Some(found) = self.cached(table, columns) {
             return Ok(found);
+        }
+        let derived: Vec<(&str, DerivedString)> = columns
+            .iter()
+            .filter_map(|&name| Some((name, self.derived(table, name)?)))
+            .collect();
+        if !derived.is_empty() {
+            return self.load_derived(table, columns, derived, progress);
         }
         let _loading = self.loading.get(table).map(lock);
         // Another thread may have loaded them while this one waited.
@@ -646,12 +682,61 @@ impl Catalog {
             })
     }
 
+    /// `columns` of `table`, of which `derived` are string functions of others: their bases
+    /// and the stored columns are loaded, then each derived one is computed from its base,
+    /// once per dictionary entry, and kept like a loaded column.
+    fn load_derived(
+        &self,
+        table: &str,
+        columns: &[&str],
+        derived: Vec<(&str, DerivedString)>,
+        progress: &dyn Progress,
+    ) -> Result<Vec<Arc<Column>>, StorageError> {
+        let mut stored: Vec<&str> = columns
+            .iter()
+            .copied()
+            .filter(|name| derived.iter().all(|(d, _)| d != name))
+            .collect();
+        for (_, definition) in &derived {
+            if !stored.contains(&definition.base.as_str()) {
+                stored.push(&definition.base);
+            }
+        }
+        let loaded = self.columns_with_progress(table, &stored, progress)?;
+        for (name, definition) in &derived {
+            let at = stored.iter().position(|s| *s == definition.base);
+            let base =
+                at.and_then(|at| loaded.get(at))
+                    .ok_or_else(|| StorageError::UnknownColumn {
+                        table: table.into(),
+                        column: definition.base.clone(),
+                    })?;
+            let column = definition.compute(base).ok_or_else(|| {
+                StorageError::Invalid(format!(
+                    "`{table}.{}` is not a string column",
+                    definition.base
+                ))
+            })?;
+            lock(&self.cache)
+                .entry((table.to_string(), name.to_string()))
+                .or_insert_with(|| Arc::new(column));
+        }
+        self.cached(table, columns)
+            .ok_or_else(|| StorageError::UnknownColumn {
+                table: table.into(),
+                column: columns.join(", "),
+            })
+    }
+
     /// A column a kernel reads: [`Catalog::column`], and when the prepared store holds no
     /// fresh entry of it, its values written there (in the background; see
     /// [`Catalog::finish_preparing`]).
     pub fn kernel_column(&self, table: &str, column: &str) -> Result<Arc<Column>, StorageError> {
         let loaded = self.column(table, column)?;
-        let Some(prepared) = self.writable_store() else {
+        let Some(prepared) = self
+            .writable_store()
+            .filter(|_| self.derived(table, column).is_none())
+        else {
             return Ok(loaded);
         };
         // Under `auto`, a column read plain was chosen to be: record the choice, so later runs
@@ -690,9 +775,7 @@ impl Catalog {
             ));
         };
         let field = self
-            .table(table)
-            .and_then(|t| t.schema.field(column))
-            .cloned()
+            .field(table, column)
             .ok_or_else(|| StorageError::UnknownColumn {
                 table: table.into(),
                 column: column.into(),

@@ -27,6 +27,7 @@ pub mod compress;
 mod csv_read;
 pub mod date;
 pub mod decimal;
+pub mod derived;
 pub mod error;
 pub mod gen;
 pub mod hive;

@@ -59,11 +59,10 @@ impl Catalog {
     /// scheme (loading it first) and keeps the smallest; columns that cannot be packed are
     /// always plain.
     pub fn scheme(&self, table: &str, column: &str) -> Result<Scheme, StorageError> {
+        self.table(table)
+            .ok_or_else(|| StorageError::UnknownTable(table.into()))?;
         let ty = self
-            .table(table)
-            .ok_or_else(|| StorageError::UnknownTable(table.into()))?
-            .schema
-            .field(column)
+            .field(table, column)
             .ok_or_else(|| StorageError::UnknownColumn {
                 table: table.into(),
                 column: column.into(),
@@ -152,7 +151,8 @@ impl Catalog {
         }
         let mut packable_columns = Vec::new();
         for &column in columns {
-            if packable(self.field(table, column)?.ty) && !packable_columns.contains(&column) {
+            if packable(self.stored_field(table, column)?.ty) && !packable_columns.contains(&column)
+            {
                 packable_columns.push(column);
             }
         }
@@ -209,6 +209,9 @@ impl Catalog {
         let Some(prepared) = self.writable_store() else {
             return Ok(());
         };
+        if self.derived(table, column).is_some() {
+            return Ok(());
+        }
         let compression = self.compression;
         if !prepared.settle(table, column, compression.name()) {
             return Ok(());
@@ -216,7 +219,7 @@ impl Catalog {
         let Some(sources) = self.sources(prepared, table)? else {
             return Ok(());
         };
-        let field = self.field(table, column)?;
+        let field = self.stored_field(table, column)?;
         let loaded = self.column(table, column)?;
         let unique = lock(&self.unique_values)
             .get(&(table.to_string(), column.to_string()))
@@ -270,10 +273,10 @@ impl Catalog {
         let Some(prepared) = &self.prepared else {
             return Ok(None);
         };
-        if self.compression == Compression::None {
+        if self.compression == Compression::None || self.derived(table, column).is_some() {
             return Ok(None);
         }
-        let field = self.field(table, column)?;
+        let field = self.stored_field(table, column)?;
         if !packable(field.ty) {
             return Ok(None);
         }
@@ -325,12 +328,10 @@ impl Catalog {
         Ok(Some((scheme, encoded)))
     }
 
-    fn field(&self, table: &str, column: &str) -> Result<Field, StorageError> {
+    fn stored_field(&self, table: &str, column: &str) -> Result<Field, StorageError> {
         self.table(table)
-            .ok_or_else(|| StorageError::UnknownTable(table.into()))?
-            .schema
-            .field(column)
-            .cloned()
+            .ok_or_else(|| StorageError::UnknownTable(table.into()))?;
+        self.field(table, column)
             .ok_or_else(|| StorageError::UnknownColumn {
                 table: table.into(),
                 column: column.into(),

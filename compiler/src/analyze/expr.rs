@@ -11,6 +11,7 @@ use tessera_grammar::{closest_name, Diagnostic, Span};
 use tessera_stdlib::{Aggregate, Function};
 use tessera_storage::{date, DataType, Value};
 
+use crate::columns::BaseColumn;
 use crate::expr::{mirror, Expr, ExprKind, MatchKind};
 
 use super::decimals;
@@ -24,6 +25,9 @@ const STRING_MATCHES: [MatchKind; 3] = [
     MatchKind::EndsWith,
     MatchKind::Contains,
 ];
+
+/// The string functions, computed per dictionary entry (`Analyzer::string_function`).
+const STRING_FUNCTIONS: [&str; 3] = ["substring", "upper", "lower"];
 
 /// An operand of a comparison: strings literals stay text until we know which column's
 /// dictionary they are compared with.
@@ -546,6 +550,17 @@ impl Analyzer<'_> {
         ))
     }
 
+    /// The column whose dictionary the codes of string expression `expr` index: a stored
+    /// column's, or a string function's of one (`None` for other expressions).
+    pub(super) fn string_origin(&self, expr: &Expr) -> Option<BaseColumn> {
+        match &expr.kind {
+            ExprKind::Derived { derived, .. } => Some(derived.clone()),
+            _ => expr
+                .as_column()
+                .and_then(|c| self.columns.get(c).origin.clone()),
+        }
+    }
+
     fn call(
         &mut self,
         name: &ast::Ident,
@@ -553,6 +568,9 @@ impl Analyzer<'_> {
         span: Span,
         context: &PipelineContext,
     ) -> Result<Expr> {
+        if let Some(function) = STRING_FUNCTIONS.into_iter().find(|f| *f == name.name) {
+            return self.string_function(function, args, span, context);
+        }
         if let Some(kind) = STRING_MATCHES.into_iter().find(|k| k.name() == name.name) {
             let [tested, pattern] = args else {
                 return Err(Diagnostic::type_error(
@@ -580,6 +598,7 @@ impl Analyzer<'_> {
                 .map(Function::name)
                 .into_iter()
                 .chain(STRING_MATCHES.map(MatchKind::name))
+                .chain(STRING_FUNCTIONS)
                 .collect();
             let mut d = Diagnostic::name(name.span, format!("unknown function `{}`", name.name));
             d = match closest_name(&name.name, names.iter().copied()) {
@@ -627,11 +646,7 @@ impl Analyzer<'_> {
     }
 
     pub(super) fn same_dictionary(&self, a: &Expr, b: &Expr) -> bool {
-        let origin = |e: &Expr| {
-            e.as_column()
-                .and_then(|c| self.columns.get(c).origin.clone())
-        };
-        match (origin(a), origin(b)) {
+        match (self.string_origin(a), self.string_origin(b)) {
             (Some(x), Some(y)) => x == y,
             _ => false,
         }

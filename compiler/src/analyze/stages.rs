@@ -574,9 +574,9 @@ impl Analyzer<'_> {
                 nullable,
                 origin: match (&aggregate.function, &aggregate.arg) {
                     // min and max of a string column are codes of that column's dictionary.
-                    (Aggregate::Min | Aggregate::Max, Some(arg)) if arg.ty == DataType::Str => arg
-                        .as_column()
-                        .and_then(|c| self.columns.get(c).origin.clone()),
+                    (Aggregate::Min | Aggregate::Max, Some(arg)) if arg.ty == DataType::Str => {
+                        self.string_origin(arg)
+                    }
                     _ => None,
                 },
             });
@@ -747,9 +747,10 @@ impl Analyzer<'_> {
     }
 
     fn new_column(&mut self, name: &str, expr: &Expr) -> ColumnId {
-        let origin = expr
-            .as_column()
-            .and_then(|c| self.columns.get(c).origin.clone());
+        let origin = self.string_origin(expr).or_else(|| {
+            expr.as_column()
+                .and_then(|c| self.columns.get(c).origin.clone())
+        });
         self.columns.add(ColumnInfo {
             name: name.to_string(),
             ty: expr.ty,

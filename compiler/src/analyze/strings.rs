@@ -7,6 +7,7 @@
 
 use tessera_grammar::ast::{self, BinaryOp};
 use tessera_grammar::{Diagnostic, Span};
+use tessera_storage::derived::{DerivedString, StringFunction};
 use tessera_storage::{DataType, Value};
 
 use crate::columns::BaseColumn;
@@ -44,15 +45,12 @@ impl Analyzer<'_> {
                 "a pattern other than a string literal is not supported yet",
             ));
         };
-        let origin = tested
-            .as_column()
-            .and_then(|id| self.columns.get(id).origin.clone())
-            .ok_or_else(|| {
-                Diagnostic::unsupported(
-                    tested.span,
-                    "matching a pattern against a computed string is not supported yet",
-                )
-            })?;
+        let origin = self.string_origin(&tested).ok_or_else(|| {
+            Diagnostic::unsupported(
+                tested.span,
+                "matching a pattern against a computed string is not supported yet",
+            )
+        })?;
         let entries = self.code_entries(&origin);
         let nullable = tested.nullable;
         let pattern = Expr::new(
@@ -121,6 +119,98 @@ impl Analyzer<'_> {
         Ok(Expr::binary(op, left, right, DataType::Bool, span))
     }
 
+    /// `substring(s, start[, length])`, `upper(s)`, `lower(s)` of a string column of a table:
+    /// the derived column the catalog computes (`tessera_storage::derived`), read in kernels
+    /// through a table of codes computed once per dictionary entry.
+    pub(super) fn string_function(
+        &mut self,
+        name: &'static str,
+        args: &[ast::Expr],
+        span: Span,
+        context: &PipelineContext,
+    ) -> Result<Expr> {
+        let arity = match name {
+            "substring" => "a string, a start and optionally a length",
+            _ => "one string",
+        };
+        let (text, numbers) = match (name, args) {
+            ("substring", [text, rest @ ..]) if (1..=2).contains(&rest.len()) => (text, rest),
+            (_, [text]) if name != "substring" => (text, &[][..]),
+            _ => {
+                return Err(Diagnostic::type_error(
+                    span,
+                    format!("`{name}` takes {arity}, but {} given", args.len()),
+                ))
+            }
+        };
+        let mut numbers = numbers.iter().map(integer_literal);
+        let function = match name {
+            "upper" => StringFunction::Upper,
+            "lower" => StringFunction::Lower,
+            _ => {
+                let start = numbers.next().flatten();
+                let length = numbers.next();
+                match (start, length) {
+                    (Some(start), None) => StringFunction::Substring {
+                        start,
+                        length: None,
+                    },
+                    (Some(start), Some(Some(length))) => StringFunction::Substring {
+                        start,
+                        length: Some(length),
+                    },
+                    _ => {
+                        return Err(Diagnostic::unsupported(
+                            span,
+                            "`substring` with a start or length other than an integer literal is not supported yet",
+                        ))
+                    }
+                }
+            }
+        };
+        let operand = self.value(text, context)?;
+        if operand.ty != DataType::Str {
+            return Err(Diagnostic::type_error(
+                operand.span,
+                format!("`{name}` takes a string, but this is `{}`", operand.ty),
+            ));
+        }
+        let computed = || {
+            Diagnostic::unsupported(
+                operand.span,
+                format!("`{name}` of a computed string is not supported yet"),
+            )
+            .with_hint("apply it to a string column of a table")
+        };
+        let Some(origin) = self.string_origin(&operand) else {
+            return Err(computed());
+        };
+        let derived = DerivedString {
+            base: origin.column.clone(),
+            function,
+        };
+        let derived = BaseColumn::new(origin.table.clone(), derived.name());
+        if self
+            .catalog
+            .field(&derived.table, &derived.column)
+            .is_none()
+        {
+            return Err(computed());
+        }
+        let entries = self.code_entries(&origin);
+        let nullable = operand.nullable;
+        Ok(Expr::new(
+            ExprKind::Derived {
+                operand: Box::new(operand),
+                derived,
+                entries,
+            },
+            DataType::Str,
+            nullable,
+            span,
+        ))
+    }
+
     /// The size of the dictionary of the codes kernels read from `column`, which bounds them
     /// (checked against the data when the query runs).
     fn code_entries(&self, column: &BaseColumn) -> u32 {
@@ -139,15 +229,12 @@ impl Analyzer<'_> {
         text_span: Span,
         span: Span,
     ) -> Result<Expr> {
-        let origin = column
-            .as_column()
-            .and_then(|id| self.columns.get(id).origin.clone())
-            .ok_or_else(|| {
-                Diagnostic::unsupported(
-                    column.span,
-                    "only a string column of a table can be compared with a string literal",
-                )
-            })?;
+        let origin = self.string_origin(&column).ok_or_else(|| {
+            Diagnostic::unsupported(
+                column.span,
+                "only a string column of a table can be compared with a string literal",
+            )
+        })?;
         // The codes bound here serve estimates and the plan's display; the runtime binds the
         // literal again against the loaded column's dictionary.
         let dictionary = self
@@ -196,5 +283,20 @@ impl Analyzer<'_> {
             text_span,
         );
         Ok(Expr::binary(op, column, literal, DataType::Bool, span))
+    }
+}
+
+/// The value of an integer literal, negative ones included (`-3`); `None` for anything else.
+fn integer_literal(expr: &ast::Expr) -> Option<i64> {
+    match &expr.kind {
+        ast::ExprKind::Literal(ast::Literal {
+            value: ast::LiteralValue::Int(value),
+            ..
+        }) => Some(*value),
+        ast::ExprKind::Unary {
+            op: ast::UnaryOp::Neg,
+            operand,
+        } => integer_literal(operand)?.checked_neg(),
+        _ => None,
     }
 }

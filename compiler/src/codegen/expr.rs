@@ -23,6 +23,7 @@ use tessera_runtime::{CodegenError, CodegenResult};
 use tessera_stdlib::Function;
 use tessera_storage::{decimal, DataType, DecimalType, Value};
 
+use crate::columns::BaseColumn;
 use crate::expr::{Expr, ExprKind, StrBound};
 use crate::physical::constants::Constant;
 
@@ -256,6 +257,19 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             } => {
                 let param = per_code_param(self.query, expr)
                     .ok_or_else(|| invalid("a rank is of a stored string column"))?;
+                let v = self.value_of(operand, item)?;
+                let value = self.per_code(&param, v.value.into_int_value(), *entries)?;
+                Ok(Val {
+                    value: value.into(),
+                    valid: v.valid,
+                    overflow: v.overflow,
+                })
+            }
+            ExprKind::Derived {
+                operand, entries, ..
+            } => {
+                let param = per_code_param(self.query, expr)
+                    .ok_or_else(|| invalid("a string function is of a stored string column"))?;
                 let v = self.value_of(operand, item)?;
                 let value = self.per_code(&param, v.value.into_int_value(), *entries)?;
                 Ok(Val {
@@ -1069,6 +1083,12 @@ pub(super) fn host_expr(expr: &Expr) -> Result<HostExpr, Diagnostic> {
                 pattern: pattern.clone(),
             }
         }
+        ExprKind::Derived {
+            operand, derived, ..
+        } => HostExpr::Derived {
+            operand: Box::new(host_expr(operand)?),
+            function: derived.column.clone(),
+        },
         ExprKind::Rank { .. } => {
             return Err(Diagnostic::unsupported(
                 expr.span,
@@ -1101,8 +1121,8 @@ pub(super) fn constant_param(
     }
 }
 
-/// The parameter holding the per-code table an [`ExprKind::Rank`] or [`ExprKind::Matches`]
-/// reads (`None` for other expressions).
+/// The parameter holding the per-code table an [`ExprKind::Rank`], [`ExprKind::Derived`] or
+/// [`ExprKind::Matches`] reads (`None` for other expressions).
 pub(super) fn per_code_param(query: &crate::physical::PhysicalQuery, expr: &Expr) -> Option<Param> {
     match &expr.kind {
         ExprKind::Rank {
@@ -1110,10 +1130,22 @@ pub(super) fn per_code_param(query: &crate::physical::PhysicalQuery, expr: &Expr
             among,
             entries,
         } => {
-            let from = query.columns.get(operand.as_column()?).origin.clone()?;
+            let from = code_origin(query, operand)?;
             Some(Param::Ranks {
                 from: (from.table, from.column),
                 among: (among.table.clone(), among.column.clone()),
+                entries: *entries,
+            })
+        }
+        ExprKind::Derived {
+            operand,
+            derived,
+            entries,
+        } => {
+            let from = code_origin(query, operand)?;
+            Some(Param::Derived {
+                from: (from.table, from.column),
+                derived: (derived.table.clone(), derived.column.clone()),
                 entries: *entries,
             })
         }
@@ -1123,7 +1155,7 @@ pub(super) fn per_code_param(query: &crate::physical::PhysicalQuery, expr: &Expr
             pattern,
             entries,
         } => {
-            let of = query.columns.get(operand.as_column()?).origin.clone()?;
+            let of = code_origin(query, operand)?;
             let ExprKind::Constant { slot, .. } = pattern.kind else {
                 return None;
             };
@@ -1136,6 +1168,15 @@ pub(super) fn per_code_param(query: &crate::physical::PhysicalQuery, expr: &Expr
             })
         }
         _ => None,
+    }
+}
+
+/// The column whose dictionary the codes of string expression `operand` index: a stored
+/// column's, or a string function's of one.
+fn code_origin(query: &crate::physical::PhysicalQuery, operand: &Expr) -> Option<BaseColumn> {
+    match &operand.kind {
+        ExprKind::Derived { derived, .. } => Some(derived.clone()),
+        _ => query.columns.get(operand.as_column()?).origin.clone(),
     }
 }
 

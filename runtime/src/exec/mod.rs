@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tessera_storage::compress::Encoded;
+use tessera_storage::derived::DerivedString;
 use tessera_storage::{Catalog, Column, DataType, StorageError, Value};
 
 use crate::primitives::hash::status;
@@ -723,6 +724,29 @@ fn bind(
                     ColumnBytes::Translation(Arc::new(ranks)),
                 )?
             }
+            Param::Derived {
+                from,
+                derived,
+                entries,
+            } => {
+                let function = DerivedString::parse(&derived.1).ok_or_else(|| {
+                    RuntimeError::Malformed(format!("`{}` is not a string function", derived.1))
+                })?;
+                let (source, image) = (
+                    compiled_dictionary(catalog, &from.0, &from.1, *entries)?,
+                    string_dictionary(catalog, &derived.0, &derived.1)?,
+                );
+                // Each string is computed once, however many rows hold it.
+                let codes: Vec<i32> = source
+                    .values()
+                    .iter()
+                    .map(|text| image.code_of(&function.apply(text)).unwrap_or(-1))
+                    .collect();
+                column(
+                    format!("{}.{}", derived.0, derived.1),
+                    ColumnBytes::Translation(Arc::new(codes)),
+                )?
+            }
             Param::Literal { slot, ty } => literal_bits(constant(*slot)?, *ty)?,
             Param::Matches {
                 table,
@@ -880,14 +904,12 @@ fn check_rows(table: &str, column: &str, found: usize, rows: u64) -> Result<(), 
 /// for, and holds nulls only if the code reads them.
 fn check_columns(columns: &[ColumnUse], catalog: &Catalog) -> Result<(), RuntimeError> {
     for used in columns {
-        let field = catalog
+        catalog
             .table(&used.table)
-            .ok_or_else(|| RuntimeError::Stale(format!("table `{}` is gone", used.table)))?
-            .schema
-            .field(&used.column)
-            .ok_or_else(|| {
-                RuntimeError::Stale(format!("`{}.{}` is gone", used.table, used.column))
-            })?;
+            .ok_or_else(|| RuntimeError::Stale(format!("table `{}` is gone", used.table)))?;
+        let field = catalog.field(&used.table, &used.column).ok_or_else(|| {
+            RuntimeError::Stale(format!("`{}.{}` is gone", used.table, used.column))
+        })?;
         if field.ty != used.ty {
             return Err(RuntimeError::Stale(format!(
                 "`{}.{}` now holds {}, compiled for {}",

@@ -1,0 +1,232 @@
+//! Derived string columns: a string function of a table's string column (`substring(c_phone,
+//! 1, 2)`, `upper(s)`, `lower(s)`), computed once per dictionary entry rather than per row. The
+//! column's name is its definition, so a catalog can produce one by name alone (for a program
+//! compiled in another process, too): its dictionary is the function's distinct results, sorted,
+//! and each row's code is its base code's result's.
+
+use std::sync::Arc;
+
+use crate::column::{Column, ColumnData, Dictionary};
+use crate::values::Values;
+
+/// A string function applied to each string of a column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StringFunction {
+    /// SQL's `substring(s, start, length)` as DuckDB defines it, in characters: `start` counts
+    /// from 1, or from the end when negative; a negative length takes the characters before
+    /// `start`; no length takes the rest.
+    Substring {
+        start: i64,
+        length: Option<i64>,
+    },
+    Upper,
+    Lower,
+}
+
+/// A string column computed from the string column `base` of the same table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DerivedString {
+    pub base: String,
+    pub function: StringFunction,
+}
+
+impl DerivedString {
+    /// The column's name, which [`DerivedString::parse`] reads back.
+    pub fn name(&self) -> String {
+        let base = &self.base;
+        match self.function {
+            StringFunction::Substring {
+                start,
+                length: Some(length),
+            } => format!("substring({base}, {start}, {length})"),
+            StringFunction::Substring {
+                start,
+                length: None,
+            } => format!("substring({base}, {start})"),
+            StringFunction::Upper => format!("upper({base})"),
+            StringFunction::Lower => format!("lower({base})"),
+        }
+    }
+
+    /// The derived column a name stands for, if it is one.
+    pub fn parse(name: &str) -> Option<DerivedString> {
+        let (function, rest) = name.split_once('(')?;
+        let inner = rest.strip_suffix(')')?;
+        let derived = |base: &str, function| {
+            (!base.is_empty()).then(|| DerivedString {
+                base: base.to_string(),
+                function,
+            })
+        };
+        match function {
+            "upper" => derived(inner, StringFunction::Upper),
+            "lower" => derived(inner, StringFunction::Lower),
+            "substring" => {
+                // The base comes first and may itself hold ", ": the numbers are read from the end.
+                let parts: Vec<&str> = inner.rsplitn(3, ", ").collect();
+                let number = |text: &str| text.parse::<i64>().ok();
+                match parts.as_slice() {
+                    [length, start, base] if number(start).is_some() => derived(
+                        base,
+                        StringFunction::Substring {
+                            start: number(start)?,
+                            length: Some(number(length)?),
+                        },
+                    ),
+                    [start, base] | [start, .., base] => derived(
+                        base,
+                        StringFunction::Substring {
+                            start: number(start)?,
+                            length: None,
+                        },
+                    ),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// The function's result for one string.
+    pub fn apply(&self, text: &str) -> String {
+        match self.function {
+            StringFunction::Upper => text.to_uppercase(),
+            StringFunction::Lower => text.to_lowercase(),
+            StringFunction::Substring { start, length } => substring(text, start, length),
+        }
+    }
+
+    /// The derived column of `base`, a string column: its dictionary built from one call per
+    /// entry of `base`'s, its codes mapped from `base`'s, its nulls `base`'s.
+    pub fn compute(&self, base: &Column) -> Option<Column> {
+        let ColumnData::Str { codes, dictionary } = &base.data else {
+            return None;
+        };
+        let results: Vec<String> = dictionary.values().iter().map(|s| self.apply(s)).collect();
+        let derived = Dictionary::from_unsorted(results.clone());
+        let recode: Vec<i32> = results
+            .iter()
+            .map(|s| derived.code_of(s).unwrap_or(-1))
+            .collect();
+        let codes: Vec<i32> = codes
+            .iter()
+            .map(|&code| {
+                usize::try_from(code)
+                    .ok()
+                    .and_then(|c| recode.get(c))
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .collect();
+        Some(Column::new(
+            ColumnData::Str {
+                codes: Values::from(codes),
+                dictionary: Arc::new(derived),
+            },
+            base.validity.as_ref().map(|valid| valid.to_vec()),
+        ))
+    }
+}
+
+/// `substring(text, start, length)` over characters, as DuckDB computes it.
+fn substring(text: &str, start: i64, length: Option<i64>) -> String {
+    let count = text.chars().count() as i64;
+    // Positions count from 1; a negative start counts back from the end (-1: the last).
+    let start = if start < 0 { count + start + 1 } else { start };
+    let (from, to) = match length {
+        None => (start, i64::MAX),
+        Some(length) if length >= 0 => (start, start.saturating_add(length)),
+        Some(length) => (start.saturating_add(length), start),
+    };
+    let (from, to) = (from.max(1), to.min(count + 1));
+    if from >= to {
+        return String::new();
+    }
+    text.chars()
+        .skip((from - 1) as usize)
+        .take((to - from) as usize)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{DataType, Value};
+
+    #[test]
+    fn substrings_follow_duckdb() {
+        // Each expectation is DuckDB 1.x's `substring('héllo', start, length)`.
+        let cases = [
+            ((1, Some(2)), "hé"),
+            ((0, Some(2)), "h"),
+            ((-1, Some(2)), "o"),
+            ((-3, Some(2)), "ll"),
+            ((2, Some(0)), ""),
+            ((2, Some(-1)), "h"),
+            ((4, Some(5)), "lo"),
+            ((0, Some(1)), ""),
+            ((-10, Some(3)), ""),
+            ((3, Some(100)), "llo"),
+            ((2, None), "éllo"),
+            ((-1, None), "o"),
+            ((0, None), "héllo"),
+            ((-10, None), "héllo"),
+        ];
+        for ((start, length), expected) in cases {
+            assert_eq!(
+                substring("héllo", start, length),
+                expected,
+                "{start} {length:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn names_read_back() {
+        for function in [
+            StringFunction::Substring {
+                start: 1,
+                length: Some(2),
+            },
+            StringFunction::Substring {
+                start: -3,
+                length: None,
+            },
+            StringFunction::Upper,
+            StringFunction::Lower,
+        ] {
+            let derived = DerivedString {
+                base: "c_phone".into(),
+                function,
+            };
+            assert_eq!(DerivedString::parse(&derived.name()), Some(derived));
+        }
+        assert_eq!(DerivedString::parse("c_phone"), None);
+        assert_eq!(DerivedString::parse("substring(c_phone, x)"), None);
+        assert_eq!(DerivedString::parse("upper()"), None);
+    }
+
+    #[test]
+    fn a_derived_column_maps_codes_through_its_own_dictionary() {
+        let values: Vec<Value> = [Some("13-555"), None, Some("31-1"), Some("13-9")]
+            .into_iter()
+            .map(|s| s.map_or(Value::Null, |s| Value::Str(s.to_string())))
+            .collect();
+        let base = Column::from_values(DataType::Str, values.iter()).expect("a string column");
+        let derived = DerivedString::parse("substring(x, 1, 2)")
+            .expect("a derived name")
+            .compute(&base)
+            .expect("of a string column");
+        let texts: Vec<Value> = (0..derived.len())
+            .map(
+                |row| match derived.validity.as_ref().is_some_and(|v| !v[row]) {
+                    true => Value::Null,
+                    false => derived.data.value(row),
+                },
+            )
+            .collect();
+        let text = |s: &str| Value::Str(s.to_string());
+        assert_eq!(texts, vec![text("13"), Value::Null, text("31"), text("13")]);
+        assert_eq!(derived.data.dictionary().map(|d| d.len()), Some(2));
+    }
+}
