@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use tessera_storage::column::ColumnBuilder;
 use tessera_storage::derived::DerivedString;
 use tessera_storage::types::compare_floats;
 use tessera_storage::{date, decimal, Catalog, DataType, Dictionary, Value};
@@ -215,15 +216,7 @@ pub(crate) fn decode_fetched(
     catalog: &Catalog,
 ) -> Result<ResultTable, RuntimeError> {
     let FetchedResult { fetched, capacity } = fetched;
-    let groups = |fetched: Fetched| match fetched {
-        Fetched::Groups(present) => Ok(present),
-        _ => Err(RuntimeError::Malformed(
-            "a grouped result read back as another shape".into(),
-        )),
-    };
-    // How many of the steps were applied as the groups were decoded.
-    let mut applied = 0;
-    let mut rows = match (&spec.shape, fetched) {
+    let (mut rows, applied) = match (&spec.shape, fetched) {
         (ResultShape::Scalar { aggregates }, Fetched::Scalar(columns)) => {
             let mut row = Vec::with_capacity(aggregates.len());
             for (slot, (values, counts)) in aggregates.iter().zip(&columns) {
@@ -239,108 +232,12 @@ pub(crate) fn decode_fetched(
                     dictionary.as_ref(),
                 )?);
             }
-            Rows {
+            let rows = Rows {
                 ids: aggregates.iter().map(|a| a.id).collect(),
                 types: aggregates.iter().map(|a| a.ty).collect(),
                 rows: vec![row],
-            }
-        }
-        (
-            ResultShape::Dense {
-                keys, aggregates, ..
-            },
-            fetched,
-        ) => {
-            // Where each aggregate lies among the buffers read at the groups (as fetched).
-            let places = aggregate_columns(aggregates, &mut Vec::new());
-            let present = groups(fetched)?;
-            let columns: Vec<_> = keys
-                .iter()
-                .map(|k| (k.id, k.ty, k.dictionary.as_ref()))
-                .collect();
-            let grouped = Grouped {
-                present: &present,
-                keys: &columns,
-                aggregates,
-                places: &places,
             };
-            let (rows, checked) =
-                grouped.rows(&spec.steps, catalog, |_, slot, row, dictionaries| {
-                    let mut digits = vec![0u64; keys.len()];
-                    let mut rest = slot;
-                    for (i, key) in keys.iter().enumerate().rev() {
-                        let slots = key.size + u64::from(key.nullable);
-                        digits[i] = rest % slots;
-                        rest /= slots;
-                    }
-                    for ((key, &digit), dictionary) in keys.iter().zip(&digits).zip(dictionaries) {
-                        if digit == key.size {
-                            row.push(Value::Null);
-                            continue;
-                        }
-                        row.push(key_value(
-                            key.ty,
-                            key.min + digit as i64,
-                            dictionary.as_ref(),
-                        ));
-                    }
-                    Ok(())
-                })?;
-            applied = checked;
-            rows
-        }
-        (
-            ResultShape::Hash {
-                keys,
-                aggregates,
-                key_buffer,
-            },
-            fetched,
-        ) => {
-            // The key words come back first, then the aggregates (as fetched).
-            let places = aggregate_columns(aggregates, &mut vec![(*key_buffer, 8)]);
-            let present = groups(fetched)?;
-            let columns: Vec<_> = keys
-                .iter()
-                .map(|k| (k.id, k.ty, k.dictionary.as_ref()))
-                .collect();
-            let grouped = Grouped {
-                present: &present,
-                keys: &columns,
-                aggregates,
-                places: &places,
-            };
-            let (rows, checked) =
-                grouped.rows(&spec.steps, catalog, |i, slot, row, dictionaries| {
-                    let Value::Int(word) =
-                        element(&present.columns[0], DataType::I64, present.element(i))?
-                    else {
-                        return Err(RuntimeError::Malformed(
-                            "a hash table's key word is not an integer".into(),
-                        ));
-                    };
-                    // The last slot holds the one key whose stored form is zero.
-                    let packed = if slot == capacity {
-                        1u64 << 63
-                    } else {
-                        (word as u64) ^ (1 << 63)
-                    };
-                    for (key, dictionary) in keys.iter().zip(dictionaries) {
-                        if key.nullable && (packed >> (key.shift + key.bits)) & 1 == 1 {
-                            row.push(Value::Null);
-                            continue;
-                        }
-                        let raw = match key.min {
-                            Some(min) => min
-                                .wrapping_add(((packed >> key.shift) & low_bits(key.bits)) as i64),
-                            None => unpack(packed, key.shift, key.bits),
-                        };
-                        row.push(key_value(key.ty, raw, dictionary.as_ref()));
-                    }
-                    Ok(())
-                })?;
-            applied = checked;
-            rows
+            (rows, 0)
         }
         (
             ResultShape::Rows { columns, .. },
@@ -348,7 +245,12 @@ pub(crate) fn decode_fetched(
                 count,
                 columns: bytes,
             },
-        ) => decode_rows(columns, &bytes, count, catalog)?,
+        ) => (decode_rows(columns, &bytes, count, catalog)?, 0),
+        (shape, Fetched::Groups(present)) => {
+            let (rows, header, applied) =
+                decode_groups::<Vec<Vec<Value>>>(shape, &present, &spec.steps, catalog, capacity)?;
+            (Rows { rows, ..header }, applied)
+        }
         _ => {
             return Err(RuntimeError::Malformed(
                 "a result read back as another shape".into(),
@@ -359,6 +261,156 @@ pub(crate) fn decode_fetched(
         apply(op, &mut rows)?;
     }
     output_table(spec, rows)
+}
+
+/// The groups of a grouped result (`shape`, read back as `present`) collected as `C` says,
+/// under their columns (keys, then aggregates), with the leading checks among `steps`
+/// applied as they are decoded; and how many steps that was.
+fn decode_groups<C: Collected>(
+    shape: &ResultShape,
+    present: &PresentSlots,
+    steps: &[HostOp],
+    catalog: &Catalog,
+    capacity: u64,
+) -> Result<(C, Rows, usize), RuntimeError> {
+    match shape {
+        ResultShape::Dense {
+            keys, aggregates, ..
+        } => {
+            // Where each aggregate lies among the buffers read at the groups (as fetched).
+            let places = aggregate_columns(aggregates, &mut Vec::new());
+            let columns: Vec<_> = keys
+                .iter()
+                .map(|k| (k.id, k.ty, k.dictionary.as_ref()))
+                .collect();
+            let grouped = Grouped {
+                present,
+                keys: &columns,
+                aggregates,
+                places: &places,
+            };
+            grouped.decode(steps, catalog, |_, slot, row, dictionaries| {
+                let mut digits = vec![0u64; keys.len()];
+                let mut rest = slot;
+                for (i, key) in keys.iter().enumerate().rev() {
+                    let slots = key.size + u64::from(key.nullable);
+                    digits[i] = rest % slots;
+                    rest /= slots;
+                }
+                for ((key, &digit), dictionary) in keys.iter().zip(&digits).zip(dictionaries) {
+                    if digit == key.size {
+                        row.push(Value::Null);
+                        continue;
+                    }
+                    row.push(key_value(
+                        key.ty,
+                        key.min + digit as i64,
+                        dictionary.as_ref(),
+                    ));
+                }
+                Ok(())
+            })
+        }
+        ResultShape::Hash {
+            keys,
+            aggregates,
+            key_buffer,
+        } => {
+            // The key words come back first, then the aggregates (as fetched).
+            let places = aggregate_columns(aggregates, &mut vec![(*key_buffer, 8)]);
+            let columns: Vec<_> = keys
+                .iter()
+                .map(|k| (k.id, k.ty, k.dictionary.as_ref()))
+                .collect();
+            let grouped = Grouped {
+                present,
+                keys: &columns,
+                aggregates,
+                places: &places,
+            };
+            grouped.decode(steps, catalog, |i, slot, row, dictionaries| {
+                let Value::Int(word) =
+                    element(&present.columns[0], DataType::I64, present.element(i))?
+                else {
+                    return Err(RuntimeError::Malformed(
+                        "a hash table's key word is not an integer".into(),
+                    ));
+                };
+                // The last slot holds the one key whose stored form is zero.
+                let packed = if slot == capacity {
+                    1u64 << 63
+                } else {
+                    (word as u64) ^ (1 << 63)
+                };
+                for (key, dictionary) in keys.iter().zip(dictionaries) {
+                    if key.nullable && (packed >> (key.shift + key.bits)) & 1 == 1 {
+                        row.push(Value::Null);
+                        continue;
+                    }
+                    let raw = match key.min {
+                        Some(min) => {
+                            min.wrapping_add(((packed >> key.shift) & low_bits(key.bits)) as i64)
+                        }
+                        None => unpack(packed, key.shift, key.bits),
+                    };
+                    row.push(key_value(key.ty, raw, dictionary.as_ref()));
+                }
+                Ok(())
+            })
+        }
+        _ => Err(RuntimeError::Malformed(
+            "a grouped result read back as another shape".into(),
+        )),
+    }
+}
+
+/// A fetched result as the columns a table is made of, in the order and under the names the
+/// query gives them (a stage's result becomes a table so). A grouping's groups are decoded
+/// straight into their columns, on every core, never as a row of values per group; any other
+/// result through its rows.
+pub fn fetched_columns(
+    spec: &ResultSpec,
+    fetched: FetchedResult,
+    catalog: &Catalog,
+) -> Result<Vec<(String, tessera_storage::Column)>, RuntimeError> {
+    if let Fetched::Groups(present) = &fetched.fetched {
+        let (ByColumn(built), header, applied) = decode_groups::<ByColumn>(
+            &spec.shape,
+            present,
+            &spec.steps,
+            catalog,
+            fetched.capacity,
+        )?;
+        let mut ids: Vec<u32> = spec.output.iter().map(|(_, id)| *id).collect();
+        ids.sort_unstable();
+        let once = ids.windows(2).all(|pair| pair[0] != pair[1]);
+        if applied == spec.steps.len() && once {
+            let mut built: Vec<Option<ColumnBuilder>> = built.into_iter().map(Some).collect();
+            let mut columns = Vec::with_capacity(spec.output.len());
+            for (name, id) in &spec.output {
+                let at = header.position(*id)?;
+                let column = built.get_mut(at).and_then(Option::take).ok_or_else(|| {
+                    RuntimeError::Malformed(format!("the result has no column #{id}"))
+                })?;
+                columns.push((name.clone(), column));
+            }
+            return Ok(columns
+                .into_par_iter()
+                .map(|(name, column)| (name, column.finish()))
+                .collect());
+        }
+    }
+    let table = decode_fetched(spec, fetched, catalog)?;
+    table
+        .columns
+        .par_iter()
+        .enumerate()
+        .map(|(at, (name, ty))| {
+            tessera_storage::Column::from_values(*ty, table.rows.iter().map(|row| &row[at]))
+                .map(|column| (name.clone(), column))
+                .map_err(RuntimeError::Malformed)
+        })
+        .collect()
 }
 
 /// Whether a result can be read back in pieces: rows written out, with no host work after.
@@ -593,19 +645,19 @@ type KeyColumn<'a> = (u32, DataType, Option<&'a (String, String)>);
 const PARALLEL_GROUPS: usize = 1 << 14;
 
 impl Grouped<'_> {
-    /// A row per present slot, in slot order: its keys, written by `keys(i, slot, row,
-    /// dictionaries)` (`i`: the slot's number among the present ones; `dictionaries`: each
-    /// key's, looked up once rather than per group), then its aggregates. The leading checks
-    /// among `steps` run on each row as it is decoded; returns the rows kept and how many steps
-    /// that was. On every core when there are many, since a grouping's result can hold
-    /// millions of groups (a stage's, `where` after `group`).
-    fn rows(
+    /// A row per present slot, in slot order, collected as `C` says: its keys, written by
+    /// `keys(i, slot, row, dictionaries)` (`i`: the slot's number among the present ones;
+    /// `dictionaries`: each key's, looked up once rather than per group), then its aggregates.
+    /// The leading checks among `steps` run on each row as it is decoded; returns the rows
+    /// kept, their columns, and how many steps that was. On every core when there are many,
+    /// since a grouping's result can hold millions of groups (a stage's, `where` after `group`).
+    fn decode<C: Collected>(
         &self,
         steps: &[HostOp],
         catalog: &Catalog,
         keys: impl Fn(usize, u64, &mut Vec<Value>, &[Option<Arc<Dictionary>>]) -> Result<(), RuntimeError>
             + Sync,
-    ) -> Result<(Rows, usize), RuntimeError> {
+    ) -> Result<(C, Rows, usize), RuntimeError> {
         let key_dictionaries = self
             .keys
             .iter()
@@ -624,9 +676,11 @@ impl Grouped<'_> {
             self.keys.iter().map(|&(id, ty, _)| (id, ty)),
             self.aggregates,
         );
-        let one = |(i, &slot): (usize, &u64)| -> Result<Option<Vec<Value>>, RuntimeError> {
-            let mut row = Vec::with_capacity(self.keys.len() + self.aggregates.len());
-            keys(i, slot, &mut row, &key_dictionaries)?;
+        let width = self.keys.len() + self.aggregates.len();
+        // Decodes slot number `i` into `row` (emptied first); whether the checks keep it.
+        let one = |i: usize, slot: u64, row: &mut Vec<Value>| -> Result<bool, RuntimeError> {
+            row.clear();
+            keys(i, slot, row, &key_dictionaries)?;
             for ((aggregate, &(values, counts)), dictionary) in self
                 .aggregates
                 .iter()
@@ -641,24 +695,105 @@ impl Grouped<'_> {
                     dictionary.as_ref(),
                 )?);
             }
-            Ok(checks.keep(&row)?.then_some(row))
+            checks.keep(row)
+        };
+        let types: Vec<DataType> = self
+            .keys
+            .iter()
+            .map(|&(_, ty, _)| ty)
+            .chain(self.aggregates.iter().map(|a| a.ty))
+            .collect();
+        // The collection so far, and a row to decode into (reused where `C` spreads it).
+        let start = || (C::new(&types), Vec::with_capacity(width));
+        let collect = |(mut collected, mut row): (C, Vec<Value>), (i, &slot): (usize, &u64)| {
+            if one(i, slot, &mut row)? {
+                collected.push(&mut row)?;
+            }
+            Ok::<_, RuntimeError>((collected, row))
         };
         let slots = &self.present.slots;
-        let rows = if slots.len() < PARALLEL_GROUPS {
-            slots
-                .iter()
-                .enumerate()
-                .filter_map(|slot| one(slot).transpose())
-                .collect::<Result<_, _>>()?
+        let collected = if slots.len() < PARALLEL_GROUPS {
+            slots.iter().enumerate().try_fold(start(), collect)?.0
         } else {
-            slots
-                .par_iter()
+            // Runs of consecutive slots are collected on every core, then joined in order,
+            // each moved once.
+            let runs = slots
+                .par_chunks(PARALLEL_GROUPS)
                 .enumerate()
-                .filter_map(|slot| one(slot).transpose())
-                .collect::<Result<_, _>>()?
+                .map(|(run, chunk)| {
+                    let first = run * PARALLEL_GROUPS;
+                    Ok(chunk
+                        .iter()
+                        .enumerate()
+                        .map(|(i, slot)| (first + i, slot))
+                        .try_fold(start(), collect)?
+                        .0)
+                })
+                .collect::<Result<Vec<C>, RuntimeError>>()?;
+            C::join(runs)
         };
         let applied = checks.ops.len();
-        Ok((checks.into_rows(rows), applied))
+        Ok((collected, checks.header, applied))
+    }
+}
+
+/// Where the decoded rows of a grouped result go: kept as rows, or spread over columns.
+trait Collected: Send + Sized {
+    /// None yet, of columns of `types`.
+    fn new(types: &[DataType]) -> Self;
+    /// Adds a row (of the result's columns, in order), leaving `row` empty; an error where a
+    /// value is not of its column's type.
+    fn push(&mut self, row: &mut Vec<Value>) -> Result<(), RuntimeError>;
+    /// The rows of `runs`, one after the other.
+    fn join(runs: Vec<Self>) -> Self;
+}
+
+impl Collected for Vec<Vec<Value>> {
+    fn new(_: &[DataType]) -> Self {
+        Vec::new()
+    }
+
+    fn push(&mut self, row: &mut Vec<Value>) -> Result<(), RuntimeError> {
+        let width = row.len();
+        Vec::push(self, std::mem::replace(row, Vec::with_capacity(width)));
+        Ok(())
+    }
+
+    fn join(runs: Vec<Self>) -> Self {
+        let mut rows = Vec::with_capacity(runs.iter().map(Vec::len).sum());
+        for run in runs {
+            rows.extend(run);
+        }
+        rows
+    }
+}
+
+/// Rows spread over their columns, each built in its type's vector as the rows come.
+struct ByColumn(Vec<ColumnBuilder>);
+
+impl Collected for ByColumn {
+    fn new(types: &[DataType]) -> Self {
+        ByColumn(types.iter().map(|ty| ColumnBuilder::new(*ty, 0)).collect())
+    }
+
+    fn push(&mut self, row: &mut Vec<Value>) -> Result<(), RuntimeError> {
+        for (column, value) in self.0.iter_mut().zip(row.drain(..)) {
+            column.push_owned(value).map_err(RuntimeError::Malformed)?;
+        }
+        Ok(())
+    }
+
+    fn join(runs: Vec<Self>) -> Self {
+        let mut runs = runs.into_iter();
+        let Some(ByColumn(mut columns)) = runs.next() else {
+            return ByColumn(Vec::new());
+        };
+        for ByColumn(more) in runs {
+            for (column, values) in columns.iter_mut().zip(more) {
+                column.append(values);
+            }
+        }
+        ByColumn(columns)
     }
 }
 
@@ -702,14 +837,6 @@ impl<'a> RowChecks<'a> {
             }
         }
         Ok(true)
-    }
-
-    /// The rows the checks passed, under their columns.
-    fn into_rows(self, rows: Vec<Vec<Value>>) -> Rows {
-        Rows {
-            rows,
-            ..self.header
-        }
     }
 }
 
@@ -1131,7 +1258,7 @@ fn evaluate(expr: &HostExpr, row: &[Value], rows: &Rows) -> Result<Value, Runtim
             })?;
             match evaluate(operand, row, rows)? {
                 Value::Null => Value::Null,
-                Value::Str(text) => Value::Str(derived.apply(&text)),
+                Value::Str(text) => Value::Str(derived.apply(&text).into_owned()),
                 other => {
                     return Err(RuntimeError::Malformed(format!(
                         "`{function}` of the non-string {other}"

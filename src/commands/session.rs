@@ -14,13 +14,13 @@ use tessera_grammar::source_to_ast;
 use tessera_runtime::exec::gpu::GpuBackend;
 use tessera_runtime::exec::gpu::{probe, GpuInfo};
 use tessera_runtime::exec::host::HostBackend;
-use tessera_runtime::exec::{run_query, Backend, RuntimeError, Timing};
+use tessera_runtime::exec::{run_query, run_query_with, Backend, Readback, RuntimeError, Timing};
 use tessera_runtime::program::{Code, Program, QueryProgram};
-use tessera_runtime::result::ResultTable;
+use tessera_runtime::result::{fetched_columns, FetchedResult};
 use tessera_runtime::{Target, TileShape};
 use tessera_storage::compress::Compression;
 use tessera_storage::prepared::PreparedStore;
-use tessera_storage::{Catalog, Column};
+use tessera_storage::Catalog;
 
 use super::cache;
 use super::compile::{open, Script};
@@ -138,7 +138,9 @@ pub struct StageReport {
     pub compile_ms: f64,
     pub setup_ms: f64,
     pub kernels_ms: f64,
+    /// Reading the result back.
     pub result_ms: f64,
+    /// Decoding it into the table's columns, and adding the table.
     pub into_table_ms: f64,
 }
 
@@ -391,20 +393,17 @@ fn run_stages(
             compiled = compile(false)?;
             outcome = run_stage(&compiled.program, &catalog);
         }
-        let (result, timing) = outcome.map_err(Failure::from)?;
+        let (fetched, timing) = outcome.map_err(Failure::from)?;
+        let made = Instant::now();
+        let last = compiled
+            .program
+            .queries
+            .last()
+            .ok_or_else(|| Failure::Message("internal error: a stage has no query".into()))?;
+        let columns = fetched_columns(&last.result, fetched, &catalog).map_err(Failure::from)?;
+        let rows = columns.first().map_or(0, |(_, column)| column.len());
         let compile_ms = compiled.compile_ms;
         drop(compiled);
-        let made = Instant::now();
-        let columns = result
-            .columns
-            .iter()
-            .enumerate()
-            .map(|(at, (name, ty))| {
-                Column::from_values(*ty, result.rows.iter().map(|row| &row[at]))
-                    .map(|column| (name.clone(), column))
-            })
-            .collect::<Result<Vec<_>, String>>()
-            .map_err(|e| Failure::Message(format!("internal error: a stage's result: {e}")))?;
         let adding = Arc::get_mut(&mut catalog).ok_or_else(|| {
             Failure::Message("internal error: a stage's catalog is shared".into())
         })?;
@@ -416,7 +415,7 @@ fn run_stages(
         }
         reports.push(StageReport {
             table: stage.table.clone(),
-            rows: result.rows.len(),
+            rows,
             total_ms: started.elapsed().as_secs_f64() * 1e3,
             compile_ms,
             setup_ms: timing.setup_ms,
@@ -429,18 +428,27 @@ fn run_stages(
         .map_err(|_| Failure::Message("internal error: a stage's catalog is shared".into()))
 }
 
-/// The result of a stage's one query, and the time its queries took.
-fn run_stage(program: &Program, catalog: &Catalog) -> Result<(ResultTable, Timing), RuntimeError> {
+/// The result of a stage's one query as read back, to decode into a table's columns, and
+/// the time its queries took.
+fn run_stage(
+    program: &Program,
+    catalog: &Catalog,
+) -> Result<(FetchedResult, Timing), RuntimeError> {
     let mut backend: Box<dyn Backend> = match &program.code {
         Code::Ptx(ptx) => Box::new(GpuBackend::new(ptx, program.cubins.as_ref())?),
         Code::HostObject(object) => Box::new(HostBackend::new(object)?),
     };
-    let mut last = None;
-    for query in &program.queries {
-        let outcome = run_query(backend.as_mut(), query, catalog)?;
-        last = Some((outcome.table, outcome.timing));
+    let Some((last, before)) = program.queries.split_last() else {
+        return Err(RuntimeError::Malformed("a stage has no query".into()));
+    };
+    for query in before {
+        run_query(backend.as_mut(), query, catalog)?;
     }
-    last.ok_or_else(|| RuntimeError::Malformed("a stage has no query".into()))
+    let outcome = run_query_with(backend.as_mut(), last, catalog, &mut Readback::Fetched)?;
+    let fetched = outcome
+        .fetched
+        .ok_or_else(|| RuntimeError::Malformed("a stage's result was not read back".into()))?;
+    Ok((fetched, outcome.timing))
 }
 
 /// The program of `queries`, planned from `script` against `catalog` since `started`: with a

@@ -378,65 +378,11 @@ impl Column {
         ty: DataType,
         values: impl ExactSizeIterator<Item = &'v Value>,
     ) -> Result<Column, String> {
-        let rows = values.len();
-        let mut validity = Vec::with_capacity(rows);
-        let mismatch = |value: &Value| format!("the value {value} is not of type {}", ty.name());
-        macro_rules! collect {
-            ($variant:ident, $pattern:pat => $value:expr, $null:expr) => {{
-                let mut out = Vec::with_capacity(rows);
-                for value in values {
-                    validity.push(!matches!(value, Value::Null));
-                    out.push(match value {
-                        Value::Null => $null,
-                        $pattern => $value,
-                        other => return Err(mismatch(other)),
-                    });
-                }
-                ColumnData::$variant(Values::from(out))
-            }};
+        let mut builder = ColumnBuilder::new(ty, values.len());
+        for value in values {
+            builder.push(value)?;
         }
-        let data = match ty {
-            DataType::Bool => collect!(Bool, Value::Bool(b) => *b, false),
-            DataType::I32 => {
-                collect!(I32, Value::Int(i) => i32::try_from(*i).map_err(|_| mismatch(&Value::Int(*i)))?, 0)
-            }
-            DataType::I64 => collect!(I64, Value::Int(i) => *i, 0),
-            DataType::F32 => collect!(F32, Value::Float(f) => *f as f32, 0.0),
-            DataType::F64 => collect!(F64, Value::Float(f) => *f, 0.0),
-            DataType::Date => collect!(Date, Value::Date(d) => *d, 0),
-            DataType::Decimal(decimal) => {
-                let mut out = Vec::with_capacity(rows);
-                for value in values {
-                    validity.push(!matches!(value, Value::Null));
-                    out.push(match value {
-                        Value::Null => 0,
-                        Value::Decimal(raw, scale) if *scale == decimal.scale => *raw,
-                        other => return Err(mismatch(other)),
-                    });
-                }
-                ColumnData::Decimal(Values::from(out), decimal)
-            }
-            DataType::Str => {
-                let mut strings = Vec::with_capacity(rows);
-                for value in values {
-                    validity.push(!matches!(value, Value::Null));
-                    strings.push(match value {
-                        Value::Str(s) => Some(s.as_str()),
-                        Value::Null => None,
-                        other => return Err(mismatch(other)),
-                    });
-                }
-                // A null row takes the code of a string the column holds anyway (its validity
-                // hides it), so the dictionary holds only the column's strings.
-                let filler = strings.iter().flatten().next().copied().unwrap_or_default();
-                let mut builder = DictionaryBuilder::with_capacity(rows);
-                for string in strings {
-                    builder.push(string.unwrap_or(filler));
-                }
-                builder.finish()
-            }
-        };
-        Ok(Column::new(data, Some(validity)))
+        Ok(builder.finish())
     }
 
     pub fn len(&self) -> usize {
@@ -493,9 +439,169 @@ impl Column {
     }
 }
 
+/// A column of one type built a value at a time (`Value::Null` for a null), as a query's
+/// result gives them: each value is stored in its type's vector as it comes, and strings in a
+/// dictionary.
+pub struct ColumnBuilder {
+    ty: DataType,
+    values: BuiltValues,
+    validity: Vec<bool>,
+}
+
+enum BuiltValues {
+    Bool(Vec<bool>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    Date(Vec<i32>),
+    Decimal(Vec<i64>),
+    /// A null row holds `None` until the end, when it takes the code of a string the column
+    /// holds anyway (its validity hides it), so the dictionary holds only the column's strings.
+    Str(Vec<Option<String>>),
+}
+
+impl ColumnBuilder {
+    pub fn new(ty: DataType, capacity: usize) -> ColumnBuilder {
+        let values = match ty {
+            DataType::Bool => BuiltValues::Bool(Vec::with_capacity(capacity)),
+            DataType::I32 => BuiltValues::I32(Vec::with_capacity(capacity)),
+            DataType::I64 => BuiltValues::I64(Vec::with_capacity(capacity)),
+            DataType::F32 => BuiltValues::F32(Vec::with_capacity(capacity)),
+            DataType::F64 => BuiltValues::F64(Vec::with_capacity(capacity)),
+            DataType::Date => BuiltValues::Date(Vec::with_capacity(capacity)),
+            DataType::Decimal(_) => BuiltValues::Decimal(Vec::with_capacity(capacity)),
+            DataType::Str => BuiltValues::Str(Vec::with_capacity(capacity)),
+        };
+        ColumnBuilder {
+            ty,
+            values,
+            validity: Vec::with_capacity(capacity),
+        }
+    }
+
+    /// Adds `value`, taking its string without a copy; an error where it is not of the
+    /// column's type.
+    pub fn push_owned(&mut self, value: Value) -> Result<(), String> {
+        match (&mut self.values, value) {
+            (BuiltValues::Str(v), Value::Str(s)) => {
+                v.push(Some(s));
+                self.validity.push(true);
+                Ok(())
+            }
+            (_, value) => self.push(&value),
+        }
+    }
+
+    /// Adds `value`; an error where it is not of the column's type.
+    pub fn push(&mut self, value: &Value) -> Result<(), String> {
+        let null = matches!(value, Value::Null);
+        let mismatch = || format!("the value {value} is not of type {}", self.ty.name());
+        match (&mut self.values, value) {
+            (BuiltValues::Bool(v), Value::Bool(b)) => v.push(*b),
+            (BuiltValues::Bool(v), Value::Null) => v.push(false),
+            (BuiltValues::I32(v), Value::Int(i)) => {
+                v.push(i32::try_from(*i).map_err(|_| mismatch())?)
+            }
+            (BuiltValues::I32(v) | BuiltValues::Date(v), Value::Null) => v.push(0),
+            (BuiltValues::I64(v), Value::Int(i)) => v.push(*i),
+            (BuiltValues::I64(v) | BuiltValues::Decimal(v), Value::Null) => v.push(0),
+            (BuiltValues::F32(v), Value::Float(x)) => v.push(*x as f32),
+            (BuiltValues::F32(v), Value::Null) => v.push(0.0),
+            (BuiltValues::F64(v), Value::Float(x)) => v.push(*x),
+            (BuiltValues::F64(v), Value::Null) => v.push(0.0),
+            (BuiltValues::Date(v), Value::Date(d)) => v.push(*d),
+            (BuiltValues::Decimal(v), Value::Decimal(raw, scale)) if matches!(self.ty, DataType::Decimal(d) if d.scale == *scale) => {
+                v.push(*raw)
+            }
+            (BuiltValues::Str(v), Value::Str(s)) => v.push(Some(s.clone())),
+            (BuiltValues::Str(v), Value::Null) => v.push(None),
+            _ => return Err(mismatch()),
+        }
+        self.validity.push(!null);
+        Ok(())
+    }
+
+    /// Adds the values of `other`, a builder of the same type, after these.
+    pub fn append(&mut self, other: ColumnBuilder) {
+        match (&mut self.values, other.values) {
+            (BuiltValues::Bool(a), BuiltValues::Bool(b)) => a.extend(b),
+            (BuiltValues::I32(a), BuiltValues::I32(b))
+            | (BuiltValues::Date(a), BuiltValues::Date(b)) => a.extend(b),
+            (BuiltValues::I64(a), BuiltValues::I64(b))
+            | (BuiltValues::Decimal(a), BuiltValues::Decimal(b)) => a.extend(b),
+            (BuiltValues::F32(a), BuiltValues::F32(b)) => a.extend(b),
+            (BuiltValues::F64(a), BuiltValues::F64(b)) => a.extend(b),
+            (BuiltValues::Str(a), BuiltValues::Str(b)) => a.extend(b),
+            // Builders of one type only are joined.
+            _ => return,
+        }
+        self.validity.extend(other.validity);
+    }
+
+    pub fn len(&self) -> usize {
+        self.validity.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.validity.is_empty()
+    }
+
+    pub fn finish(self) -> Column {
+        let data = match self.values {
+            BuiltValues::Bool(v) => ColumnData::Bool(Values::from(v)),
+            BuiltValues::I32(v) => ColumnData::I32(Values::from(v)),
+            BuiltValues::I64(v) => ColumnData::I64(Values::from(v)),
+            BuiltValues::F32(v) => ColumnData::F32(Values::from(v)),
+            BuiltValues::F64(v) => ColumnData::F64(Values::from(v)),
+            BuiltValues::Date(v) => ColumnData::Date(Values::from(v)),
+            BuiltValues::Decimal(v) => match self.ty {
+                DataType::Decimal(decimal) => ColumnData::Decimal(Values::from(v), decimal),
+                _ => ColumnData::I64(Values::from(v)),
+            },
+            BuiltValues::Str(strings) => {
+                let filler = strings.iter().flatten().next().cloned().unwrap_or_default();
+                let mut builder = DictionaryBuilder::with_capacity(strings.len());
+                for string in &strings {
+                    builder.push(string.as_deref().unwrap_or(&filler));
+                }
+                builder.finish()
+            }
+        };
+        Column::new(data, Some(self.validity))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_builder_keeps_values_and_nulls_in_order_across_appended_runs() {
+        let text = |s: &str| Value::Str(s.to_string());
+        let mut first = ColumnBuilder::new(DataType::Str, 2);
+        first.push(&Value::Null).expect("a null");
+        first.push_owned(text("b")).expect("a string");
+        let mut second = ColumnBuilder::new(DataType::Str, 2);
+        second.push(&text("a")).expect("a string");
+        second.push(&Value::Null).expect("a null");
+        first.append(second);
+        let column = first.finish();
+        let read: Vec<Value> = (0..column.len())
+            .map(
+                |row| match column.validity.as_ref().is_some_and(|v| !v[row]) {
+                    true => Value::Null,
+                    false => column.data.value(row),
+                },
+            )
+            .collect();
+        assert_eq!(read, vec![Value::Null, text("b"), text("a"), Value::Null]);
+        // The dictionary holds the column's strings only.
+        assert_eq!(column.data.dictionary().map(|d| d.len()), Some(2));
+        let mut numbers = ColumnBuilder::new(DataType::I32, 1);
+        assert!(numbers.push(&Value::Int(1 << 40)).is_err());
+        assert!(numbers.push(&text("x")).is_err());
+    }
 
     #[test]
     fn dictionary_codes_preserve_order() {

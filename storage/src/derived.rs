@@ -4,7 +4,11 @@
 //! compiled in another process, too): its dictionary is the function's distinct results, sorted,
 //! and each row's code is its base code's result's.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::Arc;
+
+use rayon::prelude::*;
 
 use crate::column::{Column, ColumnData, Dictionary};
 use crate::values::Values;
@@ -87,13 +91,43 @@ impl DerivedString {
         }
     }
 
-    /// The function's result for one string.
-    pub fn apply(&self, text: &str) -> String {
+    /// The function's result for one string: a piece of it for `substring`, so that most calls
+    /// allocate nothing.
+    pub fn apply<'t>(&self, text: &'t str) -> Cow<'t, str> {
         match self.function {
-            StringFunction::Upper => text.to_uppercase(),
-            StringFunction::Lower => text.to_lowercase(),
-            StringFunction::Substring { start, length } => substring(text, start, length),
+            StringFunction::Upper => Cow::Owned(text.to_uppercase()),
+            StringFunction::Lower => Cow::Owned(text.to_lowercase()),
+            StringFunction::Substring { start, length } => {
+                Cow::Borrowed(substring(text, start, length))
+            }
         }
+    }
+
+    /// For each entry of `dictionary`, the code of its result in the dictionary of the
+    /// distinct results (sorted), returned beside it. Each distinct result is sorted once, not
+    /// once per entry: 1.5 million phone numbers have 25 distinct prefixes.
+    pub fn recode(&self, dictionary: &Dictionary) -> (Vec<i32>, Dictionary) {
+        let mut ids: HashMap<Cow<'_, str>, u32> = HashMap::new();
+        let provisional: Vec<u32> = dictionary
+            .values()
+            .iter()
+            .map(|text| {
+                let next = ids.len() as u32;
+                *ids.entry(self.apply(text)).or_insert(next)
+            })
+            .collect();
+        let mut distinct: Vec<(Cow<'_, str>, u32)> = ids.into_iter().collect();
+        distinct.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut code_of = vec![0i32; distinct.len()];
+        for (code, (_, id)) in distinct.iter().enumerate() {
+            code_of[*id as usize] = code as i32;
+        }
+        let codes = provisional.iter().map(|id| code_of[*id as usize]).collect();
+        let values = distinct
+            .into_iter()
+            .map(|(text, _)| text.into_owned())
+            .collect();
+        (codes, Dictionary::from_sorted_distinct(values))
     }
 
     /// The derived column of `base`, a string column: its dictionary built from one call per
@@ -102,14 +136,9 @@ impl DerivedString {
         let ColumnData::Str { codes, dictionary } = &base.data else {
             return None;
         };
-        let results: Vec<String> = dictionary.values().iter().map(|s| self.apply(s)).collect();
-        let derived = Dictionary::from_unsorted(results.clone());
-        let recode: Vec<i32> = results
-            .iter()
-            .map(|s| derived.code_of(s).unwrap_or(-1))
-            .collect();
+        let (recode, derived) = self.recode(dictionary);
         let codes: Vec<i32> = codes
-            .iter()
+            .par_iter()
             .map(|&code| {
                 usize::try_from(code)
                     .ok()
@@ -129,7 +158,7 @@ impl DerivedString {
 }
 
 /// `substring(text, start, length)` over characters, as DuckDB computes it.
-fn substring(text: &str, start: i64, length: Option<i64>) -> String {
+fn substring(text: &str, start: i64, length: Option<i64>) -> &str {
     let count = text.chars().count() as i64;
     // Positions count from 1; a negative start counts back from the end (-1: the last).
     let start = if start < 0 { count + start + 1 } else { start };
@@ -140,12 +169,17 @@ fn substring(text: &str, start: i64, length: Option<i64>) -> String {
     };
     let (from, to) = (from.max(1), to.min(count + 1));
     if from >= to {
-        return String::new();
+        return "";
     }
-    text.chars()
-        .skip((from - 1) as usize)
-        .take((to - from) as usize)
-        .collect()
+    // Character positions `from..to` (from 1) as byte offsets.
+    let mut offsets = text
+        .char_indices()
+        .map(|(at, _)| at)
+        .chain([text.len()])
+        .skip((from - 1) as usize);
+    let start = offsets.next().unwrap_or(text.len());
+    let end = offsets.nth((to - from - 1) as usize).unwrap_or(text.len());
+    &text[start..end]
 }
 
 #[cfg(test)]

@@ -736,11 +736,17 @@ fn bind(
                     compiled_dictionary(catalog, &from.0, &from.1, *entries)?,
                     string_dictionary(catalog, &derived.0, &derived.1)?,
                 );
-                // Each string is computed once, however many rows hold it.
-                let codes: Vec<i32> = source
+                // Each string is computed once, however many rows hold it; its result's code
+                // is then looked up among the derived column's strings (the same ones).
+                let (recoded, results) = function.recode(&source);
+                let in_image: Vec<i32> = results
                     .values()
                     .iter()
-                    .map(|text| image.code_of(&function.apply(text)).unwrap_or(-1))
+                    .map(|text| image.code_of(text).unwrap_or(-1))
+                    .collect();
+                let codes: Vec<i32> = recoded
+                    .iter()
+                    .map(|&code| in_image.get(code as usize).copied().unwrap_or(-1))
                     .collect();
                 column(
                     format!("{}.{}", derived.0, derived.1),
