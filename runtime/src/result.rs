@@ -676,7 +676,7 @@ impl Grouped<'_> {
             self.keys.iter().map(|&(id, ty, _)| (id, ty)),
             self.aggregates,
         );
-        let width = self.keys.len() + self.aggregates.len();
+        let width = checks.header.ids.len();
         // Decodes slot number `i` into `row` (emptied first); whether the checks keep it.
         let one = |i: usize, slot: u64, row: &mut Vec<Value>| -> Result<bool, RuntimeError> {
             row.clear();
@@ -697,12 +697,7 @@ impl Grouped<'_> {
             }
             checks.keep(row)
         };
-        let types: Vec<DataType> = self
-            .keys
-            .iter()
-            .map(|&(_, ty, _)| ty)
-            .chain(self.aggregates.iter().map(|a| a.ty))
-            .collect();
+        let types = checks.header.types.clone();
         // The collection so far, and a row to decode into (reused where `C` spreads it).
         let start = || (C::new(&types), Vec::with_capacity(width));
         let collect = |(mut collected, mut row): (C, Vec<Value>), (i, &slot): (usize, &u64)| {
@@ -802,13 +797,14 @@ impl Collected for ByColumn {
 /// so that a grouping of millions of groups followed by a `where` never holds them all.
 struct RowChecks<'a> {
     ops: &'a [HostOp],
-    /// The columns of a row, as the steps name them.
+    /// The columns of a row once every step has run, as the steps name them: a computed
+    /// column replaces its namesake or comes after those before it.
     header: Rows,
 }
 
 impl<'a> RowChecks<'a> {
-    /// The checks among `steps` for a grouped result's rows: its keys (id and type), then its
-    /// aggregates.
+    /// The row-at-a-time steps leading `steps` (filters, sum checks, computed columns) for a
+    /// grouped result's rows: its keys (id and type), then its aggregates.
     fn for_groups(
         steps: &'a [HostOp],
         keys: impl Iterator<Item = (u32, DataType)>,
@@ -816,9 +812,23 @@ impl<'a> RowChecks<'a> {
     ) -> RowChecks<'a> {
         let count = steps
             .iter()
-            .take_while(|op| matches!(op, HostOp::Filter(_) | HostOp::CheckSum { .. }))
+            .take_while(|op| {
+                matches!(
+                    op,
+                    HostOp::Filter(_) | HostOp::CheckSum { .. } | HostOp::Compute { .. }
+                )
+            })
             .count();
-        let (ids, types) = keys.chain(aggregates.iter().map(|a| (a.id, a.ty))).unzip();
+        let (mut ids, mut types): (Vec<u32>, Vec<DataType>) =
+            keys.chain(aggregates.iter().map(|a| (a.id, a.ty))).unzip();
+        for op in &steps[..count] {
+            if let HostOp::Compute { id, ty, .. } = op {
+                if !ids.contains(id) {
+                    ids.push(*id);
+                    types.push(*ty);
+                }
+            }
+        }
         RowChecks {
             ops: &steps[..count],
             header: Rows {
@@ -829,10 +839,17 @@ impl<'a> RowChecks<'a> {
         }
     }
 
-    /// Whether `row` passes every check; an error where a sum check fails.
-    fn keep(&self, row: &[Value]) -> Result<bool, RuntimeError> {
+    /// Runs the steps on `row`: whether it passes every check (with its computed columns
+    /// then in place); an error where a sum check fails.
+    fn keep(&self, row: &mut Vec<Value>) -> Result<bool, RuntimeError> {
         for op in self.ops {
-            if !check_row(op, row, &self.header)? {
+            if let HostOp::Compute { id, expr, .. } = op {
+                let value = evaluate(expr, row, &self.header)?;
+                match self.header.position(*id)? {
+                    at if at < row.len() => row[at] = value,
+                    _ => row.push(value),
+                }
+            } else if !check_row(op, row, &self.header)? {
                 return Ok(false);
             }
         }

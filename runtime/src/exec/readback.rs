@@ -42,23 +42,35 @@ impl Gathered {
         if self.slots.iter().any(|&slot| u64::from(slot) >= slots) {
             return Err(malformed("a slot lies outside the table"));
         }
-        let mut order: Vec<usize> = (0..count).collect();
-        order.par_sort_unstable_by_key(|&i| self.slots[i]);
+        // Each slot beside its place, as one word: sorting plain words is several times faster
+        // than sorting places by a slot looked up elsewhere.
+        let mut keyed: Vec<u64> = self
+            .slots
+            .par_iter()
+            .enumerate()
+            .map(|(i, &slot)| (u64::from(slot) << 32) | i as u64)
+            .collect();
+        keyed.par_sort_unstable();
+        let order: Vec<usize> = keyed
+            .par_iter()
+            .map(|&k| (k & 0xffff_ffff) as usize)
+            .collect();
         let columns = self
             .columns
             .par_iter()
             .zip(widths)
             .map(|(column, &width)| {
                 let width = width as usize;
-                let mut sorted = Vec::with_capacity(column.len());
-                for &i in &order {
-                    sorted.extend_from_slice(&column[i * width..(i + 1) * width]);
-                }
+                let mut sorted = vec![0u8; column.len()];
+                sorted
+                    .par_chunks_mut(width.max(1))
+                    .zip(&order)
+                    .for_each(|(to, &i)| to.copy_from_slice(&column[i * width..(i + 1) * width]));
                 sorted
             })
             .collect();
         Ok(PresentSlots {
-            slots: order.iter().map(|&i| u64::from(self.slots[i])).collect(),
+            slots: keyed.par_iter().map(|&k| k >> 32).collect(),
             columns,
             gathered: true,
         })
