@@ -85,6 +85,10 @@ pub struct Catalog {
     /// Sets of a table's columns known to hold no combination of values twice: the keys of
     /// a grouped result added as a table.
     unique_keys: BTreeMap<String, Vec<Vec<String>>>,
+    /// The dictionaries of derived string columns (`crate::derived`), computed from their base
+    /// columns' dictionaries: kernels read a derived column through its base's codes, so its
+    /// values need never be loaded.
+    derived_dictionaries: Mutex<HashMap<(String, String), Arc<Dictionary>>>,
     /// One lock per table, held while that table's columns load, so that threads asking for
     /// the same columns at once read the files once; other tables load meanwhile.
     loading: HashMap<String, Mutex<()>>,
@@ -186,6 +190,7 @@ impl Catalog {
             page_dictionaries: Mutex::new(HashMap::new()),
             unique_values: Mutex::new(HashMap::new()),
             unique_keys: BTreeMap::new(),
+            derived_dictionaries: Mutex::new(HashMap::new()),
             loading: HashMap::new(),
             compression: Compression::None,
             packed: Mutex::new(PackedColumns::default()),
@@ -334,6 +339,21 @@ impl Catalog {
         if let Some(loaded) = lock(&self.cache).get(&key) {
             return Ok(loaded.stats.clone());
         }
+        if let Some(derived) = self.derived(table, column) {
+            let base = self.stats(table, &derived.base)?;
+            let codes = self.derived_dictionary(table, column, &derived)?.len() as i64;
+            let (min, max) = if codes == 0 || base.nulls >= base.rows {
+                (Value::Null, Value::Null)
+            } else {
+                (Value::Int(0), Value::Int(codes - 1))
+            };
+            return Ok(ColumnStats {
+                min,
+                max,
+                dictionary_size: Some(codes as u64),
+                ..base
+            });
+        }
         let info = self.tables.get(table);
         if let Some(stats) = info.and_then(|t| t.statistics.get(column)) {
             return Ok(stats.clone());
@@ -375,6 +395,9 @@ impl Catalog {
         if let Some(loaded) = lock(&self.cache).get(&key) {
             return Ok(loaded.data.dictionary().cloned());
         }
+        if let Some(derived) = self.derived(table, column) {
+            return self.derived_dictionary(table, column, &derived).map(Some);
+        }
         if let Some(facts) = self.prepared_facts(table, column)? {
             return Ok(facts.dictionary);
         }
@@ -395,6 +418,9 @@ impl Catalog {
         let key = (table.to_string(), column.to_string());
         if let Some(loaded) = lock(&self.cache).get(&key) {
             return Ok(loaded.data.dictionary().cloned());
+        }
+        if let Some(derived) = self.derived(table, column) {
+            return self.derived_dictionary(table, column, &derived).map(Some);
         }
         if let Some(facts) = self.prepared_facts(table, column)? {
             if facts.dictionary.is_some() {
@@ -680,6 +706,29 @@ impl Catalog {
                 table: table.into(),
                 column: columns.join(", "),
             })
+    }
+
+    /// The dictionary of `table.column`, derived as `derived` says from its base column's
+    /// dictionary (computed once per catalog).
+    fn derived_dictionary(
+        &self,
+        table: &str,
+        column: &str,
+        derived: &DerivedString,
+    ) -> Result<Arc<Dictionary>, StorageError> {
+        let key = (table.to_string(), column.to_string());
+        if let Some(known) = lock(&self.derived_dictionaries).get(&key) {
+            return Ok(Arc::clone(known));
+        }
+        let base = self
+            .codes_dictionary(table, &derived.base)?
+            .ok_or_else(|| {
+                StorageError::Invalid(format!("`{table}.{}` is not a string column", derived.base))
+            })?;
+        let (_, dictionary) = derived.recode(&base);
+        let dictionary = Arc::new(dictionary);
+        lock(&self.derived_dictionaries).insert(key, Arc::clone(&dictionary));
+        Ok(dictionary)
     }
 
     /// `columns` of `table`, of which `derived` are string functions of others: their bases
