@@ -88,7 +88,7 @@ pub struct Catalog {
     /// The dictionaries of derived string columns (`crate::derived`), computed from their base
     /// columns' dictionaries: kernels read a derived column through its base's codes, so its
     /// values need never be loaded.
-    derived_dictionaries: Mutex<HashMap<(String, String), Arc<Dictionary>>>,
+    derived_dictionaries: Mutex<HashMap<(String, String), DerivedCodes>>,
     /// One lock per table, held while that table's columns load, so that threads asking for
     /// the same columns at once read the files once; other tables load meanwhile.
     loading: HashMap<String, Mutex<()>>,
@@ -128,6 +128,10 @@ pub(crate) struct ColumnFacts {
     pub(crate) dictionary: Option<Arc<Dictionary>>,
     pub(crate) unique: Option<bool>,
 }
+
+/// A derived string column's codes for each code of its base column's dictionary, and its own
+/// dictionary ([`Catalog::derived_codes`]).
+pub type DerivedCodes = (Arc<Vec<i32>>, Arc<Dictionary>);
 
 /// A poisoned lock only means another thread panicked while holding it; the map it guards is
 /// still consistent (entries are inserted whole), so carry on.
@@ -716,19 +720,43 @@ impl Catalog {
         column: &str,
         derived: &DerivedString,
     ) -> Result<Arc<Dictionary>, StorageError> {
+        Ok(self.derived_recoding(table, column, derived)?.1)
+    }
+
+    /// For each code of the dictionary kernels read for the base of derived column
+    /// `table.column`, the code of its string's result in the derived column's dictionary,
+    /// and that dictionary: what a kernel reading the base's codes needs (computed once per
+    /// catalog). `None` when the column is not a derived one.
+    pub fn derived_codes(
+        &self,
+        table: &str,
+        column: &str,
+    ) -> Result<Option<DerivedCodes>, StorageError> {
+        match self.derived(table, column) {
+            Some(derived) => self.derived_recoding(table, column, &derived).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn derived_recoding(
+        &self,
+        table: &str,
+        column: &str,
+        derived: &DerivedString,
+    ) -> Result<DerivedCodes, StorageError> {
         let key = (table.to_string(), column.to_string());
         if let Some(known) = lock(&self.derived_dictionaries).get(&key) {
-            return Ok(Arc::clone(known));
+            return Ok(known.clone());
         }
         let base = self
             .codes_dictionary(table, &derived.base)?
             .ok_or_else(|| {
                 StorageError::Invalid(format!("`{table}.{}` is not a string column", derived.base))
             })?;
-        let (_, dictionary) = derived.recode(&base);
-        let dictionary = Arc::new(dictionary);
-        lock(&self.derived_dictionaries).insert(key, Arc::clone(&dictionary));
-        Ok(dictionary)
+        let (codes, dictionary) = derived.recode(&base);
+        let recoding = (Arc::new(codes), Arc::new(dictionary));
+        lock(&self.derived_dictionaries).insert(key, recoding.clone());
+        Ok(recoding)
     }
 
     /// `columns` of `table`, of which `derived` are string functions of others: their bases

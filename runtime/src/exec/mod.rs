@@ -729,28 +729,26 @@ fn bind(
                 derived,
                 entries,
             } => {
-                let function = DerivedString::parse(&derived.1).ok_or_else(|| {
-                    RuntimeError::Malformed(format!("`{}` is not a string function", derived.1))
-                })?;
-                let (source, image) = (
-                    compiled_dictionary(catalog, &from.0, &from.1, *entries)?,
-                    string_dictionary(catalog, &derived.0, &derived.1)?,
-                );
-                // Each string is computed once, however many rows hold it; its result's code
-                // is then looked up among the derived column's strings (the same ones).
-                let (recoded, results) = function.recode(&source);
-                let in_image: Vec<i32> = results
-                    .values()
-                    .iter()
-                    .map(|text| image.code_of(text).unwrap_or(-1))
-                    .collect();
-                let codes: Vec<i32> = recoded
-                    .iter()
-                    .map(|&code| in_image.get(code as usize).copied().unwrap_or(-1))
-                    .collect();
+                // The codes were compiled for this many strings of the base.
+                compiled_dictionary(catalog, &from.0, &from.1, *entries)?;
+                let stale = || {
+                    RuntimeError::Stale(format!(
+                        "`{}.{}` is no longer a string function of `{}`",
+                        derived.0, derived.1, from.1
+                    ))
+                };
+                let function = DerivedString::parse(&derived.1).ok_or_else(stale)?;
+                if function.base != from.1 {
+                    return Err(stale());
+                }
+                // Each string is computed once, however many rows hold it (and once per
+                // catalog, however many queries read it).
+                let (codes, _) = catalog
+                    .derived_codes(&derived.0, &derived.1)?
+                    .ok_or_else(stale)?;
                 column(
                     format!("{}.{}", derived.0, derived.1),
-                    ColumnBytes::Translation(Arc::new(codes)),
+                    ColumnBytes::Translation(codes),
                 )?
             }
             Param::Literal { slot, ty } => literal_bits(constant(*slot)?, *ty)?,
