@@ -252,24 +252,16 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                     overflow: self.either(overflow, conditions_overflow)?,
                 })
             }
+            // A rank, or a string function's code: the operand's code looked up in a table
+            // computed per dictionary entry.
             ExprKind::Rank {
                 operand, entries, ..
-            } => {
-                let param = per_code_param(self.query, expr)
-                    .ok_or_else(|| invalid("a rank is of a stored string column"))?;
-                let v = self.value_of(operand, item)?;
-                let value = self.per_code(&param, v.value.into_int_value(), *entries)?;
-                Ok(Val {
-                    value: value.into(),
-                    valid: v.valid,
-                    overflow: v.overflow,
-                })
             }
-            ExprKind::Derived {
+            | ExprKind::Derived {
                 operand, entries, ..
             } => {
                 let param = per_code_param(self.query, expr)
-                    .ok_or_else(|| invalid("a string function is of a stored string column"))?;
+                    .ok_or_else(|| invalid("a per-code table is of a stored string column"))?;
                 let v = self.value_of(operand, item)?;
                 let value = self.per_code(&param, v.value.into_int_value(), *entries)?;
                 Ok(Val {
