@@ -1275,7 +1275,7 @@ fn evaluate(expr: &HostExpr, row: &[Value], rows: &Rows) -> Result<Value, Runtim
             })?;
             match evaluate(operand, row, rows)? {
                 Value::Null => Value::Null,
-                Value::Str(text) => Value::Str(derived.apply(&text).into_owned()),
+                Value::Str(text) => derived.value(&text),
                 other => {
                     return Err(RuntimeError::Malformed(format!(
                         "`{function}` of the non-string {other}"

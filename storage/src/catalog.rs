@@ -316,7 +316,7 @@ impl Catalog {
         let base = self.field(table, &derived.base)?;
         (base.ty == DataType::Str).then(|| Field {
             name: column.to_string(),
-            ty: DataType::Str,
+            ty: derived.result_type(),
             nullable: base.nullable,
         })
     }
@@ -343,7 +343,10 @@ impl Catalog {
         if let Some(loaded) = lock(&self.cache).get(&key) {
             return Ok(loaded.stats.clone());
         }
-        if let Some(derived) = self.derived(table, column) {
+        if let Some(derived) = self
+            .derived(table, column)
+            .filter(|d| d.result_type() == DataType::Str)
+        {
             let base = self.stats(table, &derived.base)?;
             let codes = self.derived_dictionary(table, column, &derived)?.len() as i64;
             let (min, max) = if codes == 0 || base.nulls >= base.rows {
@@ -400,7 +403,10 @@ impl Catalog {
             return Ok(loaded.data.dictionary().cloned());
         }
         if let Some(derived) = self.derived(table, column) {
-            return self.derived_dictionary(table, column, &derived).map(Some);
+            return match derived.result_type() {
+                DataType::Str => self.derived_dictionary(table, column, &derived).map(Some),
+                _ => Ok(None),
+            };
         }
         if let Some(facts) = self.prepared_facts(table, column)? {
             return Ok(facts.dictionary);
@@ -424,7 +430,10 @@ impl Catalog {
             return Ok(loaded.data.dictionary().cloned());
         }
         if let Some(derived) = self.derived(table, column) {
-            return self.derived_dictionary(table, column, &derived).map(Some);
+            return match derived.result_type() {
+                DataType::Str => self.derived_dictionary(table, column, &derived).map(Some),
+                _ => Ok(None),
+            };
         }
         if let Some(facts) = self.prepared_facts(table, column)? {
             if facts.dictionary.is_some() {

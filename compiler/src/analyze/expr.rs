@@ -27,7 +27,7 @@ const STRING_MATCHES: [MatchKind; 3] = [
 ];
 
 /// The string functions, computed per dictionary entry (`Analyzer::string_function`).
-const STRING_FUNCTIONS: [&str; 3] = ["substring", "upper", "lower"];
+const STRING_FUNCTIONS: [&str; 4] = ["substring", "upper", "lower", "length"];
 
 /// An operand of a comparison: strings literals stay text until we know which column's
 /// dictionary they are compared with.
@@ -554,7 +554,8 @@ impl Analyzer<'_> {
     /// column's, or a string function's of one (`None` for other expressions).
     pub(super) fn string_origin(&self, expr: &Expr) -> Option<BaseColumn> {
         match &expr.kind {
-            ExprKind::Derived { derived, .. } => Some(derived.clone()),
+            ExprKind::Derived { derived, .. } if expr.ty == DataType::Str => Some(derived.clone()),
+            ExprKind::Derived { .. } => None,
             _ => expr
                 .as_column()
                 .and_then(|c| self.columns.get(c).origin.clone()),

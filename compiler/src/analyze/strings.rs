@@ -119,9 +119,9 @@ impl Analyzer<'_> {
         Ok(Expr::binary(op, left, right, DataType::Bool, span))
     }
 
-    /// `substring(s, start[, length])`, `upper(s)`, `lower(s)` of a string column of a table:
-    /// the derived column the catalog computes (`tessera_storage::derived`), read in kernels
-    /// through a table of codes computed once per dictionary entry.
+    /// `substring(s, start[, length])`, `upper(s)`, `lower(s)`, `length(s)` of a string column
+    /// of a table: the derived column the catalog computes (`tessera_storage::derived`), read
+    /// in kernels through a table of codes (or lengths) computed once per dictionary entry.
     pub(super) fn string_function(
         &mut self,
         name: &'static str,
@@ -147,6 +147,7 @@ impl Analyzer<'_> {
         let function = match name {
             "upper" => StringFunction::Upper,
             "lower" => StringFunction::Lower,
+            "length" => StringFunction::Length,
             _ => {
                 let start = numbers.next().flatten();
                 let length = numbers.next();
@@ -189,6 +190,7 @@ impl Analyzer<'_> {
             base: origin.column.clone(),
             function,
         };
+        let ty = derived.result_type();
         let derived = BaseColumn::new(origin.table.clone(), derived.name());
         if self
             .catalog
@@ -205,7 +207,7 @@ impl Analyzer<'_> {
                 derived,
                 entries,
             },
-            DataType::Str,
+            ty,
             nullable,
             span,
         ))

@@ -263,7 +263,11 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 let param = per_code_param(self.query, expr)
                     .ok_or_else(|| invalid("a per-code table is of a stored string column"))?;
                 let v = self.value_of(operand, item)?;
-                let value = self.per_code(&param, v.value.into_int_value(), *entries)?;
+                let mut value = self.per_code(&param, v.value.into_int_value(), *entries)?;
+                // Lengths are kept in 32 bits per entry; `length` is an `i64`.
+                if expr.ty == DataType::I64 {
+                    value = em.b.build_int_s_extend(value, em.i64(), "wide")?;
+                }
                 Ok(Val {
                     value: value.into(),
                     valid: v.valid,
@@ -1167,7 +1171,8 @@ pub(super) fn per_code_param(query: &crate::physical::PhysicalQuery, expr: &Expr
 /// column's, or a string function's of one.
 fn code_origin(query: &crate::physical::PhysicalQuery, operand: &Expr) -> Option<BaseColumn> {
     match &operand.kind {
-        ExprKind::Derived { derived, .. } => Some(derived.clone()),
+        ExprKind::Derived { derived, .. } if operand.ty == DataType::Str => Some(derived.clone()),
+        ExprKind::Derived { .. } => None,
         _ => query.columns.get(operand.as_column()?).origin.clone(),
     }
 }
