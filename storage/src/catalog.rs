@@ -19,7 +19,7 @@ use crate::arrow_columns::FileTable;
 use crate::column::{Column, ColumnStats, Dictionary};
 use crate::compress::Compression;
 use crate::csv_read::{open_csv, read_csv};
-use crate::derived::DerivedString;
+use crate::derived::{literal_strings, DerivedString, LITERAL_TABLE};
 use crate::error::StorageError;
 use crate::hive::{parquet_files, partition_column, Partition};
 use crate::ipc_read::{open_ipc, read_ipc};
@@ -308,6 +308,13 @@ impl Catalog {
     /// The field of `table.column`: one of its files' columns, or a string function of one
     /// (`crate::derived`, of a function of one, ...), computed when loaded.
     pub fn field(&self, table: &str, column: &str) -> Option<Field> {
+        if table == LITERAL_TABLE {
+            return literal_strings(column).map(|_| Field {
+                name: column.to_string(),
+                ty: DataType::Str,
+                nullable: true,
+            });
+        }
         let schema = &self.tables.get(table)?.schema;
         if let Some(field) = schema.field(column) {
             return Some(field.clone());
@@ -339,6 +346,16 @@ impl Catalog {
     /// strings, their dictionary pages), else by loading the column. Planning asks for these;
     /// only footer-less files and strings not wholly dictionary-encoded need the data read.
     pub fn stats(&self, table: &str, column: &str) -> Result<ColumnStats, StorageError> {
+        if let Some(strings) = self.literal_dictionary(table, column) {
+            let codes = strings.len() as i64;
+            return Ok(ColumnStats {
+                rows: 0,
+                nulls: 0,
+                min: Value::Int(0),
+                max: Value::Int(codes - 1),
+                dictionary_size: Some(codes as u64),
+            });
+        }
         let key = (table.to_string(), column.to_string());
         if let Some(loaded) = lock(&self.cache).get(&key) {
             return Ok(loaded.stats.clone());
@@ -398,6 +415,9 @@ impl Catalog {
         table: &str,
         column: &str,
     ) -> Result<Option<Arc<Dictionary>>, StorageError> {
+        if let Some(strings) = self.literal_dictionary(table, column) {
+            return Ok(Some(Arc::new(strings)));
+        }
         let key = (table.to_string(), column.to_string());
         if let Some(loaded) = lock(&self.cache).get(&key) {
             return Ok(loaded.data.dictionary().cloned());
@@ -425,6 +445,9 @@ impl Catalog {
         table: &str,
         column: &str,
     ) -> Result<Option<Arc<Dictionary>>, StorageError> {
+        if let Some(strings) = self.literal_dictionary(table, column) {
+            return Ok(Some(Arc::new(strings)));
+        }
         let key = (table.to_string(), column.to_string());
         if let Some(loaded) = lock(&self.cache).get(&key) {
             return Ok(loaded.data.dictionary().cloned());
@@ -719,6 +742,14 @@ impl Catalog {
                 table: table.into(),
                 column: columns.join(", "),
             })
+    }
+
+    /// The dictionary of the string literals a `case` produces, when `table.column` names one
+    /// (`crate::derived::literal_strings_name`).
+    fn literal_dictionary(&self, table: &str, column: &str) -> Option<Dictionary> {
+        (table == LITERAL_TABLE)
+            .then(|| literal_strings(column))
+            .flatten()
     }
 
     /// The dictionary of `table.column`, derived as `derived` says from its base column's

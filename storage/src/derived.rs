@@ -15,6 +15,29 @@ use crate::column::{Column, ColumnData, Dictionary};
 use crate::types::{DataType, Value};
 use crate::values::Values;
 
+/// The table under which the string literals a `case` produces have their dictionary: no file
+/// names a table so.
+pub const LITERAL_TABLE: &str = "";
+
+/// The name of the dictionary of `strings` (under [`LITERAL_TABLE`]): the distinct strings,
+/// sorted, as a JSON list (`strings["big","small"]`), which [`literal_strings`] reads back.
+pub fn literal_strings_name(strings: &[&str]) -> String {
+    let mut sorted: Vec<&str> = strings.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    format!(
+        "strings{}",
+        serde_json::to_string(&sorted).unwrap_or_else(|_| "[]".into())
+    )
+}
+
+/// The strings a name made by [`literal_strings_name`] lists, as their dictionary.
+pub fn literal_strings(name: &str) -> Option<Dictionary> {
+    let list = name.strip_prefix("strings")?;
+    let strings: Vec<String> = serde_json::from_str(list).ok()?;
+    Some(Dictionary::from_unsorted(strings))
+}
+
 /// A string function applied to each string of a column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StringFunction {
@@ -289,6 +312,11 @@ mod tests {
             assert_eq!(DerivedString::parse(&derived.name()), Some(derived));
         }
         assert_eq!(DerivedString::parse("c_phone"), None);
+        let name = literal_strings_name(&["small", "b\"ig", "small"]);
+        assert_eq!(name, r#"strings["b\"ig","small"]"#);
+        let read = literal_strings(&name).expect("a list of strings");
+        assert_eq!(read.values(), ["b\"ig", "small"]);
+        assert!(literal_strings("strings[1]").is_none());
         assert_eq!(DerivedString::parse("substring(c_phone, x)"), None);
         assert_eq!(DerivedString::parse("upper()"), None);
     }

@@ -9,10 +9,11 @@ use tessera_grammar::ast::{
 };
 use tessera_grammar::{closest_name, Diagnostic, Span};
 use tessera_stdlib::{Aggregate, Function};
+use tessera_storage::derived::{literal_strings, literal_strings_name, LITERAL_TABLE};
 use tessera_storage::{date, DataType, Value};
 
 use crate::columns::BaseColumn;
-use crate::expr::{mirror, Expr, ExprKind, MatchKind};
+use crate::expr::{mirror, Expr, ExprKind, MatchKind, StrBound, StrCode};
 
 use super::decimals;
 use super::declarations::resolve_type;
@@ -485,17 +486,50 @@ impl Analyzer<'_> {
         span: Span,
         context: &PipelineContext,
     ) -> Result<Expr> {
-        // A string literal as a result is a `case` producing strings, not a stray literal.
-        let result = |this: &mut Self, e: &ast::Expr| match this.operand(e, context)? {
-            Operand::Value(typed) => Ok(typed),
-            Operand::Text(..) => Err(case_of_strings(span)),
-        };
         let mut typed = Vec::with_capacity(branches.len());
         for (when, then) in branches {
             let when = self.condition(when, context, "`when`")?;
-            typed.push((when, result(self, then)?));
+            typed.push((when, self.operand(then, context)?));
         }
-        let otherwise = otherwise.map(|e| result(self, e)).transpose()?;
+        let otherwise = otherwise.map(|e| self.operand(e, context)).transpose()?;
+        // String literals as results: each becomes its code in the dictionary of the literals
+        // (`tessera_storage::derived::literal_strings_name`), which the result's strings index.
+        let texts: Vec<&str> = typed
+            .iter()
+            .map(|(_, t)| t)
+            .chain(otherwise.as_ref())
+            .filter_map(|result| match result {
+                Operand::Text(text, _) => Some(text.as_str()),
+                Operand::Value(_) => None,
+            })
+            .collect();
+        let literals = (!texts.is_empty())
+            .then(|| BaseColumn::new(LITERAL_TABLE, literal_strings_name(&texts)));
+        let result = |operand: Operand| match (operand, &literals) {
+            (Operand::Value(typed), _) => Ok(typed),
+            (Operand::Text(text, text_span), Some(dictionary)) => {
+                let code = literal_strings(&dictionary.column)
+                    .and_then(|d| d.code_of(&text))
+                    .unwrap_or(-1);
+                Ok(Expr::new(
+                    ExprKind::StrCode(StrCode {
+                        dictionary: dictionary.clone(),
+                        text,
+                        bound: StrBound::Exact,
+                        code,
+                    }),
+                    DataType::Str,
+                    false,
+                    text_span,
+                ))
+            }
+            (Operand::Text(..), None) => Err(case_of_strings(span)),
+        };
+        let typed = typed
+            .into_iter()
+            .map(|(when, then)| Ok((when, result(then)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let otherwise = otherwise.map(result).transpose()?;
         let results: Vec<&Expr> = typed
             .iter()
             .map(|(_, t)| t)
@@ -527,7 +561,9 @@ impl Analyzer<'_> {
                 }
             };
         }
-        if ty == DataType::Str {
+        // Strings of one dictionary only: the literals' (a column's strings index another).
+        let of_literals = |r: &&Expr| r.is_null() || matches!(r.kind, ExprKind::StrCode(_));
+        if ty == DataType::Str && (literals.is_none() || !results.iter().all(of_literals)) {
             return Err(case_of_strings(span));
         }
         let nullable = otherwise.is_none() || results.iter().any(|r| r.nullable);
@@ -556,6 +592,18 @@ impl Analyzer<'_> {
         match &expr.kind {
             ExprKind::Derived { derived, .. } if expr.ty == DataType::Str => Some(derived.clone()),
             ExprKind::Derived { .. } => None,
+            // A `case` of string literals: the literals' dictionary.
+            ExprKind::Case {
+                branches,
+                otherwise,
+            } if expr.ty == DataType::Str => branches
+                .iter()
+                .map(|(_, then)| then)
+                .chain(otherwise.as_deref())
+                .find_map(|result| match &result.kind {
+                    ExprKind::StrCode(code) => Some(code.dictionary.clone()),
+                    _ => None,
+                }),
             _ => expr
                 .as_column()
                 .and_then(|c| self.columns.get(c).origin.clone()),
@@ -846,6 +894,9 @@ fn check_cast(from: DataType, to: DataType, span: Span) -> Result<()> {
 
 /// The documented limit (LANGUAGE.md §8) a `case` whose results are strings meets.
 fn case_of_strings(span: Span) -> Diagnostic {
-    Diagnostic::unsupported(span, "`case` producing strings is not supported")
-        .with_hint("produce numbers, or filter with `where` instead")
+    Diagnostic::unsupported(
+        span,
+        "`case` producing strings other than string literals is not supported yet",
+    )
+    .with_hint("make every result a string literal, or `null`")
 }

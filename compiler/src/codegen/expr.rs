@@ -997,6 +997,10 @@ pub(super) fn host_expr(expr: &Expr) -> Result<HostExpr, Diagnostic> {
                 "a kernel's constant reached a step on the host",
             ))
         }
+        // A string a `case` produces: the host holds strings as text.
+        ExprKind::StrCode(code) if code.bound == StrBound::Exact => {
+            HostExpr::Literal(Value::Str(code.text.clone()))
+        }
         ExprKind::StrCode(_) => {
             return Err(Diagnostic::unsupported(
                 expr.span,
@@ -1168,11 +1172,27 @@ pub(super) fn per_code_param(query: &crate::physical::PhysicalQuery, expr: &Expr
 }
 
 /// The column whose dictionary the codes of string expression `operand` index: a stored
-/// column's, or a string function's of one.
-fn code_origin(query: &crate::physical::PhysicalQuery, operand: &Expr) -> Option<BaseColumn> {
+/// column's, a string function's of one, or a `case`'s string literals'.
+pub(super) fn code_origin(
+    query: &crate::physical::PhysicalQuery,
+    operand: &Expr,
+) -> Option<BaseColumn> {
     match &operand.kind {
         ExprKind::Derived { derived, .. } if operand.ty == DataType::Str => Some(derived.clone()),
         ExprKind::Derived { .. } => None,
+        ExprKind::Case {
+            branches,
+            otherwise,
+        } if operand.ty == DataType::Str => branches
+            .iter()
+            .map(|(_, then)| then)
+            .chain(otherwise.as_deref())
+            .find_map(|result| code_origin(query, result)),
+        ExprKind::StrCode(code) => Some(code.dictionary.clone()),
+        ExprKind::Constant { slot, .. } => match query.constants.get(*slot) {
+            Some(Constant::StrCode(code)) => Some(code.dictionary.clone()),
+            _ => None,
+        },
         _ => query.columns.get(operand.as_column()?).origin.clone(),
     }
 }

@@ -504,7 +504,12 @@ pub(super) fn query_to_llvm(
 fn columns_used(query: &PhysicalQuery) -> Vec<tessera_runtime::program::ColumnUse> {
     let mut used: Vec<tessera_runtime::program::ColumnUse> = Vec::new();
     for info in query.columns.iter() {
-        if let Some(origin) = &info.origin {
+        // A `case`'s string literals index a dictionary of their own, not stored data.
+        let stored = info
+            .origin
+            .as_ref()
+            .filter(|o| o.table != tessera_storage::derived::LITERAL_TABLE);
+        if let Some(origin) = stored {
             let column = tessera_runtime::program::ColumnUse {
                 table: origin.table.clone(),
                 column: origin.column.clone(),

@@ -24,6 +24,7 @@ use crate::physical::{
     type_bits, DenseUpdates, GroupLayout, KeyDomain, PartitionPass, Pipeline, Sink,
 };
 
+use super::expr::code_origin;
 use super::kernel::Kernel;
 use super::materialize::{plan_rows, WrittenColumn};
 use super::partition::PartCounts;
@@ -272,9 +273,7 @@ pub(super) fn plan_sink(
                     (Some(arg), AggregateKind::Min | AggregateKind::Max)
                         if arg.ty == DataType::Str =>
                     {
-                        arg.as_column()
-                            .and_then(|c| query.columns.get(c).origin.clone())
-                            .map(|o| (o.table, o.column))
+                        code_origin(query, arg).map(|o| (o.table, o.column))
                     }
                     _ => None,
                 };
@@ -319,10 +318,7 @@ pub(super) fn plan_sink(
                     qc.assume_range(source, domain.min, domain.min + domain.size as i64 - 1);
                 }
                 let dictionary = match expr.ty {
-                    DataType::Str => expr
-                        .as_column()
-                        .and_then(|c| query.columns.get(c).origin.clone())
-                        .map(|o| (o.table, o.column)),
+                    DataType::Str => code_origin(query, expr).map(|o| (o.table, o.column)),
                     _ => None,
                 };
                 dense_keys.push(DenseKey {
@@ -391,10 +387,7 @@ fn hash_groups(
             qc.assume_range(source, range.min, range.min + range.size as i64 - 1);
         }
         let dictionary = match expr.ty {
-            DataType::Str => expr
-                .as_column()
-                .and_then(|c| query.columns.get(c).origin.clone())
-                .map(|o| (o.table, o.column)),
+            DataType::Str => code_origin(query, expr).map(|o| (o.table, o.column)),
             _ => None,
         };
         described.push(HashKey {

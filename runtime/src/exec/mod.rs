@@ -908,11 +908,11 @@ fn check_rows(table: &str, column: &str, found: usize, rows: u64) -> Result<(), 
 /// for, and holds nulls only if the code reads them.
 fn check_columns(columns: &[ColumnUse], catalog: &Catalog) -> Result<(), RuntimeError> {
     for used in columns {
-        catalog
-            .table(&used.table)
-            .ok_or_else(|| RuntimeError::Stale(format!("table `{}` is gone", used.table)))?;
         let field = catalog.field(&used.table, &used.column).ok_or_else(|| {
-            RuntimeError::Stale(format!("`{}.{}` is gone", used.table, used.column))
+            match catalog.table(&used.table) {
+                None => RuntimeError::Stale(format!("table `{}` is gone", used.table)),
+                Some(_) => RuntimeError::Stale(format!("`{}.{}` is gone", used.table, used.column)),
+            }
         })?;
         if field.ty != used.ty {
             return Err(RuntimeError::Stale(format!(
