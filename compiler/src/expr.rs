@@ -369,6 +369,32 @@ impl Expr {
         }
     }
 
+    /// The column whose dictionary the codes of string expression `self` index: a column's
+    /// stored origin (`origin`), a string function's derived column, a string literal's
+    /// dictionary (`hoisted` gives the one a kernel constant stands for), or, for a `case` of
+    /// string literals, its literals' (`None` for other expressions).
+    pub fn code_dictionary(
+        &self,
+        origin: &dyn Fn(ColumnId) -> Option<BaseColumn>,
+        hoisted: &dyn Fn(usize) -> Option<BaseColumn>,
+    ) -> Option<BaseColumn> {
+        match &self.kind {
+            ExprKind::Column(id) => origin(*id),
+            ExprKind::Derived { derived, .. } if self.ty == DataType::Str => Some(derived.clone()),
+            ExprKind::StrCode(code) => Some(code.dictionary.clone()),
+            ExprKind::Constant { slot, .. } if self.ty == DataType::Str => hoisted(*slot),
+            ExprKind::Case {
+                branches,
+                otherwise,
+            } if self.ty == DataType::Str => branches
+                .iter()
+                .map(|(_, then)| then)
+                .chain(otherwise.as_deref())
+                .find_map(|result| result.code_dictionary(origin, hoisted)),
+            _ => None,
+        }
+    }
+
     /// Calls `visit` on this expression and every expression inside it, parents first.
     pub fn walk<'a>(&'a self, visit: &mut impl FnMut(&'a Expr)) {
         visit(self);

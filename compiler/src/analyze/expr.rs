@@ -587,27 +587,10 @@ impl Analyzer<'_> {
     }
 
     /// The column whose dictionary the codes of string expression `expr` index: a stored
-    /// column's, or a string function's of one (`None` for other expressions).
+    /// column's, a string function's of one, or a `case`'s string literals' (`None` for other
+    /// expressions).
     pub(super) fn string_origin(&self, expr: &Expr) -> Option<BaseColumn> {
-        match &expr.kind {
-            ExprKind::Derived { derived, .. } if expr.ty == DataType::Str => Some(derived.clone()),
-            ExprKind::Derived { .. } => None,
-            // A `case` of string literals: the literals' dictionary.
-            ExprKind::Case {
-                branches,
-                otherwise,
-            } if expr.ty == DataType::Str => branches
-                .iter()
-                .map(|(_, then)| then)
-                .chain(otherwise.as_deref())
-                .find_map(|result| match &result.kind {
-                    ExprKind::StrCode(code) => Some(code.dictionary.clone()),
-                    _ => None,
-                }),
-            _ => expr
-                .as_column()
-                .and_then(|c| self.columns.get(c).origin.clone()),
-        }
+        expr.code_dictionary(&|c| self.columns.get(c).origin.clone(), &|_| None)
     }
 
     fn call(

@@ -1171,30 +1171,19 @@ pub(super) fn per_code_param(query: &crate::physical::PhysicalQuery, expr: &Expr
     }
 }
 
-/// The column whose dictionary the codes of string expression `operand` index: a stored
-/// column's, a string function's of one, or a `case`'s string literals'.
+/// The column whose dictionary the codes of string expression `operand` index
+/// ([`Expr::code_dictionary`]), a kernel constant's among `query`'s constants.
 pub(super) fn code_origin(
     query: &crate::physical::PhysicalQuery,
     operand: &Expr,
 ) -> Option<BaseColumn> {
-    match &operand.kind {
-        ExprKind::Derived { derived, .. } if operand.ty == DataType::Str => Some(derived.clone()),
-        ExprKind::Derived { .. } => None,
-        ExprKind::Case {
-            branches,
-            otherwise,
-        } if operand.ty == DataType::Str => branches
-            .iter()
-            .map(|(_, then)| then)
-            .chain(otherwise.as_deref())
-            .find_map(|result| code_origin(query, result)),
-        ExprKind::StrCode(code) => Some(code.dictionary.clone()),
-        ExprKind::Constant { slot, .. } => match query.constants.get(*slot) {
+    operand.code_dictionary(
+        &|c| query.columns.get(c).origin.clone(),
+        &|slot| match query.constants.get(slot) {
             Some(Constant::StrCode(code)) => Some(code.dictionary.clone()),
             _ => None,
         },
-        _ => query.columns.get(operand.as_column()?).origin.clone(),
-    }
+    )
 }
 
 /// The suffix LLVM's intrinsics give a float type: `f32` or `f64`.
