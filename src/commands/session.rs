@@ -248,17 +248,8 @@ pub fn compile_script(
     options: &CompileOptions,
     use_cache: bool,
 ) -> Result<Compiled, Failure> {
-    let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
-    let opened = if decorrelate::candidate(&ast) {
-        Some(open_for(script, &ast, data, options)?)
-    } else {
-        None
-    };
-    let stages = match &opened {
-        Some(catalog) => staging::runs_in_stages(&decorrelate::rewrite(ast, catalog)),
-        None => staging::runs_in_stages(&ast),
-    };
-    if stages {
+    let (ast, opened) = parse_decorrelated(script, data, options)?;
+    if staging::runs_in_stages(&ast) {
         // A program holds the stages' code but not their results, and its main query's code
         // is made for those results.
         return Err(Failure::Message(format!(
@@ -266,7 +257,7 @@ pub fn compile_script(
             script.name
         )));
     }
-    compile_with_catalog(script, data, options, use_cache, &mut |_| None)
+    compile_parsed(script, ast, opened, data, options, use_cache, &mut |_| None)
 }
 
 /// Like `compile_script`, but takes the catalog from `cached` when it has one for a script
@@ -278,14 +269,36 @@ pub fn compile_with_catalog(
     use_cache: bool,
     cached: &mut dyn FnMut(Option<Arc<Catalog>>) -> Option<Arc<Catalog>>,
 ) -> Result<Compiled, Failure> {
+    let (ast, opened) = parse_decorrelated(script, data, options)?;
+    compile_parsed(script, ast, opened, data, options, use_cache, cached)
+}
+
+/// `script` parsed, its correlated joins decorrelated (`tessera_compiler::decorrelate`), and
+/// the catalog that took when it did: telling a join's inputs apart needs the catalog.
+fn parse_decorrelated(
+    script: &Script,
+    data: &Path,
+    options: &CompileOptions,
+) -> Result<(tessera_grammar::ast::Script, Option<Catalog>), Failure> {
     let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
-    // Decorrelating a join needs the catalog to tell its inputs apart, and it makes stages.
-    let (ast, opened) = if decorrelate::candidate(&ast) {
-        let catalog = open_for(script, &ast, data, options)?;
-        (decorrelate::rewrite(ast, &catalog), Some(catalog))
-    } else {
-        (ast, None)
-    };
+    if !decorrelate::candidate(&ast) {
+        return Ok((ast, None));
+    }
+    let catalog = open_for(script, &ast, data, options)?;
+    Ok((decorrelate::rewrite(ast, &catalog), Some(catalog)))
+}
+
+/// [`compile_with_catalog`] of `ast`, parsed from `script` (and `opened`, the catalog it was
+/// decorrelated against, when it was): its stages run first, each result a table.
+fn compile_parsed(
+    script: &Script,
+    ast: tessera_grammar::ast::Script,
+    opened: Option<Catalog>,
+    data: &Path,
+    options: &CompileOptions,
+    use_cache: bool,
+    cached: &mut dyn FnMut(Option<Arc<Catalog>>) -> Option<Arc<Catalog>>,
+) -> Result<Compiled, Failure> {
     if let Some(staged) = split_into_stages(&ast) {
         let catalog = match opened {
             Some(catalog) => catalog,
@@ -306,9 +319,10 @@ pub fn compile_with_catalog(
         return Ok(compiled);
     }
     let declares = ast.declares_tables();
-    let catalog = match (declares, cached(None)) {
-        (false, Some(catalog)) => catalog,
-        _ => {
+    let catalog = match (opened, declares, cached(None)) {
+        (Some(catalog), ..) => Arc::new(catalog),
+        (None, false, Some(catalog)) => catalog,
+        (None, ..) => {
             let catalog = Arc::new(open_for(script, &ast, data, options)?);
             if !declares {
                 cached(Some(Arc::clone(&catalog)));

@@ -315,13 +315,12 @@ impl Catalog {
                 nullable: true,
             });
         }
-        let schema = &self.tables.get(table)?.schema;
-        if let Some(field) = schema.field(column) {
+        if let Some(field) = self.tables.get(table)?.schema.field(column) {
             return Some(field.clone());
         }
-        let derived = DerivedString::parse(column)?;
+        let derived = self.derived(table, column)?;
         let base = self.field(table, &derived.base)?;
-        (base.ty == DataType::Str).then(|| Field {
+        Some(Field {
             name: column.to_string(),
             ty: derived.result_type(),
             nullable: base.nullable,
@@ -415,18 +414,12 @@ impl Catalog {
         table: &str,
         column: &str,
     ) -> Result<Option<Arc<Dictionary>>, StorageError> {
-        if let Some(strings) = self.literal_dictionary(table, column) {
-            return Ok(Some(Arc::new(strings)));
+        if let Some(made) = self.made_dictionary(table, column)? {
+            return Ok(made);
         }
         let key = (table.to_string(), column.to_string());
         if let Some(loaded) = lock(&self.cache).get(&key) {
             return Ok(loaded.data.dictionary().cloned());
-        }
-        if let Some(derived) = self.derived(table, column) {
-            return match derived.result_type() {
-                DataType::Str => self.derived_dictionary(table, column, &derived).map(Some),
-                _ => Ok(None),
-            };
         }
         if let Some(facts) = self.prepared_facts(table, column)? {
             return Ok(facts.dictionary);
@@ -445,18 +438,12 @@ impl Catalog {
         table: &str,
         column: &str,
     ) -> Result<Option<Arc<Dictionary>>, StorageError> {
-        if let Some(strings) = self.literal_dictionary(table, column) {
-            return Ok(Some(Arc::new(strings)));
+        if let Some(made) = self.made_dictionary(table, column)? {
+            return Ok(made);
         }
         let key = (table.to_string(), column.to_string());
         if let Some(loaded) = lock(&self.cache).get(&key) {
             return Ok(loaded.data.dictionary().cloned());
-        }
-        if let Some(derived) = self.derived(table, column) {
-            return match derived.result_type() {
-                DataType::Str => self.derived_dictionary(table, column, &derived).map(Some),
-                _ => Ok(None),
-            };
         }
         if let Some(facts) = self.prepared_facts(table, column)? {
             if facts.dictionary.is_some() {
@@ -742,6 +729,26 @@ impl Catalog {
                 table: table.into(),
                 column: columns.join(", "),
             })
+    }
+
+    /// The dictionary of a column this catalog makes rather than reads — a `case`'s string
+    /// literals, or a derived column (`None` inside for `length`, which has none) — or `None`
+    /// for a column of the data.
+    fn made_dictionary(
+        &self,
+        table: &str,
+        column: &str,
+    ) -> Result<Option<Option<Arc<Dictionary>>>, StorageError> {
+        if let Some(strings) = self.literal_dictionary(table, column) {
+            return Ok(Some(Some(Arc::new(strings))));
+        }
+        let Some(derived) = self.derived(table, column) else {
+            return Ok(None);
+        };
+        Ok(Some(match derived.result_type() {
+            DataType::Str => Some(self.derived_dictionary(table, column, &derived)?),
+            _ => None,
+        }))
     }
 
     /// The dictionary of the string literals a `case` produces, when `table.column` names one
