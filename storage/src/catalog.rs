@@ -30,6 +30,7 @@ use crate::parquet_read::{
 use crate::prepared::identity::SourceFile;
 use crate::prepared::{Found, PreparedStore};
 use crate::progress::{NoProgress, Progress};
+use crate::spill::Buffers;
 use crate::tbl::{count_tbl_rows, read_tbl};
 use crate::types::{DataType, Field, Schema, Value};
 
@@ -593,6 +594,18 @@ impl Catalog {
         columns: &[&str],
         progress: &dyn Progress,
     ) -> Result<Vec<Arc<Column>>, StorageError> {
+        self.columns_into(table, columns, progress, &self.buffers())
+    }
+
+    /// [`Catalog::columns_with_progress`], the values of columns read from Parquet files in
+    /// buffers made by `buffers`.
+    pub(crate) fn columns_into(
+        &self,
+        table: &str,
+        columns: &[&str],
+        progress: &dyn Progress,
+        buffers: &Buffers,
+    ) -> Result<Vec<Arc<Column>>, StorageError> {
         let info = self
             .tables
             .get(table)
@@ -684,7 +697,7 @@ impl Catalog {
                 let (from_folders, in_files): (Vec<Field>, Vec<Field>) = missing
                     .into_iter()
                     .partition(|f| partitions.iter().any(|p| p.field.name == f.name));
-                let loaded = read_parquet_columns(table, files, &in_files, progress)?;
+                let loaded = read_parquet_columns(table, files, &in_files, buffers, progress)?;
                 let mut columns: Vec<(String, Column)> = in_files
                     .iter()
                     .map(|f| f.name.clone())
@@ -960,6 +973,16 @@ impl Catalog {
         self.prepared.as_ref().map(|p| &p.store)
     }
 
+    /// Where large column buffers are made: while this catalog prepares columns into the
+    /// user's cache, in files there (so a cold run's columns and encodings, read and made
+    /// before their entries exist, are page cache rather than the process's memory); else in
+    /// memory.
+    pub(crate) fn buffers(&self) -> Buffers {
+        self.writable_store()
+            .and_then(|prepared| prepared.store.scratch_folder())
+            .map_or(Buffers::Memory, Buffers::files)
+    }
+
     pub(crate) fn writable_store(&self) -> Option<&Prepared> {
         self.prepared
             .as_ref()
@@ -1022,7 +1045,7 @@ impl Catalog {
     }
 
     /// The columns, if all are cached.
-    fn cached(&self, table: &str, columns: &[&str]) -> Option<Vec<Arc<Column>>> {
+    pub(crate) fn cached(&self, table: &str, columns: &[&str]) -> Option<Vec<Arc<Column>>> {
         let cache = lock(&self.cache);
         columns
             .iter()

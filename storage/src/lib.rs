@@ -15,6 +15,7 @@
 //! | `gen` | the SSB and Wisconsin generators (deterministic, parallel, written as Parquet), and the record of a generation that its folder keeps |
 //! | `compress` | GPU-FOR and GPU-DFOR bit-packing of integer columns (CPU encoder, reference decoder) |
 //! | `packed` | the catalog's choice of encoding per column and its cache of packed columns |
+//! | `spill` | where a run's large column buffers live: memory, or mapped unnamed files in the cache |
 //! | `error`, `progress` | one-line errors naming the file or table; progress of long work |
 //!
 //! It knows nothing of the query language or of GPUs.
@@ -38,6 +39,7 @@ pub mod parquet_read;
 pub mod parquet_write;
 pub mod prepared;
 pub mod progress;
+pub mod spill;
 mod string_chunks;
 pub mod tbl;
 pub mod types;

@@ -8,10 +8,17 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::catalog::{lock, Catalog, ColumnFacts};
+use crate::column::Column;
 use crate::compress::{self, Compression, Encoded, Scheme};
 use crate::error::StorageError;
 use crate::prepared::{Found, PreparedEncoding};
+use crate::spill::Buffers;
 use crate::types::{DataType, Field};
+
+/// Bytes of 4-byte column values a cold run reads into memory at once to encode them (all of
+/// SSB's lineorder columns a query reads at SF 20, one at SF 100); a column larger than this
+/// alone is read into files ([`crate::spill`]).
+pub const COLD_BATCH_BYTES: u64 = 3 << 30;
 
 /// A column's scheme under the catalog's setting, with its encoding unless the scheme is `none`.
 type StoredChoice = (Scheme, Option<Arc<Encoded>>);
@@ -83,7 +90,9 @@ impl Catalog {
         }
         let loaded = self.column(table, column)?;
         let values = int_values(table, column, &loaded.data)?;
-        let best = compress::choose(values);
+        let best = compress::choose_in(values, &self.buffers())
+            .map_err(|e| unencodable(table, column, e))?;
+        self.keep_facts(table, column, &loaded);
         let scheme = best.scheme;
         let mut packed = lock(&self.packed);
         packed.chosen.insert(key, scheme);
@@ -124,12 +133,9 @@ impl Catalog {
         let values = int_values(table, column, &loaded.data)?;
         // Encoding runs unlocked, so other columns encode meanwhile; two threads asking for the
         // same column at once both encode it, and the first one's copy is kept.
-        let encoded =
-            compress::try_encode(values, scheme).map_err(|e| StorageError::UnsupportedColumn {
-                table: table.into(),
-                column: column.into(),
-                reason: e.to_string(),
-            })?;
+        let encoded = compress::try_encode_in(values, scheme, &self.buffers())
+            .map_err(|e| unencodable(table, column, e))?;
+        self.keep_facts(table, column, &loaded);
         let mut packed = lock(&self.packed);
         Ok(Arc::clone(
             packed
@@ -166,13 +172,64 @@ impl Catalog {
         if unsettled.is_empty() {
             return Ok(());
         }
-        self.columns(table, &unsettled)?;
-        unsettled
-            .par_iter()
-            .try_for_each(|column| match self.compression.fixed() {
-                Some(scheme) => self.packed(table, column, scheme).map(drop),
-                None => self.scheme(table, column).map(drop),
-            })
+        let settle = |column: &&str| match self.compression.fixed() {
+            Some(scheme) => self.packed(table, column, scheme).map(drop),
+            None => self.scheme(table, column).map(drop),
+        };
+        let spilling = !matches!(self.buffers(), Buffers::Memory);
+        let column_bytes = self.table(table).map_or(0, |t| t.rows) * 4;
+        // Columns are read in batches of at most `COLD_BATCH_BYTES` (at least one column a
+        // batch), in memory unless one column alone is larger. While this catalog prepares
+        // columns, each one encoded is dropped at once (the entry and the encoding are what
+        // later reads use), so a cold run's memory is bounded by one batch whatever the scale.
+        let per_batch = if spilling {
+            (COLD_BATCH_BYTES / column_bytes.max(1)).max(1) as usize
+        } else {
+            unsettled.len()
+        };
+        for batch in unsettled.chunks(per_batch) {
+            let buffers = if batch.len() as u64 * column_bytes <= COLD_BATCH_BYTES {
+                Buffers::Memory
+            } else {
+                self.buffers()
+            };
+            self.columns_into(table, batch, self.progress.as_ref(), &buffers)?;
+            batch.par_iter().try_for_each(settle)?;
+            if !spilling {
+                continue;
+            }
+            for column in batch {
+                let nullable = self.stored_field(table, column)?.nullable;
+                let scheme = match self.compression.fixed() {
+                    Some(scheme) => scheme,
+                    None => self.scheme(table, column)?,
+                };
+                if scheme != Scheme::None && !nullable {
+                    self.unload(table, column);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Records what an entry of `table.column` will say of it (statistics, dictionary, whether
+    /// its values are unique, as far as known), from the loaded column, while this catalog
+    /// prepares columns: a column dropped once encoded is then never read again for them.
+    fn keep_facts(&self, table: &str, column: &str, loaded: &Column) {
+        let Some(prepared) = self.writable_store() else {
+            return;
+        };
+        let key = (table.to_string(), column.to_string());
+        let unique = lock(&self.unique_values).get(&key).copied().flatten();
+        let facts = ColumnFacts {
+            stats: loaded.stats.clone(),
+            dictionary: loaded.data.dictionary().cloned(),
+            unique,
+        };
+        let mut known = lock(&prepared.facts);
+        if !matches!(known.get(&key), Some(Some(_))) {
+            known.insert(key, Some(facts));
+        }
     }
 
     /// A column's encoding that a kernel reads: [`Catalog::packed`], and when it is the one the
@@ -220,11 +277,20 @@ impl Catalog {
             return Ok(());
         };
         let field = self.stored_field(table, column)?;
-        let loaded = self.column(table, column)?;
-        let unique = lock(&self.unique_values)
-            .get(&(table.to_string(), column.to_string()))
-            .copied()
-            .flatten();
+        let key = (table.to_string(), column.to_string());
+        let loaded = self
+            .cached(table, &[column])
+            .and_then(|mut found| found.pop());
+        let kept = lock(&prepared.facts).get(&key).cloned().flatten();
+        let (stats, dictionary) = match (loaded, kept) {
+            (Some(loaded), _) => (loaded.stats.clone(), loaded.data.dictionary().cloned()),
+            (None, Some(facts)) => (facts.stats, facts.dictionary),
+            (None, None) => {
+                let loaded = self.column(table, column)?;
+                (loaded.stats.clone(), loaded.data.dictionary().cloned())
+            }
+        };
+        let unique = lock(&self.unique_values).get(&key).copied().flatten();
         let store = prepared.store.clone();
         let (table, encoded) = (table.to_string(), encoded.cloned());
         prepared.spawn(move || {
@@ -235,8 +301,8 @@ impl Catalog {
                     compression,
                     scheme,
                     encoded.as_deref(),
-                    &loaded.stats,
-                    loaded.data.dictionary().map(|d| d.as_ref()),
+                    &stats,
+                    dictionary.as_deref(),
                     unique,
                     &sources,
                 )
@@ -336,6 +402,14 @@ impl Catalog {
                 table: table.into(),
                 column: column.into(),
             })
+    }
+}
+
+fn unencodable(table: &str, column: &str, error: compress::CompressError) -> StorageError {
+    StorageError::UnsupportedColumn {
+        table: table.into(),
+        column: column.into(),
+        reason: error.to_string(),
     }
 }
 

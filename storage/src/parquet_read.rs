@@ -22,8 +22,10 @@ use rayon::prelude::*;
 use crate::column::{Column, ColumnData, Dictionary};
 use crate::error::StorageError;
 use crate::progress::Progress;
+use crate::spill::Buffers;
 use crate::string_chunks::{self, ChunkStrings};
 use crate::types::{DataType, DecimalType, Field, Schema, Value};
+use crate::values::{Plain, Values};
 
 /// Rows decoded per call into the `parquet` reader: large enough to amortize the call, small
 /// enough that the scratch buffers stay in cache.
@@ -482,12 +484,14 @@ fn find_leaf(
     })
 }
 
-/// Loads the named columns of a table stored in `files` (read in the given order). Row groups
-/// are decoded in parallel; `progress` advances by rows decoded.
+/// Loads the named columns of a table stored in `files` (read in the given order), fixed-width
+/// values into buffers made by `buffers`. Row groups are decoded in parallel; `progress`
+/// advances by rows decoded.
 pub(crate) fn read_parquet_columns(
     table: &str,
     files: &[PathBuf],
     fields: &[Field],
+    buffers: &Buffers,
     progress: &dyn Progress,
 ) -> Result<Vec<Column>, StorageError> {
     let metadata: Vec<ParquetMetaData> = files
@@ -516,7 +520,7 @@ pub(crate) fn read_parquet_columns(
                 .zip(&metadata)
                 .map(|(path, metadata)| find_leaf(table, path, metadata, field))
                 .collect::<Result<Vec<Leaf>, _>>()?;
-            read_column(table, field, &groups, files, &leaves, progress)
+            read_column(table, field, &groups, files, &leaves, buffers, progress)
         })
         .collect()
 }
@@ -527,6 +531,7 @@ fn read_column(
     groups: &[RowGroup<'_>],
     files: &[PathBuf],
     leaves: &[Leaf],
+    buffers: &Buffers,
     progress: &dyn Progress,
 ) -> Result<Column, StorageError> {
     let decoding = leaves
@@ -549,28 +554,30 @@ fn read_column(
     let task = ReadTask {
         groups,
         leaves,
+        buffers,
         progress,
     };
     let (data, validity) = match decoding {
         Decoding::Bool => {
-            let (v, valid) = task.primitive::<BoolType, bool>(|x| *x)?;
-            (ColumnData::Bool(v.into()), valid)
+            let mut values = filled_vec(task.rows(), false)?;
+            let valid = task.fill::<BoolType, bool>(&mut values, |x| *x)?;
+            (ColumnData::Bool(values.into()), valid)
         }
         Decoding::I32 => {
             let (v, valid) = task.primitive::<Int32Type, i32>(|x| *x)?;
-            (ColumnData::I32(v.into()), valid)
+            (ColumnData::I32(v), valid)
         }
         Decoding::Date => {
             let (v, valid) = task.primitive::<Int32Type, i32>(|x| *x)?;
-            (ColumnData::Date(v.into()), valid)
+            (ColumnData::Date(v), valid)
         }
         Decoding::U32AsI64 => {
             let (v, valid) = task.primitive::<Int32Type, i64>(|x| i64::from(*x as u32))?;
-            (ColumnData::I64(v.into()), valid)
+            (ColumnData::I64(v), valid)
         }
         Decoding::I64 => {
             let (v, valid) = task.primitive::<Int64Type, i64>(|x| *x)?;
-            (ColumnData::I64(v.into()), valid)
+            (ColumnData::I64(v), valid)
         }
         Decoding::U64AsI64 => {
             let (v, valid) = task.primitive::<Int64Type, i64>(|x| *x)?;
@@ -590,24 +597,24 @@ fn read_column(
                     ),
                 });
             }
-            (ColumnData::I64(v.into()), valid)
+            (ColumnData::I64(v), valid)
         }
         Decoding::F32 => {
             let (v, valid) = task.primitive::<FloatType, f32>(|x| *x)?;
-            (ColumnData::F32(v.into()), valid)
+            (ColumnData::F32(v), valid)
         }
         Decoding::F64 => {
             let (v, valid) = task.primitive::<DoubleType, f64>(|x| *x)?;
-            (ColumnData::F64(v.into()), valid)
+            (ColumnData::F64(v), valid)
         }
         Decoding::Str => task.strings(table, &field.name)?,
         Decoding::Decimal32(decimal) => {
             let (v, valid) = task.primitive::<Int32Type, i64>(|x| i64::from(*x))?;
-            (ColumnData::Decimal(v.into(), decimal), valid)
+            (ColumnData::Decimal(v, decimal), valid)
         }
         Decoding::Decimal64(decimal) => {
             let (v, valid) = task.primitive::<Int64Type, i64>(|x| *x)?;
-            (ColumnData::Decimal(v.into(), decimal), valid)
+            (ColumnData::Decimal(v, decimal), valid)
         }
         Decoding::DecimalBytes { decimal, fixed } => {
             let (v, valid) = if fixed {
@@ -629,7 +636,7 @@ fn read_column(
                     ),
                 });
             }
-            (ColumnData::Decimal(v.into(), decimal), valid)
+            (ColumnData::Decimal(v, decimal), valid)
         }
     };
     Ok(Column::new(data, validity))
@@ -664,6 +671,7 @@ struct ReadTask<'a> {
     groups: &'a [RowGroup<'a>],
     /// The column's leaf in each file, by file position.
     leaves: &'a [Leaf],
+    buffers: &'a Buffers,
     progress: &'a dyn Progress,
 }
 
@@ -692,24 +700,42 @@ impl ReadTask<'_> {
         Ok(ColumnReaderImpl::<P>::new(descr, Box::new(pages)))
     }
 
-    /// Reads a fixed-width column into one vector, each row group straight into its own slice.
+    fn rows(&self) -> usize {
+        self.groups.iter().map(|g| g.rows).sum()
+    }
+
+    /// Reads a fixed-width column into a buffer made by the task's `buffers`.
     fn primitive<P, T>(
         &self,
         convert: impl Fn(&P::T) -> T + Sync,
-    ) -> Result<(Vec<T>, Option<Vec<bool>>), StorageError>
+    ) -> Result<(Values<T>, Option<Vec<bool>>), StorageError>
+    where
+        P: ParquetType,
+        T: Plain + Default,
+    {
+        let mut buffer = self.buffers.zeroed::<T>(self.rows(), 0)?;
+        let validity = self.fill::<P, T>(buffer.as_mut_slice(), convert)?;
+        Ok((buffer.into_values()?, validity))
+    }
+
+    /// Decodes a fixed-width column into `values`, each row group straight into its own
+    /// slice; returns the validity of a nullable column.
+    fn fill<P, T>(
+        &self,
+        values: &mut [T],
+        convert: impl Fn(&P::T) -> T + Sync,
+    ) -> Result<Option<Vec<bool>>, StorageError>
     where
         P: ParquetType,
         T: Copy + Default + Send + Sync,
     {
-        let total: usize = self.groups.iter().map(|g| g.rows).sum();
-        let mut values = filled_vec(total, T::default())?;
         let mut validity = if self.nullable() {
-            Some(filled_vec(total, true)?)
+            Some(filled_vec(values.len(), true)?)
         } else {
             None
         };
         let mut slices = Vec::with_capacity(self.groups.len());
-        let mut rest_values = values.as_mut_slice();
+        let mut rest_values = values;
         let mut rest_valid = validity.as_deref_mut();
         for group in self.groups {
             let (head, tail) = rest_values.split_at_mut(group.rows);
@@ -736,7 +762,7 @@ impl ReadTask<'_> {
                     Ok(())
                 })
             })?;
-        Ok((values, validity))
+        Ok(validity)
     }
 
     /// Reads a string column: each row group interns its strings, then one merge builds the

@@ -7,6 +7,7 @@ use rayon::prelude::*;
 
 use super::pack::pack_miniblock;
 use super::{CompressError, Encoded, Scheme, MINIBLOCK_LEN};
+use crate::spill::Buffers;
 use crate::values::Values;
 
 /// Value ranges up to this wide find their distinct values with a bitmap (2 MiB per thread).
@@ -27,12 +28,25 @@ pub(super) fn stream_words(len: usize, width: u32) -> usize {
 }
 
 /// The bit stream of every value's `code`, `width` bits each, packed 32 values (`width` words)
-/// at a time in parallel, straight from the values.
-fn pack_codes(values: &[i32], width: u32, code: impl Fn(i32) -> u32 + Sync) -> Vec<u32> {
-    let mut data = vec![0u32; stream_words(values.len(), width)];
-    if width == 0 {
-        return data;
+/// at a time in parallel, straight from the values, into a buffer made by `buffers`.
+fn pack_codes(
+    values: &[i32],
+    width: u32,
+    code: impl Fn(i32) -> u32 + Sync,
+    buffers: &Buffers,
+) -> Result<Values<u32>, CompressError> {
+    let mut buffer = buffers
+        .zeroed::<u32>(stream_words(values.len(), width), 0)
+        .map_err(|e| CompressError::Buffer(e.to_string()))?;
+    if width > 0 {
+        pack_codes_into(values, width, code, buffer.as_mut_slice());
     }
+    buffer
+        .into_values()
+        .map_err(|e| CompressError::Buffer(e.to_string()))
+}
+
+fn pack_codes_into(values: &[i32], width: u32, code: impl Fn(i32) -> u32 + Sync, data: &mut [u32]) {
     data.par_chunks_mut(width as usize)
         .zip(values.par_chunks(MINIBLOCK_LEN))
         .for_each(|(words, chunk)| {
@@ -45,7 +59,6 @@ fn pack_codes(values: &[i32], width: u32, code: impl Fn(i32) -> u32 + Sync) -> V
             pack_miniblock(&codes[..chunk.len()], width, &mut packed);
             words.copy_from_slice(&packed[..words.len()]);
         });
-    data
 }
 
 /// The smallest and largest of `values`, `None` when there are none.
@@ -70,36 +83,45 @@ fn extremes(values: &[i32]) -> Option<(i32, i32)> {
 
 /// `values` as `pack`: the reference is the smallest value, the width that of the largest
 /// difference from it.
-pub(super) fn encode_pack(values: &[i32]) -> Encoded {
-    pack_between(values, extremes(values).unwrap_or((0, 0)))
+pub(super) fn encode_pack(values: &[i32], buffers: &Buffers) -> Result<Encoded, CompressError> {
+    pack_between(values, extremes(values).unwrap_or((0, 0)), buffers)
 }
 
 /// `values`, all within `low..=high`, as `pack`.
-fn pack_between(values: &[i32], (low, high): (i32, i32)) -> Encoded {
+fn pack_between(
+    values: &[i32],
+    (low, high): (i32, i32),
+    buffers: &Buffers,
+) -> Result<Encoded, CompressError> {
     let width = pack_width(low, high);
-    Encoded {
+    Ok(Encoded {
         scheme: Scheme::Pack,
         len: values.len(),
         block_starts: Values::default(),
-        data: pack_codes(values, width, |v| (v as u32).wrapping_sub(low as u32)).into(),
+        data: pack_codes(
+            values,
+            width,
+            |v| (v as u32).wrapping_sub(low as u32),
+            buffers,
+        )?,
         width,
         dictionary: vec![low],
-    }
+    })
 }
 
 /// `values` as `dict`, however many distinct values they hold.
-pub(super) fn encode_dict(values: &[i32]) -> Encoded {
+pub(super) fn encode_dict(values: &[i32], buffers: &Buffers) -> Result<Encoded, CompressError> {
     match extremes(values) {
-        None => dict_from(values, Vec::new()),
+        None => dict_from(values, Vec::new(), buffers),
         Some((low, high)) if range(low, high) <= BITMAP_RANGE => {
             let present = Bitmap::of(values, low, high);
-            dict_from_bitmap(values, &present)
+            dict_from_bitmap(values, &present, buffers)
         }
         Some(_) => {
             let mut distinct = values.to_vec();
             distinct.par_sort_unstable();
             distinct.dedup();
-            dict_from(values, distinct)
+            dict_from(values, distinct, buffers)
         }
     }
 }
@@ -147,14 +169,14 @@ impl<'v> FixedCandidates<'v> {
         Some((stream_words(self.values.len(), dict_width(entries)) + entries) * 4)
     }
 
-    pub(super) fn pack(&self) -> Encoded {
-        pack_between(self.values, self.extremes.unwrap_or((0, 0)))
+    pub(super) fn pack(&self, buffers: &Buffers) -> Result<Encoded, CompressError> {
+        pack_between(self.values, self.extremes.unwrap_or((0, 0)), buffers)
     }
 
     /// `dict`, when it is a candidate.
-    pub(super) fn dict(&self) -> Option<Encoded> {
+    pub(super) fn dict(&self, buffers: &Buffers) -> Option<Result<Encoded, CompressError>> {
         let present = self.dictionary.as_ref()?;
-        Some(dict_from_bitmap(self.values, present))
+        Some(dict_from_bitmap(self.values, present, buffers))
     }
 }
 
@@ -163,35 +185,39 @@ fn range(low: i32, high: i32) -> u64 {
 }
 
 /// `dict` with the dictionary `distinct` (ascending, every value of `values` in it).
-fn dict_from(values: &[i32], distinct: Vec<i32>) -> Encoded {
+fn dict_from(
+    values: &[i32],
+    distinct: Vec<i32>,
+    buffers: &Buffers,
+) -> Result<Encoded, CompressError> {
     // Every value is in the dictionary, which is sorted.
     let rank = |v: i32| distinct.binary_search(&v).unwrap_or_default() as u32;
-    let data = dict_codes(values, distinct.len(), rank);
-    dict_encoded(values.len(), data, distinct)
+    let data = pack_codes(values, dict_width(distinct.len()), rank, buffers)?;
+    Ok(dict_encoded(values.len(), data, distinct))
 }
 
-fn dict_from_bitmap(values: &[i32], present: &Bitmap) -> Encoded {
+fn dict_from_bitmap(
+    values: &[i32],
+    present: &Bitmap,
+    buffers: &Buffers,
+) -> Result<Encoded, CompressError> {
     let distinct = present.values();
     let ranks = present.ranks();
-    let data = dict_codes(values, distinct.len(), |v| present.rank(&ranks, v));
-    dict_encoded(values.len(), data, distinct)
-}
-
-/// The bit stream of every value's `rank` among `entries` distinct values.
-fn dict_codes(values: &[i32], entries: usize, rank: impl Fn(i32) -> u32 + Sync) -> Vec<u32> {
-    pack_codes(values, dict_width(entries), rank)
+    let rank = |v| present.rank(&ranks, v);
+    let data = pack_codes(values, dict_width(distinct.len()), rank, buffers)?;
+    Ok(dict_encoded(values.len(), data, distinct))
 }
 
 fn dict_width(entries: usize) -> u32 {
     bits_for(entries.saturating_sub(1) as u32)
 }
 
-fn dict_encoded(len: usize, data: Vec<u32>, distinct: Vec<i32>) -> Encoded {
+fn dict_encoded(len: usize, data: Values<u32>, distinct: Vec<i32>) -> Encoded {
     Encoded {
         scheme: Scheme::Dict,
         len,
         block_starts: Values::default(),
-        data: data.into(),
+        data,
         width: dict_width(distinct.len()),
         dictionary: distinct,
     }

@@ -71,6 +71,7 @@ use std::str::FromStr;
 
 use rayon::prelude::*;
 
+use crate::spill::{Buffer, Buffers};
 use crate::values::Values;
 
 /// Values per block: one GPU thread block of 128 threads decodes one value per thread.
@@ -273,6 +274,8 @@ pub enum CompressError {
         expected: usize,
         found: usize,
     },
+    #[error("{0}")]
+    Buffer(String),
 }
 
 /// A column of `i32` values in one [`Scheme`]; the module documentation gives the layout.
@@ -329,7 +332,8 @@ impl Encoded {
 /// # Panics
 ///
 /// If the encoding needs more than `u32::MAX` words (more than about four billion values), which
-/// the 32-bit block starts cannot address; [`try_encode`] says so instead.
+/// the 32-bit block starts cannot address, or memory for it cannot be had; [`try_encode`] says
+/// so instead.
 pub fn encode(values: &[i32], scheme: Scheme) -> Encoded {
     match try_encode(values, scheme) {
         Ok(encoded) => encoded,
@@ -337,52 +341,117 @@ pub fn encode(values: &[i32], scheme: Scheme) -> Encoded {
     }
 }
 
-/// Encodes `values` in `scheme`, the blocks in parallel; fails only with
-/// [`CompressError::TooLarge`].
+/// Encodes `values` in `scheme`, the blocks in parallel, in memory; fails only with
+/// [`CompressError::TooLarge`] or when the memory cannot be had.
 pub fn try_encode(values: &[i32], scheme: Scheme) -> Result<Encoded, CompressError> {
+    try_encode_in(values, scheme, &Buffers::Memory)
+}
+
+/// [`try_encode`], the encoding's words in a buffer made by `buffers`.
+pub fn try_encode_in(
+    values: &[i32],
+    scheme: Scheme,
+    buffers: &Buffers,
+) -> Result<Encoded, CompressError> {
     match scheme {
         Scheme::None => {
+            let mut data = zeroed(buffers, values.len())?;
+            data.as_mut_slice()
+                .par_iter_mut()
+                .zip(values)
+                .for_each(|(word, &value)| *word = value as u32);
             return Ok(Encoded {
                 scheme,
                 len: values.len(),
                 block_starts: Values::default(),
-                data: values.iter().map(|&v| v as u32).collect(),
+                data: sealed(data)?,
                 width: 0,
                 dictionary: Vec::new(),
-            })
+            });
         }
-        Scheme::Pack => return Ok(fixed::encode_pack(values)),
-        Scheme::Dict => return Ok(fixed::encode_dict(values)),
+        Scheme::Pack => return fixed::encode_pack(values, buffers),
+        Scheme::Dict => return fixed::encode_dict(values, buffers),
         Scheme::For | Scheme::Dfor => {}
     }
-    // Block sizes are known only once a block is packed, so each block gets its own vector and
-    // the offsets are a prefix sum over their lengths afterwards.
-    let blocks: Vec<Vec<u32>> = values
+    // Each block's size is found first (without packing it), so the blocks are then packed in
+    // parallel straight into their place in one buffer.
+    let sizes: Vec<u32> = values
         .par_chunks(BLOCK_LEN)
-        .map(|chunk| match scheme {
-            Scheme::Dfor => pack::encode_dfor_block(chunk),
-            _ => pack::encode_for_block(chunk),
-        })
+        .map(|chunk| block_words(chunk, scheme) as u32)
         .collect();
-    let words: usize = blocks.iter().map(Vec::len).sum();
-    if u32::try_from(words).is_err() {
-        return Err(CompressError::TooLarge { scheme, words });
+    let mut block_starts = Vec::with_capacity(sizes.len() + 1);
+    let mut words = 0usize;
+    for &size in &sizes {
+        block_starts.push(words as u32);
+        words += size as usize;
+        if u32::try_from(words).is_err() {
+            return Err(CompressError::TooLarge { scheme, words });
+        }
     }
-    let mut block_starts = Vec::with_capacity(blocks.len() + 1);
-    let mut data = Vec::with_capacity(words);
-    for block in &blocks {
-        block_starts.push(data.len() as u32);
-        data.extend_from_slice(block);
+    block_starts.push(words as u32);
+    let mut data = zeroed(buffers, words)?;
+    // Runs of blocks, each a contiguous piece of the words: one task each.
+    const RUN: usize = 1024;
+    let mut pieces = Vec::with_capacity(sizes.len().div_ceil(RUN));
+    let mut rest = data.as_mut_slice();
+    for (run, chunk) in values.chunks(BLOCK_LEN * RUN).enumerate() {
+        let first = run * RUN;
+        let last = first + chunk.len().div_ceil(BLOCK_LEN);
+        let length = (block_starts[last] - block_starts[first]) as usize;
+        let (piece, tail) = rest.split_at_mut(length);
+        rest = tail;
+        pieces.push((first, piece, chunk));
     }
-    block_starts.push(data.len() as u32);
+    pieces
+        .into_par_iter()
+        .try_for_each(|(first, piece, chunk)| {
+            let mut at = 0;
+            for (offset, block) in chunk.chunks(BLOCK_LEN).enumerate() {
+                let packed = match scheme {
+                    Scheme::Dfor => pack::encode_dfor_block(block),
+                    _ => pack::encode_for_block(block),
+                };
+                let expected = sizes[first + offset] as usize;
+                if packed.len() != expected {
+                    return Err(CompressError::BlockSize {
+                        block: first + offset,
+                        expected,
+                        found: packed.len(),
+                    });
+                }
+                piece[at..at + expected].copy_from_slice(&packed);
+                at += expected;
+            }
+            Ok(())
+        })?;
     Ok(Encoded {
         scheme,
         len: values.len(),
         block_starts: block_starts.into(),
-        data: data.into(),
+        data: sealed(data)?,
         width: 0,
         dictionary: Vec::new(),
     })
+}
+
+/// Words of one block of `chunk` in GPU-FOR or GPU-DFOR, found without packing it.
+fn block_words(chunk: &[i32], scheme: Scheme) -> usize {
+    match scheme {
+        Scheme::Dfor => pack::dfor_block_words(chunk),
+        _ => pack::for_block_words(chunk),
+    }
+}
+
+fn zeroed(buffers: &Buffers, words: usize) -> Result<Buffer<u32>, CompressError> {
+    buffers
+        .zeroed::<u32>(words, 0)
+        .map_err(|e| CompressError::Buffer(e.to_string()))
+}
+
+fn sealed(buffer: Buffer<u32>) -> Result<Values<u32>, CompressError> {
+    buffer
+        .into_values()
+        .map_err(|e| CompressError::Buffer(e.to_string()))
 }
 
 /// Bits per value a scheme in blocks must save over the best at one width to be chosen: GPU-FOR
@@ -395,7 +464,19 @@ pub const BLOCKS_MUST_SAVE_BITS: usize = 1;
 /// dictionary only when it holds at most [`fixed::AUTO_DICTIONARY_ENTRIES`] values), unless
 /// GPU-FOR or GPU-DFOR is smaller still by [`BLOCKS_MUST_SAVE_BITS`] a value. On a tie, the
 /// first in [`Scheme::ALL`].
+///
+/// # Panics
+///
+/// When memory for the encoding cannot be had; [`choose_in`] says so instead.
 pub fn choose(values: &[i32]) -> Encoded {
+    match choose_in(values, &Buffers::Memory) {
+        Ok(encoded) => encoded,
+        Err(error) => panic!("{error}"),
+    }
+}
+
+/// [`choose`], the encoding's words in a buffer made by `buffers`.
+pub fn choose_in(values: &[i32], buffers: &Buffers) -> Result<Encoded, CompressError> {
     // Every candidate is sized without being made, and only the smallest is encoded.
     let (fixed, (for_bytes, dfor_bytes)) = rayon::join(
         || fixed::FixedCandidates::of(values, fixed::AUTO_DICTIONARY_ENTRIES),
@@ -422,9 +503,12 @@ pub fn choose(values: &[i32]) -> Encoded {
         }
     }
     match best.0 {
-        Scheme::Pack => fixed.pack(),
-        Scheme::Dict => fixed.dict().unwrap_or_else(|| fixed.pack()),
-        scheme => try_encode(values, scheme).unwrap_or_else(|_| encode(values, Scheme::None)),
+        Scheme::Pack => fixed.pack(buffers),
+        Scheme::Dict => fixed.dict(buffers).unwrap_or_else(|| fixed.pack(buffers)),
+        scheme => match try_encode_in(values, scheme, buffers) {
+            Err(CompressError::TooLarge { .. }) => try_encode_in(values, Scheme::None, buffers),
+            encoded => encoded,
+        },
     }
 }
 
@@ -433,10 +517,7 @@ pub fn choose(values: &[i32]) -> Encoded {
 fn blocks_bytes(values: &[i32], scheme: Scheme) -> Option<usize> {
     let words: usize = values
         .par_chunks(BLOCK_LEN)
-        .map(|chunk| match scheme {
-            Scheme::Dfor => pack::dfor_block_words(chunk),
-            _ => pack::for_block_words(chunk),
-        })
+        .map(|chunk| block_words(chunk, scheme))
         .sum();
     u32::try_from(words).ok()?;
     let starts = values.len().div_ceil(BLOCK_LEN) + 1;

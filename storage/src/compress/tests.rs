@@ -616,3 +616,30 @@ fn the_widest_block_bounds_every_blocks_words() {
     assert_eq!(encode(&[], Scheme::For).widest_block(), 0);
     assert_eq!(encode(&values, Scheme::None).widest_block(), 0);
 }
+
+#[test]
+fn encodings_made_in_file_buffers_equal_those_made_in_memory() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let files = Buffers::Files {
+        folder: folder.path().to_path_buf(),
+        min_bytes: 0,
+    };
+    // Runs of blocks are packed in parallel pieces: more than one piece, a partial last block.
+    let mut rng = XorShift(7);
+    let values: Vec<i32> = (0..128 * 2500 + 77)
+        .map(|i| i / 3 + rng.below(1 << 9) as i32)
+        .collect();
+    for scheme in Scheme::ALL {
+        let in_memory = encode(&values, scheme);
+        let in_file = try_encode_in(&values, scheme, &files).expect("encoded");
+        assert_eq!(
+            in_file.data.is_mapped(),
+            !in_memory.data.is_empty(),
+            "{scheme}"
+        );
+        assert_eq!(in_file, in_memory, "{scheme}");
+        assert_eq!(decode(&in_file).expect("decoded"), values, "{scheme}");
+    }
+    let chosen = choose_in(&values, &files).expect("chosen");
+    assert_eq!(chosen, choose(&values));
+}

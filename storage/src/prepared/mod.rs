@@ -141,6 +141,17 @@ impl PreparedStore {
         found
     }
 
+    /// Where a run preparing columns here makes its large temporary buffers
+    /// ([`crate::spill`]): the cache's folder when entries go to the cache, else the folder
+    /// entries go to; `None` when none is written.
+    pub fn scratch_folder(&self) -> Option<PathBuf> {
+        let folder = self.write.as_ref()?;
+        Some(match &folder.cache {
+            Some(cache) => cache.root().to_path_buf(),
+            None => folder.path.clone(),
+        })
+    }
+
     /// Where new entries go, if anywhere.
     pub fn write_folder(&self) -> Option<&Path> {
         self.write.as_ref().map(|f| f.path.as_path())

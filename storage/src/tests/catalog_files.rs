@@ -413,3 +413,80 @@ fn columns_written_as_unique_are_known_unique_without_loading() {
     // otherwise the column is loaded and checked.
     assert_eq!(catalog.unique("t", "other").unwrap(), Some(false));
 }
+
+#[test]
+fn a_run_preparing_columns_keeps_large_columns_and_encodings_in_files_not_memory() {
+    use crate::compress::{Compression, Scheme};
+    use crate::parquet_write::{write_parquet_columns, WriteColumn, WriteValues};
+    use crate::prepared::PreparedStore;
+    let dir = TempDir::new("spilled");
+    // 32 MiB of values a column, over the size from which buffers go to files; `spread` packs
+    // into 20 bits a value (still over it), `steps` into far less.
+    let rows: i32 = 8 << 20;
+    let spread: Vec<i32> = (0..rows)
+        .map(|i| i.wrapping_mul(7919).rem_euclid(1_000_003))
+        .collect();
+    let steps: Vec<i32> = (0..rows).map(|i| i / 1000).collect();
+    let schema = Schema::new(vec![
+        Field::new("spread", DataType::I32),
+        Field::new("steps", DataType::I32),
+    ]);
+    write_parquet_columns(
+        &dir.path().join("t.parquet"),
+        &schema,
+        &[
+            WriteColumn::new(WriteValues::I32(&spread)),
+            WriteColumn::new(WriteValues::I32(&steps)),
+        ],
+        1 << 20,
+    )
+    .unwrap();
+    let names = ["spread", "steps"];
+    let in_memory = Catalog::open(dir.path(), &[])
+        .unwrap()
+        .with_compression(Compression::Auto);
+    let preparing = Catalog::open(dir.path(), &[])
+        .unwrap()
+        .with_compression(Compression::Auto)
+        .with_prepared(PreparedStore::in_place(dir.path()));
+    in_memory.encode_columns("t", &names).unwrap();
+    preparing.encode_columns("t", &names).unwrap();
+    for name in names {
+        // Encoded, and its values dropped: their scratch file's pages are never written back.
+        assert!(in_memory.is_loaded("t", name));
+        assert!(!preparing.is_loaded("t", name), "{name}");
+        let scheme = preparing.scheme("t", name).unwrap();
+        preparing.kernel_packed("t", name, scheme).unwrap();
+        assert!(!preparing.is_loaded("t", name), "{name}");
+    }
+    assert_eq!(preparing.finish_preparing(), Vec::<String>::new());
+    for name in names {
+        let kept = in_memory.column("t", name).unwrap();
+        let spilled = preparing.column("t", name).unwrap();
+        let mapped = |data: &ColumnData| matches!(data, ColumnData::I32(v) if v.is_mapped());
+        assert!(!mapped(&kept.data));
+        assert!(mapped(&spilled.data), "{name}");
+        assert_eq!(kept.data.as_i32(), spilled.data.as_i32());
+        let scheme = preparing.scheme("t", name).unwrap();
+        assert_ne!(scheme, Scheme::None);
+        assert_eq!(in_memory.scheme("t", name).unwrap(), scheme);
+        let (kept, spilled) = (
+            in_memory.packed("t", name, scheme).unwrap(),
+            preparing.kernel_packed("t", name, scheme).unwrap(),
+        );
+        let large = spilled.data.len() * 4 >= crate::spill::FILE_BUFFER_BYTES;
+        assert_eq!(spilled.data.is_mapped(), large, "{name}");
+        assert_eq!(name == "spread", large);
+        assert_eq!(kept, spilled);
+    }
+    assert_eq!(preparing.finish_preparing(), Vec::<String>::new());
+    // The scratch files are unnamed: the store holds the entries alone.
+    let listed: Vec<String> = std::fs::read_dir(dir.path().join(".tessera/t"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(std::fs::read_dir(dir.path().join(".tessera"))
+        .unwrap()
+        .all(|e| e.unwrap().path().is_dir()));
+}
