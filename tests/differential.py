@@ -293,6 +293,21 @@ class Query:
         return Expr(f"({inner.tq} as {target})", f"CAST({inner.sql} AS {sql_type})", "int", inner.nullable,
                     min(limit, 2**53), inner.exact, 32 if target == "i32" else 64)
 
+    def string_case(self, columns, strings):
+        """A `case` producing strings: string columns (of any joined table) and literals."""
+        rng = self.rng
+        results = []
+        for _ in range(rng.randrange(2, 4)):
+            column = rng.choice(strings)
+            results.append(self.literal_for(column) if rng.random() < 0.35 else self.column_expr(column))
+        branches = [(self.predicate(columns, 1), result) for result in results[:-1]]
+        tq = "case " + " ".join(f"when {p.tq} then {r.tq}" for p, r in branches)
+        sql = "CASE " + " ".join(f"WHEN {p.sql} THEN {r.sql}" for p, r in branches)
+        if rng.random() < 0.8:
+            tq += f" else {results[-1].tq}"
+            sql += f" ELSE {results[-1].sql}"
+        return Expr(tq + " end", sql + " END", "str", True, bits=32)
+
     def decimal(self, columns, depth=0):
         """A decimal expression (and its scale): a column, scaled, shifted, multiplied, rescaled
         by a cast; every step exact in both engines, with DuckDB's scales."""
@@ -543,6 +558,9 @@ class Query:
                 expr = self.number(columns)
                 name = self.fresh("v")
                 derived.append((name, expr))
+            strings = [c for c in columns if c.kind == "str" and c.stored]
+            if strings and rng.random() < 0.35:
+                derived.append((self.fresh("s"), self.string_case(columns, strings)))
             script.append("derive " + ", ".join(f"{n} = {e.tq}" for n, e in derived))
             for name, expr in derived:
                 columns.append(Column(name, f"({expr.sql})", expr.kind, expr.nullable, expr.bound, expr.exact,
@@ -628,7 +646,7 @@ class Query:
 
     def group(self, script, columns, source, where):
         rng = self.rng
-        keyable = [c for c in columns if c.kind != "float" and c.stored]
+        keyable = [c for c in columns if c.kind != "float" and (c.stored or c.kind == "str")]
         keys = self.key_columns(keyable)
         key_items = [(k.name, k.name, k.sql) for k in keys]
         computed_key = rng.random() < 0.25

@@ -19,7 +19,10 @@ use crate::arrow_columns::FileTable;
 use crate::column::{Column, ColumnStats, Dictionary};
 use crate::compress::Compression;
 use crate::csv_read::{open_csv, read_csv};
-use crate::derived::{literal_strings, DerivedString, LITERAL_TABLE};
+use crate::derived::{
+    case_strings, is_made_strings_name, literal_strings, DerivedString, StringFunction,
+    LITERAL_TABLE,
+};
 use crate::error::StorageError;
 use crate::hive::{parquet_files, partition_column, Partition};
 use crate::ipc_read::{open_ipc, read_ipc};
@@ -309,14 +312,14 @@ impl Catalog {
     /// The field of `table.column`: one of its files' columns, or a string function of one
     /// (`crate::derived`, of a function of one, ...), computed when loaded.
     pub fn field(&self, table: &str, column: &str) -> Option<Field> {
-        if table == LITERAL_TABLE {
-            return literal_strings(column).map(|_| Field {
+        if table == LITERAL_TABLE && is_made_strings_name(column) {
+            return Some(Field {
                 name: column.to_string(),
                 ty: DataType::Str,
                 nullable: true,
             });
         }
-        if let Some(field) = self.tables.get(table)?.schema.field(column) {
+        if let Some(field) = self.tables.get(table).and_then(|t| t.schema.field(column)) {
             return Some(field.clone());
         }
         let derived = self.derived(table, column)?;
@@ -332,9 +335,12 @@ impl Catalog {
     /// column is computed whenever it is loaded, never read from or written to the prepared
     /// store.
     pub(crate) fn derived(&self, table: &str, column: &str) -> Option<DerivedString> {
-        let schema = &self.tables.get(table)?.schema;
-        if schema.field(column).is_some() {
-            return None;
+        // Under the literal table, a function of a `case`'s strings (a `case` among the results
+        // of another).
+        match self.tables.get(table) {
+            Some(info) if info.schema.field(column).is_some() => return None,
+            None if table != LITERAL_TABLE => return None,
+            _ => {}
         }
         DerivedString::parse(column).filter(|d| {
             self.field(table, &d.base)
@@ -346,7 +352,7 @@ impl Catalog {
     /// strings, their dictionary pages), else by loading the column. Planning asks for these;
     /// only footer-less files and strings not wholly dictionary-encoded need the data read.
     pub fn stats(&self, table: &str, column: &str) -> Result<ColumnStats, StorageError> {
-        if let Some(strings) = self.literal_dictionary(table, column) {
+        if let Some(strings) = self.case_dictionary(table, column)? {
             let codes = strings.len() as i64;
             return Ok(ColumnStats {
                 rows: 0,
@@ -752,8 +758,8 @@ impl Catalog {
         table: &str,
         column: &str,
     ) -> Result<Option<Option<Arc<Dictionary>>>, StorageError> {
-        if let Some(strings) = self.literal_dictionary(table, column) {
-            return Ok(Some(Some(Arc::new(strings))));
+        if let Some(strings) = self.case_dictionary(table, column)? {
+            return Ok(Some(Some(strings)));
         }
         let Some(derived) = self.derived(table, column) else {
             return Ok(None);
@@ -764,12 +770,39 @@ impl Catalog {
         }))
     }
 
-    /// The dictionary of the string literals a `case` produces, when `table.column` names one
-    /// (`crate::derived::literal_strings_name`).
-    fn literal_dictionary(&self, table: &str, column: &str) -> Option<Dictionary> {
-        (table == LITERAL_TABLE)
-            .then(|| literal_strings(column))
-            .flatten()
+    /// The dictionary of the strings a `case` produces, when `table.column` names one: its
+    /// literals (`crate::derived::literal_strings_name`), or those and the strings of the
+    /// columns among its results (`crate::derived::case_strings_name`, made once per catalog
+    /// from the dictionaries of those columns' codes).
+    fn case_dictionary(
+        &self,
+        table: &str,
+        column: &str,
+    ) -> Result<Option<Arc<Dictionary>>, StorageError> {
+        if table != LITERAL_TABLE {
+            return Ok(None);
+        }
+        if let Some(strings) = literal_strings(column) {
+            return Ok(Some(Arc::new(strings)));
+        }
+        let Some(case) = case_strings(column) else {
+            return Ok(None);
+        };
+        let key = (table.to_string(), column.to_string());
+        if let Some(known) = lock(&self.derived_dictionaries).get(&key) {
+            return Ok(Some(Arc::clone(&known.1)));
+        }
+        let mut strings = case.literals;
+        for (of, name) in &case.columns {
+            let dictionary = self.codes_dictionary(of, name)?.ok_or_else(|| {
+                StorageError::Invalid(format!("`{of}.{name}` is not a string column"))
+            })?;
+            strings.extend(dictionary.values().iter().cloned());
+        }
+        let dictionary = Arc::new(Dictionary::from_unsorted(strings));
+        lock(&self.derived_dictionaries)
+            .insert(key, (Arc::new(Vec::new()), Arc::clone(&dictionary)));
+        Ok(Some(dictionary))
     }
 
     /// The dictionary of `table.column`, derived as `derived` says from its base column's
@@ -813,8 +846,17 @@ impl Catalog {
             .ok_or_else(|| {
                 StorageError::Invalid(format!("`{table}.{}` is not a string column", derived.base))
             })?;
-        let (codes, dictionary) = derived.recode(&base);
-        let recoding = (Arc::new(codes), Arc::new(dictionary));
+        let target = match &derived.function {
+            StringFunction::Recode { into } => self.case_dictionary(LITERAL_TABLE, into)?,
+            _ => None,
+        };
+        let (codes, dictionary) = derived.recode(&base, target.as_ref()).ok_or_else(|| {
+            StorageError::Invalid(format!(
+                "the strings of `{table}.{}` are not all among its `case`'s strings",
+                derived.base
+            ))
+        })?;
+        let recoding = (Arc::new(codes), dictionary);
         lock(&self.derived_dictionaries).insert(key, recoding.clone());
         Ok(recoding)
     }
@@ -848,12 +890,15 @@ impl Catalog {
                         table: table.into(),
                         column: definition.base.clone(),
                     })?;
-            let column = definition.compute(base).ok_or_else(|| {
-                StorageError::Invalid(format!(
-                    "`{table}.{}` is not a string column",
-                    definition.base
-                ))
-            })?;
+            let (codes, dictionary) = self.derived_recoding(table, name, definition)?;
+            let column = definition
+                .compute(base, &codes, &dictionary)
+                .ok_or_else(|| {
+                    StorageError::Invalid(format!(
+                        "`{table}.{}` is not a string column",
+                        definition.base
+                    ))
+                })?;
             lock(&self.cache)
                 .entry((table.to_string(), name.to_string()))
                 .or_insert_with(|| Arc::new(column));

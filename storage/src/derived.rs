@@ -4,6 +4,11 @@
 //! program compiled in another process, too). A string function's column has a dictionary of
 //! its own, the function's distinct results, sorted, and each row's code is its base code's
 //! result's; `length` gives each base code its string's length.
+//!
+//! The strings a `case` produces have one dictionary, named under [`LITERAL_TABLE`] by what it
+//! holds: its string literals ([`literal_strings_name`]), and when columns are among its results,
+//! those columns' strings too ([`case_strings_name`]); each such column then reads as its
+//! recoding into that dictionary ([`StringFunction::Recode`]), the same strings under its codes.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -38,8 +43,42 @@ pub fn literal_strings(name: &str) -> Option<Dictionary> {
     Some(Dictionary::from_unsorted(strings))
 }
 
+/// The strings of a `case` whose results include string columns: those columns' strings
+/// (each named as `(table, column)`) and the literals'.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CaseStrings {
+    pub columns: Vec<(String, String)>,
+    pub literals: Vec<String>,
+}
+
+/// The name of the dictionary of a `case`'s strings (under [`LITERAL_TABLE`]), which
+/// [`case_strings`] reads back: the columns and literals, each sorted and distinct, as JSON.
+pub fn case_strings_name(columns: &[(String, String)], literals: &[&str]) -> String {
+    let mut columns = columns.to_vec();
+    columns.sort_unstable();
+    columns.dedup();
+    let mut literals: Vec<String> = literals.iter().map(|s| s.to_string()).collect();
+    literals.sort_unstable();
+    literals.dedup();
+    let strings = CaseStrings { columns, literals };
+    format!(
+        "case{}",
+        serde_json::to_string(&strings).unwrap_or_else(|_| "{}".into())
+    )
+}
+
+/// What a name made by [`case_strings_name`] holds.
+pub fn case_strings(name: &str) -> Option<CaseStrings> {
+    serde_json::from_str(name.strip_prefix("case")?).ok()
+}
+
+/// Whether `name` names a dictionary of a `case`'s strings under [`LITERAL_TABLE`].
+pub fn is_made_strings_name(name: &str) -> bool {
+    literal_strings(name).is_some() || case_strings(name).is_some()
+}
+
 /// A string function applied to each string of a column.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StringFunction {
     /// SQL's `substring(s, start, length)` as DuckDB defines it, in characters: `start` counts
     /// from 1, or from the end when negative; a negative length takes the characters before
@@ -52,6 +91,11 @@ pub enum StringFunction {
     Lower,
     /// The number of characters: an integer, not a string.
     Length,
+    /// The same strings, coded in the dictionary of a `case`'s strings named `into`
+    /// ([`case_strings_name`]), which holds them all.
+    Recode {
+        into: String,
+    },
 }
 
 /// A string column computed from the string column `base` of the same table.
@@ -65,7 +109,7 @@ impl DerivedString {
     /// The column's name, which [`DerivedString::parse`] reads back.
     pub fn name(&self) -> String {
         let base = &self.base;
-        match self.function {
+        match &self.function {
             StringFunction::Substring {
                 start,
                 length: Some(length),
@@ -77,11 +121,22 @@ impl DerivedString {
             StringFunction::Upper => format!("upper({base})"),
             StringFunction::Lower => format!("lower({base})"),
             StringFunction::Length => format!("length({base})"),
+            StringFunction::Recode { into } => format!(
+                "recode{}",
+                serde_json::to_string(&(base, into)).unwrap_or_default()
+            ),
         }
     }
 
     /// The derived column a name stands for, if it is one.
     pub fn parse(name: &str) -> Option<DerivedString> {
+        if let Some(json) = name.strip_prefix("recode") {
+            let (base, into): (String, String) = serde_json::from_str(json).ok()?;
+            return case_strings(&into).map(|_| DerivedString {
+                base,
+                function: StringFunction::Recode { into },
+            });
+        }
         let (function, rest) = name.split_once('(')?;
         let inner = rest.strip_suffix(')')?;
         let derived = |base: &str, function| {
@@ -123,12 +178,13 @@ impl DerivedString {
     /// The function's result for one string: a piece of it for `substring`, so that most calls
     /// allocate nothing.
     pub fn apply<'t>(&self, text: &'t str) -> Cow<'t, str> {
-        match self.function {
+        match &self.function {
+            StringFunction::Recode { .. } => Cow::Borrowed(text),
             StringFunction::Upper => Cow::Owned(text.to_uppercase()),
             StringFunction::Lower => Cow::Owned(text.to_lowercase()),
             StringFunction::Length => Cow::Owned(length(text).to_string()),
             StringFunction::Substring { start, length } => {
-                Cow::Borrowed(substring(text, start, length))
+                Cow::Borrowed(substring(text, *start, *length))
             }
         }
     }
@@ -151,9 +207,28 @@ impl DerivedString {
 
     /// For each entry of `dictionary`, the code of its result in the dictionary of the
     /// distinct results (sorted), returned beside it; for `length`, the entry's length (and no
-    /// dictionary). Each distinct result is sorted once, not once per entry: 1.5 million phone
-    /// numbers have 25 distinct prefixes.
-    pub fn recode(&self, dictionary: &Dictionary) -> (Vec<i32>, Dictionary) {
+    /// dictionary); for a recoding, the entry's code in `target`, the dictionary it names
+    /// (`None` when that is not given or lacks an entry). Each distinct result is sorted once,
+    /// not once per entry: 1.5 million phone numbers have 25 distinct prefixes.
+    pub fn recode(
+        &self,
+        dictionary: &Dictionary,
+        target: Option<&Arc<Dictionary>>,
+    ) -> Option<(Vec<i32>, Arc<Dictionary>)> {
+        if let StringFunction::Recode { .. } = self.function {
+            let target = target?;
+            let codes = dictionary
+                .values()
+                .iter()
+                .map(|text| target.code_of(text))
+                .collect::<Option<Vec<i32>>>()?;
+            return Some((codes, Arc::clone(target)));
+        }
+        let (codes, dictionary) = self.recode_own(dictionary);
+        Some((codes, Arc::new(dictionary)))
+    }
+
+    fn recode_own(&self, dictionary: &Dictionary) -> (Vec<i32>, Dictionary) {
         if self.function == StringFunction::Length {
             let lengths = dictionary
                 .values()
@@ -185,13 +260,18 @@ impl DerivedString {
         (codes, Dictionary::from_sorted_distinct(values))
     }
 
-    /// The derived column of `base`, a string column: its dictionary built from one call per
-    /// entry of `base`'s, its codes mapped from `base`'s, its nulls `base`'s.
-    pub fn compute(&self, base: &Column) -> Option<Column> {
-        let ColumnData::Str { codes, dictionary } = &base.data else {
+    /// The derived column of `base`, a string column, given its recoding (what
+    /// [`DerivedString::recode`] gives for `base`'s dictionary): its codes mapped from `base`'s,
+    /// its nulls `base`'s.
+    pub fn compute(
+        &self,
+        base: &Column,
+        recode: &[i32],
+        derived: &Arc<Dictionary>,
+    ) -> Option<Column> {
+        let ColumnData::Str { codes, .. } = &base.data else {
             return None;
         };
-        let (recode, derived) = self.recode(dictionary);
         let validity = base.validity.as_ref().map(|valid| valid.to_vec());
         if self.function == StringFunction::Length {
             let lengths: Vec<i64> = codes
@@ -221,7 +301,7 @@ impl DerivedString {
         Some(Column::new(
             ColumnData::Str {
                 codes: Values::from(codes),
-                dictionary: Arc::new(derived),
+                dictionary: Arc::clone(derived),
             },
             validity,
         ))
@@ -328,9 +408,11 @@ mod tests {
             .map(|s| s.map_or(Value::Null, |s| Value::Str(s.to_string())))
             .collect();
         let base = Column::from_values(DataType::Str, values.iter()).expect("a string column");
-        let derived = DerivedString::parse("substring(x, 1, 2)")
-            .expect("a derived name")
-            .compute(&base)
+        let function = DerivedString::parse("substring(x, 1, 2)").expect("a derived name");
+        let dictionary = base.data.dictionary().expect("a dictionary");
+        let (codes, into) = function.recode(dictionary, None).expect("a recoding");
+        let derived = function
+            .compute(&base, &codes, &into)
             .expect("of a string column");
         let texts: Vec<Value> = (0..derived.len())
             .map(
@@ -343,5 +425,36 @@ mod tests {
         let text = |s: &str| Value::Str(s.to_string());
         assert_eq!(texts, vec![text("13"), Value::Null, text("31"), text("13")]);
         assert_eq!(derived.data.dictionary().map(|d| d.len()), Some(2));
+    }
+
+    #[test]
+    fn a_case_of_columns_and_literals_has_one_dictionary_each_column_recodes_into() {
+        let columns = [
+            ("supplier".to_string(), "s_city".to_string()),
+            ("customer".to_string(), "c_city".to_string()),
+        ];
+        let name = case_strings_name(&columns, &["other", "a\"b", "other"]);
+        let read = case_strings(&name).expect("a case's strings");
+        assert_eq!(read.columns, [columns[1].clone(), columns[0].clone()]);
+        assert_eq!(read.literals, ["a\"b", "other"]);
+        assert!(is_made_strings_name(&name) && !is_made_strings_name("s_city"));
+        let recode = DerivedString {
+            base: "substring(s_city, 1, 2)".into(),
+            function: StringFunction::Recode { into: name.clone() },
+        };
+        assert_eq!(DerivedString::parse(&recode.name()), Some(recode.clone()));
+        assert_eq!(recode.value("LIMA"), Value::Str("LIMA".into()));
+        let base = Dictionary::from_unsorted(vec!["b".into(), "d".into()]);
+        let target = Arc::new(Dictionary::from_unsorted(
+            ["a", "b", "c", "d"].map(String::from).to_vec(),
+        ));
+        let (codes, into) = recode
+            .recode(&base, Some(&target))
+            .expect("every string in it");
+        assert_eq!((codes, into.len()), (vec![1, 3], 4));
+        // A target without one of the column's strings is no recoding (the data changed).
+        let short = Arc::new(Dictionary::from_unsorted(vec!["b".into()]));
+        assert!(recode.recode(&base, Some(&short)).is_none());
+        assert!(recode.recode(&base, None).is_none());
     }
 }

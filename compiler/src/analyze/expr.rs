@@ -9,7 +9,7 @@ use tessera_grammar::ast::{
 };
 use tessera_grammar::{closest_name, Diagnostic, Span};
 use tessera_stdlib::{Aggregate, Function};
-use tessera_storage::derived::{literal_strings, literal_strings_name, LITERAL_TABLE};
+use tessera_storage::derived::{case_strings_name, literal_strings_name, LITERAL_TABLE};
 use tessera_storage::{date, DataType, Value};
 
 use crate::columns::BaseColumn;
@@ -492,23 +492,51 @@ impl Analyzer<'_> {
             typed.push((when, self.operand(then, context)?));
         }
         let otherwise = otherwise.map(|e| self.operand(e, context)).transpose()?;
-        // String literals as results: each becomes its code in the dictionary of the literals
-        // (`tessera_storage::derived::literal_strings_name`), which the result's strings index.
-        let texts: Vec<&str> = typed
-            .iter()
-            .map(|(_, t)| t)
-            .chain(otherwise.as_ref())
-            .filter_map(|result| match result {
-                Operand::Text(text, _) => Some(text.as_str()),
-                Operand::Value(_) => None,
-            })
-            .collect();
-        let literals = (!texts.is_empty())
-            .then(|| BaseColumn::new(LITERAL_TABLE, literal_strings_name(&texts)));
-        let result = |operand: Operand| match (operand, &literals) {
+        // Strings as results share one dictionary, which the result's codes index: the
+        // literals' (`tessera_storage::derived::literal_strings_name`), or when string columns
+        // are among the results, theirs and the literals' (`case_strings_name`). Each literal
+        // becomes its code there, each column its codes recoded into it.
+        let mut texts: Vec<&str> = Vec::new();
+        let mut columns: Vec<BaseColumn> = Vec::new();
+        for result in typed.iter().map(|(_, t)| t).chain(otherwise.as_ref()) {
+            match result {
+                Operand::Text(text, _) => texts.push(text),
+                Operand::Value(value) if value.ty == DataType::Str && !value.is_null() => {
+                    let origin = self
+                        .string_origin(value)
+                        .ok_or_else(|| case_of_strings(value.span))?;
+                    columns.push(origin);
+                }
+                Operand::Value(_) => {}
+            }
+        }
+        let dictionary = if !columns.is_empty() {
+            let named: Vec<(String, String)> = columns
+                .iter()
+                .map(|c| (c.table.clone(), c.column.clone()))
+                .collect();
+            Some(BaseColumn::new(
+                LITERAL_TABLE,
+                case_strings_name(&named, &texts),
+            ))
+        } else {
+            (!texts.is_empty())
+                .then(|| BaseColumn::new(LITERAL_TABLE, literal_strings_name(&texts)))
+        };
+        let strings = match &dictionary {
+            Some(d) => self.catalog.dictionary(&d.table, &d.column).ok().flatten(),
+            None => None,
+        };
+        let result = |operand: Operand| match (operand, &dictionary) {
+            (Operand::Value(typed), Some(dictionary))
+                if typed.ty == DataType::Str && !typed.is_null() && !columns.is_empty() =>
+            {
+                self.recoded_into(typed, dictionary)
+            }
             (Operand::Value(typed), _) => Ok(typed),
             (Operand::Text(text, text_span), Some(dictionary)) => {
-                let code = literal_strings(&dictionary.column)
+                let code = strings
+                    .as_ref()
                     .and_then(|d| d.code_of(&text))
                     .unwrap_or(-1);
                 Ok(Expr::new(
@@ -560,11 +588,6 @@ impl Analyzer<'_> {
                     ))
                 }
             };
-        }
-        // Strings of one dictionary only: the literals' (a column's strings index another).
-        let of_literals = |r: &&Expr| r.is_null() || matches!(r.kind, ExprKind::StrCode(_));
-        if ty == DataType::Str && (literals.is_none() || !results.iter().all(of_literals)) {
-            return Err(case_of_strings(span));
         }
         let nullable = otherwise.is_none() || results.iter().any(|r| r.nullable);
         let convert = |e: Expr| {
@@ -875,11 +898,11 @@ fn check_cast(from: DataType, to: DataType, span: Span) -> Result<()> {
     }
 }
 
-/// The documented limit (LANGUAGE.md §8) a `case` whose results are strings meets.
-fn case_of_strings(span: Span) -> Diagnostic {
-    Diagnostic::unsupported(
+/// A string result of a `case` whose codes index no known dictionary: every string expression
+/// the language has (literals, columns, string functions, `case`s) has one, so this is a bug.
+pub(super) fn case_of_strings(span: Span) -> Diagnostic {
+    Diagnostic::internal(
         span,
-        "`case` producing strings other than string literals is not supported yet",
+        "a string result of `case` indexes no known dictionary",
     )
-    .with_hint("make every result a string literal, or `null`")
 }

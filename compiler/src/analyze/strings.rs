@@ -213,6 +213,40 @@ impl Analyzer<'_> {
         ))
     }
 
+    /// `value`, a string column (or a string function of one), as its codes in the dictionary
+    /// of a `case`'s strings, `dictionary`, which holds its strings.
+    pub(super) fn recoded_into(&self, value: Expr, dictionary: &BaseColumn) -> Result<Expr> {
+        let origin = self
+            .string_origin(&value)
+            .ok_or_else(|| super::expr::case_of_strings(value.span))?;
+        let derived = DerivedString {
+            base: origin.column.clone(),
+            function: StringFunction::Recode {
+                into: dictionary.column.clone(),
+            },
+        };
+        let derived = BaseColumn::new(origin.table.clone(), derived.name());
+        if self
+            .catalog
+            .field(&derived.table, &derived.column)
+            .is_none()
+        {
+            return Err(super::expr::case_of_strings(value.span));
+        }
+        let entries = self.code_entries(&origin);
+        let (nullable, span) = (value.nullable, value.span);
+        Ok(Expr::new(
+            ExprKind::Derived {
+                operand: Box::new(value),
+                derived,
+                entries,
+            },
+            DataType::Str,
+            nullable,
+            span,
+        ))
+    }
+
     /// The size of the dictionary of the codes kernels read from `column`, which bounds them
     /// (checked against the data when the query runs).
     fn code_entries(&self, column: &BaseColumn) -> u32 {
