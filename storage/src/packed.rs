@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::catalog::{lock, Catalog, ColumnFacts};
+use crate::catalog::{lock, Catalog, ColumnFacts, TableFormat};
 use crate::column::Column;
 use crate::compress::{self, Compression, Encoded, Scheme};
 use crate::error::StorageError;
@@ -176,7 +176,11 @@ impl Catalog {
             Some(scheme) => self.packed(table, column, scheme).map(drop),
             None => self.scheme(table, column).map(drop),
         };
-        let spilling = !matches!(self.buffers(), Buffers::Memory);
+        // A table held in memory (a stage's result) cannot be read again: its columns stay.
+        let rereadable = self
+            .table(table)
+            .is_some_and(|t| !matches!(t.format, TableFormat::Memory));
+        let spilling = rereadable && !matches!(self.buffers(), Buffers::Memory);
         let column_bytes = self.table(table).map_or(0, |t| t.rows) * 4;
         // Columns are read in batches of at most `COLD_BATCH_BYTES` (at least one column a
         // batch), in memory unless one column alone is larger. While this catalog prepares

@@ -490,3 +490,23 @@ fn a_run_preparing_columns_keeps_large_columns_and_encodings_in_files_not_memory
         .unwrap()
         .all(|e| e.unwrap().path().is_dir()));
 }
+
+#[test]
+fn encoding_a_table_held_in_memory_while_preparing_keeps_its_columns() {
+    use crate::compress::Compression;
+    use crate::prepared::PreparedStore;
+    let dir = TempDir::new("memory-table");
+    let values: Vec<Value> = (0..5000).map(|i| Value::Int(i64::from(i % 7))).collect();
+    let column = crate::Column::from_values(DataType::I32, values.iter()).unwrap();
+    let mut catalog = Catalog::open(dir.path(), &[])
+        .unwrap()
+        .with_compression(Compression::Auto)
+        .with_prepared(PreparedStore::in_place(dir.path()));
+    catalog
+        .add_table("stage#1", vec![("k".to_string(), column)])
+        .unwrap();
+    catalog.encode_columns("stage#1", &["k"]).unwrap();
+    // A stage's result cannot be read again: dropping its column would lose it.
+    assert!(catalog.is_loaded("stage#1", "k"));
+    assert_eq!(catalog.column("stage#1", "k").unwrap().len(), 5000);
+}
