@@ -5,12 +5,14 @@
 //! — its real rows, value ranges, dictionaries and unique keys — the way adaptive query execution
 //! plans a query again once a stage's output is known. A correlated subquery written as a
 //! grouping joined back on its key (TPC-H Q17, Q20) and a scalar subquery written as a one-row
-//! `aggregate` crossed with `product` (Q11, Q15, Q22) both run so.
+//! `aggregate` crossed with `product` (Q11, Q15, Q22) both run so. A `union all` that an inner
+//! or left join builds its hash table from is staged too: the table then holds its rows once, in
+//! one relation, as a join on keys that may repeat needs.
 //!
 //! The rewrite keeps every span, so diagnostics of a stage point into the script as written.
 
 use tessera_grammar::ast::{
-    ExprKind, Ident, Item, Pipeline, Relation, RelationSource, Script, SetOp, StageKind,
+    ExprKind, Ident, Item, JoinKind, Pipeline, Relation, RelationSource, Script, SetOp, StageKind,
 };
 
 /// A query to run before the script, and the table its result becomes.
@@ -149,25 +151,77 @@ struct Splitter<'a> {
 }
 
 impl Splitter<'_> {
-    /// Where the `let` that `name` refers to is among the items so far (the latest binding).
-    fn binding(&self, name: &str) -> Option<usize> {
-        self.items
+    /// The latest `let` binding `name` among the first `limit` items: what `name` means inside
+    /// item `limit` (a `let` may read an earlier binding of its own name).
+    fn binding_before(&self, name: &str, limit: usize) -> Option<usize> {
+        self.items[..limit]
             .iter()
             .rposition(|item| matches!(item, Item::Let(b) if b.name.name == name))
     }
 
-    fn ends_on_host(&self, pipeline: &Pipeline) -> bool {
-        self.relation_ends_on_host(&pipeline.from)
-            || pipeline.stages.iter().any(|s| ends_on_host(&s.kind))
+    /// The pipeline a relation reads: its own, or the `let` its name refers to among the first
+    /// `limit` items, with the items visible inside that pipeline.
+    fn pipeline_of<'p>(
+        &'p self,
+        relation: &'p Relation,
+        limit: usize,
+    ) -> Option<(&'p Pipeline, usize)> {
+        match &relation.source {
+            RelationSource::Named(name) => {
+                let at = self.binding_before(&name.name, limit)?;
+                match &self.items[at] {
+                    Item::Let(binding) => Some((&binding.pipeline, at)),
+                    _ => None,
+                }
+            }
+            RelationSource::Pipeline(pipeline) => Some((pipeline, limit)),
+        }
+    }
+
+    /// Whether `stage` joins a `union all` in a way that builds one hash table from several
+    /// pipelines whose keys may repeat (an inner or left join): its rows become a table first,
+    /// whose repeated keys the join then chains as any table's. A semi or anti join needs only
+    /// each key once, and reads the `union all`'s pipelines as they are.
+    fn builds_chained_union(&self, stage: &StageKind) -> bool {
+        let StageKind::Join { kind, relation, .. } = stage else {
+            return false;
+        };
+        matches!(kind, JoinKind::Inner | JoinKind::Left)
+            && self.unions_all(relation, self.items.len())
+    }
+
+    /// Whether the rows of `relation` come from a `union all`: one among the stages of its
+    /// pipeline (or its `let` name's), or of the relation that pipeline reads, and so on.
+    fn unions_all(&self, relation: &Relation, limit: usize) -> bool {
+        let Some((pipeline, limit)) = self.pipeline_of(relation, limit) else {
+            return false;
+        };
+        let unions = pipeline.stages.iter().any(|s| {
+            matches!(
+                s.kind,
+                StageKind::SetOp {
+                    op: SetOp::Union,
+                    all: true,
+                    ..
+                }
+            )
+        });
+        unions || self.unions_all(&pipeline.from, limit)
     }
 
     fn relation_ends_on_host(&self, relation: &Relation) -> bool {
-        match &relation.source {
-            RelationSource::Named(name) => self.binding(&name.name).is_some_and(
-                |at| matches!(&self.items[at], Item::Let(b) if self.ends_on_host(&b.pipeline)),
-            ),
-            RelationSource::Pipeline(pipeline) => self.ends_on_host(pipeline),
-        }
+        self.relation_ends_on_host_before(relation, self.items.len())
+    }
+
+    fn relation_ends_on_host_before(&self, relation: &Relation, limit: usize) -> bool {
+        self.pipeline_of(relation, limit)
+            .is_some_and(|(pipeline, limit)| self.pipeline_ends_on_host(pipeline, limit))
+    }
+
+    /// Whether `pipeline`, with the first `limit` items visible, ends on the host.
+    fn pipeline_ends_on_host(&self, pipeline: &Pipeline, limit: usize) -> bool {
+        self.relation_ends_on_host_before(&pipeline.from, limit)
+            || pipeline.stages.iter().any(|s| ends_on_host(&s.kind))
     }
 
     /// Rewrites `pipeline` so that no stage of it combines a relation ending on the host.
@@ -177,6 +231,7 @@ impl Splitter<'_> {
         }
         let mut at = 0;
         while at < pipeline.stages.len() {
+            let chained_union = self.builds_chained_union(&pipeline.stages[at].kind);
             let relation = match &mut pipeline.stages[at].kind {
                 StageKind::Join { relation, .. }
                 | StageKind::Product(relation)
@@ -189,12 +244,12 @@ impl Splitter<'_> {
             if let RelationSource::Pipeline(inner) = &mut relation.source {
                 self.rewrite(inner);
             }
-            if self.relation_ends_on_host(relation) {
-                self.stage_relation(relation);
+            if chained_union || self.relation_ends_on_host(relation) {
+                self.stage_relation(relation, self.items.len());
             }
             // The rows arriving at the stage end on the host: they become a table too.
             if self.relation_ends_on_host(&pipeline.from) {
-                self.stage_relation(&mut pipeline.from);
+                self.stage_relation(&mut pipeline.from, self.items.len());
             }
             if pipeline.stages[..at].iter().any(|s| ends_on_host(&s.kind)) {
                 let stages: Vec<_> = pipeline.stages.drain(..at).collect();
@@ -219,12 +274,12 @@ impl Splitter<'_> {
         }
     }
 
-    /// Makes `relation` read the table of a new stage: a `let` name's binding is staged (once,
-    /// for all its uses), a parenthesized pipeline in place.
-    fn stage_relation(&mut self, relation: &mut Relation) {
+    /// Makes `relation`, read inside item `limit`, read the table of a new stage: a `let`
+    /// name's binding is staged (once, for all its uses), a parenthesized pipeline in place.
+    fn stage_relation(&mut self, relation: &mut Relation, limit: usize) {
         match &mut relation.source {
             RelationSource::Named(name) => {
-                let Some(at) = self.binding(&name.name) else {
+                let Some(at) = self.binding_before(&name.name, limit) else {
                     return;
                 };
                 let Item::Let(binding) = &self.items[at] else {
@@ -247,7 +302,7 @@ impl Splitter<'_> {
             }
             RelationSource::Pipeline(pipeline) => {
                 let span = pipeline.span;
-                let table = self.stage(pipeline.as_ref().clone(), self.items.len());
+                let table = self.stage(pipeline.as_ref().clone(), limit);
                 relation.source = RelationSource::Named(Ident { name: table, span });
             }
         }
@@ -259,9 +314,9 @@ impl Splitter<'_> {
         // A `let` it reads that ends on the host is staged first, to be computed once for
         // this stage and every other use of it.
         if let RelationSource::Named(name) = &pipeline.from.source {
-            let visible_let = self.binding(&name.name).is_some_and(|at| at < visible);
-            if visible_let && self.relation_ends_on_host(&pipeline.from) {
-                self.stage_relation(&mut pipeline.from);
+            let visible_let = self.binding_before(&name.name, visible).is_some();
+            if visible_let && self.relation_ends_on_host_before(&pipeline.from, visible) {
+                self.stage_relation(&mut pipeline.from, visible);
             }
         }
         let table = (self.table_name)(self.stages.len() + 1);
@@ -448,6 +503,42 @@ mod tests {
                 "stage1 <- from supplier | group | select",
                 "stage2 <- from part | group",
                 "main: from stage2 | setop stage1",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_union_all_joined_on_keys_that_may_repeat_is_staged_but_one_only_matched_is_not() {
+        let lines = split_source(
+            "let suppliers = from supplier | select s_suppkey | union all (from supplier | select s_suppkey)\n\
+             let some = from suppliers | where s_suppkey > 3\n\
+             from lineorder | join some on lo_suppkey == s_suppkey | join semi suppliers on lo_suppkey == s_suppkey | aggregate { n = count() }",
+        );
+        assert_eq!(
+            lines,
+            [
+                "stage1 <- let suppliers = from supplier | select | setop (from supplier | select); \
+                 from suppliers | where",
+                "main: let suppliers = from supplier | select | setop (from supplier | select); \
+                 let some = from stage1; from lineorder | join some | join suppliers | aggregate",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_let_reading_an_earlier_binding_of_its_own_name_is_followed_there() {
+        // Each `s` inside a `let s` is the one before it: following it to itself never ends.
+        let lines = split_source(
+            "let s = from lineitem | group l_suppkey { n = count() }\n\
+             let s = from s | where n > 3\n\
+             from supplier | join s on s_suppkey == l_suppkey",
+        );
+        assert_eq!(
+            lines,
+            [
+                "stage1 <- from lineitem | group",
+                "stage2 <- let s = from stage1; from s | where",
+                "main: let s = from stage1; let s = from stage2; from supplier | join s",
             ]
         );
     }

@@ -660,10 +660,11 @@ impl Planner<'_> {
                 "a join on keys that may repeat, of a relation that itself joins on keys that may repeat, is not supported yet",
             ));
         }
+        // Staging gives such a join a table to read (`staging`'s `builds_chained_union`).
         if keys == BuildKeys::Chained && builds.len() > 1 {
-            return Err(Diagnostic::unsupported(
+            return Err(Diagnostic::internal(
                 join.span,
-                "joining a `union all` whose keys may repeat is not supported yet",
+                "a `union all` joined on keys that may repeat was not run as a stage",
             ));
         }
         let table = self.hash_tables.len();
