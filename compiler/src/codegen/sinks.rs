@@ -494,6 +494,10 @@ pub(super) struct SharedGroups<'ctx> {
 /// Shared memory a block may spend on its copy of the group arrays (static shared memory is
 /// limited to 48 KB per block; the reduction scratch needs a little of it).
 const SHARED_GROUP_BYTES: u64 = 40 << 10;
+
+/// Aggregates of one `aggregate` whose block reductions are inlined, each folded in a branch of
+/// its own (the fastest code for the few a query usually has); more are reduced by calls.
+const INLINE_REDUCTIONS: usize = 16;
 /// The static shared memory a thread block may have, which the group arrays share with
 /// unpacking packed columns, the reduction scratch and a probe's spread matches.
 pub(super) const STATIC_SHARED_BYTES: u64 = 48 << 10;
@@ -859,7 +863,10 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         Ok(())
     }
 
-    /// Reduces each accumulator over the block; thread 0 folds it into the result.
+    /// Reduces each accumulator over the block; thread 0 folds it into the result. Past
+    /// [`INLINE_REDUCTIONS`] aggregates, each reduction is a call and thread 0 folds every total
+    /// in one branch, so compile time grows linearly with the aggregates (a thousand inlined
+    /// reductions took 9 s of LLVM for the GPU).
     fn scalar_epilogue(
         &mut self,
         aggregates: &[AggregatePlan],
@@ -868,10 +875,39 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let em = &self.em;
         let first_thread =
             em.b.build_int_compare(IntPredicate::EQ, em.tid()?, em.const_i32(0), "")?;
-        for (plan, acc) in aggregates.iter().zip(accumulators) {
-            self.fold_accumulator(plan, acc, None, first_thread)?;
+        if aggregates.len() <= INLINE_REDUCTIONS {
+            for (plan, acc) in aggregates.iter().zip(accumulators) {
+                self.fold_accumulator(plan, acc, None, first_thread)?;
+            }
+            return Ok(());
         }
-        Ok(())
+        let mut totals = Vec::with_capacity(aggregates.len());
+        for (plan, acc) in aggregates.iter().zip(accumulators) {
+            let value = em.b.build_load(acc.ty, acc.value, "")?;
+            let total = reduce::block_reduce_call(em, plan.kind.reduce_op(), value)?;
+            let count = match (acc.count, plan.count) {
+                (Some(count), Some(buffer)) => {
+                    let n = em.b.build_load(em.i64(), count, "")?;
+                    Some((reduce::block_reduce_call(em, ReduceOp::Add, n)?, buffer))
+                }
+                _ => None,
+            };
+            totals.push((
+                plan.kind.reduce_op(),
+                self.buffer(plan.buffer)?,
+                total,
+                count,
+            ));
+        }
+        em.if_then(first_thread, || {
+            for (op, buffer, total, count) in &totals {
+                atomic(em, *op, *buffer, *total)?;
+                if let Some((n, count_buffer)) = count {
+                    atomic(em, ReduceOp::Add, self.buffer(*count_buffer)?, *n)?;
+                }
+            }
+            Ok(())
+        })
     }
 
     /// Allocates and clears the block's copy of the group arrays, when it is worth having one.

@@ -57,6 +57,55 @@ pub fn block_reduce<'ctx>(
     basic(call.try_as_basic_value().basic())
 }
 
+/// [`block_reduce`] as a call that stays a call: one function per operation and type,
+/// never inlined, so a kernel reducing hundreds of values holds one call each rather than a
+/// dozen blocks each (LLVM's passes grow faster than linearly in a function's blocks). It
+/// synchronizes the block, so every thread must call it (it is marked convergent).
+pub fn block_reduce_call<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    op: ReduceOp,
+    value: BasicValueEnum<'ctx>,
+) -> CodegenResult<BasicValueEnum<'ctx>> {
+    let ty = value.get_type();
+    let name = format!(
+        "tessera.block_reduce_call.{}.{}.{}.{}",
+        op.name(),
+        type_name(ty),
+        em.tile,
+        em.target
+    );
+    let f = match em.module.get_function(&name) {
+        Some(existing) => existing,
+        None => {
+            let p = Emitter::new_function(
+                em.ctx,
+                em.module,
+                em.target,
+                em.tile,
+                &name,
+                ty.fn_type(&[ty.into()], false),
+                inkwell::module::Linkage::Internal,
+            )?;
+            for attribute in ["noinline", "convergent"] {
+                let kind = inkwell::attributes::Attribute::get_named_enum_kind_id(attribute);
+                p.function.add_attribute(
+                    inkwell::attributes::AttributeLoc::Function,
+                    p.ctx.create_enum_attribute(kind, 0),
+                );
+            }
+            let param = p
+                .function
+                .get_nth_param(0)
+                .ok_or_else(|| CodegenError::Invalid("block_reduce takes a value".into()))?;
+            let result = block_reduce(&p, op, param)?;
+            p.b.build_return(Some(&result))?;
+            p.function
+        }
+    };
+    let call = em.b.build_call(f, &[value.into()], "reduced")?;
+    basic(call.try_as_basic_value().basic())
+}
+
 fn reduce_block_gpu<'ctx>(
     p: &Emitter<'ctx, '_>,
     op: ReduceOp,
