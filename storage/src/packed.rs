@@ -172,16 +172,17 @@ impl Catalog {
         if unsettled.is_empty() {
             return Ok(());
         }
+        // Each column's encoding under the setting, made here: the scheme it takes.
         let settle = |column: &&str| match self.compression.fixed() {
-            Some(scheme) => self.packed(table, column, scheme).map(drop),
-            None => self.scheme(table, column).map(drop),
+            Some(scheme) => self.packed(table, column, scheme).map(|_| scheme),
+            None => self.scheme(table, column),
         };
+        let info = self.table(table);
         // A table held in memory (a stage's result) cannot be read again: its columns stay.
-        let rereadable = self
-            .table(table)
-            .is_some_and(|t| !matches!(t.format, TableFormat::Memory));
-        let spilling = rereadable && !matches!(self.buffers(), Buffers::Memory);
-        let column_bytes = self.table(table).map_or(0, |t| t.rows) * 4;
+        let rereadable = info.is_some_and(|t| !matches!(t.format, TableFormat::Memory));
+        let files = self.buffers();
+        let spilling = rereadable && !matches!(files, Buffers::Memory);
+        let column_bytes = info.map_or(0, |t| t.rows) * 4;
         // Columns are read in batches of at most `COLD_BATCH_BYTES` (at least one column a
         // batch), in memory unless one column alone is larger. While this catalog prepares
         // columns, each one encoded is dropped at once (the entry and the encoding are what
@@ -193,22 +194,17 @@ impl Catalog {
         };
         for batch in unsettled.chunks(per_batch) {
             let buffers = if batch.len() as u64 * column_bytes <= COLD_BATCH_BYTES {
-                Buffers::Memory
+                &Buffers::Memory
             } else {
-                self.buffers()
+                &files
             };
-            self.columns_into(table, batch, self.progress.as_ref(), &buffers)?;
-            batch.par_iter().try_for_each(settle)?;
+            self.columns_into(table, batch, self.progress.as_ref(), buffers)?;
+            let schemes: Vec<Scheme> = batch.par_iter().map(settle).collect::<Result<_, _>>()?;
             if !spilling {
                 continue;
             }
-            for column in batch {
-                let nullable = self.stored_field(table, column)?.nullable;
-                let scheme = match self.compression.fixed() {
-                    Some(scheme) => scheme,
-                    None => self.scheme(table, column)?,
-                };
-                if scheme != Scheme::None && !nullable {
+            for (column, scheme) in batch.iter().zip(schemes) {
+                if scheme != Scheme::None && !self.stored_field(table, column)?.nullable {
                     self.unload(table, column);
                 }
             }

@@ -22,7 +22,7 @@ use rayon::prelude::*;
 use crate::column::{Column, ColumnData, Dictionary};
 use crate::error::StorageError;
 use crate::progress::Progress;
-use crate::spill::Buffers;
+use crate::spill::{filled_vec, Buffers};
 use crate::string_chunks::{self, ChunkStrings};
 use crate::types::{DataType, DecimalType, Field, Schema, Value};
 use crate::values::{Plain, Values};
@@ -873,18 +873,6 @@ fn plain_strings(
         bytes = &rest[length..];
     }
     Ok(())
-}
-
-/// A vector of `len` copies of `value`, or an error (not an abort) when a corrupt footer claims
-/// more rows than memory can hold.
-fn filled_vec<T: Clone + Send + Sync>(len: usize, value: T) -> Result<Vec<T>, StorageError> {
-    let mut values = Vec::new();
-    crate::memory::fallibly(|| values.try_reserve_exact(len)).map_err(|_| {
-        StorageError::Invalid(format!("not enough memory for a column of {len} rows"))
-    })?;
-    // Filled in parallel: touching fresh pages is the costly part, and it spreads over cores.
-    values.par_extend(rayon::iter::repeat_n(value, len));
-    Ok(values)
 }
 
 /// Decodes one row group's column chunk into `out` (and `valid` for a nullable column).

@@ -68,21 +68,26 @@ impl Buffers {
                 }
             }
         }
-        let mut values = Vec::new();
-        crate::memory::fallibly(|| values.try_reserve_exact(len)).map_err(|_| {
-            StorageError::Invalid(format!(
-                "not enough memory for a buffer of {len} values ({bytes} bytes)"
-            ))
-        })?;
-        // Filled in parallel: touching fresh pages is the costly part, and it spreads over cores.
-        rayon::iter::ParallelExtend::par_extend(
-            &mut values,
-            rayon::iter::repeat_n(T::default(), len),
-        );
+        let values = filled_vec(len, T::default())?;
         Ok(Buffer {
             repr: Repr::Memory(values),
         })
     }
+}
+
+/// A vector of `len` copies of `value`, or an error (not an abort) when memory cannot hold it
+/// (a corrupt footer claiming more rows than there can be, say).
+pub(crate) fn filled_vec<T: Clone + Send + Sync>(
+    len: usize,
+    value: T,
+) -> Result<Vec<T>, StorageError> {
+    let mut values = Vec::new();
+    crate::memory::fallibly(|| values.try_reserve_exact(len)).map_err(|_| {
+        StorageError::Invalid(format!("not enough memory for a column of {len} rows"))
+    })?;
+    // Filled in parallel: touching fresh pages is the costly part, and it spreads over cores.
+    rayon::iter::ParallelExtend::par_extend(&mut values, rayon::iter::repeat_n(value, len));
+    Ok(values)
 }
 
 /// A zero-filled mapping of `bytes` in a new unnamed file in `folder`, its blocks allocated.
