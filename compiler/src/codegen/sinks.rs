@@ -495,6 +495,21 @@ pub(super) struct SharedGroups<'ctx> {
 /// limited to 48 KB per block; the reduction scratch needs a little of it).
 const SHARED_GROUP_BYTES: u64 = 40 << 10;
 
+/// A block-wide reduction: [`reduce::block_reduce`] or [`reduce::block_reduce_call`].
+type BlockReduce<'ctx> = fn(
+    &tessera_runtime::Emitter<'ctx, '_>,
+    ReduceOp,
+    BasicValueEnum<'ctx>,
+) -> CodegenResult<BasicValueEnum<'ctx>>;
+
+/// An accumulator's total over the block, and the buffer it folds into.
+struct Total<'ctx> {
+    op: ReduceOp,
+    ty: BasicTypeEnum<'ctx>,
+    total: BasicValueEnum<'ctx>,
+    buffer: PointerValue<'ctx>,
+}
+
 /// Aggregates of one `aggregate` whose block reductions are inlined, each folded in a branch of
 /// its own (the fastest code for the few a query usually has); more are reduced by calls.
 const INLINE_REDUCTIONS: usize = 16;
@@ -842,25 +857,49 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         store: IntValue<'ctx>,
     ) -> CodegenResult<()> {
         let em = &self.em;
-        let at = |ty: BasicTypeEnum<'ctx>, buffer: PointerValue<'ctx>| match slot {
-            Some(slot) => em.offset_ptr(ty, buffer, slot),
-            None => Ok(buffer),
-        };
-        let value = em.b.build_load(acc.ty, acc.value, "")?;
-        let total = reduce::block_reduce(em, plan.kind.reduce_op(), value)?;
-        let buffer = self.buffer(plan.buffer)?;
-        em.if_then(store, || {
-            atomic(em, plan.kind.reduce_op(), at(acc.ty, buffer)?, total)
-        })?;
+        let reduce = reduce::block_reduce;
+        let value = self.reduced(
+            plan.kind.reduce_op(),
+            acc.ty,
+            acc.value,
+            plan.buffer,
+            reduce,
+        )?;
+        em.if_then(store, || self.fold_total(&value, slot))?;
         if let (Some(count), Some(count_buffer)) = (acc.count, plan.count) {
-            let n = em.b.build_load(em.i64(), count, "")?;
-            let total = reduce::block_reduce(em, ReduceOp::Add, n)?;
-            let buffer = self.buffer(count_buffer)?;
-            em.if_then(store, || {
-                atomic(em, ReduceOp::Add, at(em.i64().into(), buffer)?, total)
-            })?;
+            let n = self.reduced(ReduceOp::Add, em.i64().into(), count, count_buffer, reduce)?;
+            em.if_then(store, || self.fold_total(&n, slot))?;
         }
         Ok(())
+    }
+
+    /// The value at `from` (a thread's accumulator or count, of type `ty`) reduced over the
+    /// block by `reduce` ([`reduce::block_reduce`] or [`reduce::block_reduce_call`]), with the
+    /// buffer it folds into.
+    fn reduced(
+        &self,
+        op: ReduceOp,
+        ty: BasicTypeEnum<'ctx>,
+        from: PointerValue<'ctx>,
+        buffer: usize,
+        reduce: BlockReduce<'ctx>,
+    ) -> CodegenResult<Total<'ctx>> {
+        let value = self.em.b.build_load(ty, from, "")?;
+        Ok(Total {
+            op,
+            ty,
+            total: reduce(&self.em, op, value)?,
+            buffer: self.buffer(buffer)?,
+        })
+    }
+
+    /// Folds a reduced total into its buffer at `slot` (its first element when `None`).
+    fn fold_total(&self, total: &Total<'ctx>, slot: Option<IntValue<'ctx>>) -> CodegenResult<()> {
+        let at = match slot {
+            Some(slot) => self.em.offset_ptr(total.ty, total.buffer, slot)?,
+            None => total.buffer,
+        };
+        atomic(&self.em, total.op, at, total.total)
     }
 
     /// Reduces each accumulator over the block; thread 0 folds it into the result. Past
@@ -881,32 +920,30 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             }
             return Ok(());
         }
+        let reduce = reduce::block_reduce_call;
         let mut totals = Vec::with_capacity(aggregates.len());
         for (plan, acc) in aggregates.iter().zip(accumulators) {
-            let value = em.b.build_load(acc.ty, acc.value, "")?;
-            let total = reduce::block_reduce_call(em, plan.kind.reduce_op(), value)?;
-            let count = match (acc.count, plan.count) {
-                (Some(count), Some(buffer)) => {
-                    let n = em.b.build_load(em.i64(), count, "")?;
-                    Some((reduce::block_reduce_call(em, ReduceOp::Add, n)?, buffer))
-                }
-                _ => None,
-            };
-            totals.push((
+            totals.push(self.reduced(
                 plan.kind.reduce_op(),
-                self.buffer(plan.buffer)?,
-                total,
-                count,
-            ));
+                acc.ty,
+                acc.value,
+                plan.buffer,
+                reduce,
+            )?);
+            if let (Some(count), Some(count_buffer)) = (acc.count, plan.count) {
+                totals.push(self.reduced(
+                    ReduceOp::Add,
+                    em.i64().into(),
+                    count,
+                    count_buffer,
+                    reduce,
+                )?);
+            }
         }
         em.if_then(first_thread, || {
-            for (op, buffer, total, count) in &totals {
-                atomic(em, *op, *buffer, *total)?;
-                if let Some((n, count_buffer)) = count {
-                    atomic(em, ReduceOp::Add, self.buffer(*count_buffer)?, *n)?;
-                }
-            }
-            Ok(())
+            totals
+                .iter()
+                .try_for_each(|total| self.fold_total(total, None))
         })
     }
 

@@ -24,11 +24,32 @@ use inkwell::values::FunctionValue;
 use crate::emit::{CodegenResult, Emitter};
 
 /// Returns the primitive `name` of the caller's module, creating it with `define` if needed.
-/// `define` receives an emitter positioned in the new function's body.
+/// `define` receives an emitter positioned in the new function's body. It is always inlined.
 pub fn primitive<'ctx, 'm>(
     caller: &Emitter<'ctx, 'm>,
     name: &str,
     ty: FunctionType<'ctx>,
+    define: impl FnOnce(&Emitter<'ctx, 'm>) -> CodegenResult<()>,
+) -> CodegenResult<FunctionValue<'ctx>> {
+    primitive_called(caller, name, ty, Inlining::Always, define)
+}
+
+/// Whether calls of a primitive are inlined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inlining {
+    /// Always: the fastest code, one copy per call.
+    Always,
+    /// Never: one copy however many calls, for kernels that would otherwise hold hundreds. The
+    /// function may synchronize the block, so it is marked convergent.
+    Never,
+}
+
+/// [`primitive`], inlined or called as `inlining` says.
+pub fn primitive_called<'ctx, 'm>(
+    caller: &Emitter<'ctx, 'm>,
+    name: &str,
+    ty: FunctionType<'ctx>,
+    inlining: Inlining,
     define: impl FnOnce(&Emitter<'ctx, 'm>) -> CodegenResult<()>,
 ) -> CodegenResult<FunctionValue<'ctx>> {
     let name = format!("{name}.{}.{}", caller.tile, caller.target);
@@ -44,7 +65,18 @@ pub fn primitive<'ctx, 'm>(
         ty,
         Linkage::Internal,
     )?;
-    emitter.always_inline();
+    match inlining {
+        Inlining::Always => emitter.always_inline(),
+        Inlining::Never => {
+            for attribute in ["noinline", "convergent"] {
+                let kind = inkwell::attributes::Attribute::get_named_enum_kind_id(attribute);
+                emitter.function.add_attribute(
+                    inkwell::attributes::AttributeLoc::Function,
+                    emitter.ctx.create_enum_attribute(kind, 0),
+                );
+            }
+        }
+    }
     define(&emitter)?;
     Ok(emitter.function)
 }

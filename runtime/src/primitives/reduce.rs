@@ -9,7 +9,7 @@ use inkwell::{FloatPredicate, IntPredicate};
 use crate::emit::{basic, CodegenError, CodegenResult, Emitter};
 
 use super::load::type_name;
-use super::primitive;
+use super::{primitive_called, Inlining};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum ReduceOp {
@@ -37,10 +37,38 @@ pub fn block_reduce<'ctx>(
     op: ReduceOp,
     value: BasicValueEnum<'ctx>,
 ) -> CodegenResult<BasicValueEnum<'ctx>> {
+    reduce_by_call(em, op, value, Inlining::Always)
+}
+
+/// [`block_reduce`] as a call that stays a call: one function per operation and type, so a
+/// kernel reducing hundreds of values holds one call each rather than a dozen blocks each
+/// (LLVM's passes grow faster than linearly in a function's blocks). Every thread must call it.
+pub fn block_reduce_call<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    op: ReduceOp,
+    value: BasicValueEnum<'ctx>,
+) -> CodegenResult<BasicValueEnum<'ctx>> {
+    reduce_by_call(em, op, value, Inlining::Never)
+}
+
+fn reduce_by_call<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    op: ReduceOp,
+    value: BasicValueEnum<'ctx>,
+    inlining: Inlining,
+) -> CodegenResult<BasicValueEnum<'ctx>> {
     let ty = value.get_type();
     let fn_ty = ty.fn_type(&[ty.into()], false);
-    let name = format!("tessera.block_reduce.{}.{}", op.name(), type_name(ty));
-    let f = primitive(em, &name, fn_ty, |p| {
+    let called = match inlining {
+        Inlining::Always => "",
+        Inlining::Never => "_call",
+    };
+    let name = format!(
+        "tessera.block_reduce{called}.{}.{}",
+        op.name(),
+        type_name(ty)
+    );
+    let f = primitive_called(em, &name, fn_ty, inlining, |p| {
         let param = p
             .function
             .get_nth_param(0)
@@ -53,55 +81,6 @@ pub fn block_reduce<'ctx>(
         p.b.build_return(Some(&result))?;
         Ok(())
     })?;
-    let call = em.b.build_call(f, &[value.into()], "reduced")?;
-    basic(call.try_as_basic_value().basic())
-}
-
-/// [`block_reduce`] as a call that stays a call: one function per operation and type,
-/// never inlined, so a kernel reducing hundreds of values holds one call each rather than a
-/// dozen blocks each (LLVM's passes grow faster than linearly in a function's blocks). It
-/// synchronizes the block, so every thread must call it (it is marked convergent).
-pub fn block_reduce_call<'ctx>(
-    em: &Emitter<'ctx, '_>,
-    op: ReduceOp,
-    value: BasicValueEnum<'ctx>,
-) -> CodegenResult<BasicValueEnum<'ctx>> {
-    let ty = value.get_type();
-    let name = format!(
-        "tessera.block_reduce_call.{}.{}.{}.{}",
-        op.name(),
-        type_name(ty),
-        em.tile,
-        em.target
-    );
-    let f = match em.module.get_function(&name) {
-        Some(existing) => existing,
-        None => {
-            let p = Emitter::new_function(
-                em.ctx,
-                em.module,
-                em.target,
-                em.tile,
-                &name,
-                ty.fn_type(&[ty.into()], false),
-                inkwell::module::Linkage::Internal,
-            )?;
-            for attribute in ["noinline", "convergent"] {
-                let kind = inkwell::attributes::Attribute::get_named_enum_kind_id(attribute);
-                p.function.add_attribute(
-                    inkwell::attributes::AttributeLoc::Function,
-                    p.ctx.create_enum_attribute(kind, 0),
-                );
-            }
-            let param = p
-                .function
-                .get_nth_param(0)
-                .ok_or_else(|| CodegenError::Invalid("block_reduce takes a value".into()))?;
-            let result = block_reduce(&p, op, param)?;
-            p.b.build_return(Some(&result))?;
-            p.function
-        }
-    };
     let call = em.b.build_call(f, &[value.into()], "reduced")?;
     basic(call.try_as_basic_value().basic())
 }
