@@ -720,14 +720,8 @@ fn compiled(label: &str, script: &str, args: &[&str]) -> String {
 /// named after `label`; the command must succeed.
 fn on_script(command: &str, label: &str, script: &str, args: &[&str]) -> String {
     let scratch = tempfile::tempdir().unwrap();
-    let path = scratch.path().join(format!("{label}.tq"));
-    std::fs::write(&path, script).expect("script written");
-    let mut all = vec![
-        command,
-        path.to_str().expect("utf-8 path"),
-        "--data",
-        data(),
-    ];
+    let path = script_in(&scratch, &format!("{label}.tq"), script);
+    let mut all = vec![command, path.as_str(), "--data", data()];
     all.extend_from_slice(args);
     let output = tessera(&all);
     let _ = std::fs::remove_file(&path);
@@ -1284,11 +1278,9 @@ fn the_tpch_benchmark_runs_every_query_it_writes() {
 /// their time, the resident engine (the shell, like the server) runs it twice with the same
 /// answer, `--emit physical` lists the stages, and compiling it ahead of time is refused in
 /// one line. Its answer is checked against DuckDB by `tests/conformance/stages`.
-#[test]
-fn a_script_joining_a_grouped_result_runs_in_stages() {
-    let script = "let revenue = from lineorder | group lo_suppkey { total = sum(lo_revenue) }\n\
-                  let best = from revenue | aggregate { top = max(total) }\n\
-                  from revenue | product best | where total == top | select lo_suppkey, total";
+/// Runs `script` on the CPU with `--timing` (as CSV), then twice through the shell's resident
+/// engine, which must answer the same both times: the answer and the run's stderr.
+fn staged_everywhere(script: &str) -> (String, String) {
     let run = tessera(&[
         "run",
         "-c",
@@ -1303,25 +1295,35 @@ fn a_script_joining_a_grouped_result_runs_in_stages() {
     ]);
     assert!(run.status.success(), "{}", text(&run.stderr));
     let answer = text(&run.stdout);
-    assert!(answer.starts_with("lo_suppkey,total\n"), "{answer}");
-    assert_eq!(answer.lines().count(), 2, "{answer}");
-    assert!(
-        text(&run.stderr).contains("stage stage#2: 1 rows in "),
-        "{}",
-        text(&run.stderr)
-    );
-
     let shell = tessera_with_input(
         &["shell", "--data", data(), "--device", "cpu"],
         &format!(".format csv\n{script};\n{script};\n"),
     );
     assert!(shell.status.success(), "{}", text(&shell.stderr));
     assert_eq!(text(&shell.stdout), format!("{answer}{answer}"));
+    (answer, text(&run.stderr))
+}
+
+/// `script` written to `name` in `dir`: the file's path.
+fn script_in(dir: &tempfile::TempDir, name: &str, script: &str) -> String {
+    let file = dir.path().join(name);
+    std::fs::write(&file, script).expect("script written");
+    file.to_str().expect("utf-8 path").to_string()
+}
+
+#[test]
+fn a_script_joining_a_grouped_result_runs_in_stages() {
+    let script = "let revenue = from lineorder | group lo_suppkey { total = sum(lo_revenue) }\n\
+                  let best = from revenue | aggregate { top = max(total) }\n\
+                  from revenue | product best | where total == top | select lo_suppkey, total";
+    let (answer, timing) = staged_everywhere(script);
+    assert!(answer.starts_with("lo_suppkey,total\n"), "{answer}");
+    assert_eq!(answer.lines().count(), 2, "{answer}");
+    assert!(timing.contains("stage stage#2: 1 rows in "), "{timing}");
 
     let dir = tempfile::tempdir().expect("a scratch folder");
-    let file = dir.path().join("best.tq");
-    std::fs::write(&file, script).expect("script written");
-    let file = file.to_str().expect("utf-8 path");
+    let file = script_in(&dir, "best.tq", script);
+    let file = file.as_str();
     let emitted = tessera(&[
         "compile",
         file,
@@ -1366,40 +1368,14 @@ fn a_semi_join_comparing_both_inputs_is_decorrelated_into_a_stage() {
     let script = "from lineorder as a\n\
                   | join semi lineorder as b on b.lo_orderkey == a.lo_orderkey and b.lo_suppkey != a.lo_suppkey\n\
                   | aggregate { lines = count() }";
-    let run = tessera(&[
-        "run",
-        "-c",
-        script,
-        "--data",
-        data(),
-        "--device",
-        "cpu",
-        "--format",
-        "csv",
-        "--timing",
-    ]);
-    assert!(run.status.success(), "{}", text(&run.stderr));
-    let answer = text(&run.stdout);
+    let (answer, timing) = staged_everywhere(script);
     assert!(answer.starts_with("lines\n"), "{answer}");
     // The joined relation, grouped by order with its least and greatest supplier, runs first.
-    assert!(
-        text(&run.stderr).contains("stage stage#1: "),
-        "{}",
-        text(&run.stderr)
-    );
-
-    // The resident engine decorrelates it the same way, each time.
-    let shell = tessera_with_input(
-        &["shell", "--data", data(), "--device", "cpu"],
-        &format!(".format csv\n{script};\n{script};\n"),
-    );
-    assert!(shell.status.success(), "{}", text(&shell.stderr));
-    assert_eq!(text(&shell.stdout), format!("{answer}{answer}"));
+    assert!(timing.contains("stage stage#1: "), "{timing}");
 
     let dir = tempfile::tempdir().expect("a scratch folder");
-    let file = dir.path().join("shared.tq");
-    std::fs::write(&file, script).expect("script written");
-    let file = file.to_str().expect("utf-8 path");
+    let file = script_in(&dir, "shared.tq", script);
+    let file = file.as_str();
     let typed = tessera(&["compile", file, "--data", data(), "--emit", "typed"]);
     assert!(typed.status.success(), "{}", text(&typed.stderr));
     assert!(
