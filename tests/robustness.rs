@@ -181,6 +181,37 @@ fn long_scripts_compile_in_time() {
     );
 }
 
+/// A GPU kernel of more parameters than CUDA passes one by one (here 400 aggregates, a buffer
+/// each: the driver once refused the PTX) takes the address of a table of them; one of fewer
+/// takes them one by one.
+#[test]
+fn a_gpu_kernel_of_many_parameters_reads_them_from_a_table() {
+    let dir = tempfile::tempdir().expect("a scratch folder");
+    let entry_params = |count: usize| {
+        let aggregates: Vec<String> = (0..count)
+            .map(|i| format!("a{i} = sum(s_suppkey + {i})"))
+            .collect();
+        let script = script_file(
+            &dir,
+            &format!("aggregates{count}.tq"),
+            &format!(
+                "from supplier | aggregate {{ {} }}\n",
+                aggregates.join(", ")
+            ),
+        );
+        let args = ["compile", &script, "--data", data(), "--emit", "ptx"];
+        let output = tessera_within(&args, Duration::from_secs(120), |_| {});
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let ptx = text(&output.stdout);
+        let entry = ptx.split(".entry").nth(1).expect("a kernel");
+        let signature = entry.split(')').next().expect("its parameters");
+        signature.matches(".param").count()
+    };
+    assert_eq!(entry_params(400), 1);
+    let few = entry_params(20);
+    assert!((20..=256).contains(&few), "{few} parameters");
+}
+
 #[test]
 fn constants_after_a_take_end() {
     let dir = tempfile::tempdir().expect("a scratch folder");

@@ -115,7 +115,9 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             Target::Nvptx { .. } => ctx.ptr_type(AddressSpace::from(GLOBAL)),
             Target::Host => ctx.ptr_type(AddressSpace::default()),
         };
+        let in_table = target.params_in_table(pointers.len());
         let ty = match target {
+            Target::Nvptx { .. } if in_table => ctx.void_type().fn_type(&[global.into()], false),
             Target::Nvptx { .. } => {
                 let args: Vec<BasicMetadataTypeEnum> = pointers
                     .iter()
@@ -134,25 +136,24 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 .ok_or_else(|| CodegenError::Invalid(format!("kernel parameter {i} is missing")))
         };
         let mut values = Vec::with_capacity(pointers.len());
-        match target {
-            Target::Nvptx { .. } => {
-                for i in 0..pointers.len() as u32 {
-                    values.push(parameter(i)?);
-                }
-                em.mark_kernel(tile.threads);
+        if in_table {
+            let table = parameter(0)?.into_pointer_value();
+            for (i, &pointer) in pointers.iter().enumerate() {
+                let slot = em.offset_ptr(i64t.into(), table, em.const_i64(i as i64))?;
+                let word = em.b.build_load(i64t, slot, "")?.into_int_value();
+                values.push(if pointer {
+                    em.b.build_int_to_ptr(word, global, "")?.into()
+                } else {
+                    word.into()
+                });
             }
-            Target::Host => {
-                let block = parameter(0)?.into_pointer_value();
-                for (i, &pointer) in pointers.iter().enumerate() {
-                    let slot = em.offset_ptr(i64t.into(), block, em.const_i64(i as i64))?;
-                    let word = em.b.build_load(i64t, slot, "")?.into_int_value();
-                    values.push(if pointer {
-                        em.b.build_int_to_ptr(word, global, "")?.into()
-                    } else {
-                        word.into()
-                    });
-                }
+        } else {
+            for i in 0..pointers.len() as u32 {
+                values.push(parameter(i)?);
             }
+        }
+        if target.is_gpu() {
+            em.mark_kernel(tile.threads);
         }
         Ok((em, values))
     }

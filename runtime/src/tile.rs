@@ -3,6 +3,15 @@
 
 use std::fmt;
 
+/// The most parameters a GPU kernel takes one by one (2 KiB of 64-bit words, half of what
+/// PTX allows, since a parameter's size is rounded up and the limit counts them all).
+pub const DIRECT_GPU_PARAMS: usize = 256;
+
+/// Whether a GPU kernel of `count` parameters reads them from a table ([`Target::params_in_table`]).
+pub fn gpu_params_in_table(count: usize) -> bool {
+    count > DIRECT_GPU_PARAMS
+}
+
 /// Where generated code runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Target {
@@ -15,6 +24,18 @@ pub enum Target {
 impl Target {
     pub fn is_gpu(self) -> bool {
         matches!(self, Target::Nvptx { .. })
+    }
+
+    /// Whether a kernel of `count` parameters receives them as one address of a table of
+    /// 64-bit words, which the launcher fills, rather than one by one. The host's kernels
+    /// always do. A GPU kernel's parameters travel in 4 KiB of constant memory (PTX before
+    /// 8.1), which an `aggregate` of hundreds of aggregates (a buffer each) outgrows; past
+    /// [`DIRECT_GPU_PARAMS`] the kernel reads its table at entry instead.
+    pub fn params_in_table(self, count: usize) -> bool {
+        match self {
+            Target::Host => true,
+            Target::Nvptx { .. } => gpu_params_in_table(count),
+        }
     }
 
     /// The tile shape kernels use unless a pipeline asks for another.

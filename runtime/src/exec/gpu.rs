@@ -21,6 +21,7 @@ use cudarc::nvrtc::Ptx;
 
 use super::{Backend, ColumnBytes, Gathered, RuntimeError};
 use crate::program::{BufferSpec, Cubins, Extent, Fill, KernelCode, KernelLaunch};
+use crate::tile::gpu_params_in_table;
 
 /// What the GPU is.
 #[derive(Clone, Debug)]
@@ -724,6 +725,21 @@ impl Backend for GpuBackend {
                 grid_dim: (grid, 1, 1),
                 block_dim: (kernel.tile.threads, 1, 1),
                 shared_mem_bytes: 0,
+            };
+            // A kernel of many parameters reads them from a table in device memory, freed with
+            // the query's buffers once its kernels are done.
+            let table;
+            let args = if gpu_params_in_table(args.len()) {
+                let words: Vec<u8> = args.iter().flat_map(|arg| arg.to_le_bytes()).collect();
+                let slice = self
+                    .stream
+                    .clone_htod(&words)
+                    .map_err(|e| memory(e, "a kernel's parameters", words.len()))?;
+                table = [self.address(&slice)];
+                self.buffers.push(slice);
+                &table[..]
+            } else {
+                args
             };
             let mut launch = self.stream.launch_builder(&function);
             for arg in args {
