@@ -138,7 +138,18 @@ def cell(value):
         return repr(value)
     if isinstance(value, decimal.Decimal):
         return format(value, "f")
-    if isinstance(value, (datetime.date, datetime.datetime)):
+    if isinstance(value, datetime.datetime):
+        # As DuckDB prints it: a zone's instant in UTC, the fraction of a second without
+        # trailing zeros.
+        if value.tzinfo is not None:
+            value = value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        return value.strftime("%Y-%m-%d ") + cell(value.time())
+    if isinstance(value, datetime.time):
+        text = value.strftime("%H:%M:%S")
+        if value.microsecond:
+            text += f".{value.microsecond:06d}".rstrip("0")
+        return text
+    if isinstance(value, datetime.date):
         return value.isoformat()
     return csv_field(str(value))
 

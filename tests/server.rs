@@ -355,6 +355,59 @@ print(len(expected))
 }
 
 #[test]
+fn timestamps_and_times_reach_clients_typed() {
+    let folder = common::repo().join("tests/data/times");
+    let server = Server::start_serving(folder.to_str().expect("utf-8"), "127.0.0.1", |_| {});
+    let script = "from events | where id < 40 | select id, at, at_ms, clock, day | sort id";
+    // psycopg reads `timestamp` and `time` in binary and as text into Python's datetime and
+    // time; DuckDB answers the same question over the same file.
+    let check = format!(
+        r#"
+import duckdb, psycopg
+expected = duckdb.sql("SELECT id, \"at\", at_ms, clock, day FROM '{file}' WHERE id < 40 ORDER BY id").fetchall()
+with psycopg.connect(host='127.0.0.1', port={port}, user='tessera', dbname='tessera', autocommit=True) as conn:
+    for binary in (True, False):
+        rows = conn.cursor(binary=binary).execute("{script}").fetchall()
+        assert [tuple(r) for r in rows] == expected, (binary, rows[:3], expected[:3])
+print(len(expected))
+"#,
+        file = folder.join("events.parquet").display(),
+        port = server.port,
+    );
+    let python = Command::new("python3")
+        .args(["-c", &check])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        python.status.success(),
+        "{}{}",
+        text(&python.stdout),
+        text(&python.stderr)
+    );
+    assert_eq!(text(&python.stdout).trim(), "40");
+    // `tessera run --server` reads them back as a local run prints them.
+    let remote = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args([
+            "run",
+            "-c",
+            script,
+            "--server",
+            &server.address,
+            "--format",
+            "csv",
+        ])
+        .output()
+        .expect("tessera runs");
+    assert!(remote.status.success(), "{}", text(&remote.stderr));
+    let csv = text(&remote.stdout);
+    assert!(
+        csv.lines().nth(2).is_some_and(|row| row
+            .starts_with("1,1969-12-31 00:11:59.273757,1994-01-02 00:00:00.123,00:20:34.567891,")),
+        "{csv}"
+    );
+}
+
+#[test]
 fn a_password_is_proven_through_scram() {
     let dir = tempfile::tempdir().expect("a folder");
     let file = dir.path().join("password");

@@ -8,7 +8,7 @@ use std::fmt;
 use tessera_grammar::ast::{BinaryOp, UnaryOp};
 use tessera_grammar::Span;
 use tessera_stdlib::{Aggregate, Function};
-use tessera_storage::{DataType, DecimalType, Value};
+use tessera_storage::{date, DataType, DecimalType, Value};
 
 pub use tessera_runtime::pattern::MatchKind;
 pub use tessera_runtime::program::StrBound;
@@ -647,6 +647,10 @@ fn power_of_ten_bits(digits: u32) -> u32 {
 pub fn literal_text(value: &Value) -> String {
     match value {
         Value::Date(_) => format!("@{value}"),
+        Value::Timestamp(micros) => {
+            format!("@{}", date::format_timestamp(*micros).replacen(' ', "T", 1))
+        }
+        Value::Time(micros) => format!("@{}", date::format_time(*micros)),
         Value::Float(x) if x.fract() == 0.0 && x.is_finite() => format!("{x:.1}"),
         Value::Str(text) => format!("{text:?}"),
         _ => value.to_string(),

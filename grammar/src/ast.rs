@@ -258,8 +258,9 @@ pub enum LiteralValue {
     Int(i64),
     Float(f64),
     Str(String),
-    /// `@1994-01-31`, as written (`yyyy-mm-dd`); the compiler checks and converts it.
-    Date(String),
+    /// A date `@1994-01-31`, timestamp `@1994-01-31T08:30:00` or time `@08:30:00`, as
+    /// written after the `@`; the compiler checks and converts it.
+    Temporal(String),
     /// `90 days`, `3 months`, `1 year`: added to or subtracted from a date.
     Interval {
         count: i64,

@@ -37,8 +37,9 @@ macro_rules! tokens_with_fixed_text {
             Float(f64),
             /// A string literal, escapes decoded.
             Str(String),
-            /// `@1994-01-31`, kept as the text `1994-01-31`; the compiler checks the calendar.
-            Date(String),
+            /// A date `@1994-01-31`, timestamp `@1994-01-31T08:30:00` or time of day `@08:30:00`,
+            /// kept as the text after `@`; the compiler checks the calendar and the clock.
+            Temporal(String),
             $($(#[$doc])* $variant,)*
         }
 
@@ -142,7 +143,7 @@ impl fmt::Display for TokenKind {
             TokenKind::Int(value) => write!(f, "{value}"),
             TokenKind::Float(value) => write!(f, "{value:?}"),
             TokenKind::Str(value) => f.write_str(&quote_string(value)),
-            TokenKind::Date(value) => write!(f, "@{value}"),
+            TokenKind::Temporal(value) => write!(f, "@{value}"),
             fixed => f.write_str(fixed.fixed_text().unwrap_or("?")),
         }
     }
@@ -193,10 +194,10 @@ enum Shape {
     Str,
     #[regex(r#""([^"\\\n]|\\[^\n])*\\?"#)]
     UnterminatedStr,
-    /// Anything date-like after `@`; the exact `yyyy-mm-dd` shape is checked when decoding, so
+    /// Anything date- or time-like after `@`; the exact shape is checked when decoding, so
     /// that `@94-1-1` is one clear error rather than a cascade of tokens.
-    #[regex(r"@[0-9A-Za-z_\-]*")]
-    Date,
+    #[regex(r"@[0-9A-Za-z_\-:.]*")]
+    Temporal,
     /// A name that is not an identifier, or is a keyword, in backquotes: `` `Order Date` ``.
     #[regex(r"`[^`\n]+`")]
     QuotedName,
@@ -319,7 +320,7 @@ fn decode(shape: Shape, text: &str, span: Span) -> Result<TokenKind, Diagnostic>
         Shape::UnterminatedStr => Err(Diagnostic::syntax(span, "unterminated string")
             .with_label("this string has no closing `\"`")
             .with_hint("a string ends on the line where it starts")),
-        Shape::Date => decode_date(text, span).map(TokenKind::Date),
+        Shape::Temporal => decode_temporal(text, span).map(TokenKind::Temporal),
     }
 }
 
@@ -362,21 +363,44 @@ fn decode_string(text: &str, span: Span) -> Result<String, Diagnostic> {
 }
 
 /// Checks the `@yyyy-mm-dd` shape and returns `yyyy-mm-dd`.
-fn decode_date(text: &str, span: Span) -> Result<String, Diagnostic> {
-    let date = text.strip_prefix('@').unwrap_or(text);
-    let well_shaped = date.len() == 10
-        && date.bytes().enumerate().all(|(i, b)| match i {
-            4 | 7 => b == b'-',
-            _ => b.is_ascii_digit(),
-        });
+/// The text of a date (`yyyy-mm-dd`), timestamp (`yyyy-mm-ddThh:mm:ss`) or time of day
+/// (`hh:mm:ss`) literal, either of the last two with up to six digits of a second's fraction.
+fn decode_temporal(text: &str, span: Span) -> Result<String, Diagnostic> {
+    let literal = text.strip_prefix('@').unwrap_or(text);
+    let shaped = |part: &str, pattern: &str| {
+        part.len() == pattern.len()
+            && part.bytes().zip(pattern.bytes()).all(|(b, p)| match p {
+                b'9' => b.is_ascii_digit(),
+                _ => b == p,
+            })
+    };
+    let clock = |part: &str| {
+        let (whole, fraction) = part.split_once('.').unwrap_or((part, "1"));
+        shaped(whole, "99:99:99")
+            && (1..=6).contains(&fraction.len())
+            && fraction.bytes().all(|b| b.is_ascii_digit())
+    };
+    let well_shaped = match literal.split_once('T') {
+        Some((day, time)) => shaped(day, "9999-99-99") && clock(time),
+        None => shaped(literal, "9999-99-99") || clock(literal),
+    };
     if well_shaped {
-        Ok(date.to_string())
-    } else {
-        Err(
-            Diagnostic::syntax(span, format!("malformed date literal `{text}`"))
-                .with_label("expected `@yyyy-mm-dd`, e.g. `@1994-01-31`"),
-        )
+        return Ok(literal.to_string());
     }
+    let (kind, expected) = if literal.contains('T') {
+        (
+            "timestamp",
+            "`@yyyy-mm-ddThh:mm:ss`, e.g. `@1994-01-31T08:30:00`",
+        )
+    } else if literal.contains(':') {
+        ("time", "`@hh:mm:ss`, e.g. `@08:30:00`")
+    } else {
+        ("date", "`@yyyy-mm-dd`, e.g. `@1994-01-31`")
+    };
+    Err(
+        Diagnostic::syntax(span, format!("malformed {kind} literal `{text}`"))
+            .with_label(format!("expected {expected}")),
+    )
 }
 
 fn invalid_characters(source: &str, span: Span) -> Diagnostic {
@@ -426,7 +450,7 @@ pub fn tokens_to_string(tokens: &[Token], source: &str) -> String {
                 format!("float {}", source.get(token.span.range()).unwrap_or("?"))
             }
             TokenKind::Str(value) => format!("str {}", quote_string(value)),
-            TokenKind::Date(value) => format!("date {value}"),
+            TokenKind::Temporal(value) => format!("date {value}"),
             fixed => fixed.to_string(),
         };
         // Writing into a String cannot fail.
@@ -554,13 +578,34 @@ mod tests {
     fn dates_keep_their_text() {
         assert_eq!(
             kinds("@1994-01-31"),
-            vec![TokenKind::Date("1994-01-31".into())]
+            vec![TokenKind::Temporal("1994-01-31".into())]
         );
         // The lexer checks the shape only; the calendar is the compiler's business.
         assert_eq!(
             kinds("@1994-13-45"),
-            vec![TokenKind::Date("1994-13-45".into())]
+            vec![TokenKind::Temporal("1994-13-45".into())]
         );
+        assert_eq!(
+            kinds("@1994-01-31T08:30:00.25 @23:59:59"),
+            vec![
+                TokenKind::Temporal("1994-01-31T08:30:00.25".into()),
+                TokenKind::Temporal("23:59:59".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn malformed_timestamps_and_times() {
+        for (text, kind) in [
+            ("@1994-01-31T8:30:00", "timestamp"),
+            ("@1994-01-31T08:30", "timestamp"),
+            ("@1994-01-31T08:30:00.1234567", "timestamp"),
+            ("@8:30:00", "time"),
+            ("@08:30:00.", "time"),
+        ] {
+            let error = single_error(&format!("d == {text} "));
+            assert_eq!(error.message, format!("malformed {kind} literal `{text}`"));
+        }
     }
 
     #[test]

@@ -209,7 +209,7 @@ fn literal_to_string(literal: &Literal) -> String {
         LiteralValue::Int(value) => value.to_string(),
         LiteralValue::Float(value) => format!("{value:?}"),
         LiteralValue::Str(value) => quote_string(value),
-        LiteralValue::Date(value) => format!("@{value}"),
+        LiteralValue::Temporal(value) => format!("@{value}"),
         LiteralValue::Interval { count, unit } => {
             let plural = if *count == 1 { "" } else { "s" };
             format!("{count} {}{plural}", unit.name())

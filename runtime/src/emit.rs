@@ -238,7 +238,9 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         match ty {
             DataType::Bool => self.i8().into(),
             DataType::I32 | DataType::Date | DataType::Str => self.i32().into(),
-            DataType::I64 | DataType::Decimal(_) => self.i64().into(),
+            DataType::I64 | DataType::Decimal(_) | DataType::Timestamp | DataType::Time => {
+                self.i64().into()
+            }
             DataType::F32 => self.ctx.f32_type().into(),
             DataType::F64 => self.ctx.f64_type().into(),
         }

@@ -507,6 +507,8 @@ fn json_value(v: &Value, ty: DataType) -> String {
         Value::Float(x) if x.is_infinite() => "\"-Infinity\"".into(),
         Value::Float(x) => float_text(*x, ty == DataType::F32),
         Value::Date(d) => json_string(&date::format_days(*d)),
+        Value::Timestamp(t) => json_string(&date::format_timestamp(*t)),
+        Value::Time(t) => json_string(&date::format_time(*t)),
         Value::Str(s) => json_string(s),
         // Exact in JSON, which has no fixed precision for numbers.
         Value::Decimal(raw, scale) => tessera_storage::decimal::format(*raw, *scale),

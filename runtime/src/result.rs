@@ -601,6 +601,8 @@ fn element(bytes: &[u8], ty: DataType, index: usize) -> Result<Value, RuntimeErr
         DataType::I32 | DataType::Str => Value::Int(i64::from(bits as u32 as i32)),
         DataType::Date => Value::Date(bits as u32 as i32),
         DataType::I64 => Value::Int(bits as i64),
+        DataType::Timestamp => Value::Timestamp(bits as i64),
+        DataType::Time => Value::Time(bits as i64),
         DataType::Decimal(decimal) => Value::Decimal(bits as i64, decimal.scale),
         DataType::F32 => Value::Float(f64::from(f32::from_bits(bits as u32))),
         DataType::F64 => Value::Float(f64::from_bits(bits)),
@@ -893,6 +895,8 @@ fn key_value(ty: DataType, raw: i64, dictionary: Option<&Arc<Dictionary>>) -> Va
     match (ty, dictionary) {
         (DataType::Str, Some(d)) => Value::Str(d.value(raw as i32).unwrap_or_default().to_string()),
         (DataType::Date, _) => Value::Date(raw as i32),
+        (DataType::Timestamp, _) => Value::Timestamp(raw),
+        (DataType::Time, _) => Value::Time(raw),
         (DataType::Bool, _) => Value::Bool(raw != 0),
         (DataType::Decimal(decimal), _) => Value::Decimal(raw, decimal.scale),
         _ => Value::Int(raw),
@@ -1038,6 +1042,9 @@ fn compare_values(a: &Value, b: &Value) -> Option<Ordering> {
         (Value::Float(x), Value::Int(y)) => Some(compare_floats(*x, *y as f64)),
         (Value::Str(x), Value::Str(y)) => Some(x.cmp(y)),
         (Value::Date(x), Value::Date(y)) => Some(x.cmp(y)),
+        (Value::Timestamp(x), Value::Timestamp(y)) | (Value::Time(x), Value::Time(y)) => {
+            Some(x.cmp(y))
+        }
         (Value::Bool(x), Value::Bool(y)) => Some(x.cmp(y)),
         _ => None,
     }
@@ -1121,7 +1128,9 @@ impl GroupKey {
         match value {
             Value::Null => GroupKey::Null,
             // The values of one key share a type, so a decimal's scale.
-            Value::Int(i) | Value::Decimal(i, _) => GroupKey::Int(*i),
+            Value::Int(i) | Value::Decimal(i, _) | Value::Timestamp(i) | Value::Time(i) => {
+                GroupKey::Int(*i)
+            }
             Value::Float(x) if x.is_nan() => GroupKey::Float(f64::NAN.to_bits()),
             Value::Float(x) if *x == 0.0 => GroupKey::Float(0),
             Value::Float(x) => GroupKey::Float(x.to_bits()),
@@ -1428,6 +1437,13 @@ fn cast(v: Value, ty: DataType) -> Result<Value, RuntimeError> {
         (Value::Bool(b), DataType::F32 | DataType::F64) => Value::Float(f64::from(u8::from(b))),
         (Value::Bool(b), _) => Value::Int(i64::from(b)),
         (Value::Date(d), DataType::I32 | DataType::I64) => Value::Int(i64::from(d)),
+        (Value::Date(d), DataType::Timestamp) => Value::Timestamp(
+            i64::from(d)
+                .checked_mul(date::MICROS_PER_DAY)
+                .ok_or(RuntimeError::Overflow)?,
+        ),
+        (Value::Timestamp(t), DataType::Date) => Value::Date(date::timestamp_day(t)),
+        (Value::Timestamp(t), DataType::Time) => Value::Time(t.rem_euclid(date::MICROS_PER_DAY)),
         (v, _) => v,
     })
 }

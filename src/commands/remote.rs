@@ -286,6 +286,8 @@ fn parse_columns(body: &[u8]) -> Result<ResultTable, QueryError> {
             700 => DataType::F32,
             701 => DataType::F64,
             1082 => DataType::Date,
+            1114 => DataType::Timestamp,
+            1083 => DataType::Time,
             _ => DataType::Str,
         };
         columns.push((name, ty));
@@ -323,6 +325,8 @@ fn parse_row(body: &[u8], columns: &[(String, DataType)]) -> Result<Vec<Value>, 
                 _ => text.parse().map_err(|_| bad())?,
             }),
             DataType::Date => Value::Date(date::parse_date(text).ok_or_else(bad)?),
+            DataType::Timestamp => Value::Timestamp(date::parse_timestamp(text).ok_or_else(bad)?),
+            DataType::Time => Value::Time(date::parse_time(text).ok_or_else(bad)?),
             DataType::Str => Value::Str(text.to_string()),
             DataType::Decimal(d) => Value::Decimal(
                 tessera_storage::decimal::parse(text, d.scale).ok_or_else(bad)?,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use arrow_array::{
     ArrayRef, BooleanArray, Date32Array, Decimal64Array, Float32Array, Float64Array, Int32Array,
-    Int64Array, RecordBatch, StringArray,
+    Int64Array, RecordBatch, StringArray, Time64MicrosecondArray, TimestampMicrosecondArray,
 };
 use arrow_schema::{Field as ArrowField, Schema as ArrowSchema};
 use tessera_runtime::output::{TableLimits, TextFormat};
@@ -126,7 +126,7 @@ fn columns_of(table: &ResultTable) -> (Schema, Vec<ColumnData>, Vec<Option<Vec<b
         let values = table.rows.iter().map(|row| &row[index]);
         let valid: Vec<bool> = values.clone().map(|v| *v != Value::Null).collect();
         let int = |v: &Value| match v {
-            Value::Int(i) => *i,
+            Value::Int(i) | Value::Timestamp(i) | Value::Time(i) => *i,
             Value::Date(d) => i64::from(*d),
             Value::Bool(b) => i64::from(*b),
             _ => 0,
@@ -155,6 +155,10 @@ fn columns_of(table: &ResultTable) -> (Schema, Vec<ColumnData>, Vec<Option<Vec<b
             DataType::Date => {
                 ColumnData::Date(values.map(|v| int(v) as i32).collect::<Vec<_>>().into())
             }
+            DataType::Timestamp => {
+                ColumnData::Timestamp(values.map(int).collect::<Vec<_>>().into())
+            }
+            DataType::Time => ColumnData::Time(values.map(int).collect::<Vec<_>>().into()),
             DataType::F32 | DataType::F64 => {
                 let floats = values.map(|v| match v {
                     Value::Float(x) => *x,
@@ -221,6 +225,18 @@ fn record_batch(table: &ResultTable) -> Result<RecordBatch, arrow_schema::ArrowE
                 Value::Date(d) => Some(*d),
                 _ => None,
             }))),
+            DataType::Timestamp => Arc::new(TimestampMicrosecondArray::from_iter(values.map(
+                |v| match v {
+                    Value::Timestamp(t) => Some(*t),
+                    _ => None,
+                },
+            ))),
+            DataType::Time => {
+                Arc::new(Time64MicrosecondArray::from_iter(values.map(|v| match v {
+                    Value::Time(t) => Some(*t),
+                    _ => None,
+                })))
+            }
             DataType::F32 => Arc::new(Float32Array::from_iter(values.map(|v| match v {
                 Value::Float(x) => Some(*x as f32),
                 _ => None,

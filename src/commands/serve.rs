@@ -525,6 +525,8 @@ fn pg_type(ty: DataType) -> Type {
         DataType::F32 => Type::FLOAT4,
         DataType::F64 => Type::FLOAT8,
         DataType::Date => Type::DATE,
+        DataType::Timestamp => Type::TIMESTAMP,
+        DataType::Time => Type::TIME,
         DataType::Str => Type::TEXT,
         DataType::Decimal(_) => Type::NUMERIC,
     }
@@ -577,6 +579,8 @@ fn encode(encoder: &mut DataRowEncoder, value: &Value, ty: DataType) -> PgWireRe
         (Value::Float(x), DataType::F32) => encoder.encode_field(&(*x as f32)),
         (Value::Float(x), _) => encoder.encode_field(x),
         (Value::Date(days), _) => encoder.encode_field(&PgValue::Date(*days)),
+        (Value::Timestamp(micros), _) => encoder.encode_field(&PgValue::Timestamp(*micros)),
+        (Value::Time(micros), _) => encoder.encode_field(&PgValue::Time(*micros)),
         (Value::Str(s), _) => encoder.encode_field(&s.as_str()),
         (Value::Decimal(raw, scale), _) => encoder.encode_field(&PgValue::Numeric {
             raw: *raw,
@@ -586,14 +590,17 @@ fn encode(encoder: &mut DataRowEncoder, value: &Value, ty: DataType) -> PgWireRe
 }
 
 /// A value PostgreSQL clients read in a form of its own: a date (days since 1970-01-01) as
-/// `date`, a decimal (its raw value and scale) as `numeric`.
+/// `date`, a timestamp (microseconds since 1970-01-01) as `timestamp`, a time of day
+/// (microseconds since midnight) as `time`, a decimal (its raw value and scale) as `numeric`.
 #[derive(Debug)]
 enum PgValue {
     Date(i32),
+    Timestamp(i64),
+    Time(i64),
     Numeric { raw: i64, scale: u8 },
 }
 
-/// Days from 1970-01-01 to 2000-01-01, PostgreSQL's epoch for dates.
+/// Days from 1970-01-01 to 2000-01-01, PostgreSQL's epoch for dates and timestamps.
 const PG_EPOCH_DAYS: i32 = 10_957;
 
 impl ToSql for PgValue {
@@ -604,13 +611,20 @@ impl ToSql for PgValue {
     ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
         match *self {
             PgValue::Date(days) => bytes::BufMut::put_i32(out, days - PG_EPOCH_DAYS),
+            PgValue::Timestamp(micros) => bytes::BufMut::put_i64(
+                out,
+                micros.saturating_sub(
+                    i64::from(PG_EPOCH_DAYS) * tessera_storage::date::MICROS_PER_DAY,
+                ),
+            ),
+            PgValue::Time(micros) => bytes::BufMut::put_i64(out, micros),
             PgValue::Numeric { raw, scale } => put_numeric(out, raw, scale),
         }
         Ok(IsNull::No)
     }
 
     fn accepts(ty: &Type) -> bool {
-        *ty == Type::DATE || *ty == Type::NUMERIC
+        [Type::DATE, Type::TIMESTAMP, Type::TIME, Type::NUMERIC].contains(ty)
     }
 
     postgres_types::to_sql_checked!();
@@ -625,6 +639,8 @@ impl ToSqlText for PgValue {
     ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
         let text = match *self {
             PgValue::Date(days) => tessera_storage::date::format_days(days),
+            PgValue::Timestamp(micros) => tessera_storage::date::format_timestamp(micros),
+            PgValue::Time(micros) => tessera_storage::date::format_time(micros),
             PgValue::Numeric { raw, scale } => tessera_storage::decimal::format(raw, scale),
         };
         out.extend_from_slice(text.as_bytes());

@@ -132,7 +132,7 @@ impl Function {
             }
             Function::Year | Function::Month | Function::Day => Err(SignatureError::ArgumentType {
                 index: 0,
-                expected: "a `date`",
+                expected: "a `date` or `timestamp`",
                 found: arg,
             }),
             _ => Err(SignatureError::ArgumentType {

@@ -7,9 +7,10 @@ use std::path::Path;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
     Date32Type, Decimal64Type, Float32Type, Float64Type, Int32Type, Int64Type,
+    Time64MicrosecondType, TimestampMicrosecondType,
 };
 use arrow_array::{Array, RecordBatch};
-use arrow_schema::{DataType as ArrowType, Schema as ArrowSchema};
+use arrow_schema::{DataType as ArrowType, Schema as ArrowSchema, TimeUnit};
 
 use crate::column::{Column, ColumnData};
 use crate::error::StorageError;
@@ -45,7 +46,8 @@ pub(crate) fn tessera_type(ty: &ArrowType) -> Result<DataType, String> {
         | ArrowType::Decimal256(precision, scale) => {
             DataType::Decimal(read_decimal(u64::from(*precision), i64::from(*scale))?)
         }
-        ArrowType::Timestamp(..) => return Err("timestamps are not supported yet".into()),
+        ArrowType::Timestamp(..) => DataType::Timestamp,
+        ArrowType::Time32(_) | ArrowType::Time64(_) => DataType::Time,
         other => return Err(format!("{other} values are not supported")),
     })
 }
@@ -75,6 +77,8 @@ pub(crate) fn arrow_type(ty: DataType) -> ArrowType {
         DataType::F32 => ArrowType::Float32,
         DataType::F64 => ArrowType::Float64,
         DataType::Date => ArrowType::Date32,
+        DataType::Timestamp => ArrowType::Timestamp(TimeUnit::Microsecond, None),
+        DataType::Time => ArrowType::Time64(TimeUnit::Microsecond),
         DataType::Str => ArrowType::Utf8,
         DataType::Decimal(decimal) => ArrowType::Decimal64(decimal.precision, decimal.scale as i8),
     }
@@ -88,6 +92,8 @@ pub(crate) enum Values {
     F32(Vec<f32>),
     F64(Vec<f64>),
     Date(Vec<i32>),
+    Timestamp(Vec<i64>),
+    Time(Vec<i64>),
     Str(Vec<ChunkStrings>),
     Decimal(Vec<i64>, DecimalType),
 }
@@ -101,6 +107,8 @@ impl Values {
             DataType::F32 => Values::F32(Vec::new()),
             DataType::F64 => Values::F64(Vec::new()),
             DataType::Date => Values::Date(Vec::new()),
+            DataType::Timestamp => Values::Timestamp(Vec::new()),
+            DataType::Time => Values::Time(Vec::new()),
             DataType::Str => Values::Str(Vec::new()),
             DataType::Decimal(decimal) => Values::Decimal(Vec::new(), decimal),
         }
@@ -108,7 +116,14 @@ impl Values {
 
     /// Appends a batch's column; a null row's value is the type's zero (validity says null).
     pub(crate) fn extend(&mut self, array: &dyn Array) -> Result<(), String> {
-        let target = arrow_type(self.ty());
+        let target = match (self.ty(), array.data_type()) {
+            // A timestamp with a time zone counts from 1970-01-01 00:00:00 UTC: only its unit
+            // changes (a cast to no zone would move it to the zone's local time).
+            (DataType::Timestamp, ArrowType::Timestamp(_, zone)) => {
+                ArrowType::Timestamp(TimeUnit::Microsecond, zone.clone())
+            }
+            (ty, _) => arrow_type(ty),
+        };
         let cast;
         let array = if array.data_type() == &target {
             array
@@ -145,6 +160,12 @@ impl Values {
             Values::Decimal(values, _) => {
                 extend_primitive::<Decimal64Type>(values, array).ok_or_else(wrong)?
             }
+            Values::Timestamp(values) => {
+                extend_primitive::<TimestampMicrosecondType>(values, array).ok_or_else(wrong)?
+            }
+            Values::Time(values) => {
+                extend_primitive::<Time64MicrosecondType>(values, array).ok_or_else(wrong)?
+            }
             Values::Str(chunks) => {
                 let array = array.as_string_opt::<i32>().ok_or_else(wrong)?;
                 let mut chunk = ChunkStrings::with_capacity(array.len());
@@ -165,6 +186,8 @@ impl Values {
             Values::F32(_) => DataType::F32,
             Values::F64(_) => DataType::F64,
             Values::Date(_) => DataType::Date,
+            Values::Timestamp(_) => DataType::Timestamp,
+            Values::Time(_) => DataType::Time,
             Values::Str(_) => DataType::Str,
             Values::Decimal(_, decimal) => DataType::Decimal(*decimal),
         }
@@ -178,6 +201,8 @@ impl Values {
             Values::F32(v) => ColumnData::F32(v.into()),
             Values::F64(v) => ColumnData::F64(v.into()),
             Values::Date(v) => ColumnData::Date(v.into()),
+            Values::Timestamp(v) => ColumnData::Timestamp(v.into()),
+            Values::Time(v) => ColumnData::Time(v.into()),
             Values::Str(chunks) => string_chunks::merge(chunks),
             Values::Decimal(v, decimal) => ColumnData::Decimal(v.into(), decimal),
         }

@@ -19,6 +19,10 @@ pub enum ColumnData {
     F32(Values<f32>),
     F64(Values<f64>),
     Date(Values<i32>),
+    /// Microseconds since 1970-01-01 00:00:00.
+    Timestamp(Values<i64>),
+    /// Microseconds since midnight.
+    Time(Values<i64>),
     Str {
         codes: Values<i32>,
         dictionary: Arc<Dictionary>,
@@ -36,6 +40,8 @@ impl ColumnData {
             ColumnData::F32(_) => DataType::F32,
             ColumnData::F64(_) => DataType::F64,
             ColumnData::Date(_) => DataType::Date,
+            ColumnData::Timestamp(_) => DataType::Timestamp,
+            ColumnData::Time(_) => DataType::Time,
             ColumnData::Str { .. } => DataType::Str,
             ColumnData::Decimal(_, decimal) => DataType::Decimal(*decimal),
         }
@@ -45,7 +51,10 @@ impl ColumnData {
         match self {
             ColumnData::Bool(v) => v.len(),
             ColumnData::I32(v) | ColumnData::Date(v) => v.len(),
-            ColumnData::I64(v) | ColumnData::Decimal(v, _) => v.len(),
+            ColumnData::I64(v)
+            | ColumnData::Decimal(v, _)
+            | ColumnData::Timestamp(v)
+            | ColumnData::Time(v) => v.len(),
             ColumnData::F32(v) => v.len(),
             ColumnData::F64(v) => v.len(),
             ColumnData::Str { codes, .. } => codes.len(),
@@ -71,7 +80,10 @@ impl ColumnData {
         match self {
             ColumnData::Bool(v) => bytes(v),
             ColumnData::I32(v) | ColumnData::Date(v) => bytes(v),
-            ColumnData::I64(v) | ColumnData::Decimal(v, _) => bytes(v),
+            ColumnData::I64(v)
+            | ColumnData::Decimal(v, _)
+            | ColumnData::Timestamp(v)
+            | ColumnData::Time(v) => bytes(v),
             ColumnData::F32(v) => bytes(v),
             ColumnData::F64(v) => bytes(v),
             ColumnData::Str { codes, .. } => bytes(codes),
@@ -83,7 +95,10 @@ impl ColumnData {
         match self {
             ColumnData::Bool(v) => v.is_mapped(),
             ColumnData::I32(v) | ColumnData::Date(v) => v.is_mapped(),
-            ColumnData::I64(v) | ColumnData::Decimal(v, _) => v.is_mapped(),
+            ColumnData::I64(v)
+            | ColumnData::Decimal(v, _)
+            | ColumnData::Timestamp(v)
+            | ColumnData::Time(v) => v.is_mapped(),
             ColumnData::F32(v) => v.is_mapped(),
             ColumnData::F64(v) => v.is_mapped(),
             ColumnData::Str { codes, .. } => codes.is_mapped(),
@@ -116,6 +131,8 @@ impl ColumnData {
             ColumnData::F32(v) => Value::Float(f64::from(v[row])),
             ColumnData::F64(v) => Value::Float(v[row]),
             ColumnData::Date(v) => Value::Date(v[row]),
+            ColumnData::Timestamp(v) => Value::Timestamp(v[row]),
+            ColumnData::Time(v) => Value::Time(v[row]),
             ColumnData::Str { codes, dictionary } => {
                 Value::Str(dictionary.value(codes[row]).unwrap_or_default().to_string())
             }
@@ -316,6 +333,8 @@ impl ColumnStats {
             ColumnData::F32(v) => pair(range(v, valid), |x| Value::Float(f64::from(x))),
             ColumnData::F64(v) => pair(range(v, valid), Value::Float),
             ColumnData::Date(v) => pair(range(v, valid), Value::Date),
+            ColumnData::Timestamp(v) => pair(range(v, valid), Value::Timestamp),
+            ColumnData::Time(v) => pair(range(v, valid), Value::Time),
             ColumnData::Str { codes, .. } => {
                 pair(range(codes, valid), |x| Value::Int(i64::from(x)))
             }
@@ -333,7 +352,7 @@ impl ColumnStats {
     /// for decimals).
     pub fn int_range(&self) -> Option<(i64, i64)> {
         let as_int = |v: &Value| match v {
-            Value::Int(i) | Value::Decimal(i, _) => Some(*i),
+            Value::Int(i) | Value::Decimal(i, _) | Value::Timestamp(i) | Value::Time(i) => Some(*i),
             Value::Date(d) => Some(i64::from(*d)),
             Value::Bool(b) => Some(i64::from(*b)),
             _ => None,
@@ -401,7 +420,7 @@ impl Column {
         let values: Vec<i64> = match &self.data {
             ColumnData::I32(v) | ColumnData::Date(v) => v.iter().map(|&x| i64::from(x)).collect(),
             ColumnData::Str { codes, .. } => codes.iter().map(|&x| i64::from(x)).collect(),
-            ColumnData::I64(v) => v.to_vec(),
+            ColumnData::I64(v) | ColumnData::Timestamp(v) | ColumnData::Time(v) => v.to_vec(),
             _ => return None,
         };
         let mut values: Vec<i64> = match &self.validity {
@@ -455,6 +474,8 @@ enum BuiltValues {
     F32(Vec<f32>),
     F64(Vec<f64>),
     Date(Vec<i32>),
+    Timestamp(Vec<i64>),
+    Time(Vec<i64>),
     Decimal(Vec<i64>),
     /// A null row holds `None` until the end, when it takes the code of a string the column
     /// holds anyway (its validity hides it), so the dictionary holds only the column's strings.
@@ -470,6 +491,8 @@ impl ColumnBuilder {
             DataType::F32 => BuiltValues::F32(Vec::with_capacity(capacity)),
             DataType::F64 => BuiltValues::F64(Vec::with_capacity(capacity)),
             DataType::Date => BuiltValues::Date(Vec::with_capacity(capacity)),
+            DataType::Timestamp => BuiltValues::Timestamp(Vec::with_capacity(capacity)),
+            DataType::Time => BuiltValues::Time(Vec::with_capacity(capacity)),
             DataType::Decimal(_) => BuiltValues::Decimal(Vec::with_capacity(capacity)),
             DataType::Str => BuiltValues::Str(Vec::with_capacity(capacity)),
         };
@@ -505,12 +528,20 @@ impl ColumnBuilder {
             }
             (BuiltValues::I32(v) | BuiltValues::Date(v), Value::Null) => v.push(0),
             (BuiltValues::I64(v), Value::Int(i)) => v.push(*i),
-            (BuiltValues::I64(v) | BuiltValues::Decimal(v), Value::Null) => v.push(0),
+            (
+                BuiltValues::I64(v)
+                | BuiltValues::Decimal(v)
+                | BuiltValues::Timestamp(v)
+                | BuiltValues::Time(v),
+                Value::Null,
+            ) => v.push(0),
             (BuiltValues::F32(v), Value::Float(x)) => v.push(*x as f32),
             (BuiltValues::F32(v), Value::Null) => v.push(0.0),
             (BuiltValues::F64(v), Value::Float(x)) => v.push(*x),
             (BuiltValues::F64(v), Value::Null) => v.push(0.0),
             (BuiltValues::Date(v), Value::Date(d)) => v.push(*d),
+            (BuiltValues::Timestamp(v), Value::Timestamp(t)) => v.push(*t),
+            (BuiltValues::Time(v), Value::Time(t)) => v.push(*t),
             (BuiltValues::Decimal(v), Value::Decimal(raw, scale)) if matches!(self.ty, DataType::Decimal(d) if d.scale == *scale) => {
                 v.push(*raw)
             }
@@ -529,7 +560,9 @@ impl ColumnBuilder {
             (BuiltValues::I32(a), BuiltValues::I32(b))
             | (BuiltValues::Date(a), BuiltValues::Date(b)) => a.extend(b),
             (BuiltValues::I64(a), BuiltValues::I64(b))
-            | (BuiltValues::Decimal(a), BuiltValues::Decimal(b)) => a.extend(b),
+            | (BuiltValues::Decimal(a), BuiltValues::Decimal(b))
+            | (BuiltValues::Timestamp(a), BuiltValues::Timestamp(b))
+            | (BuiltValues::Time(a), BuiltValues::Time(b)) => a.extend(b),
             (BuiltValues::F32(a), BuiltValues::F32(b)) => a.extend(b),
             (BuiltValues::F64(a), BuiltValues::F64(b)) => a.extend(b),
             (BuiltValues::Str(a), BuiltValues::Str(b)) => a.extend(b),
@@ -555,6 +588,8 @@ impl ColumnBuilder {
             BuiltValues::F32(v) => ColumnData::F32(Values::from(v)),
             BuiltValues::F64(v) => ColumnData::F64(Values::from(v)),
             BuiltValues::Date(v) => ColumnData::Date(Values::from(v)),
+            BuiltValues::Timestamp(v) => ColumnData::Timestamp(Values::from(v)),
+            BuiltValues::Time(v) => ColumnData::Time(Values::from(v)),
             BuiltValues::Decimal(v) => match self.ty {
                 DataType::Decimal(decimal) => ColumnData::Decimal(Values::from(v), decimal),
                 _ => ColumnData::I64(Values::from(v)),

@@ -76,6 +76,12 @@ enum Decoding {
     F32,
     F64,
     Date,
+    /// `INT64` counts of a unit since 1970-01-01 00:00:00 (UTC where the column says so),
+    /// read as microseconds.
+    Timestamp(Unit),
+    /// `INT32` milliseconds or `INT64` micro- or nanoseconds since midnight, read as
+    /// microseconds.
+    Time(Unit),
     Str,
     /// A `DECIMAL` stored as `INT32` or `INT64` raw values.
     Decimal32(DecimalType),
@@ -98,6 +104,8 @@ impl Decoding {
             DataType::F32 => Decoding::F32,
             DataType::F64 => Decoding::F64,
             DataType::Date => Decoding::Date,
+            DataType::Timestamp => Decoding::Timestamp(Unit::Micros),
+            DataType::Time => Decoding::Time(Unit::Micros),
             DataType::Str => Decoding::Str,
             DataType::Decimal(decimal) => Decoding::Decimal64(decimal),
         }
@@ -111,10 +119,40 @@ impl Decoding {
             Decoding::F32 => DataType::F32,
             Decoding::F64 => DataType::F64,
             Decoding::Date => DataType::Date,
+            Decoding::Timestamp(_) => DataType::Timestamp,
+            Decoding::Time(_) => DataType::Time,
             Decoding::Str => DataType::Str,
             Decoding::Decimal32(decimal)
             | Decoding::Decimal64(decimal)
             | Decoding::DecimalBytes { decimal, .. } => DataType::Decimal(decimal),
+        }
+    }
+}
+
+/// The unit a Parquet timestamp or time counts in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unit {
+    Millis,
+    Micros,
+    Nanos,
+}
+
+impl Unit {
+    fn of(unit: &parquet::basic::TimeUnit) -> Unit {
+        match unit {
+            parquet::basic::TimeUnit::MILLIS => Unit::Millis,
+            parquet::basic::TimeUnit::MICROS => Unit::Micros,
+            parquet::basic::TimeUnit::NANOS => Unit::Nanos,
+        }
+    }
+
+    /// `count` of this unit in microseconds: nanoseconds rounded down, milliseconds beyond
+    /// the range of microseconds (±292,000 years) held at its ends.
+    fn micros(self, count: i64) -> i64 {
+        match self {
+            Unit::Millis => count.saturating_mul(1000),
+            Unit::Micros => count,
+            Unit::Nanos => count.div_euclid(1000),
         }
     }
 }
@@ -175,7 +213,7 @@ fn classify(column: &SchemaType) -> Result<Decoding, String> {
                 | ConvertedType::UINT_16,
             ) => Ok(Decoding::I32),
             (Some(LogicalType::Time(_)), _) | (None, ConvertedType::TIME_MILLIS) => {
-                Err("TIME columns are not supported".into())
+                Ok(Decoding::Time(Unit::Millis))
             }
             (logical, converted) => Err(format!(
                 "INT32 annotated as {} is not supported",
@@ -188,13 +226,13 @@ fn classify(column: &SchemaType) -> Result<Decoding, String> {
                 Ok(Decoding::U64AsI64)
             }
             (None, ConvertedType::NONE | ConvertedType::INT_64) => Ok(Decoding::I64),
-            (Some(LogicalType::Timestamp(_)), _)
-            | (None, ConvertedType::TIMESTAMP_MILLIS | ConvertedType::TIMESTAMP_MICROS) => {
-                Err("timestamps are not supported".into())
+            (Some(LogicalType::Timestamp(timestamp)), _) => {
+                Ok(Decoding::Timestamp(Unit::of(&timestamp.unit)))
             }
-            (Some(LogicalType::Time(_)), _) | (None, ConvertedType::TIME_MICROS) => {
-                Err("TIME columns are not supported".into())
-            }
+            (None, ConvertedType::TIMESTAMP_MILLIS) => Ok(Decoding::Timestamp(Unit::Millis)),
+            (None, ConvertedType::TIMESTAMP_MICROS) => Ok(Decoding::Timestamp(Unit::Micros)),
+            (Some(LogicalType::Time(time)), _) => Ok(Decoding::Time(Unit::of(&time.unit))),
+            (None, ConvertedType::TIME_MICROS) => Ok(Decoding::Time(Unit::Micros)),
             (logical, converted) => Err(format!(
                 "INT64 annotated as {} is not supported",
                 annotation(logical, converted)
@@ -347,6 +385,17 @@ fn footer_stats(metadata: &ParquetMetaData, name: &str, decoding: Decoding) -> O
             (Statistics::Int64(s), Decoding::I64) => {
                 pair(s.min_opt(), s.max_opt(), |v| Value::Int(*v))
             }
+            (Statistics::Int64(s), Decoding::Timestamp(unit)) => {
+                pair(s.min_opt(), s.max_opt(), |v| {
+                    Value::Timestamp(unit.micros(*v))
+                })
+            }
+            (Statistics::Int64(s), Decoding::Time(unit)) => {
+                pair(s.min_opt(), s.max_opt(), |v| Value::Time(unit.micros(*v)))
+            }
+            (Statistics::Int32(s), Decoding::Time(unit)) => pair(s.min_opt(), s.max_opt(), |v| {
+                Value::Time(unit.micros(i64::from(*v)))
+            }),
             (Statistics::Int32(s), Decoding::Decimal32(decimal)) => {
                 pair(s.min_opt(), s.max_opt(), |v| {
                     Value::Decimal(i64::from(*v), decimal.scale)
@@ -570,6 +619,19 @@ fn read_column(
         Decoding::Date => {
             let (v, valid) = task.primitive::<Int32Type, i32>(|x| *x)?;
             (ColumnData::Date(v), valid)
+        }
+        Decoding::Timestamp(unit) => {
+            let (v, valid) = task.primitive::<Int64Type, i64>(|x| unit.micros(*x))?;
+            (ColumnData::Timestamp(v), valid)
+        }
+        // Milliseconds of a day are stored as INT32, finer units as INT64.
+        Decoding::Time(Unit::Millis) => {
+            let (v, valid) = task.primitive::<Int32Type, i64>(|x| i64::from(*x) * 1000)?;
+            (ColumnData::Time(v), valid)
+        }
+        Decoding::Time(unit) => {
+            let (v, valid) = task.primitive::<Int64Type, i64>(|x| unit.micros(*x))?;
+            (ColumnData::Time(v), valid)
         }
         Decoding::U32AsI64 => {
             let (v, valid) = task.primitive::<Int32Type, i64>(|x| i64::from(*x as u32))?;

@@ -37,6 +37,10 @@ pub enum WriteValues<'a> {
     F64(&'a [f64]),
     /// Days since 1970-01-01.
     Date(&'a [i32]),
+    /// Microseconds since 1970-01-01 00:00:00.
+    Timestamp(&'a [i64]),
+    /// Microseconds since midnight.
+    Time(&'a [i64]),
     /// Dictionary codes, written as the strings they stand for.
     Codes {
         codes: &'a [i32],
@@ -55,7 +59,10 @@ impl WriteValues<'_> {
         match self {
             WriteValues::Bool(v) => v.len(),
             WriteValues::I32(v) | WriteValues::Date(v) => v.len(),
-            WriteValues::I64(v) | WriteValues::Decimal(v, _) => v.len(),
+            WriteValues::I64(v)
+            | WriteValues::Decimal(v, _)
+            | WriteValues::Timestamp(v)
+            | WriteValues::Time(v) => v.len(),
             WriteValues::F32(v) => v.len(),
             WriteValues::F64(v) => v.len(),
             WriteValues::Codes { codes, .. } => codes.len(),
@@ -77,6 +84,8 @@ impl WriteValues<'_> {
             WriteValues::F32(_) => DataType::F32,
             WriteValues::F64(_) => DataType::F64,
             WriteValues::Date(_) => DataType::Date,
+            WriteValues::Timestamp(_) => DataType::Timestamp,
+            WriteValues::Time(_) => DataType::Time,
             WriteValues::Codes { .. } | WriteValues::Text(_) | WriteValues::Words(_) => {
                 DataType::Str
             }
@@ -94,6 +103,8 @@ impl<'a> From<&'a ColumnData> for WriteValues<'a> {
             ColumnData::F32(v) => WriteValues::F32(v),
             ColumnData::F64(v) => WriteValues::F64(v),
             ColumnData::Date(v) => WriteValues::Date(v),
+            ColumnData::Timestamp(v) => WriteValues::Timestamp(v),
+            ColumnData::Time(v) => WriteValues::Time(v),
             ColumnData::Str { codes, dictionary } => WriteValues::Codes { codes, dictionary },
         }
     }
@@ -252,6 +263,17 @@ fn parquet_schema(schema: &Schema) -> parquet::errors::Result<SchemaType> {
             DataType::F32 => (PhysicalType::FLOAT, None),
             DataType::F64 => (PhysicalType::DOUBLE, None),
             DataType::Date => (PhysicalType::INT32, Some(LogicalType::Date)),
+            DataType::Timestamp => (
+                PhysicalType::INT64,
+                Some(LogicalType::timestamp(
+                    false,
+                    parquet::basic::TimeUnit::MICROS,
+                )),
+            ),
+            DataType::Time => (
+                PhysicalType::INT64,
+                Some(LogicalType::time(false, parquet::basic::TimeUnit::MICROS)),
+            ),
             DataType::Str => (PhysicalType::BYTE_ARRAY, Some(LogicalType::String)),
             DataType::Decimal(decimal) => (
                 PhysicalType::INT64,
@@ -381,7 +403,10 @@ fn worth_a_dictionary(values: WriteValues<'_>) -> bool {
         // Parquet has no dictionary encoding for booleans.
         WriteValues::Bool(_) => false,
         WriteValues::I32(v) | WriteValues::Date(v) => sampled(v, |&x| x as u64),
-        WriteValues::I64(v) | WriteValues::Decimal(v, _) => sampled(v, |&x| x as u64),
+        WriteValues::I64(v)
+        | WriteValues::Decimal(v, _)
+        | WriteValues::Timestamp(v)
+        | WriteValues::Time(v) => sampled(v, |&x| x as u64),
         WriteValues::F32(v) => sampled(v, |x| u64::from(x.to_bits())),
         WriteValues::F64(v) => sampled(v, |x| x.to_bits()),
         WriteValues::Codes { codes, .. } => sampled(codes, |&x| x as u64),
@@ -401,9 +426,10 @@ fn write_slice(
         WriteValues::I32(v) | WriteValues::Date(v) => {
             write_typed::<Int32Type>(out.typed(), &v[rows], validity)
         }
-        WriteValues::I64(v) | WriteValues::Decimal(v, _) => {
-            write_typed::<Int64Type>(out.typed(), &v[rows], validity)
-        }
+        WriteValues::I64(v)
+        | WriteValues::Decimal(v, _)
+        | WriteValues::Timestamp(v)
+        | WriteValues::Time(v) => write_typed::<Int64Type>(out.typed(), &v[rows], validity),
         WriteValues::F32(v) => write_typed::<FloatType>(out.typed(), &v[rows], validity),
         WriteValues::F64(v) => write_typed::<DoubleType>(out.typed(), &v[rows], validity),
         WriteValues::Codes { codes, dictionary } => {

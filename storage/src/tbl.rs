@@ -184,6 +184,8 @@ enum ColumnValues {
     F32(Vec<f32>),
     F64(Vec<f64>),
     Date(Vec<i32>),
+    Timestamp(Vec<i64>),
+    Time(Vec<i64>),
     Str(ChunkStrings),
     Decimal(Vec<i64>, DecimalType),
 }
@@ -197,6 +199,8 @@ impl ColumnValues {
             DataType::F32 => ColumnValues::F32(Vec::with_capacity(rows)),
             DataType::F64 => ColumnValues::F64(Vec::with_capacity(rows)),
             DataType::Date => ColumnValues::Date(Vec::with_capacity(rows)),
+            DataType::Timestamp => ColumnValues::Timestamp(Vec::with_capacity(rows)),
+            DataType::Time => ColumnValues::Time(Vec::with_capacity(rows)),
             DataType::Str => ColumnValues::Str(ChunkStrings::with_capacity(rows)),
             DataType::Decimal(decimal) => ColumnValues::Decimal(Vec::with_capacity(rows), decimal),
         }
@@ -252,6 +256,16 @@ impl ColumnValues {
                     .and_then(parse_date)
                     .ok_or_else(|| bad("a date (yyyy-mm-dd)"))?,
             ),
+            ColumnValues::Timestamp(v) => v.push(
+                text()
+                    .and_then(crate::date::parse_timestamp)
+                    .ok_or_else(|| bad("a timestamp (yyyy-mm-dd hh:mm:ss)"))?,
+            ),
+            ColumnValues::Time(v) => v.push(
+                text()
+                    .and_then(crate::date::parse_time)
+                    .ok_or_else(|| bad("a time (hh:mm:ss)"))?,
+            ),
             ColumnValues::Decimal(v, decimal) => v.push(
                 text()
                     .and_then(|t| crate::decimal::parse(t, decimal.scale))
@@ -266,7 +280,10 @@ impl ColumnValues {
         match self {
             ColumnValues::Bool(v) => v.push(false),
             ColumnValues::I32(v) | ColumnValues::Date(v) => v.push(0),
-            ColumnValues::I64(v) | ColumnValues::Decimal(v, _) => v.push(0),
+            ColumnValues::I64(v)
+            | ColumnValues::Decimal(v, _)
+            | ColumnValues::Timestamp(v)
+            | ColumnValues::Time(v) => v.push(0),
             ColumnValues::F32(v) => v.push(0.0),
             ColumnValues::F64(v) => v.push(0.0),
             ColumnValues::Str(s) => s.push_null(),
@@ -456,6 +473,14 @@ fn concat_values(parts: Vec<ColumnValues>, ty: DataType) -> ColumnData {
         })),
         DataType::Date => ColumnData::Date(gather(parts, |p| match p {
             ColumnValues::Date(v) => Some(v),
+            _ => None,
+        })),
+        DataType::Timestamp => ColumnData::Timestamp(gather(parts, |p| match p {
+            ColumnValues::Timestamp(v) => Some(v),
+            _ => None,
+        })),
+        DataType::Time => ColumnData::Time(gather(parts, |p| match p {
+            ColumnValues::Time(v) => Some(v),
             _ => None,
         })),
         DataType::Decimal(decimal) => ColumnData::Decimal(

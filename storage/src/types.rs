@@ -14,6 +14,10 @@ pub enum DataType {
     F64,
     /// Days since 1970-01-01, stored as `i32`.
     Date,
+    /// Microseconds since 1970-01-01 00:00:00, stored as `i64` (`tessera_storage::date`).
+    Timestamp,
+    /// Microseconds since midnight, stored as `i64`.
+    Time,
     /// Dictionary-encoded string: an `i32` code into a sorted dictionary.
     Str,
     /// An exact decimal number: an `i64` count of `10^-scale` units.
@@ -73,13 +77,15 @@ impl fmt::Display for DecimalType {
 
 impl DataType {
     /// Every type without parameters (a decimal has its precision and scale).
-    pub const ALL: [DataType; 7] = [
+    pub const ALL: [DataType; 9] = [
         DataType::Bool,
         DataType::I32,
         DataType::I64,
         DataType::F32,
         DataType::F64,
         DataType::Date,
+        DataType::Timestamp,
+        DataType::Time,
         DataType::Str,
     ];
 
@@ -97,6 +103,8 @@ impl DataType {
             DataType::F32 => "f32",
             DataType::F64 => "f64",
             DataType::Date => "date",
+            DataType::Timestamp => "timestamp",
+            DataType::Time => "time",
             DataType::Str => "str",
             DataType::Decimal(_) => "decimal",
         }
@@ -112,15 +120,19 @@ impl DataType {
         match self {
             DataType::Bool => 1,
             DataType::I32 | DataType::F32 | DataType::Date | DataType::Str => 4,
-            DataType::I64 | DataType::F64 | DataType::Decimal(_) => 8,
+            DataType::I64
+            | DataType::F64
+            | DataType::Decimal(_)
+            | DataType::Timestamp
+            | DataType::Time => 8,
         }
     }
 
     /// The type of the values kernels and files hold: `i64` for a decimal (its raw units),
-    /// the type itself otherwise.
+    /// a timestamp and a time (microseconds), the type itself otherwise.
     pub fn physical(self) -> DataType {
         match self {
-            DataType::Decimal(_) => DataType::I64,
+            DataType::Decimal(_) | DataType::Timestamp | DataType::Time => DataType::I64,
             other => other,
         }
     }
@@ -224,6 +236,10 @@ pub enum Value {
     Int(i64),
     Float(f64),
     Date(i32),
+    /// Microseconds since 1970-01-01 00:00:00.
+    Timestamp(i64),
+    /// Microseconds since midnight.
+    Time(i64),
     Str(String),
     /// A decimal: its raw value (units of `10^-scale`) and its scale.
     Decimal(i64, u8),
@@ -237,6 +253,8 @@ impl fmt::Display for Value {
             Value::Int(i) => write!(f, "{i}"),
             Value::Float(x) => write!(f, "{x}"),
             Value::Date(d) => f.write_str(&crate::date::format_days(*d)),
+            Value::Timestamp(t) => f.write_str(&crate::date::format_timestamp(*t)),
+            Value::Time(t) => f.write_str(&crate::date::format_time(*t)),
             Value::Str(s) => f.write_str(s),
             Value::Decimal(raw, scale) => f.write_str(&crate::decimal::format(*raw, *scale)),
         }

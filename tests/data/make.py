@@ -35,6 +35,11 @@ decimals/: exact decimals, as DuckDB writes them (INT32 and INT64 values) and as
     DECIMAL(38,10) whose values fit 18 digits, both as fixed-length bytes.
   huge(id, value): a DECIMAL(38,0) holding a 30-digit value.
 
+times/: timestamps and times of day as DuckDB writes them.
+  events(id, kind, at, at_ms, at_ns, at_tz, clock, day, amount): 300 rows; `at` TIMESTAMP
+    (microseconds, fractions of a second, instants before 1970), `at_ms` TIMESTAMP_MS, `at_ns`
+    TIMESTAMP_NS, `at_tz` TIMESTAMPTZ (stored as UTC), `clock` TIME, `day` DATE; each with nulls.
+
 csv/: a CSV file as DuckDB writes one (a header, empty fields for nulls, quotes where needed).
   weather(station, day, temp, rain, note): 200 rows of integers, dates, floats, booleans and
     strings (some with commas and quotes), each column with nulls.
@@ -84,6 +89,7 @@ def main():
         con.execute(f"COPY {table} TO '{folder / (table + '.parquet')}' (FORMAT parquet)")
 
     write_decimals(con, ROOT / "decimals")
+    write_times(con, ROOT / "times")
 
     folder = ROOT / "csv"
     folder.mkdir(exist_ok=True)
@@ -142,6 +148,39 @@ def main():
         f"COPY (SELECT 1 AS id, 18446744073709551615::UBIGINT AS value) "
         f"TO '{folder / 'huge.parquet'}' (FORMAT parquet)"
     )
+
+
+def write_times(con, folder):
+    folder.mkdir(exist_ok=True)
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute(
+        """
+        CREATE TABLE events AS
+        SELECT
+            i::INTEGER AS id,
+            ['open', 'close', 'move'][1 + i % 3] AS kind,
+            CASE WHEN i % 17 = 5 THEN NULL
+                 ELSE TIMESTAMP '1969-12-30 22:00:00' + to_microseconds(i * 7919 * 1000003 + (i % 4) * 250000)
+            END AS at,
+            CASE WHEN i % 19 = 7 THEN NULL
+                 ELSE (TIMESTAMP '1994-01-01 00:00:00' + to_milliseconds(i * 86400123))::TIMESTAMP_MS
+            END AS at_ms,
+            CASE WHEN i % 23 = 2 THEN NULL
+                 ELSE (TIMESTAMP '2024-02-28 12:00:00' + to_seconds(i * 3607))::TIMESTAMP_NS
+            END AS at_ns,
+            CASE WHEN i % 13 = 4 THEN NULL
+                 ELSE (TIMESTAMP '1999-12-31 23:00:00' + to_minutes(i * 11))::TIMESTAMPTZ
+            END AS at_tz,
+            CASE WHEN i % 11 = 9 THEN NULL
+                 ELSE TIME '00:00:00' + to_microseconds((i * 1234567891) % 86400000000)
+            END AS clock,
+            CASE WHEN i % 7 = 6 THEN NULL ELSE DATE '1969-12-25' + ((i * 61) % 19000)::INTEGER END AS day,
+            (i * 37 % 101)::INTEGER AS amount
+        FROM range(300) t(i)
+        """
+    )
+    con.execute(f"COPY events TO '{folder / 'events.parquet'}' (FORMAT parquet)")
+    con.execute("RESET TimeZone")
 
 
 def write_decimals(con, folder):

@@ -210,15 +210,7 @@ impl Analyzer<'_> {
             LiteralValue::Float(x) => Expr::literal(Value::Float(*x), DataType::F64, span),
             LiteralValue::Bool(b) => Expr::boolean(*b, span),
             LiteralValue::Str(text) => return Ok(Operand::Text(text.clone(), span)),
-            LiteralValue::Date(text) => {
-                let Some(days) = date::parse_date(text) else {
-                    return Err(
-                        Diagnostic::type_error(span, format!("`@{text}` is not a date"))
-                            .with_label("no such day in the calendar"),
-                    );
-                };
-                Expr::literal(Value::Date(days), DataType::Date, span)
-            }
+            LiteralValue::Temporal(text) => temporal_literal(text, span)?,
             LiteralValue::Interval { .. } => {
                 return Err(Diagnostic::type_error(
                     span,
@@ -348,6 +340,8 @@ impl Analyzer<'_> {
             .with_secondary(bad.span, format!("this is `{}`", bad.ty));
             if bad.ty == DataType::Date {
                 d = d.with_hint("dates are compared, not computed with; `year()`, `month()` and `day()` extract parts");
+            } else if matches!(bad.ty, DataType::Timestamp | DataType::Time) {
+                d = d.with_hint("timestamps and times are compared, not computed with; `year()`, `month()` and `day()` extract a timestamp's date parts");
             }
             return Err(d);
         }
@@ -436,11 +430,19 @@ impl Analyzer<'_> {
             l
         } else if l.is_numeric() && r.is_numeric() {
             decimals::common(&left, &right).unwrap_or_else(|| comparison_type(&left, &right))
+        } else if matches!(
+            (l, r),
+            (DataType::Date, DataType::Timestamp) | (DataType::Timestamp, DataType::Date)
+        ) {
+            // As SQL compares them: the date as the timestamp of its midnight.
+            DataType::Timestamp
         } else {
             let mut d = Diagnostic::type_error(span, format!("cannot compare `{l}` with `{r}`"))
                 .with_secondary(left.span, format!("this is `{l}`"))
                 .with_secondary(right.span, format!("this is `{r}`"));
-            if l == DataType::Date || r == DataType::Date {
+            if l == DataType::Time || r == DataType::Time {
+                d = d.with_hint("a time of day is compared with another, written `@08:30:00`");
+            } else if l == DataType::Date || r == DataType::Date {
                 d = d.with_hint("write a date literal as `@1994-01-31`");
             }
             return Err(d);
@@ -470,6 +472,12 @@ impl Analyzer<'_> {
             )
             .with_secondary(column.span, "this is a `date`")
             .with_hint(format!("write the date as `@{text}`"))),
+            ty @ (DataType::Timestamp | DataType::Time) => Err(Diagnostic::type_error(
+                text_span,
+                format!("a `{ty}` is compared with a string literal"),
+            )
+            .with_secondary(column.span, format!("this is a `{ty}`"))
+            .with_hint(format!("write it as `@{}`", text.replacen(' ', "T", 1)))),
             other => Err(Diagnostic::type_error(
                 text_span,
                 format!("a string literal is compared with a number (`{other}`)"),
@@ -665,6 +673,16 @@ impl Analyzer<'_> {
         let mut typed = Vec::with_capacity(args.len());
         for arg in args {
             typed.push(self.value(arg, context)?);
+        }
+        // A timestamp's date parts are its day's.
+        if matches!(function, Function::Year | Function::Month | Function::Day) {
+            typed = typed
+                .into_iter()
+                .map(|a| match a.ty {
+                    DataType::Timestamp => a.cast(DataType::Date),
+                    _ => a,
+                })
+                .collect();
         }
         let arg_types: Vec<DataType> = typed.iter().map(|a| a.ty).collect();
         let ty = function.return_type(&arg_types).map_err(|e| {
@@ -878,6 +896,37 @@ fn adapt(expr: Expr, ty: DataType) -> Expr {
     }
 }
 
+/// A date (`1994-01-31`), timestamp (`1994-01-31T08:30:00`) or time of day (`08:30:00`)
+/// literal, its shape checked by the lexer and its calendar and clock here.
+fn temporal_literal(text: &str, span: Span) -> Result<Expr> {
+    let (value, ty, kind) = if text.contains('T') {
+        let micros = date::parse_timestamp(text).map(Value::Timestamp);
+        (micros, DataType::Timestamp, "a timestamp")
+    } else if text.contains(':') {
+        (
+            date::parse_time(text).map(Value::Time),
+            DataType::Time,
+            "a time of day",
+        )
+    } else {
+        (
+            date::parse_date(text).map(Value::Date),
+            DataType::Date,
+            "a date",
+        )
+    };
+    match value {
+        Some(value) => Ok(Expr::literal(value, ty, span)),
+        None => Err(
+            Diagnostic::type_error(span, format!("`@{text}` is not {kind}")).with_label(match ty {
+                DataType::Date => "no such day in the calendar",
+                DataType::Time => "no such time on the clock",
+                _ => "no such day or time on the clock",
+            }),
+        ),
+    }
+}
+
 fn check_cast(from: DataType, to: DataType, span: Span) -> Result<()> {
     use DataType::*;
     let allowed = from == to
@@ -886,7 +935,9 @@ fn check_cast(from: DataType, to: DataType, span: Span) -> Result<()> {
             && !(from == Bool && to.is_decimal())
         || from.is_numeric() && !from.is_decimal() && to == Bool
         || from == Date && to.is_integer()
-        || from.is_integer() && to == Date;
+        || from.is_integer() && to == Date
+        || from == Date && to == Timestamp
+        || from == Timestamp && matches!(to, Date | Time);
     if allowed {
         Ok(())
     } else {

@@ -21,7 +21,7 @@ use tessera_runtime::primitives::math;
 use tessera_runtime::program::{HostExpr, Param};
 use tessera_runtime::{CodegenError, CodegenResult};
 use tessera_stdlib::Function;
-use tessera_storage::{decimal, DataType, DecimalType, Value};
+use tessera_storage::{date, decimal, DataType, DecimalType, Value};
 
 use crate::columns::BaseColumn;
 use crate::expr::{Expr, ExprKind, StrBound};
@@ -400,7 +400,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             (Value::Float(x), DataType::F32) => em.ctx.f32_type().const_float(*x).into(),
             (Value::Float(x), _) => em.ctx.f64_type().const_float(*x).into(),
             (Value::Date(d), _) => em.const_i32(i64::from(*d)).into(),
-            (Value::Decimal(raw, _), _) => em.const_i64(*raw).into(),
+            (Value::Decimal(raw, _) | Value::Timestamp(raw) | Value::Time(raw), _) => {
+                em.const_i64(*raw).into()
+            }
             (Value::Null | Value::Str(_), _) => {
                 return Err(invalid("a null or text literal reached code generation"))
             }
@@ -599,6 +601,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         if from.is_decimal() || to.is_decimal() {
             return self.decimal_cast(v, from, to);
         }
+        if let Some(cast) = self.temporal_cast(v, from, to)? {
+            return Ok(cast);
+        }
         let value = self.cast(v, from, to)?;
         let b = &self.em.b;
         let lost = match (v, value) {
@@ -643,6 +648,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         if from.is_decimal() || to.is_decimal() {
             return Ok(self.decimal_cast(v, from, to)?.0);
         }
+        if let Some((value, _)) = self.temporal_cast(v, from, to)? {
+            return Ok(value);
+        }
         let target = em.value_type(to);
         Ok(match (v, to) {
             (BasicValueEnum::IntValue(i), DataType::Bool) => b
@@ -682,6 +690,49 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 .into(),
             _ => return Err(invalid("cast of an unexpected value")),
         })
+    }
+
+    /// A date as the timestamp of its midnight (and whether it lies beyond the timestamps'
+    /// ±292,000 years), a timestamp as its day or its time of day; `None` for other casts.
+    #[allow(clippy::type_complexity)]
+    fn temporal_cast(
+        &self,
+        v: BasicValueEnum<'ctx>,
+        from: DataType,
+        to: DataType,
+    ) -> CodegenResult<Option<(BasicValueEnum<'ctx>, Option<IntValue<'ctx>>)>> {
+        let em = &self.em;
+        let b = &em.b;
+        let day = em.const_i64(date::MICROS_PER_DAY);
+        let (value, lost) = match (from, to) {
+            (DataType::Date, DataType::Timestamp) => {
+                let days = b.build_int_s_extend(v.into_int_value(), em.i64(), "")?;
+                let limit = i64::MAX / date::MICROS_PER_DAY;
+                let high = b.build_int_compare(IntPredicate::SGT, days, em.const_i64(limit), "")?;
+                let low = b.build_int_compare(IntPredicate::SLT, days, em.const_i64(-limit), "")?;
+                let micros = b.build_int_mul(days, day, "")?;
+                (micros.into(), Some(b.build_or(high, low, "")?))
+            }
+            (DataType::Timestamp, DataType::Date | DataType::Time) => {
+                // Division rounding down and a remainder that is never negative, so instants
+                // before 1970 fall on their own day.
+                let micros = v.into_int_value();
+                let quotient = b.build_int_signed_div(micros, day, "")?;
+                let remainder = b.build_int_signed_rem(micros, day, "")?;
+                let negative =
+                    b.build_int_compare(IntPredicate::SLT, remainder, em.const_i64(0), "")?;
+                if to == DataType::Date {
+                    let borrow = b.build_int_z_extend(negative, em.i64(), "")?;
+                    let days = b.build_int_sub(quotient, borrow, "")?;
+                    (b.build_int_truncate(days, em.i32(), "")?.into(), None)
+                } else {
+                    let shifted = b.build_int_add(remainder, day, "")?;
+                    (b.build_select(negative, shifted, remainder, "")?, None)
+                }
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some((value, lost)))
     }
 
     /// A conversion to or from a decimal, and whether the value does not fit (see

@@ -132,7 +132,7 @@ fn carried_column<'c>(
 
 /// Keys whose order fits the 32 high bits of a sort word.
 fn narrow(ty: DataType) -> bool {
-    !matches!(ty, DataType::I64 | DataType::F64 | DataType::Decimal(_))
+    ty.width() <= 4
 }
 
 struct Sorter<'a, 'q> {

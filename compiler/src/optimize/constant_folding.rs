@@ -5,7 +5,7 @@
 
 use tessera_grammar::ast::{BinaryOp, UnaryOp};
 use tessera_stdlib::Function;
-use tessera_storage::{decimal, Catalog, DataType, Value};
+use tessera_storage::{date, decimal, Catalog, DataType, Value};
 
 use crate::expr::{Expr, ExprKind};
 use crate::logical::{LogicalPlan, LogicalQuery};
@@ -118,6 +118,9 @@ fn binary(op: BinaryOp, a: &Value, b: &Value) -> Option<Value> {
         (Value::Decimal(x, s), Value::Decimal(y, t)) if s == t => Some(x.cmp(y)),
         (Value::Float(x), Value::Float(y)) => Some(tessera_storage::types::compare_floats(*x, *y)),
         (Value::Date(x), Value::Date(y)) => Some(x.cmp(y)),
+        (Value::Timestamp(x), Value::Timestamp(y)) | (Value::Time(x), Value::Time(y)) => {
+            Some(x.cmp(y))
+        }
         (Value::Bool(x), Value::Bool(y)) => Some(x.cmp(y)),
         _ => None,
     };
@@ -172,6 +175,13 @@ fn cast(value: &Value, to: DataType) -> Option<Value> {
         }
         (Value::Decimal(raw, scale), DataType::F64) => {
             Value::Float(decimal::to_float(*raw, *scale))
+        }
+        (Value::Date(day), DataType::Timestamp) => {
+            Value::Timestamp(i64::from(*day).checked_mul(date::MICROS_PER_DAY)?)
+        }
+        (Value::Timestamp(micros), DataType::Date) => Value::Date(date::timestamp_day(*micros)),
+        (Value::Timestamp(micros), DataType::Time) => {
+            Value::Time(micros.rem_euclid(date::MICROS_PER_DAY))
         }
         _ => return None,
     })

@@ -91,7 +91,12 @@ fn hoist_expr(expr: &mut Expr, constants: &mut Vec<Constant>) {
             ExprKind::Literal(value @ Value::Str(_)) => Constant::Value(value.clone()),
             _ if constants.len() >= MAX_HOISTED => return e,
             ExprKind::Literal(
-                value @ (Value::Int(_) | Value::Float(_) | Value::Date(_) | Value::Decimal(..)),
+                value @ (Value::Int(_)
+                | Value::Float(_)
+                | Value::Date(_)
+                | Value::Timestamp(_)
+                | Value::Time(_)
+                | Value::Decimal(..)),
             ) => Constant::Value(value.clone()),
             ExprKind::StrCode(code) => Constant::StrCode(code.clone()),
             _ => return e,

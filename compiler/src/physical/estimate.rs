@@ -33,12 +33,16 @@ impl Estimator<'_> {
             .flatten()
     }
 
-    /// The integer range `[min, max]` of a column (codes for strings, raw units for decimals).
+    /// The integer range `[min, max]` of a column (codes for strings, raw units for decimals,
+    /// microseconds for timestamps).
     pub fn int_range(&self, id: ColumnId) -> Option<(i64, i64)> {
         let info = self.columns.get(id);
         if !(info.ty.is_integer()
             || info.ty.is_decimal()
-            || matches!(info.ty, DataType::Str | DataType::Date | DataType::Bool))
+            || matches!(
+                info.ty,
+                DataType::Str | DataType::Date | DataType::Timestamp | DataType::Bool
+            ))
         {
             return None;
         }
@@ -125,6 +129,7 @@ fn constant(expr: &Expr) -> Option<f64> {
         ExprKind::Literal(Value::Int(i)) => Some(*i as f64),
         ExprKind::Literal(Value::Float(x)) => Some(*x),
         ExprKind::Literal(Value::Date(d)) => Some(f64::from(*d)),
+        ExprKind::Literal(Value::Timestamp(t) | Value::Time(t)) => Some(*t as f64),
         ExprKind::StrCode(code) => Some(f64::from(code.code)),
         _ => None,
     }

@@ -284,8 +284,8 @@ pub enum GroupLayout {
 /// The bits a hash key packed by its type takes: 64 for 64-bit values, 32 for the others, none
 /// for a float (which cannot be packed).
 pub fn type_bits(ty: DataType) -> u32 {
-    match ty {
-        DataType::I64 | DataType::Decimal(_) => 64,
+    match ty.physical() {
+        DataType::I64 => 64,
         DataType::F32 | DataType::F64 => 0,
         _ => 32,
     }

@@ -1169,9 +1169,14 @@ impl Planner<'_> {
             ExprKind::Literal(Value::Int(value)) => Some((*value, *value)),
             ExprKind::Literal(Value::Date(day)) => Some((i64::from(*day), i64::from(*day))),
             ExprKind::Call { .. } => {
-                let (_, min, max) = self.year_key_source(key)?;
-                let year = |day: i64| {
-                    let day = i32::try_from(day).ok()?;
+                let (column, min, max) = self.year_key_source(key)?;
+                // A date column's raw values are days, a timestamp column's microseconds.
+                let micros = self.columns.get(column).ty == DataType::Timestamp;
+                let year = |raw: i64| {
+                    let day = match micros {
+                        true => tessera_storage::date::timestamp_day(raw),
+                        false => i32::try_from(raw).ok()?,
+                    };
                     Some(i64::from(tessera_storage::date::civil_from_days(day).0))
                 };
                 Some((year(min)?, year(max)?))
@@ -1190,7 +1195,11 @@ impl Planner<'_> {
         else {
             return None;
         };
-        let column = args.first()?.as_column()?;
+        let column = match &args.first()?.kind {
+            // A timestamp's year is its day's.
+            ExprKind::Cast(operand) if operand.ty == DataType::Timestamp => operand.as_column()?,
+            _ => args.first()?.as_column()?,
+        };
         let (min, max) = self.estimator.int_range(column)?;
         Some((column, min, max))
     }

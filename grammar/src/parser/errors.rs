@@ -10,7 +10,7 @@ use crate::span::Span;
 
 /// Terminals that can start an expression; when most of them are expected, say "an expression".
 const EXPRESSION_START: &[&str] = &[
-    "IDENT", "INT", "FLOAT", "STR", "DATE", "true", "false", "null", "(", "-", "not", "case",
+    "IDENT", "INT", "FLOAT", "STR", "TEMPORAL", "true", "false", "null", "(", "-", "not", "case",
 ];
 
 /// Terminals that can continue an expression; when many are expected, say "an operator".
@@ -135,7 +135,7 @@ fn hint(kind: &TokenKind, expected: &Expected) -> Option<String> {
             | TokenKind::Int(_)
             | TokenKind::Float(_)
             | TokenKind::Str(_)
-            | TokenKind::Date(_)
+            | TokenKind::Temporal(_)
     );
     if starts_operand && expected.contains(",") {
         return Some("a `,` may be missing before this".into());
@@ -251,7 +251,7 @@ fn terminal_in_words(name: &str) -> String {
         "INT" => "an integer".into(),
         "FLOAT" => "a float".into(),
         "STR" => "a string".into(),
-        "DATE" => "a date".into(),
+        "TEMPORAL" => "a date or time".into(),
         fixed => format!("`{fixed}`"),
     }
 }

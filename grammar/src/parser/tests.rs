@@ -296,7 +296,7 @@ fn literal_values_are_decoded() {
     assert_eq!(
         right.kind,
         ExprKind::Literal(Literal {
-            value: LiteralValue::Date("1994-01-31".into()),
+            value: LiteralValue::Temporal("1994-01-31".into()),
             span: Span::new(20, 31)
         })
     );

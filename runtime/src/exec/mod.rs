@@ -806,6 +806,7 @@ fn literal_bits(value: &Value, ty: DataType) -> Result<u64, RuntimeError> {
         (Value::Float(x), DataType::F32) => u64::from((*x as f32).to_bits()),
         (Value::Float(x), DataType::F64) => x.to_bits(),
         (Value::Date(day), _) => i64::from(*day) as u64,
+        (Value::Timestamp(micros) | Value::Time(micros), _) => *micros as u64,
         (Value::Bool(b), _) => u64::from(*b),
         // A decimal constant is hoisted at its expression's scale.
         (Value::Decimal(raw, scale), DataType::Decimal(decimal)) if *scale == decimal.scale => {

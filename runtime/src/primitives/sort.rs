@@ -1163,8 +1163,12 @@ fn key_bits<'ctx>(
             let mask = em.b.build_or(negative, sign32, "")?;
             em.b.build_xor(raw, mask, "")?
         }
-        // A decimal orders as its raw integer.
-        DataType::I64 | DataType::F64 | DataType::Decimal(_) => {
+        // A decimal orders as its raw integer, a timestamp or time as its microseconds.
+        DataType::I64
+        | DataType::F64
+        | DataType::Decimal(_)
+        | DataType::Timestamp
+        | DataType::Time => {
             let sign64 = em.const_i64(i64::MIN);
             let ordered = if ty != DataType::F64 {
                 em.b.build_xor(value.into_int_value(), sign64, "")?

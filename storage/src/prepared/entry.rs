@@ -90,6 +90,8 @@ pub enum StoredValue {
     Int(i64),
     FloatBits(u64),
     Date(i32),
+    Timestamp(i64),
+    Time(i64),
     Str(String),
     Decimal(i64, u8),
 }
@@ -102,6 +104,8 @@ impl From<&ColumnStats> for StoredStats {
             Value::Int(i) => StoredValue::Int(*i),
             Value::Float(x) => StoredValue::FloatBits(x.to_bits()),
             Value::Date(d) => StoredValue::Date(*d),
+            Value::Timestamp(t) => StoredValue::Timestamp(*t),
+            Value::Time(t) => StoredValue::Time(*t),
             Value::Str(s) => StoredValue::Str(s.clone()),
             Value::Decimal(raw, scale) => StoredValue::Decimal(*raw, *scale),
         };
@@ -123,6 +127,8 @@ impl From<&StoredStats> for ColumnStats {
             StoredValue::Int(i) => Value::Int(*i),
             StoredValue::FloatBits(bits) => Value::Float(f64::from_bits(*bits)),
             StoredValue::Date(d) => Value::Date(*d),
+            StoredValue::Timestamp(t) => Value::Timestamp(*t),
+            StoredValue::Time(t) => Value::Time(*t),
             StoredValue::Str(s) => Value::Str(s.clone()),
             StoredValue::Decimal(raw, scale) => Value::Decimal(*raw, *scale),
         };

@@ -481,6 +481,8 @@ fn read_column(entry: &MappedEntry) -> Result<Column, EntryError> {
         DataType::F32 => ColumnData::F32(entry.values("values", rows)?),
         DataType::F64 => ColumnData::F64(entry.values("values", rows)?),
         DataType::Date => ColumnData::Date(entry.values("values", rows)?),
+        DataType::Timestamp => ColumnData::Timestamp(entry.values("values", rows)?),
+        DataType::Time => ColumnData::Time(entry.values("values", rows)?),
         DataType::Decimal(decimal) => ColumnData::Decimal(entry.values("values", rows)?, decimal),
         DataType::Str => ColumnData::Str {
             codes: entry.values("values", rows)?,
