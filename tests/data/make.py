@@ -15,7 +15,7 @@ and Polars write every column as nullable).
 arrow/: an Arrow IPC file as pyarrow writes one (needs pyarrow).
   readings(sensor, level, code, count, reading, ratio, ok, day, site, label, at): 300 rows of
     int8, int16, uint16, uint32, int64, float32, float64, bool, date32, dictionary-encoded and
-    large strings, each with nulls, and a timestamp column Tessera cannot read.
+    large strings and a timestamp (microseconds), each with nulls.
 
 hive/: a hive-partitioned table as DuckDB writes one (`PARTITION_BY`).
   sales(item, amount, note) under year=…/region=… folders: 400 rows; a null region, and
