@@ -181,35 +181,54 @@ fn long_scripts_compile_in_time() {
     );
 }
 
-/// A GPU kernel of more parameters than CUDA passes one by one (here 400 aggregates, a buffer
-/// each: the driver once refused the PTX) takes the address of a table of them; one of fewer
-/// takes them one by one.
+/// The PTX of `script` (over SSB data) for the GPU.
+fn gpu_code(dir: &tempfile::TempDir, name: &str, script: &str) -> String {
+    let script = script_file(dir, name, script);
+    let args = ["compile", &script, "--data", data(), "--emit", "ptx"];
+    let output = tessera_within(&args, Duration::from_secs(120), |_| {});
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    text(&output.stdout)
+}
+
+/// A GPU kernel of more parameters than CUDA passes one by one (here a `select` of 300
+/// columns, an output buffer each: the driver once refused the PTX) takes the address of a
+/// table of them; one of fewer takes them one by one.
 #[test]
 fn a_gpu_kernel_of_many_parameters_reads_them_from_a_table() {
     let dir = tempfile::tempdir().expect("a scratch folder");
     let entry_params = |count: usize| {
-        let aggregates: Vec<String> = (0..count)
-            .map(|i| format!("a{i} = sum(s_suppkey + {i})"))
+        let columns: Vec<String> = (0..count)
+            .map(|i| format!("c{i} = s_suppkey + {i}"))
             .collect();
-        let script = script_file(
-            &dir,
-            &format!("aggregates{count}.tq"),
-            &format!(
-                "from supplier | aggregate {{ {} }}\n",
-                aggregates.join(", ")
-            ),
-        );
-        let args = ["compile", &script, "--data", data(), "--emit", "ptx"];
-        let output = tessera_within(&args, Duration::from_secs(120), |_| {});
-        assert!(output.status.success(), "{}", text(&output.stderr));
-        let ptx = text(&output.stdout);
+        let script = format!("from supplier | select {}\n", columns.join(", "));
+        let ptx = gpu_code(&dir, &format!("select{count}.tq"), &script);
         let entry = ptx.split(".entry").nth(1).expect("a kernel");
         let signature = entry.split(')').next().expect("its parameters");
         signature.matches(".param").count()
     };
-    assert_eq!(entry_params(400), 1);
+    assert_eq!(entry_params(300), 1);
     let few = entry_params(20);
     assert!((20..=256).contains(&few), "{few} parameters");
+}
+
+/// An `aggregate` of many aggregates runs as kernels of at most 32 (the driver's compiler takes
+/// time growing with the square of one kernel's aggregates).
+#[test]
+fn many_aggregates_run_as_several_kernels() {
+    let dir = tempfile::tempdir().expect("a scratch folder");
+    let kernels = |count: usize| {
+        let aggregates: Vec<String> = (0..count)
+            .map(|i| format!("a{i} = sum(s_suppkey + {i})"))
+            .collect();
+        let script = format!(
+            "from supplier | aggregate {{ {} }}\n",
+            aggregates.join(", ")
+        );
+        let ptx = gpu_code(&dir, &format!("aggregates{count}.tq"), &script);
+        ptx.matches(".visible .entry").count()
+    };
+    assert_eq!(kernels(32), 1);
+    assert_eq!(kernels(100), 4);
 }
 
 #[test]

@@ -44,6 +44,51 @@ pub struct TileArray<'ctx> {
     pub len: u32,
 }
 
+/// A kernel's parameters as its code reads them.
+pub enum KernelArgs<'ctx> {
+    /// Values at hand: the GPU kernel's parameters, or the words the host's kernel read in.
+    Values(Vec<BasicValueEnum<'ctx>>),
+    /// Words of a table in device memory (a GPU kernel of many parameters), each loaded where
+    /// the code uses it: loaded all at the start, hundreds of them would stay live through the
+    /// kernel, and the driver's compiler spends minutes spilling them.
+    Table {
+        table: PointerValue<'ctx>,
+        pointers: Vec<bool>,
+    },
+}
+
+impl<'ctx> KernelArgs<'ctx> {
+    pub fn len(&self) -> usize {
+        match self {
+            KernelArgs::Values(values) => values.len(),
+            KernelArgs::Table { pointers, .. } => pointers.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Parameter `index`; from a table, loaded at the builder's position.
+    pub fn get(&self, em: &Emitter<'ctx, '_>, index: usize) -> CodegenResult<BasicValueEnum<'ctx>> {
+        let missing = || CodegenError::Invalid(format!("kernel parameter {index} is missing"));
+        match self {
+            KernelArgs::Values(values) => values.get(index).copied().ok_or_else(missing),
+            KernelArgs::Table { table, pointers } => {
+                let pointer = *pointers.get(index).ok_or_else(missing)?;
+                let i64t = em.i64();
+                let slot = em.offset_ptr(i64t.into(), *table, em.const_i64(index as i64))?;
+                let word = em.b.build_load(i64t, slot, "")?.into_int_value();
+                Ok(if pointer {
+                    em.b.build_int_to_ptr(word, table.get_type(), "")?.into()
+                } else {
+                    word.into()
+                })
+            }
+        }
+    }
+}
+
 /// Builds the body of one LLVM function for a target and tile shape.
 pub struct Emitter<'ctx, 'm> {
     pub ctx: &'ctx Context,
@@ -99,9 +144,10 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
     }
 
     /// Starts a kernel taking one 64-bit parameter per entry of `pointers`, a global pointer
-    /// where it is true. On the GPU they are the kernel's parameters; on the host the function
-    /// takes a block of 64-bit words holding them and the range of tiles (or parts) to run,
-    /// and reads them in. Returns the emitter and the parameters' values.
+    /// where it is true. On the GPU they are the kernel's parameters, or past
+    /// [`Target::params_in_table`]'s count words of a table it is given the address of; on the
+    /// host the function takes a block of 64-bit words holding them and the range of tiles (or
+    /// parts) to run, and reads them in. Returns the emitter and the parameters.
     pub fn new_kernel(
         ctx: &'ctx Context,
         module: &'m Module<'ctx>,
@@ -109,7 +155,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         tile: TileShape,
         name: &str,
         pointers: &[bool],
-    ) -> CodegenResult<(Emitter<'ctx, 'm>, Vec<BasicValueEnum<'ctx>>)> {
+    ) -> CodegenResult<(Emitter<'ctx, 'm>, KernelArgs<'ctx>)> {
         let i64t = ctx.i64_type();
         let global = match target {
             Target::Nvptx { .. } => ctx.ptr_type(AddressSpace::from(GLOBAL)),
@@ -135,31 +181,35 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
                 .get_nth_param(i)
                 .ok_or_else(|| CodegenError::Invalid(format!("kernel parameter {i} is missing")))
         };
-        let mut values = Vec::with_capacity(pointers.len());
-        if in_table {
-            let table = parameter(0)?.into_pointer_value();
-            for (i, &pointer) in pointers.iter().enumerate() {
-                let slot = em.offset_ptr(i64t.into(), table, em.const_i64(i as i64))?;
-                let word = em.b.build_load(i64t, slot, "")?.into_int_value();
-                values.push(if pointer {
-                    em.b.build_int_to_ptr(word, global, "")?.into()
-                } else {
-                    word.into()
-                });
+        let args = if in_table {
+            let table = KernelArgs::Table {
+                table: parameter(0)?.into_pointer_value(),
+                pointers: pointers.to_vec(),
+            };
+            match target {
+                // The host's few hundred words are read once per call, at its start.
+                Target::Host => KernelArgs::Values(
+                    (0..pointers.len())
+                        .map(|i| table.get(&em, i))
+                        .collect::<CodegenResult<_>>()?,
+                ),
+                Target::Nvptx { .. } => table,
             }
         } else {
-            for i in 0..pointers.len() as u32 {
-                values.push(parameter(i)?);
-            }
-        }
+            KernelArgs::Values(
+                (0..pointers.len() as u32)
+                    .map(parameter)
+                    .collect::<CodegenResult<_>>()?,
+            )
+        };
         if target.is_gpu() {
             em.mark_kernel(tile.threads);
         }
-        Ok((em, values))
+        Ok((em, args))
     }
 
     /// A kernel taking `count` 64-bit numbers (addresses become pointers where they are used),
-    /// and their values.
+    /// and their values, read at its start.
     pub fn new_word_kernel(
         ctx: &'ctx Context,
         module: &'m Module<'ctx>,
@@ -168,9 +218,10 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         name: &str,
         count: usize,
     ) -> CodegenResult<(Emitter<'ctx, 'm>, Vec<IntValue<'ctx>>)> {
-        let (em, values) =
-            Emitter::new_kernel(ctx, module, target, tile, name, &vec![false; count])?;
-        let words = values.into_iter().map(|v| v.into_int_value()).collect();
+        let (em, args) = Emitter::new_kernel(ctx, module, target, tile, name, &vec![false; count])?;
+        let words = (0..count)
+            .map(|i| Ok(args.get(&em, i)?.into_int_value()))
+            .collect::<CodegenResult<_>>()?;
         Ok((em, words))
     }
 

@@ -15,5 +15,5 @@ pub mod program;
 pub mod result;
 pub mod tile;
 
-pub use emit::{CodegenError, CodegenResult, Emitter};
+pub use emit::{CodegenError, CodegenResult, Emitter, KernelArgs};
 pub use tile::{Target, TileShape};

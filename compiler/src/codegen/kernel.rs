@@ -15,8 +15,8 @@ use tessera_runtime::primitives::unpack_fixed::{
     unpack_codes, unpack_fixed, CodeBase, FixedColumn, Rows,
 };
 use tessera_runtime::primitives::{load, unpack};
-use tessera_runtime::program::{Extent, Fill, KernelLaunch, Param, ResultShape};
-use tessera_runtime::{CodegenError, CodegenResult, Emitter, Target};
+use tessera_runtime::program::{Extent, Fill, KernelLaunch, Param};
+use tessera_runtime::{CodegenError, CodegenResult, Emitter, KernelArgs, Target};
 use tessera_storage::compress::Scheme;
 
 use crate::columns::ColumnId;
@@ -24,7 +24,7 @@ use crate::expr::{Expr, ExprKind};
 use crate::physical::{Input, PhysicalQuery, Pipeline, Step};
 
 use super::query::{PartitionBuffers, QueryContext};
-use super::sinks::{plan_sink, SinkPlan, SinkState};
+use super::sinks::{SinkPlan, SinkState};
 
 /// Shared memory per thread block that staging packed columns may take on the GPU, of the 48 KiB
 /// a block can have statically: the rest is for the block's reductions and its copies of small
@@ -47,7 +47,7 @@ pub(super) struct Kernel<'k, 'ctx, 'm> {
     pub query: &'k PhysicalQuery,
     pub pipeline: &'k Pipeline,
     pub params: Vec<Param>,
-    values: Vec<BasicValueEnum<'ctx>>,
+    args: KernelArgs<'ctx>,
     pub tile_start: IntValue<'ctx>,
     pub num_items: IntValue<'ctx>,
     pub flags: TileArray<'ctx>,
@@ -101,16 +101,18 @@ struct TileLoop<'ctx> {
     words_ahead: Vec<([inkwell::values::PhiValue<'ctx>; 3], TileWords<'ctx>)>,
 }
 
+/// The kernel named `name` that runs `pipeline` into `sink` (the pipeline's, or a share of its
+/// aggregates: [`SinkPlan::into_kernel_sinks`]).
 pub(super) fn pipeline_to_kernel<'ctx>(
     context: &'ctx Context,
     module: &Module<'ctx>,
     qc: &mut QueryContext<'_>,
     pipeline: &Pipeline,
+    sink: SinkPlan,
     name: &str,
-) -> Result<(KernelLaunch, Option<ResultShape>), Diagnostic> {
+) -> Result<KernelLaunch, Diagnostic> {
     let span = qc.query.span;
     let internal = |e: CodegenError| Diagnostic::internal(span, e.to_string());
-    let (sink, shape) = plan_sink(qc, pipeline)?;
     // A tile's rounds of matches on repeated keys take as long as its matches: blocks take
     // tiles from a counter rather than every grid-th one, so that one with a heavy tile
     // leaves the others to the rest. Over a partitioning's rows the counter keeps the blocks
@@ -121,7 +123,7 @@ pub(super) fn pipeline_to_kernel<'ctx>(
             || pipeline.steps.iter().any(
                 |step| matches!(step, Step::Probe { table, .. } if qc.chains[*table].is_some()),
             )))
-    .then(|| qc.buffer(format!("p{} tiles taken", pipeline.id), 1, 4, Fill::Zero));
+    .then(|| qc.buffer(format!("{name} tiles taken"), 1, 4, Fill::Zero));
     let mut params = collect_params(qc, pipeline, &sink)?;
     if let Some(counter) = tile_counter {
         params.push(Param::Buffer(counter));
@@ -138,16 +140,13 @@ pub(super) fn pipeline_to_kernel<'ctx>(
     kernel.close_tiles().map_err(internal)?;
     kernel.sink_epilogue(qc, &sink, &state)?;
     let params = kernel.finish().map_err(internal)?;
-    Ok((
-        KernelLaunch {
-            name: name.to_string(),
-            table: pipeline.table.clone(),
-            tile,
-            params,
-            extent: Extent::Tiles,
-        },
-        shape,
-    ))
+    Ok(KernelLaunch {
+        name: name.to_string(),
+        table: pipeline.table.clone(),
+        tile,
+        params,
+        extent: Extent::Tiles,
+    })
 }
 
 /// Every expression the pipeline evaluates.
@@ -327,10 +326,10 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
         let target = qc.target;
         let tile = qc.tile;
         let pointers: Vec<bool> = params.iter().map(Param::is_pointer).collect();
-        let (em, values) = Emitter::new_kernel(context, module, target, tile, name, &pointers)?;
+        let (em, args) = Emitter::new_kernel(context, module, target, tile, name, &pointers)?;
         let flags = em.tile_array(em.i8().into(), "flags")?;
         let mut fixed = Vec::new();
-        for (param, words) in params.iter().zip(&values) {
+        for (index, param) in params.iter().enumerate() {
             let Param::FixedWords {
                 table,
                 column,
@@ -357,7 +356,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                             .ok_or_else(|| {
                                 CodegenError::Invalid(format!("{table}.{column} has no dictionary"))
                             })?;
-                    CodeBase::Dictionary(values[dictionary].into_pointer_value())
+                    CodeBase::Dictionary(args.get(&em, dictionary)?.into_pointer_value())
                 }
             };
             fixed.push(FixedSlot {
@@ -366,13 +365,13 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                 fixed: FixedColumn {
                     scheme: *scheme,
                     width: *width,
-                    words: words.into_pointer_value(),
+                    words: args.get(&em, index)?.into_pointer_value(),
                     base,
                 },
             });
         }
         let mut packed = Vec::new();
-        for (param, words) in params.iter().zip(&values) {
+        for (index, param) in params.iter().enumerate() {
             let Param::PackedWords {
                 table,
                 column,
@@ -396,8 +395,8 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                 packed: PackedColumn {
                     scheme: *scheme,
                     block_words: *block_words,
-                    words: words.into_pointer_value(),
-                    block_starts: values[starts].into_pointer_value(),
+                    words: args.get(&em, index)?.into_pointer_value(),
+                    block_starts: args.get(&em, starts)?.into_pointer_value(),
                 },
                 staged: None,
             });
@@ -407,7 +406,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             query: qc.query,
             pipeline,
             params,
-            values,
+            args,
             tile_start: context.i64_type().const_zero(),
             num_items: context.i32_type().const_zero(),
             flags,
@@ -435,7 +434,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
                     .build_load(self.em.i64(), total, "rows")?
                     .into_int_value()
             }
-            None => self.values[0].into_int_value(),
+            None => self.args.get(&self.em, 0)?.into_int_value(),
         };
         let em = &self.em;
         let items = em.const_i64(i64::from(em.tile.items()));
@@ -633,8 +632,8 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
         self.params
             .iter()
             .position(|p| p == param)
-            .map(|i| self.values[i])
             .ok_or_else(|| CodegenError::Invalid(format!("no kernel parameter {param:?}")))
+            .and_then(|i| self.args.get(&self.em, i))
     }
 
     pub fn buffer(&self, index: usize) -> CodegenResult<inkwell::values::PointerValue<'ctx>> {

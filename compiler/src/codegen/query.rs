@@ -23,6 +23,7 @@ use crate::physical::{
 };
 
 use super::kernel::pipeline_to_kernel;
+use super::sinks::plan_sink;
 use super::KernelModule;
 
 /// What the kernels of one query share.
@@ -348,35 +349,43 @@ pub(super) fn query_to_llvm(
     let mut kernels = Vec::with_capacity(query.pipelines.len());
     let mut shape = None;
     for pipeline in &query.pipelines {
-        let context = Context::create();
-        let name = format!("tessera_q{index}_p{}", pipeline.id);
-        let module = context.create_module(&name);
-        super::targets::prepare_module(&module, target)?;
-        let (launch, result) = pipeline_to_kernel(&context, &module, &mut qc, pipeline, &name)?;
-        if let Err(message) = module.verify() {
-            return Err(Diagnostic::internal(
-                query.span,
-                format!("generated LLVM IR is invalid: {message}"),
-            ));
+        let (sink, result) = plan_sink(&mut qc, pipeline)?;
+        let sinks = sink.into_kernel_sinks();
+        let parts = sinks.len();
+        for (part, sink) in sinks.into_iter().enumerate() {
+            let name = match parts {
+                1 => format!("tessera_q{index}_p{}", pipeline.id),
+                _ => format!("tessera_q{index}_p{}_{part}", pipeline.id),
+            };
+            let context = Context::create();
+            let module = context.create_module(&name);
+            super::targets::prepare_module(&module, target)?;
+            let launch = pipeline_to_kernel(&context, &module, &mut qc, pipeline, sink, &name)?;
+            if let Err(message) = module.verify() {
+                return Err(Diagnostic::internal(
+                    query.span,
+                    format!("generated LLVM IR is invalid: {message}"),
+                ));
+            }
+            let probes = pipeline
+                .steps
+                .iter()
+                .any(|step| matches!(step, crate::physical::Step::Probe { .. }));
+            let runtime_loops = pipeline.steps.iter().any(|step| {
+                matches!(step, crate::physical::Step::Probe { table, .. } if qc.chains[*table].is_some())
+            });
+            modules.push(KernelModule {
+                kernel: name,
+                bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),
+                runtime_loops,
+                packed_scan: !probes
+                    && launch
+                        .params
+                        .iter()
+                        .any(|p| matches!(p, Param::PackedWords { .. })),
+            });
+            kernels.push(launch);
         }
-        let probes = pipeline
-            .steps
-            .iter()
-            .any(|step| matches!(step, crate::physical::Step::Probe { .. }));
-        let runtime_loops = pipeline.steps.iter().any(|step| {
-            matches!(step, crate::physical::Step::Probe { table, .. } if qc.chains[*table].is_some())
-        });
-        modules.push(KernelModule {
-            kernel: name,
-            bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),
-            runtime_loops,
-            packed_scan: !probes
-                && launch
-                    .params
-                    .iter()
-                    .any(|p| matches!(p, Param::PackedWords { .. })),
-        });
-        kernels.push(launch);
         if result.is_some() {
             shape = result;
         }

@@ -79,7 +79,42 @@ pub(super) struct PackedKey {
     pub min: Option<i64>,
 }
 
+/// The most aggregates one kernel computes. An `aggregate` (or a dense `group`) of more runs as
+/// several kernels over the same rows, each folding its share into its own buffers: one kernel
+/// keeps every aggregate's accumulator live through its tile loop, and the GPU driver's
+/// compiler takes time growing with the square of their number (200 aggregates took 8.5 s to
+/// load on the H100, 400 took 32 s). A hash grouping stays one kernel, since kernels inserting
+/// the same keys may place them in different slots.
+pub(super) const AGGREGATES_PER_KERNEL: usize = 32;
+
 impl SinkPlan {
+    /// This sink as the sinks of the kernels that compute it: itself, or an aggregate sink's
+    /// aggregates in kernels of at most [`AGGREGATES_PER_KERNEL`].
+    pub fn into_kernel_sinks(self) -> Vec<SinkPlan> {
+        match self {
+            SinkPlan::Aggregate {
+                keys,
+                mut aggregates,
+                presence,
+                updates,
+            } if aggregates.len() > AGGREGATES_PER_KERNEL => {
+                let mut sinks = Vec::new();
+                while !aggregates.is_empty() {
+                    let rest = aggregates.split_off(AGGREGATES_PER_KERNEL.min(aggregates.len()));
+                    sinks.push(SinkPlan::Aggregate {
+                        keys: keys.clone(),
+                        aggregates,
+                        presence,
+                        updates,
+                    });
+                    aggregates = rest;
+                }
+                sinks
+            }
+            sink => vec![sink],
+        }
+    }
+
     pub fn expressions(&self) -> Vec<&Expr> {
         match self {
             SinkPlan::HashGroups {
