@@ -61,7 +61,10 @@ def write_facts(folder):
             CASE WHEN i % 37 = 6 THEN NULL ELSE ((i * 11) % 30)::INTEGER END AS f_key,
             CASE WHEN i % 41 = 8 THEN NULL ELSE ((i * 13) % 30)::BIGINT * 1000000007 END AS f_key64,
             CASE WHEN i % 43 = 10 THEN NULL ELSE (((i * 7727) % 200001) - 100000) / 100 END::DECIMAL(9, 2) AS f_dec,
-            CASE WHEN i % 47 = 12 THEN NULL ELSE (((i * 3061) % 2000001) - 1000000) / 10000 END::DECIMAL(15, 4) AS f_dec4
+            CASE WHEN i % 47 = 12 THEN NULL ELSE (((i * 3061) % 2000001) - 1000000) / 10000 END::DECIMAL(15, 4) AS f_dec4,
+            CASE WHEN i % 53 = 14 THEN NULL
+                 ELSE TIMESTAMP '1969-12-25 06:00:00' + to_microseconds((i * 48271) % 3000 * 1000003 * 997 + (i % 4) * 250000)
+            END AS f_ts
         FROM range({FACT_ROWS}) t(i)
         """
     )
@@ -148,6 +151,8 @@ def kind_of(sql_type):
         return "bool", 8
     if sql_type == "DATE":
         return "date", 32
+    if sql_type == "TIMESTAMP":
+        return "timestamp", 64
     if sql_type == "VARCHAR":
         return "str", 32
     if sql_type.startswith("DECIMAL("):
@@ -197,6 +202,16 @@ class Query:
 
                 day = datetime.date(1992 + rng.randrange(8), 1 + rng.randrange(12), 1 + rng.randrange(28))
             return Expr(f"@{day.isoformat()}", f"DATE '{day.isoformat()}'", "date", False)
+        if column.kind == "timestamp":
+            import datetime
+
+            if values and rng.random() < 0.8:
+                at = rng.choice(values)
+            else:
+                at = datetime.datetime(1969 + rng.randrange(3), 1 + rng.randrange(12), 1 + rng.randrange(28),
+                                       rng.randrange(24), rng.randrange(60), rng.randrange(60), rng.randrange(4) * 250000)
+            text = at.isoformat()
+            return Expr(f"@{text}", f"TIMESTAMP '{text.replace('T', ' ')}'", "timestamp", False)
         if column.kind == "float":
             finite = [v for v in values if v == v and abs(v) != float("inf")]
             value = rng.choice(finite) if finite and rng.random() < 0.8 else rng.randrange(-40, 40) / 4
@@ -276,7 +291,7 @@ class Query:
                         f"(CASE WHEN {condition.sql} THEN {then.sql} ELSE {other.sql} END)", then.kind,
                         then.nullable or other.nullable or condition.nullable and False,
                         max(then.bound, other.bound), then.exact and other.exact, max(then.bits, other.bits))
-        dates = [c for c in columns if c.kind == "date"]
+        dates = [c for c in columns if c.kind in ("date", "timestamp")]
         bools = [c for c in columns if c.kind == "bool"]
         if dates and rng.random() < 0.3:
             part = rng.choice(["year", "month", "day"])
@@ -396,9 +411,9 @@ class Query:
                 return Expr(column.name, column.sql, "bool", column.nullable)
             value = self.literal_for(column)
             return Expr(f"{column.name} == {value.tq}", f"({column.sql} = {value.sql})", "bool", column.nullable)
-        if column.kind in ("str", "date") and column.stored:
+        if column.kind in ("str", "date", "timestamp") and column.stored:
             return self.compare_stored(column, columns)
-        if column.kind == "date":
+        if column.kind in ("date", "timestamp"):
             column = Column(f"year({column.name})", f"year({column.sql})", "int", column.nullable, 2100)
         left = self.number([column] + columns if rng.random() < 0.5 else [column], depth + 1)
         return self.compare_number(left, columns)
@@ -652,7 +667,7 @@ class Query:
         computed_key = rng.random() < 0.25
         if computed_key:
             # A computed key: a small remainder or a date's year.
-            dates = [c for c in columns if c.kind == "date"]
+            dates = [c for c in columns if c.kind in ("date", "timestamp")]
             ints = [c for c in columns if c.kind == "int" and c.stored and c.bits == 32]
             if dates and rng.random() < 0.5:
                 d = rng.choice(dates)
@@ -722,7 +737,7 @@ class Query:
                 return name, "count() * 2 + 1", "(count(*) * 2 + 1)", "int"
             return (name, f"sum({expr.tq}) / count()", f"(CAST(sum({expr.sql}) AS DOUBLE) / count(*))", "float")
         if choice < 0.5:
-            ordered = [c for c in columns if c.kind in ("int", "float", "date", "str")]
+            ordered = [c for c in columns if c.kind in ("int", "float", "date", "timestamp", "str")]
             if not ordered:
                 return name, "count()", "count(*)", "int"
             column = rng.choice(ordered)
