@@ -72,14 +72,25 @@ impl Analyzer<'_> {
             [one] => Ok(one.id),
             [] => Err(self.unknown_column(qualifier, name, span, context)),
             several => {
-                let qualifiers: Vec<String> = several
+                let mut qualifiers: Vec<String> = several
                     .iter()
                     .filter_map(|e| e.qualifier.as_ref().map(|q| format!("`{q}.{}`", e.name)))
                     .collect();
+                let every_one_qualified = qualifiers.len() == several.len();
+                qualifiers.sort();
+                qualifiers.dedup();
                 let mut d = Diagnostic::name(span, format!("column `{}` is ambiguous", name.name))
                     .with_label("more than one input has a column of this name");
-                if qualifiers.len() == several.len() {
+                if every_one_qualified && qualifiers.len() == several.len() {
                     d = d.with_hint(format!("qualify it: {}", qualifiers.join(" or ")));
+                } else if every_one_qualified {
+                    // One relation joined twice under its own name: qualifying cannot tell them
+                    // apart.
+                    let relation = several[0].qualifier.as_deref().unwrap_or_default();
+                    d = d.with_hint(format!(
+                        "`{relation}` is joined more than once: name each with `as` \
+                         (`join {relation} as other on ...`) and qualify the column with it"
+                    ));
                 } else {
                     d = d.with_hint("rename one of them with `select` or `as` before this stage");
                 }
