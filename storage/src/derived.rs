@@ -91,6 +91,11 @@ pub enum StringFunction {
     Lower,
     /// The number of characters: an integer, not a string.
     Length,
+    /// The string between `prefix` and `suffix` (SQL's `concat` with literals around a string).
+    Concat {
+        prefix: String,
+        suffix: String,
+    },
     /// The same strings, coded in the dictionary of a `case`'s strings named `into`
     /// ([`case_strings_name`]), which holds them all.
     Recode {
@@ -125,11 +130,23 @@ impl DerivedString {
                 "recode{}",
                 serde_json::to_string(&(base, into)).unwrap_or_default()
             ),
+            StringFunction::Concat { prefix, suffix } => format!(
+                "concat{}",
+                serde_json::to_string(&(base, prefix, suffix)).unwrap_or_default()
+            ),
         }
     }
 
     /// The derived column a name stands for, if it is one.
     pub fn parse(name: &str) -> Option<DerivedString> {
+        if let Some(json) = name.strip_prefix("concat") {
+            let (base, prefix, suffix): (String, String, String) =
+                serde_json::from_str(json).ok()?;
+            return (!base.is_empty()).then_some(DerivedString {
+                base,
+                function: StringFunction::Concat { prefix, suffix },
+            });
+        }
         if let Some(json) = name.strip_prefix("recode") {
             let (base, into): (String, String) = serde_json::from_str(json).ok()?;
             return case_strings(&into).map(|_| DerivedString {
@@ -183,6 +200,9 @@ impl DerivedString {
             StringFunction::Upper => Cow::Owned(text.to_uppercase()),
             StringFunction::Lower => Cow::Owned(text.to_lowercase()),
             StringFunction::Length => Cow::Owned(length(text).to_string()),
+            StringFunction::Concat { prefix, suffix } => {
+                Cow::Owned(format!("{prefix}{text}{suffix}"))
+            }
             StringFunction::Substring { start, length } => {
                 Cow::Borrowed(substring(text, *start, *length))
             }
@@ -384,6 +404,10 @@ mod tests {
             StringFunction::Upper,
             StringFunction::Lower,
             StringFunction::Length,
+            StringFunction::Concat {
+                prefix: "(\"".into(),
+                suffix: ", ) ".into(),
+            },
         ] {
             let derived = DerivedString {
                 base: "c_phone".into(),
@@ -399,6 +423,9 @@ mod tests {
         assert!(literal_strings("strings[1]").is_none());
         assert_eq!(DerivedString::parse("substring(c_phone, x)"), None);
         assert_eq!(DerivedString::parse("upper()"), None);
+        let concat = DerivedString::parse(r##"concat["s_name","#",""]"##).expect("a concat");
+        assert_eq!(concat.apply("x"), "#x");
+        assert_eq!(DerivedString::parse(r##"concat["","#",""]"##), None);
     }
 
     #[test]

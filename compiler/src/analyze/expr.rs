@@ -28,7 +28,7 @@ const STRING_MATCHES: [MatchKind; 3] = [
 ];
 
 /// The string functions, computed per dictionary entry (`Analyzer::string_function`).
-const STRING_FUNCTIONS: [&str; 4] = ["substring", "upper", "lower", "length"];
+const STRING_FUNCTIONS: [&str; 5] = ["substring", "upper", "lower", "length", "concat"];
 
 /// An operand of a comparison: strings literals stay text until we know which column's
 /// dictionary they are compared with.
@@ -500,6 +500,16 @@ impl Analyzer<'_> {
             typed.push((when, self.operand(then, context)?));
         }
         let otherwise = otherwise.map(|e| self.operand(e, context)).transpose()?;
+        self.typed_case(typed, otherwise, span)
+    }
+
+    /// A `case` of analyzed conditions and results (a string literal's result as its text).
+    pub(super) fn typed_case(
+        &mut self,
+        typed: Vec<(Expr, Operand)>,
+        otherwise: Option<Operand>,
+        span: Span,
+    ) -> Result<Expr> {
         // Strings as results share one dictionary, which the result's codes index: the
         // literals' (`tessera_storage::derived::literal_strings_name`), or when string columns
         // are among the results, theirs and the literals' (`case_strings_name`). Each literal

@@ -6,6 +6,7 @@
 //! the right one's strings (`ExprKind::Rank`).
 
 use tessera_grammar::ast::{self, BinaryOp};
+use tessera_grammar::lexer::quote_string;
 use tessera_grammar::{Diagnostic, Span};
 use tessera_storage::derived::{DerivedString, StringFunction};
 use tessera_storage::{DataType, Value};
@@ -129,6 +130,9 @@ impl Analyzer<'_> {
         span: Span,
         context: &PipelineContext,
     ) -> Result<Expr> {
+        if name == "concat" {
+            return self.concat(args, span, context);
+        }
         let arity = match name {
             "substring" => "a string, a start and optionally a length",
             _ => "one string",
@@ -170,6 +174,94 @@ impl Analyzer<'_> {
             }
         };
         let operand = self.value(text, context)?;
+        self.derived_string(name, operand, function, span)
+    }
+
+    /// `concat(a, b, ...)` of string literals and one string column of a table (or a string
+    /// function of one): the column with the literals before it and after it, a string function
+    /// like `upper`. As in DuckDB, a null is left out, so a null column gives the literals
+    /// alone, through a `case`.
+    fn concat(
+        &mut self,
+        args: &[ast::Expr],
+        span: Span,
+        context: &PipelineContext,
+    ) -> Result<Expr> {
+        if args.len() < 2 {
+            return Err(Diagnostic::type_error(
+                span,
+                format!(
+                    "`concat` takes two strings or more, but {} given",
+                    args.len()
+                ),
+            ));
+        }
+        let (mut prefix, mut suffix) = (String::new(), String::new());
+        let mut column: Option<Expr> = None;
+        for arg in args {
+            match (self.operand(arg, context)?, &column) {
+                (Operand::Text(text, _), None) => prefix.push_str(&text),
+                (Operand::Text(text, _), Some(_)) => suffix.push_str(&text),
+                (Operand::Value(value), _) if value.ty != DataType::Str => {
+                    return Err(Diagnostic::type_error(
+                        value.span,
+                        format!("`concat` takes strings, but this is `{}`", value.ty),
+                    ))
+                }
+                (Operand::Value(value), None) => column = Some(value),
+                (Operand::Value(value), Some(_)) => return Err(Diagnostic::unsupported(
+                    value.span,
+                    "`concat` of more than one string that is not a literal is not supported yet",
+                )),
+            }
+        }
+        let Some(operand) = column else {
+            return Err(
+                Diagnostic::type_error(span, "`concat` of literals only").with_hint(format!(
+                    "write the string itself: {}",
+                    quote_string(&(prefix + &suffix))
+                )),
+            );
+        };
+        let alone = format!("{prefix}{suffix}");
+        let nullable = operand.nullable;
+        let (is_null, operand_span) = (operand.clone(), operand.span);
+        let mut joined = self.derived_string(
+            "concat",
+            operand,
+            StringFunction::Concat { prefix, suffix },
+            span,
+        )?;
+        if !nullable {
+            return Ok(joined);
+        }
+        // Taken only where the string is not null.
+        joined.nullable = false;
+        let when_null = Expr::new(
+            ExprKind::IsNull {
+                operand: Box::new(is_null),
+                negated: false,
+            },
+            DataType::Bool,
+            false,
+            operand_span,
+        );
+        self.typed_case(
+            vec![(when_null, Operand::Text(alone, span))],
+            Some(Operand::Value(joined)),
+            span,
+        )
+    }
+
+    /// String function `function` (called `name` in the script) of `operand`: the derived
+    /// column the catalog computes from the string column of a table it comes from.
+    fn derived_string(
+        &mut self,
+        name: &str,
+        operand: Expr,
+        function: StringFunction,
+        span: Span,
+    ) -> Result<Expr> {
         if operand.ty != DataType::Str {
             return Err(Diagnostic::type_error(
                 operand.span,
