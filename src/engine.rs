@@ -150,7 +150,13 @@ impl Engine {
                 }
                 Device::Gpu(Box::new(backend))
             }
-            Target::Host => Device::Host(Box::new(HostBackend::empty())),
+            Target::Host => {
+                let mut backend = HostBackend::empty();
+                if let Some(bytes) = options.gpu_memory {
+                    backend.set_memory_budget(bytes);
+                }
+                Device::Host(Box::new(backend))
+            }
         };
         let device_name = gpu.map_or("the CPU".to_string(), |g| format!("{} ({target})", g.name));
         Ok(Engine {
@@ -416,8 +422,14 @@ fn report_timing(
         sum(|o| o.timing.query_ms),
         sum(|o| o.timing.finish_ms),
     );
+    let streamed: String = outcomes
+        .into_iter()
+        .flatten()
+        .filter_map(|o| o.timing.streamed.as_ref())
+        .map(|(table, launches)| format!("; streamed `{table}` in {launches} launches"))
+        .collect();
     eprintln!(
-        "timing: {first}: waited {waited:.3} ms for the device, held it {held:.3} ms: setup {setup:.3}, kernels {kernels:.3}, results {results:.3}, rest {:.3}; program {}",
+        "timing: {first}: waited {waited:.3} ms for the device, held it {held:.3} ms: setup {setup:.3}, kernels {kernels:.3}, results {results:.3}, rest {:.3}; program {}{streamed}",
         held - setup - kernels - results,
         origin.describe(),
     );

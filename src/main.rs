@@ -121,7 +121,9 @@ pub struct ServeArgs {
     #[arg(long, default_value = "auto", value_parser = parse_partition_joins)]
     partition_joins: tessera_compiler::physical::PartitionJoins,
     /// The most device memory resident columns take (e.g. 16GiB); least recently used columns
-    /// make room for others. By default, as much as fits.
+    /// make room for others, and a query whose columns exceed it streams its largest table
+    /// through in pieces (with `--device cpu`, the same for the columns in memory). By default,
+    /// as much as fits.
     #[arg(long, value_parser = parse_bytes)]
     gpu_memory: Option<u64>,
     /// A file whose first line is the password every client must give (or a PostgreSQL

@@ -407,6 +407,42 @@ print(len(expected))
     );
 }
 
+/// With `--gpu-memory` below what a query's columns take, the server streams the fact table
+/// through in pieces: every SSB query still gets DuckDB's answer (the conformance files'),
+/// with plain columns and packed ones, and says it streamed.
+#[test]
+fn a_table_larger_than_the_memory_budget_is_streamed() {
+    for compress in ["none", "auto"] {
+        let log = tempfile::NamedTempFile::new().expect("a log file");
+        let stderr = log.reopen().expect("the log, for the server");
+        let server = Server::start_serving(data(), "127.0.0.1", |command| {
+            command
+                .args(["--gpu-memory", "200KiB", "--timing", "--compress", compress])
+                .stderr(stderr);
+        });
+        for query in ["q11", "q21", "q34", "q41", "q43"] {
+            let file = common::repo().join(format!("tests/conformance/ssb/{query}.test"));
+            let conformance = std::fs::read_to_string(&file).expect("the conformance file");
+            let expected = conformance
+                .split_once("\n----\n")
+                .expect("its expectation")
+                .1;
+            let script = common::repo().join(format!("examples/ssb/{query}.tq"));
+            let remote = Command::new(env!("CARGO_BIN_EXE_tessera"))
+                .args(["run", script.to_str().expect("utf-8")])
+                .args(["--server", &server.address, "--format", "csv"])
+                .output()
+                .expect("tessera runs");
+            assert!(remote.status.success(), "{}", text(&remote.stderr));
+            assert_eq!(text(&remote.stdout), expected, "{query} with {compress}");
+        }
+        drop(server);
+        let log = std::fs::read_to_string(log.path()).expect("the server's log");
+        let streamed = log.matches("streamed `lineorder` in").count();
+        assert_eq!(streamed, 5, "{log}");
+    }
+}
+
 #[test]
 fn a_password_is_proven_through_scram() {
     let dir = tempfile::tempdir().expect("a folder");

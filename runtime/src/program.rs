@@ -168,6 +168,13 @@ pub struct KernelLaunch {
     pub tile: TileShape,
     pub params: Vec<Param>,
     pub extent: Extent,
+    /// Whether launches over pieces of its table's rows, one after another, do what one launch
+    /// over them all does (`exec::stream`): true where its sink folds or appends every row
+    /// alone (aggregates, groups, rows written out) and its blocks stride over the tiles;
+    /// false where a row's position is recorded (a hash table's chains, a partitioning) or
+    /// blocks take tiles from a counter.
+    #[serde(default)]
+    pub runs_in_pieces: bool,
 }
 
 /// How many blocks a kernel runs as.

@@ -113,6 +113,10 @@ pub(super) fn pipeline_to_kernel<'ctx>(
 ) -> Result<KernelLaunch, Diagnostic> {
     let span = qc.query.span;
     let internal = |e: CodegenError| Diagnostic::internal(span, e.to_string());
+    let folds_rows = matches!(
+        sink,
+        SinkPlan::Aggregate { .. } | SinkPlan::HashGroups { .. } | SinkPlan::Materialize { .. }
+    );
     // A tile's rounds of matches on repeated keys take as long as its matches: blocks take
     // tiles from a counter rather than every grid-th one, so that one with a heavy tile
     // leaves the others to the rest. Over a partitioning's rows the counter keeps the blocks
@@ -146,6 +150,7 @@ pub(super) fn pipeline_to_kernel<'ctx>(
         tile,
         params,
         extent: Extent::Tiles,
+        runs_in_pieces: folds_rows && tile_counter.is_none(),
     })
 }
 

@@ -559,6 +559,7 @@ fn group_chained_rows(
             tile: kernel.tile(qc.target),
             params,
             extent,
+            runs_in_pieces: false,
         });
         Ok(())
     };
@@ -652,6 +653,7 @@ fn partition_starts(
         tile: PartitionStarts::tile(qc.target),
         params: vec![Param::Buffer(buffers.cursors), Param::Buffer(buffers.total)],
         extent: Extent::Parts(1),
+        runs_in_pieces: false,
     });
     Ok(())
 }

@@ -442,6 +442,7 @@ impl Sorter<'_, '_> {
             tile: kernel.tile(self.qc.target),
             params,
             extent: Extent::Parts(kernel.parts(self.qc.target)),
+            runs_in_pieces: false,
         });
         Ok(())
     }

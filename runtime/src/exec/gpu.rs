@@ -364,6 +364,8 @@ pub struct GpuBackend {
     last_used: HashMap<String, u64>,
     queries: u64,
     buffers: Vec<CudaSlice<u8>>,
+    /// Pieces of a streamed table's columns, one buffer per column slot (`Backend::stage`).
+    staged: Vec<CudaSlice<u8>>,
     /// Kernels queued since the last `wait`, with events around each.
     pending: Vec<(String, CudaEvent, CudaEvent)>,
     /// The kernels that gather a grouped result's groups (`gather.ptx`), once loaded.
@@ -433,6 +435,7 @@ impl GpuBackend {
             last_used: HashMap::new(),
             queries: 0,
             buffers: Vec::new(),
+            staged: Vec::new(),
             pending: Vec::new(),
             gathering: None,
         })
@@ -903,6 +906,43 @@ impl Backend for GpuBackend {
 
     fn release_buffers(&mut self) {
         self.buffers.clear();
+        self.staged.clear();
+    }
+
+    fn stage(&mut self, slot: usize, bytes: &[u8]) -> Result<u64, RuntimeError> {
+        if self
+            .staged
+            .get(slot)
+            .is_none_or(|staged| staged.len() < bytes.len())
+        {
+            // Room for a somewhat larger piece too (a piece of a column packed in blocks varies
+            // with its blocks' widths). A buffer replaced is freed in stream order, after the
+            // kernels reading it.
+            let size = (bytes.len() + bytes.len() / 4).max(8);
+            let slice = self
+                .stream
+                .alloc_zeros::<u8>(size)
+                .map_err(|e| memory(e, "a piece of a streamed column", size))?;
+            match self.staged.get_mut(slot) {
+                Some(staged) => *staged = slice,
+                None => self.staged.push(slice),
+            }
+        }
+        let staged = self
+            .staged
+            .get_mut(slot)
+            .ok_or_else(|| RuntimeError::Malformed(format!("staging slot {slot} skipped")))?;
+        if !bytes.is_empty() {
+            let mut view = staged.slice_mut(0..bytes.len());
+            self.stream.memcpy_htod(bytes, &mut view).map_err(cuda)?;
+        }
+        self.uploaded.1 += bytes.len() as u64;
+        let (pointer, _sync) = staged.device_ptr(&self.stream);
+        Ok(pointer)
+    }
+
+    fn memory_budget(&self) -> Option<u64> {
+        self.budget
     }
 
     fn begin_query(&mut self) {

@@ -29,6 +29,10 @@ pub struct HostBackend {
     kernels: HashMap<(usize, String), HostKernel>,
     /// Buffers of the current query, as 8-byte words so every element is aligned.
     buffers: Vec<Vec<u64>>,
+    /// Pieces of a streamed table's columns, one per column slot (`Backend::stage`).
+    staged: Vec<Vec<u64>>,
+    /// The most bytes of columns a query keeps in memory at once, when limited.
+    budget: Option<u64>,
     /// The columns kernels read, kept alive here.
     columns: HashMap<String, HostColumn>,
     threads: usize,
@@ -63,6 +67,12 @@ impl HostBackend {
         Ok(backend)
     }
 
+    /// Keeps the columns a query reads within `bytes`: a query reading more streams its
+    /// largest table through in pieces (`Backend::memory_budget`), as a GPU does.
+    pub fn set_memory_budget(&mut self, bytes: u64) {
+        self.budget = Some(bytes);
+    }
+
     /// A backend with no program loaded yet.
     pub fn empty() -> HostBackend {
         HostBackend {
@@ -70,6 +80,8 @@ impl HostBackend {
             active: 0,
             kernels: HashMap::new(),
             buffers: Vec::new(),
+            staged: Vec::new(),
+            budget: None,
             columns: HashMap::new(),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             times: Vec::new(),
@@ -298,6 +310,30 @@ impl Backend for HostBackend {
 
     fn release_buffers(&mut self) {
         self.buffers.clear();
+        self.staged.clear();
+    }
+
+    fn stage(&mut self, slot: usize, bytes: &[u8]) -> Result<u64, RuntimeError> {
+        // Kernels run as they are launched, so a slot's piece is free for the next.
+        while self.staged.len() <= slot {
+            self.staged.push(Vec::new());
+        }
+        let staged = &mut self.staged[slot];
+        staged.clear();
+        staged.resize(bytes.len().div_ceil(8).max(1), 0);
+        // SAFETY: the words hold at least `bytes.len()` bytes; both are plain data.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                staged.as_mut_ptr().cast::<u8>(),
+                bytes.len(),
+            )
+        };
+        Ok(staged.as_ptr() as u64)
+    }
+
+    fn memory_budget(&self) -> Option<u64> {
+        self.budget
     }
 }
 

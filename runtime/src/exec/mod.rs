@@ -7,6 +7,7 @@ pub mod gpu;
 pub mod host;
 pub mod jit;
 mod readback;
+mod stream;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -207,6 +208,16 @@ pub trait Backend {
         columns: &[(u64, u32)],
         most: u64,
     ) -> Result<Option<Gathered>, RuntimeError>;
+    /// Copies `bytes`, a piece of a column streamed through the device, into staging buffer
+    /// `slot` (made or grown as needed, kept until the query's buffers are freed); returns its
+    /// address. The copy follows the kernels queued before it, which may read the slot's
+    /// previous piece.
+    fn stage(&mut self, slot: usize, bytes: &[u8]) -> Result<u64, RuntimeError>;
+    /// The most bytes of columns to keep on the device at once, when limited
+    /// (`--gpu-memory`): a query reading more streams its largest table through in pieces.
+    fn memory_budget(&self) -> Option<u64> {
+        None
+    }
     /// Frees the buffers of the last query.
     fn release_buffers(&mut self);
     /// A query is about to bind its columns: those it binds are in use until the next query
@@ -224,6 +235,8 @@ pub struct Timing {
     pub setup_ms: f64,
     /// Reading the result back and decoding it (milliseconds).
     pub finish_ms: f64,
+    /// The table streamed through the device, and in how many launches of its kernels.
+    pub streamed: Option<(String, usize)>,
 }
 
 #[derive(Clone, Debug)]
@@ -400,6 +413,8 @@ fn run_with_capacity(
         buffers.push(backend.buffer(spec, *bytes)?);
     }
     let mut timing = Timing::default();
+    let streaming = stream::streamed_table(backend, query, catalog)?;
+    let streamed = streaming.as_ref().map(|s| s.table.as_str());
     let mut bound = Vec::with_capacity(query.kernels.len());
     for kernel in &query.kernels {
         bound.push(bind(
@@ -410,17 +425,36 @@ fn run_with_capacity(
             catalog,
             capacity,
             output_capacity,
+            streamed,
         )?);
     }
     timing.setup_ms = setup.elapsed().as_secs_f64() * 1e3;
+    let mut launches = Vec::with_capacity(bound.len());
     for (kernel, launch) in query.kernels.iter().zip(&bound) {
         check()?;
-        backend.launch(kernel, launch.rows, &launch.args)?;
+        match &streaming {
+            Some(streaming) if !launch.slices.is_empty() => launches.push(
+                stream::launch_in_pieces(backend, kernel, launch, streaming.piece_rows, &check)?,
+            ),
+            _ => {
+                backend.launch(kernel, launch.rows, &launch.args)?;
+                launches.push(1);
+            }
+        }
     }
-    let (each, total) = backend.wait()?;
+    let (mut each, total) = backend.wait()?;
     check()?;
     timing.query_ms = total;
-    for ((kernel, launch), ms) in query.kernels.iter().zip(&bound).zip(each) {
+    if let Some(streaming) = &streaming {
+        let pieces = launches.iter().filter(|count| **count > 1).sum();
+        timing.streamed = Some((streaming.table.clone(), pieces));
+    }
+    // A kernel streamed in pieces took the time of all its launches.
+    let mut times = Vec::with_capacity(launches.len());
+    for count in launches {
+        times.push(each.drain(..count.min(each.len())).sum::<f64>());
+    }
+    for ((kernel, launch), ms) in query.kernels.iter().zip(&bound).zip(times) {
         timing.kernels.push(KernelTiming {
             name: kernel.name.clone(),
             table: kernel.table.clone(),
@@ -505,6 +539,8 @@ fn run_with_capacity(
 struct BoundLaunch {
     rows: u64,
     args: Vec<u64>,
+    /// The parameters (by position) of a streamed table, bound to a piece of it per launch.
+    slices: Vec<(usize, stream::RowSlice)>,
     /// Bytes of the columns the kernel reads, were every row selected.
     column_bytes: u64,
 }
@@ -576,6 +612,7 @@ pub fn prefetch_columns(query: &QueryProgram, catalog: &Catalog) {
 }
 
 /// The row count and parameter values of one kernel launch.
+#[allow(clippy::too_many_arguments)]
 fn bind(
     backend: &mut dyn Backend,
     kernel: &KernelLaunch,
@@ -584,6 +621,7 @@ fn bind(
     catalog: &Catalog,
     group_capacity: u64,
     output_capacity: u64,
+    streamed: Option<&str>,
 ) -> Result<BoundLaunch, RuntimeError> {
     let rows = match kernel.extent {
         Extent::Tiles => table_rows(catalog, &kernel.table)?,
@@ -606,11 +644,18 @@ fn bind(
         ))),
     };
     let mut column_bytes = 0;
+    let mut slices = Vec::new();
     let mut column = |key: String, source: ColumnBytes| {
         column_bytes += source.bytes_read();
         backend.column(&key, source)
     };
     for param in &kernel.params {
+        // A streamed table's column is bound to a piece of it at each launch.
+        if streamed.is_some() && stream::row_param_table(param) == streamed {
+            slices.push((args.len(), stream::row_slice(param, catalog, rows)?));
+            args.push(0);
+            continue;
+        }
         args.push(match param {
             Param::Rows { .. } => rows,
             Param::Column {
@@ -792,6 +837,7 @@ fn bind(
     Ok(BoundLaunch {
         rows,
         args,
+        slices,
         column_bytes,
     })
 }

@@ -1,0 +1,319 @@
+//! Streaming a table through the device: when the columns a query's kernels read do not fit the
+//! backend's memory budget (`--gpu-memory`) together, its largest table's columns are not made
+//! resident; each kernel scanning that table runs once per piece of its rows, reading copies of
+//! the pieces staged on the device, and every piece adds to the same buffers (aggregates fold,
+//! rows append), as one launch over the whole table would.
+//!
+//! A piece starts at a multiple of [`PIECE_ALIGN`] rows, so that it starts at a word of a column
+//! packed at one width and at a block of one packed in blocks of 128, and the kernels need no
+//! change: a piece of a packed column is its words from the piece's first one, its block starts
+//! rebased to them, and the spare zero words a decoder reads past the end. A query streams only
+//! where every kernel reading the table scans it in tiles and may run in pieces
+//! (`KernelLaunch::runs_in_pieces`); otherwise its columns are made resident as before (and do
+//! not fit).
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use tessera_storage::compress::{Encoded, BLOCK_LEN};
+use tessera_storage::{Catalog, Column};
+
+use super::{
+    check_rows, packing_changed, table_rows, word_bytes, Backend, BoundLaunch, RuntimeError,
+};
+use crate::primitives::unpack::DEVICE_SPARE_WORDS;
+use crate::program::{Extent, KernelLaunch, Param, QueryProgram};
+
+/// Pieces start at multiples of this many rows: whole words of any bit width (32 rows), whole
+/// blocks of 128 values, and whole tiles of the usual shapes.
+const PIECE_ALIGN: u64 = 8 * 1024;
+
+/// The part of the budget the staged pieces take, all columns together (a piece of each column
+/// is on the device at once; the rest of the budget holds the other tables' columns).
+const PIECE_SHARE: u64 = 4;
+
+/// The table a query streams and the rows of each piece.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Streaming {
+    pub table: String,
+    pub piece_rows: u64,
+}
+
+/// How one parameter of a streamed kernel is cut into pieces of rows.
+pub(super) enum RowSlice {
+    /// `width` bytes per row: a column's values, or its validity (one byte a row).
+    Rows { bytes: RowBytes, width: usize },
+    /// Codes of `bits` bits each in one bit stream (`pack`, `dict`).
+    Fixed { packed: Arc<Encoded>, bits: u32 },
+    /// Blocks of 128 values (`for`, `dfor`): the words of the piece's blocks.
+    Blocks { packed: Arc<Encoded> },
+    /// The piece's block starts, counted from its first block's first word.
+    Starts { packed: Arc<Encoded> },
+}
+
+/// Where a [`RowSlice::Rows`] finds its bytes.
+pub(super) enum RowBytes {
+    Values(Arc<Column>),
+    Validity(Arc<Column>),
+    /// A column without nulls read as one that may have them: all ones.
+    AllValid,
+}
+
+impl RowSlice {
+    /// The bytes a kernel reads for rows `start .. end` (`start` a multiple of
+    /// [`PIECE_ALIGN`]).
+    pub fn piece(&self, start: u64, end: u64) -> Cow<'_, [u8]> {
+        let (start, end) = (start as usize, end as usize);
+        match self {
+            RowSlice::Rows {
+                bytes: RowBytes::Values(column),
+                width,
+            } => Cow::Borrowed(&column.data.as_bytes()[start * width..end * width]),
+            RowSlice::Rows {
+                bytes: RowBytes::Validity(column),
+                ..
+            } => match &column.validity {
+                // SAFETY: `bool` is one byte holding 0 or 1.
+                Some(valid) => Cow::Borrowed(unsafe {
+                    std::slice::from_raw_parts(valid[start..end].as_ptr().cast::<u8>(), end - start)
+                }),
+                None => Cow::Owned(vec![1; end - start]),
+            },
+            RowSlice::Rows {
+                bytes: RowBytes::AllValid,
+                ..
+            } => Cow::Owned(vec![1; end - start]),
+            RowSlice::Fixed { packed, bits } => {
+                let bits = *bits as usize;
+                let first = start * bits / 32;
+                let last = (end * bits).div_ceil(32).min(packed.data.len());
+                with_spare_words(&packed.data[first..last.max(first)])
+            }
+            RowSlice::Blocks { packed } => {
+                let starts = &packed.block_starts;
+                let (first, last) = (start / BLOCK_LEN, end.div_ceil(BLOCK_LEN));
+                let words = starts[first] as usize..starts[last.min(starts.len() - 1)] as usize;
+                with_spare_words(&packed.data[words])
+            }
+            RowSlice::Starts { packed } => {
+                let starts = &packed.block_starts;
+                let (first, last) = (start / BLOCK_LEN, end.div_ceil(BLOCK_LEN));
+                let base = starts[first];
+                let rebased: Vec<u8> = starts[first..=last.min(starts.len() - 1)]
+                    .iter()
+                    .flat_map(|word| (word - base).to_le_bytes())
+                    .collect();
+                Cow::Owned(rebased)
+            }
+        }
+    }
+}
+
+/// `words` and the zero words a decoder may read past them.
+fn with_spare_words(words: &[u32]) -> Cow<'static, [u8]> {
+    let mut bytes = Vec::with_capacity((words.len() + DEVICE_SPARE_WORDS) * 4);
+    bytes.extend_from_slice(word_bytes(words));
+    bytes.resize(bytes.len() + DEVICE_SPARE_WORDS * 4, 0);
+    Cow::Owned(bytes)
+}
+
+/// The table of `query` whose columns stream through the device (see the module), if the
+/// columns its kernels read exceed the backend's budget and it can stream.
+pub(super) fn streamed_table(
+    backend: &dyn Backend,
+    query: &QueryProgram,
+    catalog: &Catalog,
+) -> Result<Option<Streaming>, RuntimeError> {
+    let Some(budget) = backend.memory_budget() else {
+        return Ok(None);
+    };
+    let mut seen = HashSet::new();
+    let mut per_table: Vec<(String, u64)> = Vec::new();
+    for kernel in &query.kernels {
+        for param in &kernel.params {
+            let Some((table, bytes)) = row_param_bytes(param, catalog)? else {
+                continue;
+            };
+            if !seen.insert(format!("{param:?}")) {
+                continue;
+            }
+            match per_table.iter_mut().find(|(t, _)| t == table) {
+                Some((_, total)) => *total += bytes,
+                None => per_table.push((table.to_string(), bytes)),
+            }
+        }
+    }
+    let total: u64 = per_table.iter().map(|(_, bytes)| bytes).sum();
+    let Some((table, bytes)) = per_table.into_iter().max_by_key(|(_, bytes)| *bytes) else {
+        return Ok(None);
+    };
+    if total <= budget {
+        return Ok(None);
+    }
+    let streams_in_pieces = |kernel: &KernelLaunch| {
+        let reads = kernel
+            .params
+            .iter()
+            .any(|p| row_param_table(p) == Some(table.as_str()));
+        !reads || kernel.table == table && kernel.extent == Extent::Tiles && kernel.runs_in_pieces
+    };
+    if !query.kernels.iter().all(streams_in_pieces) {
+        return Ok(None);
+    }
+    let rows = table_rows(catalog, &table)?;
+    let row_bytes = bytes.div_ceil(rows.max(1)).max(1);
+    let piece_rows = (budget / PIECE_SHARE / row_bytes) / PIECE_ALIGN * PIECE_ALIGN;
+    let piece_rows = piece_rows.max(PIECE_ALIGN);
+    Ok((piece_rows < rows).then_some(Streaming { table, piece_rows }))
+}
+
+/// The table whose rows parameter `param` holds something of per row, if any.
+pub(super) fn row_param_table(param: &Param) -> Option<&str> {
+    match param {
+        Param::Column { table, .. }
+        | Param::Validity { table, .. }
+        | Param::PackedWords { table, .. }
+        | Param::FixedWords { table, .. }
+        | Param::BlockStarts { table, .. } => Some(table),
+        _ => None,
+    }
+}
+
+/// How per-row parameter `param` of a kernel over `rows` rows is cut into pieces.
+pub(super) fn row_slice(
+    param: &Param,
+    catalog: &Catalog,
+    rows: u64,
+) -> Result<RowSlice, RuntimeError> {
+    Ok(match param {
+        Param::Column { table, column } => {
+            let loaded = catalog.kernel_column(table, column)?;
+            check_rows(table, column, loaded.len(), rows)?;
+            RowSlice::Rows {
+                width: loaded.data.ty().width(),
+                bytes: RowBytes::Values(loaded),
+            }
+        }
+        Param::Validity { table, column } => {
+            let loaded = catalog.kernel_column(table, column)?;
+            check_rows(table, column, loaded.len(), rows)?;
+            RowSlice::Rows {
+                width: 1,
+                bytes: match loaded.validity {
+                    Some(_) => RowBytes::Validity(loaded),
+                    None => RowBytes::AllValid,
+                },
+            }
+        }
+        Param::PackedWords {
+            table,
+            column,
+            scheme,
+            ..
+        }
+        | Param::FixedWords {
+            table,
+            column,
+            scheme,
+            ..
+        }
+        | Param::BlockStarts {
+            table,
+            column,
+            scheme,
+        } => {
+            let packed = catalog.kernel_packed(table, column, *scheme)?;
+            check_rows(table, column, packed.len, rows)?;
+            if let Some(change) = packing_changed(param, &packed) {
+                return Err(RuntimeError::Stale(format!("`{table}.{column}` {change}")));
+            }
+            match param {
+                Param::BlockStarts { .. } => RowSlice::Starts { packed },
+                Param::FixedWords { width, .. } => RowSlice::Fixed {
+                    bits: *width,
+                    packed,
+                },
+                _ => RowSlice::Blocks { packed },
+            }
+        }
+        other => {
+            return Err(RuntimeError::Malformed(format!(
+                "{other:?} is not a column of rows to stream"
+            )))
+        }
+    })
+}
+
+/// The table of a per-row parameter and the bytes it takes on the device.
+fn row_param_bytes<'p>(
+    param: &'p Param,
+    catalog: &Catalog,
+) -> Result<Option<(&'p str, u64)>, RuntimeError> {
+    Ok(Some(match param {
+        Param::Column { table, column } => {
+            let loaded = catalog.kernel_column(table, column)?;
+            (table, loaded.data.as_bytes().len() as u64)
+        }
+        Param::Validity { table, column } => {
+            (table, catalog.kernel_column(table, column)?.len() as u64)
+        }
+        Param::PackedWords {
+            table,
+            column,
+            scheme,
+            ..
+        }
+        | Param::FixedWords {
+            table,
+            column,
+            scheme,
+            ..
+        } => (
+            table,
+            catalog.kernel_packed(table, column, *scheme)?.data.len() as u64 * 4,
+        ),
+        Param::BlockStarts {
+            table,
+            column,
+            scheme,
+        } => (
+            table,
+            catalog
+                .kernel_packed(table, column, *scheme)?
+                .block_starts
+                .len() as u64
+                * 4,
+        ),
+        _ => return Ok(None),
+    }))
+}
+
+/// Launches `kernel` once per piece of its rows (see the module); returns how many launches.
+pub(super) fn launch_in_pieces(
+    backend: &mut dyn Backend,
+    kernel: &KernelLaunch,
+    launch: &BoundLaunch,
+    piece_rows: u64,
+    check: &dyn Fn() -> Result<(), RuntimeError>,
+) -> Result<usize, RuntimeError> {
+    let mut args = launch.args.clone();
+    let mut launches = 0;
+    let mut start = 0;
+    while start < launch.rows {
+        check()?;
+        let end = (start + piece_rows).min(launch.rows);
+        for (slot, (index, slice)) in launch.slices.iter().enumerate() {
+            args[*index] = backend.stage(slot, &slice.piece(start, end))?;
+        }
+        for (arg, param) in args.iter_mut().zip(&kernel.params) {
+            if let Param::Rows { .. } = param {
+                *arg = end - start;
+            }
+        }
+        backend.launch(kernel, end - start, &args)?;
+        launches += 1;
+        start = end;
+    }
+    Ok(launches)
+}
