@@ -7,7 +7,7 @@
 //! filled per query; kernels timed with CUDA events. The driver library is probed for before
 //! cudarc touches it, since its loader panics when `libcuda.so` is absent.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -19,6 +19,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 
+use super::stream::Piece;
 use super::{Backend, ColumnBytes, Gathered, RuntimeError};
 use crate::program::{BufferSpec, Cubins, Extent, Fill, KernelCode, KernelLaunch};
 use crate::tile::gpu_params_in_table;
@@ -366,6 +367,8 @@ pub struct GpuBackend {
     buffers: Vec<CudaSlice<u8>>,
     /// Pieces of a streamed table's columns, one buffer per column slot (`Backend::stage`).
     staged: Vec<CudaSlice<u8>>,
+    /// The host addresses of streamed columns registered with the driver.
+    streamed_sources: HashSet<usize>,
     /// Kernels queued since the last `wait`, with events around each.
     pending: Vec<(String, CudaEvent, CudaEvent)>,
     /// The kernels that gather a grouped result's groups (`gather.ptx`), once loaded.
@@ -436,6 +439,7 @@ impl GpuBackend {
             queries: 0,
             buffers: Vec::new(),
             staged: Vec::new(),
+            streamed_sources: HashSet::new(),
             pending: Vec::new(),
             gathering: None,
         })
@@ -587,6 +591,20 @@ impl GpuBackend {
         // SAFETY: registered above; the copies are over.
         unsafe { sys::cuMemHostUnregister(pointer) };
         Ok((register_ms_per_mb, bytes as f64 / best))
+    }
+
+    /// Copies `bytes` to the start of staging buffer `slot`, through the driver's staging.
+    fn copy_to_staged(&mut self, slot: usize, bytes: &[u8]) -> Result<(), RuntimeError> {
+        let staged = self
+            .staged
+            .get_mut(slot)
+            .ok_or_else(|| RuntimeError::Malformed(format!("staging slot {slot} skipped")))?;
+        if !bytes.is_empty() {
+            let mut view = staged.slice_mut(0..bytes.len());
+            self.stream.memcpy_htod(bytes, &mut view).map_err(cuda)?;
+        }
+        self.uploaded.1 += bytes.len() as u64;
+        Ok(())
     }
 
     /// Bytes of device memory free now.
@@ -909,16 +927,17 @@ impl Backend for GpuBackend {
         self.staged.clear();
     }
 
-    fn stage(&mut self, slot: usize, bytes: &[u8]) -> Result<u64, RuntimeError> {
+    fn stage(&mut self, slot: usize, piece: &Piece<'_>) -> Result<u64, RuntimeError> {
+        let length = piece.len();
         if self
             .staged
             .get(slot)
-            .is_none_or(|staged| staged.len() < bytes.len())
+            .is_none_or(|staged| staged.len() < length)
         {
             // Room for a somewhat larger piece too (a piece of a column packed in blocks varies
             // with its blocks' widths). A buffer replaced is freed in stream order, after the
             // kernels reading it.
-            let size = (bytes.len() + bytes.len() / 4).max(8);
+            let size = (length + length / 4).max(8);
             let slice = self
                 .stream
                 .alloc_zeros::<u8>(size)
@@ -928,17 +947,68 @@ impl Backend for GpuBackend {
                 None => self.staged.push(slice),
             }
         }
-        let staged = self
-            .staged
-            .get_mut(slot)
-            .ok_or_else(|| RuntimeError::Malformed(format!("staging slot {slot} skipped")))?;
-        if !bytes.is_empty() {
-            let mut view = staged.slice_mut(0..bytes.len());
-            self.stream.memcpy_htod(bytes, &mut view).map_err(cuda)?;
+        let address = {
+            let staged = self
+                .staged
+                .get(slot)
+                .ok_or_else(|| RuntimeError::Malformed(format!("staging slot {slot} skipped")))?;
+            self.address(staged)
+        };
+        match piece {
+            Piece::Within {
+                source,
+                range,
+                spare,
+            } => {
+                let (whole, _) = source.data();
+                let pointer = whole.as_ptr();
+                // The column is registered with the driver once, in place, so that its pieces
+                // copy at the bus's speed and in stream order, without a staging copy on the
+                // host.
+                let known = self.streamed_sources.contains(&(pointer as usize));
+                if !known && whole.len() >= REGISTER_AT_LEAST {
+                    if let std::borrow::Cow::Borrowed(bytes) = &whole {
+                        if self.register(bytes.as_ptr(), bytes.len(), source.is_mapped()) {
+                            self.registered.push(Registered {
+                                pointer: pointer.cast_mut().cast::<c_void>(),
+                                _source: (*source).clone(),
+                            });
+                            self.streamed_sources.insert(pointer as usize);
+                        }
+                    }
+                }
+                let stream = self.stream.cu_stream();
+                if self.streamed_sources.contains(&(pointer as usize)) {
+                    // SAFETY: the range lies within the registered column, which the backend
+                    // keeps alive; the staging buffer holds `range.len() + spare` bytes.
+                    unsafe {
+                        sys::cuMemcpyHtoDAsync_v2(
+                            address,
+                            pointer.add(range.start).cast::<c_void>(),
+                            range.len(),
+                            stream,
+                        )
+                    }
+                    .result()
+                    .map_err(cuda)?;
+                    self.uploaded.0 += range.len() as u64;
+                } else {
+                    let bytes = piece.to_bytes();
+                    self.copy_to_staged(slot, &bytes)?;
+                    return Ok(address);
+                }
+                if *spare > 0 {
+                    // SAFETY: the zeros lie within the staging buffer, written on its stream.
+                    unsafe {
+                        sys::cuMemsetD8Async(address + range.len() as u64, 0, *spare, stream)
+                    }
+                    .result()
+                    .map_err(cuda)?;
+                }
+            }
+            Piece::Made(bytes) => self.copy_to_staged(slot, bytes)?,
         }
-        self.uploaded.1 += bytes.len() as u64;
-        let (pointer, _sync) = staged.device_ptr(&self.stream);
-        Ok(pointer)
+        Ok(address)
     }
 
     fn memory_budget(&self) -> Option<u64> {

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use super::jit::{HostKernel, LoadedObject};
+use super::stream::Piece;
 use super::{filled, Backend, ColumnBytes, Gathered, RuntimeError};
 use crate::program::{BufferSpec, Extent, KernelCode, KernelLaunch};
 use crate::result::present_slots;
@@ -313,7 +314,8 @@ impl Backend for HostBackend {
         self.staged.clear();
     }
 
-    fn stage(&mut self, slot: usize, bytes: &[u8]) -> Result<u64, RuntimeError> {
+    fn stage(&mut self, slot: usize, piece: &Piece<'_>) -> Result<u64, RuntimeError> {
+        let bytes = piece.to_bytes();
         // Kernels run as they are launched, so a slot's piece is free for the next.
         while self.staged.len() <= slot {
             self.staged.push(Vec::new());

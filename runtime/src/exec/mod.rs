@@ -7,7 +7,7 @@ pub mod gpu;
 pub mod host;
 pub mod jit;
 mod readback;
-mod stream;
+pub mod stream;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -61,6 +61,7 @@ pub enum RuntimeError {
 }
 
 /// Bytes a kernel reads as a column.
+#[derive(Clone)]
 pub enum ColumnBytes {
     Values(Arc<Column>),
     /// One byte per row, 1 where the column holds a value.
@@ -212,7 +213,7 @@ pub trait Backend {
     /// `slot` (made or grown as needed, kept until the query's buffers are freed); returns its
     /// address. The copy follows the kernels queued before it, which may read the slot's
     /// previous piece.
-    fn stage(&mut self, slot: usize, bytes: &[u8]) -> Result<u64, RuntimeError>;
+    fn stage(&mut self, slot: usize, piece: &stream::Piece<'_>) -> Result<u64, RuntimeError>;
     /// The most bytes of columns to keep on the device at once, when limited
     /// (`--gpu-memory`): a query reading more streams its largest table through in pieces.
     fn memory_budget(&self) -> Option<u64> {

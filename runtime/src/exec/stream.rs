@@ -14,13 +14,14 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
+use std::ops::Range;
 use std::sync::Arc;
 
 use tessera_storage::compress::{Encoded, BLOCK_LEN};
-use tessera_storage::{Catalog, Column};
+use tessera_storage::Catalog;
 
 use super::{
-    check_rows, packing_changed, table_rows, word_bytes, Backend, BoundLaunch, RuntimeError,
+    check_rows, packing_changed, table_rows, Backend, BoundLaunch, ColumnBytes, RuntimeError,
 };
 use crate::primitives::unpack::DEVICE_SPARE_WORDS;
 use crate::program::{Extent, KernelLaunch, Param, QueryProgram};
@@ -42,80 +43,112 @@ pub(super) struct Streaming {
 
 /// How one parameter of a streamed kernel is cut into pieces of rows.
 pub(super) enum RowSlice {
-    /// `width` bytes per row: a column's values, or its validity (one byte a row).
-    Rows { bytes: RowBytes, width: usize },
+    /// `width` bytes per row of `source`: a column's values, or its validity (one byte a row).
+    Rows { source: ColumnBytes, width: usize },
+    /// One byte per row, all ones: a column without nulls read as one that may have them.
+    AllValid,
     /// Codes of `bits` bits each in one bit stream (`pack`, `dict`).
-    Fixed { packed: Arc<Encoded>, bits: u32 },
+    Fixed { words: ColumnBytes, bits: u32 },
     /// Blocks of 128 values (`for`, `dfor`): the words of the piece's blocks.
-    Blocks { packed: Arc<Encoded> },
+    Blocks {
+        words: ColumnBytes,
+        packed: Arc<Encoded>,
+    },
     /// The piece's block starts, counted from its first block's first word.
     Starts { packed: Arc<Encoded> },
 }
 
-/// Where a [`RowSlice::Rows`] finds its bytes.
-pub(super) enum RowBytes {
-    Values(Arc<Column>),
-    Validity(Arc<Column>),
-    /// A column without nulls read as one that may have them: all ones.
-    AllValid,
+/// What a kernel reads of a streamed column for one piece of rows.
+pub enum Piece<'a> {
+    /// Bytes `range` of `source` as they lie in memory (`ColumnBytes::data`), then `spare`
+    /// zero bytes.
+    Within {
+        source: &'a ColumnBytes,
+        range: Range<usize>,
+        spare: usize,
+    },
+    /// Bytes made for the piece.
+    Made(Vec<u8>),
+}
+
+impl Piece<'_> {
+    /// The piece's bytes, spare zeros included.
+    pub fn to_bytes(&self) -> Cow<'_, [u8]> {
+        match self {
+            Piece::Within {
+                source,
+                range,
+                spare,
+            } => {
+                let (whole, _) = source.data();
+                let mut bytes = Vec::with_capacity(range.len() + spare);
+                bytes.extend_from_slice(&whole[range.clone()]);
+                bytes.resize(range.len() + spare, 0);
+                Cow::Owned(bytes)
+            }
+            Piece::Made(bytes) => Cow::Borrowed(bytes),
+        }
+    }
+
+    /// Bytes the piece takes on the device.
+    pub fn len(&self) -> usize {
+        match self {
+            Piece::Within { range, spare, .. } => range.len() + spare,
+            Piece::Made(bytes) => bytes.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl RowSlice {
-    /// The bytes a kernel reads for rows `start .. end` (`start` a multiple of
-    /// [`PIECE_ALIGN`]).
-    pub fn piece(&self, start: u64, end: u64) -> Cow<'_, [u8]> {
+    /// What a kernel reads for rows `start .. end` (`start` a multiple of [`PIECE_ALIGN`]).
+    pub fn piece(&self, start: u64, end: u64) -> Piece<'_> {
         let (start, end) = (start as usize, end as usize);
+        let spare = DEVICE_SPARE_WORDS * 4;
         match self {
-            RowSlice::Rows {
-                bytes: RowBytes::Values(column),
-                width,
-            } => Cow::Borrowed(&column.data.as_bytes()[start * width..end * width]),
-            RowSlice::Rows {
-                bytes: RowBytes::Validity(column),
-                ..
-            } => match &column.validity {
-                // SAFETY: `bool` is one byte holding 0 or 1.
-                Some(valid) => Cow::Borrowed(unsafe {
-                    std::slice::from_raw_parts(valid[start..end].as_ptr().cast::<u8>(), end - start)
-                }),
-                None => Cow::Owned(vec![1; end - start]),
+            RowSlice::Rows { source, width } => Piece::Within {
+                source,
+                range: start * width..end * width,
+                spare: 0,
             },
-            RowSlice::Rows {
-                bytes: RowBytes::AllValid,
-                ..
-            } => Cow::Owned(vec![1; end - start]),
-            RowSlice::Fixed { packed, bits } => {
+            RowSlice::AllValid => Piece::Made(vec![1; end - start]),
+            RowSlice::Fixed { words, bits } => {
                 let bits = *bits as usize;
-                let first = start * bits / 32;
-                let last = (end * bits).div_ceil(32).min(packed.data.len());
-                with_spare_words(&packed.data[first..last.max(first)])
+                let length = words.data().0.len();
+                let first = (start * bits / 32 * 4).min(length);
+                let last = ((end * bits).div_ceil(32) * 4).clamp(first, length);
+                Piece::Within {
+                    source: words,
+                    range: first..last,
+                    spare,
+                }
             }
-            RowSlice::Blocks { packed } => {
+            RowSlice::Blocks { words, packed } => {
                 let starts = &packed.block_starts;
                 let (first, last) = (start / BLOCK_LEN, end.div_ceil(BLOCK_LEN));
-                let words = starts[first] as usize..starts[last.min(starts.len() - 1)] as usize;
-                with_spare_words(&packed.data[words])
+                let word = |block: usize| starts[block.min(starts.len() - 1)] as usize * 4;
+                Piece::Within {
+                    source: words,
+                    range: word(first)..word(last),
+                    spare,
+                }
             }
             RowSlice::Starts { packed } => {
                 let starts = &packed.block_starts;
                 let (first, last) = (start / BLOCK_LEN, end.div_ceil(BLOCK_LEN));
                 let base = starts[first];
-                let rebased: Vec<u8> = starts[first..=last.min(starts.len() - 1)]
-                    .iter()
-                    .flat_map(|word| (word - base).to_le_bytes())
-                    .collect();
-                Cow::Owned(rebased)
+                Piece::Made(
+                    starts[first..=last.min(starts.len() - 1)]
+                        .iter()
+                        .flat_map(|word| (word - base).to_le_bytes())
+                        .collect(),
+                )
             }
         }
     }
-}
-
-/// `words` and the zero words a decoder may read past them.
-fn with_spare_words(words: &[u32]) -> Cow<'static, [u8]> {
-    let mut bytes = Vec::with_capacity((words.len() + DEVICE_SPARE_WORDS) * 4);
-    bytes.extend_from_slice(word_bytes(words));
-    bytes.resize(bytes.len() + DEVICE_SPARE_WORDS * 4, 0);
-    Cow::Owned(bytes)
 }
 
 /// The table of `query` whose columns stream through the device (see the module), if the
@@ -192,18 +225,18 @@ pub(super) fn row_slice(
             check_rows(table, column, loaded.len(), rows)?;
             RowSlice::Rows {
                 width: loaded.data.ty().width(),
-                bytes: RowBytes::Values(loaded),
+                source: ColumnBytes::Values(loaded),
             }
         }
         Param::Validity { table, column } => {
             let loaded = catalog.kernel_column(table, column)?;
             check_rows(table, column, loaded.len(), rows)?;
-            RowSlice::Rows {
-                width: 1,
-                bytes: match loaded.validity {
-                    Some(_) => RowBytes::Validity(loaded),
-                    None => RowBytes::AllValid,
+            match loaded.validity {
+                Some(_) => RowSlice::Rows {
+                    width: 1,
+                    source: ColumnBytes::Validity(loaded),
                 },
+                None => RowSlice::AllValid,
             }
         }
         Param::PackedWords {
@@ -228,13 +261,14 @@ pub(super) fn row_slice(
             if let Some(change) = packing_changed(param, &packed) {
                 return Err(RuntimeError::Stale(format!("`{table}.{column}` {change}")));
             }
+            let words = ColumnBytes::PackedWords(Arc::clone(&packed));
             match param {
                 Param::BlockStarts { .. } => RowSlice::Starts { packed },
                 Param::FixedWords { width, .. } => RowSlice::Fixed {
                     bits: *width,
-                    packed,
+                    words,
                 },
-                _ => RowSlice::Blocks { packed },
+                _ => RowSlice::Blocks { words, packed },
             }
         }
         other => {
