@@ -426,7 +426,14 @@ fn report_timing(
         .into_iter()
         .flatten()
         .filter_map(|o| o.timing.streamed.as_ref())
-        .map(|(table, launches)| format!("; streamed `{table}` in {launches} launches"))
+        .map(|s| {
+            format!(
+                "; streamed `{}` in {} launches ({:.1} MB)",
+                s.table,
+                s.launches,
+                s.bytes as f64 / 1e6
+            )
+        })
         .collect();
     eprintln!(
         "timing: {first}: waited {waited:.3} ms for the device, held it {held:.3} ms: setup {setup:.3}, kernels {kernels:.3}, results {results:.3}, rest {:.3}; program {}{streamed}",

@@ -968,7 +968,17 @@ impl Backend for GpuBackend {
                 let known = self.streamed_sources.contains(&(pointer as usize));
                 if !known && whole.len() >= REGISTER_AT_LEAST {
                     if let std::borrow::Cow::Borrowed(bytes) = &whole {
-                        if self.register(bytes.as_ptr(), bytes.len(), source.is_mapped()) {
+                        // Registered already when it was resident for an earlier query.
+                        let mut flags = 0;
+                        // SAFETY: only asks the driver about the address.
+                        let registered = unsafe {
+                            sys::cuMemHostGetFlags(&mut flags, pointer.cast_mut().cast())
+                        }
+                        .result()
+                        .is_ok();
+                        if registered {
+                            self.streamed_sources.insert(pointer as usize);
+                        } else if self.register(bytes.as_ptr(), bytes.len(), source.is_mapped()) {
                             self.registered.push(Registered {
                                 pointer: pointer.cast_mut().cast::<c_void>(),
                                 _source: (*source).clone(),

@@ -236,8 +236,18 @@ pub struct Timing {
     pub setup_ms: f64,
     /// Reading the result back and decoding it (milliseconds).
     pub finish_ms: f64,
-    /// The table streamed through the device, and in how many launches of its kernels.
-    pub streamed: Option<(String, usize)>,
+    /// The table streamed through the device, if one was.
+    pub streamed: Option<Streamed>,
+}
+
+/// A table streamed through the device in pieces (`exec::stream`).
+#[derive(Clone, Debug)]
+pub struct Streamed {
+    pub table: String,
+    /// Launches of its kernels, one per piece each.
+    pub launches: usize,
+    /// Bytes of the pieces copied to the device.
+    pub bytes: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -431,12 +441,21 @@ fn run_with_capacity(
     }
     timing.setup_ms = setup.elapsed().as_secs_f64() * 1e3;
     let mut launches = Vec::with_capacity(bound.len());
+    let mut staged = 0;
     for (kernel, launch) in query.kernels.iter().zip(&bound) {
         check()?;
         match &streaming {
-            Some(streaming) if !launch.slices.is_empty() => launches.push(
-                stream::launch_in_pieces(backend, kernel, launch, streaming.piece_rows, &check)?,
-            ),
+            Some(streaming) if !launch.slices.is_empty() => {
+                let (count, bytes) = stream::launch_in_pieces(
+                    backend,
+                    kernel,
+                    launch,
+                    streaming.piece_rows,
+                    &check,
+                )?;
+                launches.push(count);
+                staged += bytes;
+            }
             _ => {
                 backend.launch(kernel, launch.rows, &launch.args)?;
                 launches.push(1);
@@ -448,7 +467,11 @@ fn run_with_capacity(
     timing.query_ms = total;
     if let Some(streaming) = &streaming {
         let pieces = launches.iter().filter(|count| **count > 1).sum();
-        timing.streamed = Some((streaming.table.clone(), pieces));
+        timing.streamed = Some(Streamed {
+            table: streaming.table.clone(),
+            launches: pieces,
+            bytes: staged,
+        });
     }
     // A kernel streamed in pieces took the time of all its launches.
     let mut times = Vec::with_capacity(launches.len());

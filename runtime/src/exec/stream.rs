@@ -323,22 +323,26 @@ fn row_param_bytes<'p>(
     }))
 }
 
-/// Launches `kernel` once per piece of its rows (see the module); returns how many launches.
+/// Launches `kernel` once per piece of its rows (see the module); returns how many launches,
+/// and the bytes of the pieces staged.
 pub(super) fn launch_in_pieces(
     backend: &mut dyn Backend,
     kernel: &KernelLaunch,
     launch: &BoundLaunch,
     piece_rows: u64,
     check: &dyn Fn() -> Result<(), RuntimeError>,
-) -> Result<usize, RuntimeError> {
+) -> Result<(usize, u64), RuntimeError> {
     let mut args = launch.args.clone();
     let mut launches = 0;
+    let mut staged = 0;
     let mut start = 0;
     while start < launch.rows {
         check()?;
         let end = (start + piece_rows).min(launch.rows);
         for (slot, (index, slice)) in launch.slices.iter().enumerate() {
-            args[*index] = backend.stage(slot, &slice.piece(start, end))?;
+            let piece = slice.piece(start, end);
+            staged += piece.len() as u64;
+            args[*index] = backend.stage(slot, &piece)?;
         }
         for (arg, param) in args.iter_mut().zip(&kernel.params) {
             if let Param::Rows { .. } = param {
@@ -349,5 +353,5 @@ pub(super) fn launch_in_pieces(
         launches += 1;
         start = end;
     }
-    Ok(launches)
+    Ok((launches, staged))
 }
