@@ -300,24 +300,28 @@ fn listening_beyond_loopback_needs_trust() {
     );
 }
 
-#[test]
-fn decimals_reach_clients_as_numerics() {
-    let folder = common::repo().join("tests/data/decimals");
+/// Serves `folder` and sends `script` through psycopg, in binary (a binary cursor) and as text,
+/// expecting the rows DuckDB's `sql` gives over `file` there (`{file}` in it), as Python values;
+/// then through `tessera run --server`, whose CSV it returns.
+fn psycopg_and_tessera_get_duckdbs_rows(
+    folder: &str,
+    file: &str,
+    script: &str,
+    sql: &str,
+) -> String {
+    let folder = common::repo().join(folder);
     let server = Server::start_serving(folder.to_str().expect("utf-8"), "127.0.0.1", |_| {});
-    let script = "from lines | where id < 40 | select id, price, weight, net = price * (1 - discount) | sort id";
-    // psycopg reads numerics in binary (a binary cursor) and as text; DuckDB answers the same
-    // question over the same file.
+    let sql = sql.replace("{file}", &folder.join(file).display().to_string());
     let check = format!(
         r#"
 import duckdb, psycopg
-expected = duckdb.sql("SELECT id, price, weight, price * (1 - discount) AS net FROM '{file}' WHERE id < 40 ORDER BY id").fetchall()
+expected = duckdb.sql({sql:?}).fetchall()
 with psycopg.connect(host='127.0.0.1', port={port}, user='tessera', dbname='tessera', autocommit=True) as conn:
     for binary in (True, False):
-        rows = conn.cursor(binary=binary).execute("{script}").fetchall()
+        rows = conn.cursor(binary=binary).execute({script:?}).fetchall()
         assert [tuple(r) for r in rows] == expected, (binary, rows[:3], expected[:3])
 print(len(expected))
 "#,
-        file = folder.join("lines.parquet").display(),
         port = server.port,
     );
     let python = Command::new("python3")
@@ -326,26 +330,29 @@ print(len(expected))
         .expect("python3 runs");
     assert!(
         python.status.success(),
-        "{}{}",
+        "psycopg (pip install 'psycopg[binary]'): {}{}",
         text(&python.stdout),
         text(&python.stderr)
     );
     assert_eq!(text(&python.stdout).trim(), "40");
-    // `tessera run --server` reads the numerics back with their scale.
     let remote = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args([
-            "run",
-            "-c",
-            script,
-            "--server",
-            &server.address,
-            "--format",
-            "csv",
-        ])
+        .args(["run", "-c", script, "--server", &server.address])
+        .args(["--format", "csv"])
         .output()
         .expect("tessera runs");
     assert!(remote.status.success(), "{}", text(&remote.stderr));
-    let csv = text(&remote.stdout);
+    text(&remote.stdout)
+}
+
+#[test]
+fn decimals_reach_clients_as_numerics() {
+    let csv = psycopg_and_tessera_get_duckdbs_rows(
+        "tests/data/decimals",
+        "lines.parquet",
+        "from lines | where id < 40 | select id, price, weight, net = price * (1 - discount) | sort id",
+        "SELECT id, price, weight, price * (1 - discount) AS net FROM '{file}' WHERE id < 40 ORDER BY id",
+    );
+    // `tessera run --server` reads the numerics back with their scale.
     assert!(
         csv.lines()
             .nth(1)
@@ -356,50 +363,13 @@ print(len(expected))
 
 #[test]
 fn timestamps_and_times_reach_clients_typed() {
-    let folder = common::repo().join("tests/data/times");
-    let server = Server::start_serving(folder.to_str().expect("utf-8"), "127.0.0.1", |_| {});
-    let script = "from events | where id < 40 | select id, at, at_ms, clock, day | sort id";
-    // psycopg reads `timestamp` and `time` in binary and as text into Python's datetime and
-    // time; DuckDB answers the same question over the same file.
-    let check = format!(
-        r#"
-import duckdb, psycopg
-expected = duckdb.sql("SELECT id, \"at\", at_ms, clock, day FROM '{file}' WHERE id < 40 ORDER BY id").fetchall()
-with psycopg.connect(host='127.0.0.1', port={port}, user='tessera', dbname='tessera', autocommit=True) as conn:
-    for binary in (True, False):
-        rows = conn.cursor(binary=binary).execute("{script}").fetchall()
-        assert [tuple(r) for r in rows] == expected, (binary, rows[:3], expected[:3])
-print(len(expected))
-"#,
-        file = folder.join("events.parquet").display(),
-        port = server.port,
+    let csv = psycopg_and_tessera_get_duckdbs_rows(
+        "tests/data/times",
+        "events.parquet",
+        "from events | where id < 40 | select id, at, at_ms, clock, day | sort id",
+        "SELECT id, \"at\", at_ms, clock, day FROM '{file}' WHERE id < 40 ORDER BY id",
     );
-    let python = Command::new("python3")
-        .args(["-c", &check])
-        .output()
-        .expect("python3 runs");
-    assert!(
-        python.status.success(),
-        "{}{}",
-        text(&python.stdout),
-        text(&python.stderr)
-    );
-    assert_eq!(text(&python.stdout).trim(), "40");
     // `tessera run --server` reads them back as a local run prints them.
-    let remote = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args([
-            "run",
-            "-c",
-            script,
-            "--server",
-            &server.address,
-            "--format",
-            "csv",
-        ])
-        .output()
-        .expect("tessera runs");
-    assert!(remote.status.success(), "{}", text(&remote.stderr));
-    let csv = text(&remote.stdout);
     assert!(
         csv.lines().nth(2).is_some_and(|row| row
             .starts_with("1,1969-12-31 00:11:59.273757,1994-01-02 00:00:00.123,00:20:34.567891,")),

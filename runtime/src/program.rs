@@ -291,6 +291,40 @@ pub enum Param {
 }
 
 impl Param {
+    /// The stored column the parameter holds (a part of): its table, its name, and the scheme
+    /// of its packed form (`None` for its values or validity as stored).
+    pub fn stored_column(&self) -> Option<(&str, &str, Option<Scheme>)> {
+        match self {
+            Param::Column { table, column } | Param::Validity { table, column } => {
+                Some((table, column, None))
+            }
+            Param::PackedWords {
+                table,
+                column,
+                scheme,
+                ..
+            }
+            | Param::FixedWords {
+                table,
+                column,
+                scheme,
+                ..
+            }
+            | Param::BlockStarts {
+                table,
+                column,
+                scheme,
+            }
+            | Param::Dictionary {
+                table,
+                column,
+                scheme,
+                ..
+            } => Some((table, column, Some(*scheme))),
+            _ => None,
+        }
+    }
+
     /// Whether the kernel receives the parameter as a device address (of a column, a table or
     /// a buffer) rather than as a 64-bit number.
     pub fn is_pointer(&self) -> bool {

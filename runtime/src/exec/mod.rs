@@ -576,34 +576,8 @@ pub fn prefetch_columns(query: &QueryProgram, catalog: &Catalog) {
     let mut wanted: Vec<(&str, &str, Option<tessera_storage::compress::Scheme>)> = Vec::new();
     for kernel in &query.kernels {
         for param in &kernel.params {
-            let read = match param {
-                Param::Column { table, column } | Param::Validity { table, column } => {
-                    (table.as_str(), column.as_str(), None)
-                }
-                Param::PackedWords {
-                    table,
-                    column,
-                    scheme,
-                    ..
-                }
-                | Param::FixedWords {
-                    table,
-                    column,
-                    scheme,
-                    ..
-                }
-                | Param::BlockStarts {
-                    table,
-                    column,
-                    scheme,
-                }
-                | Param::Dictionary {
-                    table,
-                    column,
-                    scheme,
-                    ..
-                } => (table.as_str(), column.as_str(), Some(*scheme)),
-                _ => continue,
+            let Some(read) = param.stored_column() else {
+                continue;
             };
             if !wanted.contains(&read) {
                 wanted.push(read);

@@ -104,6 +104,17 @@ impl Piece<'_> {
 }
 
 impl RowSlice {
+    /// Bytes of the whole column on the device (made-up validity counts none).
+    fn bytes(&self) -> u64 {
+        match self {
+            RowSlice::Rows { source, .. }
+            | RowSlice::Fixed { words: source, .. }
+            | RowSlice::Blocks { words: source, .. } => source.data().0.len() as u64,
+            RowSlice::AllValid => 0,
+            RowSlice::Starts { packed } => packed.block_starts.len() as u64 * 4,
+        }
+    }
+
     /// What a kernel reads for rows `start .. end` (`start` a multiple of [`PIECE_ALIGN`]).
     pub fn piece(&self, start: u64, end: u64) -> Piece<'_> {
         let (start, end) = (start as usize, end as usize);
@@ -165,12 +176,13 @@ pub(super) fn streamed_table(
     let mut per_table: Vec<(String, u64)> = Vec::new();
     for kernel in &query.kernels {
         for param in &kernel.params {
-            let Some((table, bytes)) = row_param_bytes(param, catalog)? else {
+            let Some(table) = row_param_table(param) else {
                 continue;
             };
             if !seen.insert(format!("{param:?}")) {
                 continue;
             }
+            let bytes = row_slice(param, catalog, table_rows(catalog, table)?)?.bytes();
             match per_table.iter_mut().find(|(t, _)| t == table) {
                 Some((_, total)) => *total += bytes,
                 None => per_table.push((table.to_string(), bytes)),
@@ -204,12 +216,9 @@ pub(super) fn streamed_table(
 /// The table whose rows parameter `param` holds something of per row, if any.
 pub(super) fn row_param_table(param: &Param) -> Option<&str> {
     match param {
-        Param::Column { table, .. }
-        | Param::Validity { table, .. }
-        | Param::PackedWords { table, .. }
-        | Param::FixedWords { table, .. }
-        | Param::BlockStarts { table, .. } => Some(table),
-        _ => None,
+        // One entry per distinct value, not per row.
+        Param::Dictionary { .. } => None,
+        _ => param.stored_column().map(|(table, ..)| table),
     }
 }
 
@@ -219,108 +228,38 @@ pub(super) fn row_slice(
     catalog: &Catalog,
     rows: u64,
 ) -> Result<RowSlice, RuntimeError> {
-    Ok(match param {
-        Param::Column { table, column } => {
-            let loaded = catalog.kernel_column(table, column)?;
-            check_rows(table, column, loaded.len(), rows)?;
-            RowSlice::Rows {
+    let not_rows = || RuntimeError::Malformed(format!("{param:?} is not a column of rows"));
+    let (table, column, scheme) = param.stored_column().ok_or_else(not_rows)?;
+    let Some(scheme) = scheme else {
+        let loaded = catalog.kernel_column(table, column)?;
+        check_rows(table, column, loaded.len(), rows)?;
+        return Ok(match param {
+            Param::Column { .. } => RowSlice::Rows {
                 width: loaded.data.ty().width(),
                 source: ColumnBytes::Values(loaded),
-            }
-        }
-        Param::Validity { table, column } => {
-            let loaded = catalog.kernel_column(table, column)?;
-            check_rows(table, column, loaded.len(), rows)?;
-            match loaded.validity {
-                Some(_) => RowSlice::Rows {
-                    width: 1,
-                    source: ColumnBytes::Validity(loaded),
-                },
-                None => RowSlice::AllValid,
-            }
-        }
-        Param::PackedWords {
-            table,
-            column,
-            scheme,
-            ..
-        }
-        | Param::FixedWords {
-            table,
-            column,
-            scheme,
-            ..
-        }
-        | Param::BlockStarts {
-            table,
-            column,
-            scheme,
-        } => {
-            let packed = catalog.kernel_packed(table, column, *scheme)?;
-            check_rows(table, column, packed.len, rows)?;
-            if let Some(change) = packing_changed(param, &packed) {
-                return Err(RuntimeError::Stale(format!("`{table}.{column}` {change}")));
-            }
-            let words = ColumnBytes::PackedWords(Arc::clone(&packed));
-            match param {
-                Param::BlockStarts { .. } => RowSlice::Starts { packed },
-                Param::FixedWords { width, .. } => RowSlice::Fixed {
-                    bits: *width,
-                    words,
-                },
-                _ => RowSlice::Blocks { words, packed },
-            }
-        }
-        other => {
-            return Err(RuntimeError::Malformed(format!(
-                "{other:?} is not a column of rows to stream"
-            )))
-        }
+            },
+            _ if loaded.validity.is_some() => RowSlice::Rows {
+                width: 1,
+                source: ColumnBytes::Validity(loaded),
+            },
+            _ => RowSlice::AllValid,
+        });
+    };
+    let packed = catalog.kernel_packed(table, column, scheme)?;
+    check_rows(table, column, packed.len, rows)?;
+    if let Some(change) = packing_changed(param, &packed) {
+        return Err(RuntimeError::Stale(format!("`{table}.{column}` {change}")));
+    }
+    let words = ColumnBytes::PackedWords(Arc::clone(&packed));
+    Ok(match param {
+        Param::BlockStarts { .. } => RowSlice::Starts { packed },
+        Param::FixedWords { width, .. } => RowSlice::Fixed {
+            bits: *width,
+            words,
+        },
+        Param::PackedWords { .. } => RowSlice::Blocks { words, packed },
+        _ => return Err(not_rows()),
     })
-}
-
-/// The table of a per-row parameter and the bytes it takes on the device.
-fn row_param_bytes<'p>(
-    param: &'p Param,
-    catalog: &Catalog,
-) -> Result<Option<(&'p str, u64)>, RuntimeError> {
-    Ok(Some(match param {
-        Param::Column { table, column } => {
-            let loaded = catalog.kernel_column(table, column)?;
-            (table, loaded.data.as_bytes().len() as u64)
-        }
-        Param::Validity { table, column } => {
-            (table, catalog.kernel_column(table, column)?.len() as u64)
-        }
-        Param::PackedWords {
-            table,
-            column,
-            scheme,
-            ..
-        }
-        | Param::FixedWords {
-            table,
-            column,
-            scheme,
-            ..
-        } => (
-            table,
-            catalog.kernel_packed(table, column, *scheme)?.data.len() as u64 * 4,
-        ),
-        Param::BlockStarts {
-            table,
-            column,
-            scheme,
-        } => (
-            table,
-            catalog
-                .kernel_packed(table, column, *scheme)?
-                .block_starts
-                .len() as u64
-                * 4,
-        ),
-        _ => return Ok(None),
-    }))
 }
 
 /// Launches `kernel` once per piece of its rows (see the module); returns how many launches,
