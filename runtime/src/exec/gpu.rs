@@ -7,7 +7,7 @@
 //! filled per query; kernels timed with CUDA events. The driver library is probed for before
 //! cudarc touches it, since its loader panics when `libcuda.so` is absent.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -367,8 +367,6 @@ pub struct GpuBackend {
     buffers: Vec<CudaSlice<u8>>,
     /// Pieces of a streamed table's columns, one buffer per column slot (`Backend::stage`).
     staged: Vec<CudaSlice<u8>>,
-    /// The host addresses of streamed columns registered with the driver.
-    streamed_sources: HashSet<usize>,
     /// Kernels queued since the last `wait`, with events around each.
     pending: Vec<(String, CudaEvent, CudaEvent)>,
     /// The kernels that gather a grouped result's groups (`gather.ptx`), once loaded.
@@ -439,7 +437,6 @@ impl GpuBackend {
             queries: 0,
             buffers: Vec::new(),
             staged: Vec::new(),
-            streamed_sources: HashSet::new(),
             pending: Vec::new(),
             gathering: None,
         })
@@ -593,6 +590,32 @@ impl GpuBackend {
         Ok((register_ms_per_mb, bytes as f64 / best))
     }
 
+    /// Whether `source`'s bytes are registered with the driver (page-locked in place),
+    /// registering them the first time: borrowed bytes of at least [`REGISTER_AT_LEAST`], which
+    /// stay registered (and alive) until the backend goes, so a column uploaded again after its
+    /// eviction, or streamed in pieces, copies from them at the bus's speed.
+    fn registered_in_place(&mut self, source: &ColumnBytes) -> bool {
+        let (bytes, _) = source.data();
+        let std::borrow::Cow::Borrowed(bytes) = bytes else {
+            return false;
+        };
+        let pointer = bytes.as_ptr().cast_mut().cast::<c_void>();
+        if bytes.len() < REGISTER_AT_LEAST {
+            return false;
+        }
+        if self.registered.iter().any(|known| known.pointer == pointer) {
+            return true;
+        }
+        if !self.register(bytes.as_ptr(), bytes.len(), source.is_mapped()) {
+            return false;
+        }
+        self.registered.push(Registered {
+            pointer,
+            _source: source.clone(),
+        });
+        true
+    }
+
     /// Copies `bytes` to the start of staging buffer `slot`, through the driver's staging.
     fn copy_to_staged(&mut self, slot: usize, bytes: &[u8]) -> Result<(), RuntimeError> {
         let staged = self
@@ -628,12 +651,7 @@ impl Backend for GpuBackend {
         let size = (length + zeros).max(8);
         self.make_room(key, size as u64)?;
         let pointer = bytes.as_ptr();
-        let registered = match &bytes {
-            std::borrow::Cow::Borrowed(_) if length >= REGISTER_AT_LEAST => {
-                self.register(pointer, length, source.is_mapped())
-            }
-            _ => false,
-        };
+        let registered = self.registered_in_place(&source);
         // SAFETY: the whole allocation is written before any kernel, queued after these writes
         // on the same stream, reads it: the bytes by the copy below, the rest with zeros.
         let mut slice =
@@ -672,13 +690,6 @@ impl Backend for GpuBackend {
             self.stream
                 .memcpy_htod(bytes.as_ref(), &mut view)
                 .map_err(cuda)?;
-        }
-        drop(bytes);
-        if registered {
-            self.registered.push(Registered {
-                pointer: pointer.cast_mut().cast::<c_void>(),
-                _source: source,
-            });
         }
         self.columns.insert(key.to_string(), slice);
         self.resident_bytes += size as u64;
@@ -960,53 +971,27 @@ impl Backend for GpuBackend {
                 range,
                 spare,
             } => {
-                let (whole, _) = source.data();
-                let pointer = whole.as_ptr();
-                // The column is registered with the driver once, in place, so that its pieces
-                // copy at the bus's speed and in stream order, without a staging copy on the
-                // host.
-                let known = self.streamed_sources.contains(&(pointer as usize));
-                if !known && whole.len() >= REGISTER_AT_LEAST {
-                    if let std::borrow::Cow::Borrowed(bytes) = &whole {
-                        // Registered already when it was resident for an earlier query.
-                        let mut flags = 0;
-                        // SAFETY: only asks the driver about the address.
-                        let registered = unsafe {
-                            sys::cuMemHostGetFlags(&mut flags, pointer.cast_mut().cast())
-                        }
-                        .result()
-                        .is_ok();
-                        if registered {
-                            self.streamed_sources.insert(pointer as usize);
-                        } else if self.register(bytes.as_ptr(), bytes.len(), source.is_mapped()) {
-                            self.registered.push(Registered {
-                                pointer: pointer.cast_mut().cast::<c_void>(),
-                                _source: (*source).clone(),
-                            });
-                            self.streamed_sources.insert(pointer as usize);
-                        }
-                    }
-                }
-                let stream = self.stream.cu_stream();
-                if self.streamed_sources.contains(&(pointer as usize)) {
-                    // SAFETY: the range lies within the registered column, which the backend
-                    // keeps alive; the staging buffer holds `range.len() + spare` bytes.
-                    unsafe {
-                        sys::cuMemcpyHtoDAsync_v2(
-                            address,
-                            pointer.add(range.start).cast::<c_void>(),
-                            range.len(),
-                            stream,
-                        )
-                    }
-                    .result()
-                    .map_err(cuda)?;
-                    self.uploaded.0 += range.len() as u64;
-                } else {
-                    let bytes = piece.to_bytes();
-                    self.copy_to_staged(slot, &bytes)?;
+                // Pieces of a registered column copy at the bus's speed and in stream order,
+                // without a staging copy on the host.
+                if !self.registered_in_place(source) {
+                    self.copy_to_staged(slot, &piece.to_bytes())?;
                     return Ok(address);
                 }
+                let pointer = source.data().0.as_ptr();
+                let stream = self.stream.cu_stream();
+                // SAFETY: the range lies within the registered column, which the backend keeps
+                // alive; the staging buffer holds `range.len() + spare` bytes.
+                unsafe {
+                    sys::cuMemcpyHtoDAsync_v2(
+                        address,
+                        pointer.add(range.start).cast::<c_void>(),
+                        range.len(),
+                        stream,
+                    )
+                }
+                .result()
+                .map_err(cuda)?;
+                self.uploaded.0 += range.len() as u64;
                 if *spare > 0 {
                     // SAFETY: the zeros lie within the staging buffer, written on its stream.
                     unsafe {
