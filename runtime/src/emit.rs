@@ -58,17 +58,6 @@ pub enum KernelArgs<'ctx> {
 }
 
 impl<'ctx> KernelArgs<'ctx> {
-    pub fn len(&self) -> usize {
-        match self {
-            KernelArgs::Values(values) => values.len(),
-            KernelArgs::Table { pointers, .. } => pointers.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Parameter `index`; from a table, loaded at the builder's position.
     pub fn get(&self, em: &Emitter<'ctx, '_>, index: usize) -> CodegenResult<BasicValueEnum<'ctx>> {
         let missing = || CodegenError::Invalid(format!("kernel parameter {index} is missing"));

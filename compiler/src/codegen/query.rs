@@ -350,6 +350,13 @@ pub(super) fn query_to_llvm(
     let mut shape = None;
     for pipeline in &query.pipelines {
         let (sink, result) = plan_sink(&mut qc, pipeline)?;
+        let probes = pipeline
+            .steps
+            .iter()
+            .any(|step| matches!(step, crate::physical::Step::Probe { .. }));
+        let runtime_loops = pipeline.steps.iter().any(|step| {
+            matches!(step, crate::physical::Step::Probe { table, .. } if qc.chains[*table].is_some())
+        });
         let sinks = sink.into_kernel_sinks();
         let parts = sinks.len();
         for (part, sink) in sinks.into_iter().enumerate() {
@@ -367,13 +374,6 @@ pub(super) fn query_to_llvm(
                     format!("generated LLVM IR is invalid: {message}"),
                 ));
             }
-            let probes = pipeline
-                .steps
-                .iter()
-                .any(|step| matches!(step, crate::physical::Step::Probe { .. }));
-            let runtime_loops = pipeline.steps.iter().any(|step| {
-                matches!(step, crate::physical::Step::Probe { table, .. } if qc.chains[*table].is_some())
-            });
             modules.push(KernelModule {
                 kernel: name,
                 bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),

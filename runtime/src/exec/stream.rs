@@ -13,7 +13,6 @@
 //! not fit).
 
 use std::borrow::Cow;
-use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -172,16 +171,17 @@ pub(super) fn streamed_table(
     let Some(budget) = backend.memory_budget() else {
         return Ok(None);
     };
-    let mut seen = HashSet::new();
+    let mut seen: Vec<&Param> = Vec::new();
     let mut per_table: Vec<(String, u64)> = Vec::new();
     for kernel in &query.kernels {
         for param in &kernel.params {
             let Some(table) = row_param_table(param) else {
                 continue;
             };
-            if !seen.insert(format!("{param:?}")) {
+            if seen.contains(&param) {
                 continue;
             }
+            seen.push(param);
             let bytes = row_slice(param, catalog, table_rows(catalog, table)?)?.bytes();
             match per_table.iter_mut().find(|(t, _)| t == table) {
                 Some((_, total)) => *total += bytes,
