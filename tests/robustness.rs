@@ -190,18 +190,21 @@ fn gpu_code(dir: &tempfile::TempDir, name: &str, script: &str) -> String {
     text(&output.stdout)
 }
 
-/// A GPU kernel of more parameters than CUDA passes one by one (here a `select` of 300
-/// columns, an output buffer each: the driver once refused the PTX) takes the address of a
-/// table of them; one of fewer takes them one by one.
+/// A GPU kernel of more parameters than CUDA passes one by one (here a hash grouping of 300
+/// aggregates, which stays one kernel, a buffer each: the driver once refused the PTX) takes
+/// the address of a table of them; one of fewer takes them one by one.
 #[test]
 fn a_gpu_kernel_of_many_parameters_reads_them_from_a_table() {
     let dir = tempfile::tempdir().expect("a scratch folder");
     let entry_params = |count: usize| {
-        let columns: Vec<String> = (0..count)
-            .map(|i| format!("c{i} = s_suppkey + {i}"))
+        let aggregates: Vec<String> = (0..count)
+            .map(|i| format!("a{i} = sum(s_suppkey + {i})"))
             .collect();
-        let script = format!("from supplier | select {}\n", columns.join(", "));
-        let ptx = gpu_code(&dir, &format!("select{count}.tq"), &script);
+        let script = format!(
+            "from supplier | derive k = s_suppkey * 1000003 | group k {{ {} }}\n",
+            aggregates.join(", ")
+        );
+        let ptx = gpu_code(&dir, &format!("group{count}.tq"), &script);
         let entry = ptx.split(".entry").nth(1).expect("a kernel");
         let signature = entry.split(')').next().expect("its parameters");
         signature.matches(".param").count()
@@ -229,6 +232,24 @@ fn many_aggregates_run_as_several_kernels() {
     };
     assert_eq!(kernels(32), 1);
     assert_eq!(kernels(100), 4);
+}
+
+/// Rows of many columns are written by kernels of at most 32 columns each, compacted
+/// (filtered) or in place.
+#[test]
+fn rows_of_many_columns_are_written_by_several_kernels() {
+    let dir = tempfile::tempdir().expect("a scratch folder");
+    let kernels = |count: usize, filter: &str| {
+        let columns: Vec<String> = (0..count)
+            .map(|i| format!("c{i} = s_suppkey + {i}"))
+            .collect();
+        let script = format!("from supplier{filter} | select {}\n", columns.join(", "));
+        let ptx = gpu_code(&dir, &format!("select{count}.tq"), &script);
+        ptx.matches(".visible .entry").count()
+    };
+    assert_eq!(kernels(32, ""), 1);
+    assert_eq!(kernels(100, ""), 4);
+    assert_eq!(kernels(100, " | where s_suppkey > 5"), 4);
 }
 
 #[test]

@@ -12,7 +12,7 @@ use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
 
 /// Bumped whenever the format changes, so an old artifact is refused with a clear message.
-pub const FORMAT_VERSION: u32 = 16;
+pub const FORMAT_VERSION: u32 = 17;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {
@@ -239,6 +239,9 @@ pub enum Param {
     GroupCapacity,
     /// How many rows the query's output buffers hold, chosen at run time.
     RowCapacity,
+    /// The row of the scanned table that the launch's first row is: 0, or where the piece
+    /// starts when the table streams through the device in pieces (`exec::stream`).
+    FirstRow,
     /// A number fixed when compiling.
     Constant(u64),
     /// For each code of string column `from` (table, column), the code of the same string in
@@ -343,6 +346,7 @@ impl Param {
             Param::Rows { .. }
             | Param::GroupCapacity
             | Param::RowCapacity
+            | Param::FirstRow
             | Param::Constant(_)
             | Param::Literal { .. }
             | Param::StrCode { .. } => false,
@@ -374,6 +378,8 @@ pub struct BufferSpec {
     /// One element per row of each of these tables, as many as they have when the query runs
     /// (the most rows pipelines over them can write): `elements` is ignored unless empty.
     pub per_row_of: Vec<String>,
+    /// With `per_row_of`: one element per this many rows (a tile's), rounded up; otherwise 1.
+    pub rows_per_element: u32,
     /// One element per row of the query's output: as many as `per_row_of` says at first, and
     /// as many as were written when a run writes more (a join that matches rows several times).
     pub output: bool,
@@ -386,7 +392,7 @@ impl BufferSpec {
         let elements = if self.per_group_slot {
             capacity + 1
         } else if !self.per_row_of.is_empty() {
-            table_rows
+            table_rows.div_ceil(u64::from(self.rows_per_element.max(1)))
         } else {
             self.elements
         };
@@ -634,6 +640,7 @@ pub fn hash_table_buffer(name: &str, layout: &HashTableLayout) -> BufferSpec {
         fill: Fill::Zero,
         per_group_slot: false,
         per_row_of: Vec::new(),
+        rows_per_element: 1,
         output: false,
     }
 }

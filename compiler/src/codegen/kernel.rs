@@ -290,8 +290,11 @@ fn collect_params(
     if matches!(sink, SinkPlan::HashGroups { .. }) {
         push(Param::GroupCapacity);
     }
-    if matches!(sink, SinkPlan::Materialize { .. }) {
+    if let SinkPlan::Materialize { placement, .. } = sink {
         push(Param::RowCapacity);
+        if placement.reads_first_row() {
+            push(Param::FirstRow);
+        }
     }
     push(Param::Buffer(qc.status));
     for step in &pipeline.steps {

@@ -7,6 +7,13 @@
 //! pass more: rows past the buffers' end are counted, not written, and the runtime runs the
 //! query again with room for all of them. A pipeline that drops no row (a projection)
 //! writes each row where it was read, with no ranks and no atomics beyond one count per tile.
+//!
+//! Rows of many columns are written by several kernels over the same rows, each writing a
+//! share of the columns ([`ROW_COLUMNS_PER_KERNEL`]): the GPU driver's compiler takes time
+//! growing faster than linearly with the values a kernel keeps live (300 computed columns in
+//! one kernel took 7 s to load on the H100). Their rows must land on the same rows: in place
+//! they do; compacted, the first kernel records where each tile's rows went and the others
+//! write theirs there, their filters selecting the same rows of each tile.
 
 use tessera_grammar::Diagnostic;
 use tessera_runtime::primitives::{scan, store};
@@ -15,10 +22,103 @@ use tessera_runtime::{CodegenError, CodegenResult};
 use tessera_storage::DataType;
 
 use crate::columns::ColumnId;
-use crate::physical::{Sink, Step};
+use crate::physical::{Input, PhysicalQuery, Pipeline, Sink, Step};
 
 use super::kernel::Kernel;
 use super::query::QueryContext;
+
+/// The most columns one kernel writes out (see the module).
+pub(super) const ROW_COLUMNS_PER_KERNEL: usize = 32;
+
+/// Where a kernel writing rows puts each tile's selected rows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum RowPlacement {
+    /// Each row where it was read: the pipeline drops no row and no other pipeline writes into
+    /// its columns. One kernel (the first, when several write the columns) counts the rows.
+    InPlace { counts: bool },
+    /// Compacted after the rows of other tiles: each tile takes room with one atomic, and
+    /// records where in `record` (a slot per tile of the table) when other kernels write the
+    /// rest of the columns.
+    Reserved { record: Option<usize> },
+    /// Compacted where the first of the kernels writing the columns recorded that the tile's
+    /// rows went.
+    Recorded { starts: usize },
+}
+
+impl RowPlacement {
+    /// Whether the kernel needs to know which row of its table a launch starts at.
+    pub fn reads_first_row(self) -> bool {
+        !matches!(self, RowPlacement::Reserved { record: None })
+    }
+}
+
+/// How the rows of `pipeline` (writing `columns`) are placed when one kernel writes them all.
+pub(super) fn row_placement(
+    query: &PhysicalQuery,
+    pipeline: &Pipeline,
+    columns: &[ColumnId],
+) -> RowPlacement {
+    let keeps_every_row = pipeline
+        .steps
+        .iter()
+        .all(|step| matches!(step, Step::Compute { .. }));
+    // Other pipelines may write into the same output (the inputs of a `union all`): their
+    // rows would then land on this one's.
+    let writers = query
+        .pipelines
+        .iter()
+        .filter(|p| matches!(&p.sink, Sink::Materialize { columns: c } if c == columns))
+        .count();
+    match keeps_every_row && writers == 1 {
+        true => RowPlacement::InPlace { counts: true },
+        false => RowPlacement::Reserved { record: None },
+    }
+}
+
+/// The kernels writing the rows of `pipeline`, as shares of `columns` with their placement:
+/// one kernel, or several of at most [`ROW_COLUMNS_PER_KERNEL`] columns when the pipeline
+/// selects the same rows of a tile each time it runs (no probe matching several rows, no
+/// tiles taken in varying order).
+pub(super) fn split_rows(
+    qc: &mut QueryContext<'_>,
+    pipeline: &Pipeline,
+    mut columns: Vec<WrittenColumn>,
+    placement: RowPlacement,
+) -> Vec<(Vec<WrittenColumn>, RowPlacement)> {
+    let repeatable = pipeline.input == Input::Table
+        && pipeline
+            .steps
+            .iter()
+            .all(|step| !matches!(step, Step::Probe { table, .. } if qc.chains[*table].is_some()));
+    if columns.len() <= ROW_COLUMNS_PER_KERNEL || !repeatable {
+        return vec![(columns, placement)];
+    }
+    let (first, rest) = match placement {
+        RowPlacement::InPlace { .. } => (placement, RowPlacement::InPlace { counts: false }),
+        _ => {
+            let starts = qc.buffer(format!("p{} tile starts", pipeline.id), 0, 8, Fill::Zero);
+            qc.buffers[starts].per_row_of.push(pipeline.table.clone());
+            qc.buffers[starts].rows_per_element = qc.tile.items();
+            (
+                RowPlacement::Reserved {
+                    record: Some(starts),
+                },
+                RowPlacement::Recorded { starts },
+            )
+        }
+    };
+    let mut kernels = Vec::new();
+    while !columns.is_empty() {
+        let later = columns.split_off(ROW_COLUMNS_PER_KERNEL.min(columns.len()));
+        let placement = match kernels.is_empty() {
+            true => first,
+            false => rest,
+        };
+        kernels.push((columns, placement));
+        columns = later;
+    }
+    kernels
+}
 
 /// A column written out: its buffer, and the buffer of its validity bytes when it may be null.
 pub(super) struct WrittenColumn {
@@ -100,6 +200,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         &mut self,
         columns: &[WrittenColumn],
         count_buffer: usize,
+        placement: RowPlacement,
     ) -> CodegenResult<()> {
         let ids: Vec<ColumnId> = columns.iter().map(|c| c.id).collect();
         self.load_columns(&ids)?;
@@ -125,32 +226,44 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         }
         let counter = self.buffer(count_buffer)?;
         let capacity = self.param(&Param::RowCapacity)?.into_int_value();
+        // The tile's row in the whole table (a launch over a piece of it starts past 0).
+        let table_row = match placement.reads_first_row() {
+            true => {
+                let first_row = self.param(&Param::FirstRow)?.into_int_value();
+                self.em.b.build_int_add(first_row, self.tile_start, "")?
+            }
+            false => self.tile_start,
+        };
         let em = &self.em;
-        // A pipeline that drops no row writes each row where it was read, unless other
-        // pipelines write into the same output (the inputs of a `union all`), whose rows would
-        // then land on its own.
-        let keeps_every_row = self
-            .pipeline
-            .steps
-            .iter()
-            .all(|step| matches!(step, Step::Compute { .. }));
-        let writers = self
-            .query
-            .pipelines
-            .iter()
-            .filter(|p| matches!(&p.sink, Sink::Materialize { columns } if *columns == ids))
-            .count();
-        if keeps_every_row && writers == 1 {
-            store::count_rows(em, counter, self.num_items)?;
-            return store::store_in_place(em, &stored, self.tile_start, self.num_items);
+        let table_tile = || {
+            let items = em.const_i64(i64::from(em.tile.items()));
+            em.b.build_int_unsigned_div(table_row, items, "table_tile")
+        };
+        if let RowPlacement::InPlace { counts } = placement {
+            if counts {
+                store::count_rows(em, counter, self.num_items)?;
+            }
+            return store::store_in_place(em, &stored, table_row, self.num_items);
         }
         let ranks = em.tile_array(em.i32().into(), "ranks")?;
         let selected = scan::tile_ranks(em, self.flags, ranks)?;
         // `selected` is the same in every thread, so the whole block takes the branch or not.
         let any =
             em.b.build_int_compare(inkwell::IntPredicate::NE, selected, em.const_i32(0), "")?;
+        let starts = |buffer: usize| self.buffer(buffer);
         em.if_then(any, || {
-            let start = store::reserve(em, counter, selected)?;
+            let start = match placement {
+                RowPlacement::Recorded { starts: buffer } => {
+                    store::recorded_start(em, starts(buffer)?, table_tile()?)?
+                }
+                _ => store::reserve(em, counter, selected)?,
+            };
+            if let RowPlacement::Reserved {
+                record: Some(buffer),
+            } = placement
+            {
+                store::record_start(em, starts(buffer)?, table_tile()?, start)?;
+            }
             store::store_columns(em, &stored, self.flags, ranks, selected, start, capacity)
         })
     }

@@ -1,7 +1,7 @@
 //! One query's code: hash-table layouts and device buffers, a kernel per pipeline, and the plan
 //! for reading the result back.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use inkwell::context::Context;
 use tessera_grammar::Diagnostic;
@@ -19,7 +19,8 @@ use tessera_storage::{Catalog, DataType};
 use crate::columns::ColumnId;
 use crate::physical::constants::Constant;
 use crate::physical::{
-    BuildKeys, HashLayout, HostStep, Input, PartitionPass, Partitioning, PhysicalQuery, Sink, Step,
+    BuildKeys, HashLayout, HostStep, Input, PartitionPass, Partitioning, PhysicalQuery, Pipeline,
+    Sink, Step,
 };
 
 use super::kernel::pipeline_to_kernel;
@@ -198,6 +199,7 @@ impl QueryContext<'_> {
             fill,
             per_group_slot: false,
             per_row_of: Vec::new(),
+            rows_per_element: 1,
             output: false,
         });
         self.buffers.len() - 1
@@ -357,12 +359,21 @@ pub(super) fn query_to_llvm(
         let runtime_loops = pipeline.steps.iter().any(|step| {
             matches!(step, crate::physical::Step::Probe { table, .. } if qc.chains[*table].is_some())
         });
-        let sinks = sink.into_kernel_sinks();
+        let sinks = sink.into_kernel_sinks(&mut qc, pipeline);
         let parts = sinks.len();
         for (part, sink) in sinks.into_iter().enumerate() {
             let name = match parts {
                 1 => format!("tessera_q{index}_p{}", pipeline.id),
                 _ => format!("tessera_q{index}_p{}_{part}", pipeline.id),
+            };
+            // A kernel computing a share of the sink computes only what that share needs.
+            let share;
+            let pipeline = match parts {
+                1 => pipeline,
+                _ => {
+                    share = steps_needed(pipeline, &sink.columns_used(&qc));
+                    &share
+                }
             };
             let context = Context::create();
             let module = context.create_module(&name);
@@ -687,4 +698,25 @@ fn runtime_kernel<'ctx>(
         packed_scan: false,
     });
     Ok(())
+}
+
+/// `pipeline` without the computed columns that neither its sink (reading `sink_columns`) nor
+/// a later step uses: its filters and probes stay, since they select the rows.
+fn steps_needed(pipeline: &Pipeline, sink_columns: &[ColumnId]) -> Pipeline {
+    let mut needed: HashSet<ColumnId> = sink_columns.iter().copied().collect();
+    let mut steps = Vec::with_capacity(pipeline.steps.len());
+    for step in pipeline.steps.iter().rev() {
+        if let Step::Compute { column, .. } = step {
+            if !needed.contains(column) {
+                continue;
+            }
+        }
+        needed.extend(step.expr().columns_used());
+        steps.push(step.clone());
+    }
+    steps.reverse();
+    Pipeline {
+        steps,
+        ..pipeline.clone()
+    }
 }

@@ -26,7 +26,7 @@ use crate::physical::{
 
 use super::expr::code_origin;
 use super::kernel::Kernel;
-use super::materialize::{plan_rows, WrittenColumn};
+use super::materialize::{plan_rows, row_placement, split_rows, RowPlacement, WrittenColumn};
 use super::partition::PartCounts;
 use super::query::{key_translation, payload_fields, QueryContext};
 
@@ -45,6 +45,7 @@ pub(super) enum SinkPlan {
     Materialize {
         columns: Vec<WrittenColumn>,
         count_buffer: usize,
+        placement: RowPlacement,
     },
     /// Rows counted, or written, per part of a partitioning.
     Partition {
@@ -88,9 +89,14 @@ pub(super) struct PackedKey {
 pub(super) const AGGREGATES_PER_KERNEL: usize = 32;
 
 impl SinkPlan {
-    /// This sink as the sinks of the kernels that compute it: itself, or an aggregate sink's
-    /// aggregates in kernels of at most [`AGGREGATES_PER_KERNEL`].
-    pub fn into_kernel_sinks(self) -> Vec<SinkPlan> {
+    /// This sink as the sinks of the kernels that compute it: itself, an aggregate sink's
+    /// aggregates in kernels of at most [`AGGREGATES_PER_KERNEL`], or the columns of rows in
+    /// kernels of at most [`super::materialize::ROW_COLUMNS_PER_KERNEL`].
+    pub fn into_kernel_sinks(
+        self,
+        qc: &mut QueryContext<'_>,
+        pipeline: &Pipeline,
+    ) -> Vec<SinkPlan> {
         match self {
             SinkPlan::Aggregate {
                 keys,
@@ -111,6 +117,18 @@ impl SinkPlan {
                 }
                 sinks
             }
+            SinkPlan::Materialize {
+                columns,
+                count_buffer,
+                placement,
+            } => split_rows(qc, pipeline, columns, placement)
+                .into_iter()
+                .map(|(columns, placement)| SinkPlan::Materialize {
+                    columns,
+                    count_buffer,
+                    placement,
+                })
+                .collect(),
             sink => vec![sink],
         }
     }
@@ -178,13 +196,22 @@ impl SinkPlan {
             SinkPlan::Materialize {
                 columns,
                 count_buffer,
-            } => std::iter::once(*count_buffer)
-                .chain(
-                    columns
-                        .iter()
-                        .flat_map(|c| std::iter::once(c.buffer).chain(c.validity)),
-                )
-                .collect(),
+                placement,
+            } => {
+                let starts = match *placement {
+                    RowPlacement::Reserved { record } => record,
+                    RowPlacement::Recorded { starts } => Some(starts),
+                    RowPlacement::InPlace { .. } => None,
+                };
+                std::iter::once(*count_buffer)
+                    .chain(
+                        columns
+                            .iter()
+                            .flat_map(|c| std::iter::once(c.buffer).chain(c.validity)),
+                    )
+                    .chain(starts)
+                    .collect()
+            }
             SinkPlan::Aggregate {
                 aggregates,
                 presence,
@@ -231,11 +258,13 @@ pub(super) fn plan_sink(
             None,
         )),
         Sink::Materialize { columns } => {
+            let placement = row_placement(query, pipeline, columns);
             let (columns, count_buffer, shape) = plan_rows(qc, &pipeline.table, columns)?;
             Ok((
                 SinkPlan::Materialize {
                     columns,
                     count_buffer,
+                    placement,
                 },
                 Some(shape),
             ))
@@ -612,9 +641,10 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 SinkPlan::Materialize {
                     columns,
                     count_buffer,
+                    placement,
                 },
                 _,
-            ) => self.materialize_tile(columns, *count_buffer),
+            ) => self.materialize_tile(columns, *count_buffer, *placement),
             (
                 SinkPlan::HashGroups {
                     keys,

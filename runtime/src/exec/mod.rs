@@ -656,6 +656,7 @@ fn bind(
         }
         args.push(match param {
             Param::Rows { .. } => rows,
+            Param::FirstRow => 0,
             Param::Column {
                 table,
                 column: name,

@@ -208,9 +208,26 @@ pub(super) fn streamed_table(
     }
     let rows = table_rows(catalog, &table)?;
     let row_bytes = bytes.div_ceil(rows.max(1)).max(1);
-    let piece_rows = (budget / PIECE_SHARE / row_bytes) / PIECE_ALIGN * PIECE_ALIGN;
-    let piece_rows = piece_rows.max(PIECE_ALIGN);
+    // Pieces also start at whole tiles of every kernel over the table, so that a tile of a
+    // piece is a tile of the table (kernels writing rows index per-tile records by it).
+    let align = query
+        .kernels
+        .iter()
+        .filter(|kernel| kernel.table == table)
+        .fold(PIECE_ALIGN, |align, kernel| {
+            least_common_multiple(align, u64::from(kernel.tile.items().max(1)))
+        });
+    let piece_rows = (budget / PIECE_SHARE / row_bytes) / align * align;
+    let piece_rows = piece_rows.max(align);
     Ok((piece_rows < rows).then_some(Streaming { table, piece_rows }))
+}
+
+fn least_common_multiple(a: u64, b: u64) -> u64 {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    a / x * b
 }
 
 /// The table whose rows parameter `param` holds something of per row, if any.
@@ -284,8 +301,10 @@ pub(super) fn launch_in_pieces(
             args[*index] = backend.stage(slot, &piece)?;
         }
         for (arg, param) in args.iter_mut().zip(&kernel.params) {
-            if let Param::Rows { .. } = param {
-                *arg = end - start;
+            match param {
+                Param::Rows { .. } => *arg = end - start,
+                Param::FirstRow => *arg = start,
+                _ => {}
             }
         }
         backend.launch(kernel, end - start, &args)?;

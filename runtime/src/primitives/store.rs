@@ -50,6 +50,36 @@ pub fn reserve<'ctx>(
         .into_int_value())
 }
 
+/// Records `start`, where tile `tile`'s rows were written, in the `i64` array `starts`, from
+/// one thread of the block: later kernels writing other columns of the same rows read it
+/// (`recorded_start`) instead of taking room of their own.
+pub fn record_start<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    starts: PointerValue<'ctx>,
+    tile: IntValue<'ctx>,
+    start: IntValue<'ctx>,
+) -> CodegenResult<()> {
+    let first =
+        em.b.build_int_compare(IntPredicate::EQ, em.tid()?, em.const_i32(0), "")?;
+    em.if_then(first, || {
+        em.b.build_store(em.offset_ptr(em.i64().into(), starts, tile)?, start)?;
+        Ok(())
+    })
+}
+
+/// Where tile `tile`'s rows were written, as `record_start` recorded it (in every thread).
+pub fn recorded_start<'ctx>(
+    em: &Emitter<'ctx, '_>,
+    starts: PointerValue<'ctx>,
+    tile: IntValue<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
+    let slot = em.offset_ptr(em.i64().into(), starts, tile)?;
+    Ok(em
+        .b
+        .build_load(em.i64(), slot, "run_start")?
+        .into_int_value())
+}
+
 /// Adds `count` rows (an `i32`) to the output's row count at `counter`, from one thread of the
 /// block, for a tile written in place by `store_in_place`.
 pub fn count_rows<'ctx>(
