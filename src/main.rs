@@ -618,6 +618,7 @@ fn since_start() -> f64 {
 
 fn main() -> ExitCode {
     PROCESS_START.get_or_init(std::time::Instant::now);
+    allocator::catch_code_generator_failures();
     let cli = Cli::parse();
     // The CUDA driver takes a third of a second to start: begin now, on its own thread, for
     // the commands that may run on a GPU.

@@ -490,3 +490,54 @@ fn memory_running_out_anywhere_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+/// Memory running out inside the code generator (LLVM, whose C++ allocations Rust does not
+/// see) ends the process with a one-line error, not an abort ("Rust cannot catch foreign
+/// exceptions"). Where in the compile memory runs out depends on the limit: the limits tried
+/// are those just below the least a large kernel's compile needs, found by bisection, where
+/// LLVM's allocations are the ones to fail.
+#[test]
+fn memory_running_out_in_the_code_generator_is_a_clear_error() {
+    let dir = tempfile::tempdir().expect("a scratch folder");
+    let aggregates: Vec<String> = (0..1000)
+        .map(|i| format!("a{i} = sum(lo_revenue + {i})"))
+        .collect();
+    let script = script_file(
+        &dir,
+        "large.tq",
+        &format!(
+            "from lineorder | derive k = lo_orderkey * 7 | group k {{ {} }}\n",
+            aggregates.join(", ")
+        ),
+    );
+    let compile = |limit: u64| {
+        let args = ["compile", &script, "--data", data(), "--emit", "ptx"];
+        tessera_within(&args, Duration::from_secs(120), |command| {
+            // One compile thread and one heap arena: less address space set aside, so that
+            // the compile's own allocations are what the limit stops.
+            command
+                .env("RAYON_NUM_THREADS", "1")
+                .env("MALLOC_ARENA_MAX", "1");
+            limit_address_space(command, limit);
+        })
+    };
+    let (mut fails, mut fits) = (256u64 << 20, 8u64 << 30);
+    assert!(compile(fits).status.success(), "the compile fits 8 GiB");
+    while fits - fails > 1 << 20 {
+        let middle = fails + (fits - fails) / 2;
+        match compile(middle).status.success() {
+            true => fits = middle,
+            false => fails = middle,
+        }
+    }
+    for step in 1..=24 {
+        let output = compile(fits - step * (2 << 20));
+        let stderr = text(&output.stderr);
+        if output.status.success() {
+            continue;
+        }
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.starts_with("error: "), "{stderr}");
+    }
+}
