@@ -365,8 +365,18 @@ pub struct GpuBackend {
     last_used: HashMap<String, u64>,
     queries: u64,
     buffers: Vec<CudaSlice<u8>>,
-    /// Pieces of a streamed table's columns, one buffer per column slot (`Backend::stage`).
-    staged: Vec<CudaSlice<u8>>,
+    /// Pieces of a streamed table's columns, one buffer per column slot (`Backend::stage`), in
+    /// two sets: a piece is copied into one set while the kernel of the piece before reads the
+    /// other.
+    staged: [Vec<CudaSlice<u8>>; 2],
+    /// The stream the pieces are copied on (made when a table first streams), beside `stream`,
+    /// which runs the kernels.
+    copies: Option<Arc<CudaStream>>,
+    /// The set the piece being staged goes into, between `begin_piece` and its launch.
+    piece: Option<usize>,
+    /// Per set of staging buffers, when the last kernel reading it is done: the next copy into
+    /// the set waits for it.
+    read: [Option<CudaEvent>; 2],
     /// Kernels queued since the last `wait`, with events around each.
     pending: Vec<(String, CudaEvent, CudaEvent)>,
     /// The kernels that gather a grouped result's groups (`gather.ptx`), once loaded.
@@ -436,7 +446,10 @@ impl GpuBackend {
             last_used: HashMap::new(),
             queries: 0,
             buffers: Vec::new(),
-            staged: Vec::new(),
+            staged: [Vec::new(), Vec::new()],
+            copies: None,
+            piece: None,
+            read: [None, None],
             pending: Vec::new(),
             gathering: None,
         })
@@ -616,15 +629,26 @@ impl GpuBackend {
         true
     }
 
-    /// Copies `bytes` to the start of staging buffer `slot`, through the driver's staging.
+    /// The stream pieces of streamed tables are copied on, made the first time.
+    fn copy_stream(&mut self) -> Result<Arc<CudaStream>, RuntimeError> {
+        if let Some(copies) = &self.copies {
+            return Ok(copies.clone());
+        }
+        let copies = self.context.new_stream().map_err(cuda)?;
+        self.copies = Some(copies.clone());
+        Ok(copies)
+    }
+
+    /// Copies `bytes` to the start of staging buffer `slot` of the current set, through the
+    /// driver's staging.
     fn copy_to_staged(&mut self, slot: usize, bytes: &[u8]) -> Result<(), RuntimeError> {
-        let staged = self
-            .staged
+        let copies = self.copy_stream()?;
+        let staged = self.staged[self.piece.unwrap_or(0)]
             .get_mut(slot)
             .ok_or_else(|| RuntimeError::Malformed(format!("staging slot {slot} skipped")))?;
         if !bytes.is_empty() {
             let mut view = staged.slice_mut(0..bytes.len());
-            self.stream.memcpy_htod(bytes, &mut view).map_err(cuda)?;
+            copies.memcpy_htod(bytes, &mut view).map_err(cuda)?;
         }
         self.uploaded.1 += bytes.len() as u64;
         Ok(())
@@ -751,6 +775,12 @@ impl Backend for GpuBackend {
                 .min(u64::from(resident)) as u32,
             Extent::Parts(parts) => parts,
         };
+        // A kernel over a piece of a streamed table starts once the piece's copies are done.
+        let piece = self.piece.take();
+        if piece.is_some() {
+            let copied = self.copy_stream()?.record_event(None).map_err(cuda)?;
+            self.stream.wait(&copied).map_err(cuda)?;
+        }
         let start = self.event()?;
         if grid > 0 {
             let config = LaunchConfig {
@@ -785,6 +815,9 @@ impl Backend for GpuBackend {
         }
         let end = self.event()?;
         self.pending.push((kernel.name.clone(), start, end));
+        if let Some(set) = piece {
+            self.read[set] = Some(self.stream.record_event(None).map_err(cuda)?);
+        }
         Ok(())
     }
 
@@ -935,32 +968,50 @@ impl Backend for GpuBackend {
 
     fn release_buffers(&mut self) {
         self.buffers.clear();
-        self.staged.clear();
+        if let Some(copies) = &self.copies {
+            // The staging buffers are freed on the copy stream: after the kernels reading them.
+            if !self.staged.iter().all(Vec::is_empty) {
+                let _ = copies.join(&self.stream);
+            }
+        }
+        self.staged = [Vec::new(), Vec::new()];
+        self.read = [None, None];
+        self.piece = None;
+    }
+
+    fn begin_piece(&mut self, index: usize) -> Result<(), RuntimeError> {
+        let set = index % 2;
+        let copies = self.copy_stream()?;
+        // The piece's copies overwrite the set the piece two before was read from.
+        if let Some(read) = &self.read[set] {
+            copies.wait(read).map_err(cuda)?;
+        }
+        self.piece = Some(set);
+        Ok(())
     }
 
     fn stage(&mut self, slot: usize, piece: &Piece<'_>) -> Result<u64, RuntimeError> {
         let length = piece.len();
-        if self
-            .staged
+        let set = self.piece.unwrap_or(0);
+        let copies = self.copy_stream()?;
+        if self.staged[set]
             .get(slot)
             .is_none_or(|staged| staged.len() < length)
         {
             // Room for a somewhat larger piece too (a piece of a column packed in blocks varies
-            // with its blocks' widths). A buffer replaced is freed in stream order, after the
-            // kernels reading it.
+            // with its blocks' widths). A buffer replaced is freed in the copy stream's order,
+            // which has waited for the kernels reading it (`begin_piece`).
             let size = (length + length / 4).max(8);
-            let slice = self
-                .stream
+            let slice = copies
                 .alloc_zeros::<u8>(size)
                 .map_err(|e| memory(e, "a piece of a streamed column", size))?;
-            match self.staged.get_mut(slot) {
+            match self.staged[set].get_mut(slot) {
                 Some(staged) => *staged = slice,
-                None => self.staged.push(slice),
+                None => self.staged[set].push(slice),
             }
         }
         let address = {
-            let staged = self
-                .staged
+            let staged = self.staged[set]
                 .get(slot)
                 .ok_or_else(|| RuntimeError::Malformed(format!("staging slot {slot} skipped")))?;
             self.address(staged)
@@ -978,7 +1029,7 @@ impl Backend for GpuBackend {
                     return Ok(address);
                 }
                 let pointer = source.data().0.as_ptr();
-                let stream = self.stream.cu_stream();
+                let stream = copies.cu_stream();
                 // SAFETY: the range lies within the registered column, which the backend keeps
                 // alive; the staging buffer holds `range.len() + spare` bytes.
                 unsafe {
@@ -1019,6 +1070,9 @@ impl Drop for GpuBackend {
     fn drop(&mut self) {
         // Copies from registered memory must be over before it is unregistered.
         let _ = self.stream.synchronize();
+        if let Some(copies) = &self.copies {
+            let _ = copies.synchronize();
+        }
         for range in &self.registered {
             // SAFETY: each pointer was registered by `register` and not since unregistered.
             unsafe { sys::cuMemHostUnregister(range.pointer) };

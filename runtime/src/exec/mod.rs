@@ -211,9 +211,14 @@ pub trait Backend {
     ) -> Result<Option<Gathered>, RuntimeError>;
     /// Copies `bytes`, a piece of a column streamed through the device, into staging buffer
     /// `slot` (made or grown as needed, kept until the query's buffers are freed); returns its
-    /// address. The copy follows the kernels queued before it, which may read the slot's
-    /// previous piece.
+    /// address. The copy waits for the kernels that read the buffer before (on the GPU, a
+    /// piece is copied while the kernel of the piece before runs: `begin_piece`).
     fn stage(&mut self, slot: usize, piece: &stream::Piece<'_>) -> Result<u64, RuntimeError>;
+    /// Piece `index` of a streamed table is about to be staged, then its kernel launched: a
+    /// backend that copies while kernels run stages it beside the piece before.
+    fn begin_piece(&mut self, _index: usize) -> Result<(), RuntimeError> {
+        Ok(())
+    }
     /// The most bytes of columns to keep on the device at once, when limited
     /// (`--gpu-memory`): a query reading more streams its largest table through in pieces.
     fn memory_budget(&self) -> Option<u64> {

@@ -2,7 +2,9 @@
 //! backend's memory budget (`--gpu-memory`) together, its largest table's columns are not made
 //! resident; each kernel scanning that table runs once per piece of its rows, reading copies of
 //! the pieces staged on the device, and every piece adds to the same buffers (aggregates fold,
-//! rows append), as one launch over the whole table would.
+//! rows append), as one launch over the whole table would. On the GPU a piece's copies run
+//! while the kernel of the piece before reads its own (two sets of staging buffers, a stream
+//! for the copies beside the kernels', ordered by events).
 //!
 //! A piece starts at a multiple of [`PIECE_ALIGN`] rows, so that it starts at a word of a column
 //! packed at one width and at a block of one packed in blocks of 128, and the kernels need no
@@ -295,6 +297,7 @@ pub(super) fn launch_in_pieces(
     while start < launch.rows {
         check()?;
         let end = (start + piece_rows).min(launch.rows);
+        backend.begin_piece(launches)?;
         for (slot, (index, slice)) in launch.slices.iter().enumerate() {
             let piece = slice.piece(start, end);
             staged += piece.len() as u64;
