@@ -387,7 +387,7 @@ fn a_table_larger_than_the_memory_budget_is_streamed() {
         let stderr = log.reopen().expect("the log, for the server");
         let server = Server::start_serving(data(), "127.0.0.1", |command| {
             command
-                .args(["--gpu-memory", "200KiB", "--timing", "--compress", compress])
+                .args(["--gpu-memory", "64KiB", "--timing", "--compress", compress])
                 .stderr(stderr);
         });
         let queries = [

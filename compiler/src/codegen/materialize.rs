@@ -9,16 +9,16 @@
 //! writes each row where it was read, with no ranks and no atomics beyond one count per tile.
 //!
 //! Rows of many columns are written by several kernels over the same rows, each writing a
-//! share of the columns ([`ROW_COLUMNS_PER_KERNEL`]): the GPU driver's compiler takes time
-//! growing faster than linearly with the values a kernel keeps live (300 computed columns in
-//! one kernel took 7 s to load on the H100). Their rows must land on the same rows: in place
-//! they do; compacted, the first kernel records where each tile's rows went and the others
-//! write theirs there, their filters selecting the same rows of each tile.
+//! share of the columns ([`row_columns_per_kernel`]): compilers take time growing faster than
+//! linearly with the values a kernel keeps live (300 computed columns in one kernel took 7 s to
+//! load on the H100). Their rows must land on the same rows: in place they do; compacted, the
+//! first kernel records where each tile's rows went and the others write theirs there, their
+//! filters selecting the same rows of each tile.
 
 use tessera_grammar::Diagnostic;
 use tessera_runtime::primitives::{scan, store};
 use tessera_runtime::program::{Fill, Param, ResultShape, RowColumn};
-use tessera_runtime::{CodegenError, CodegenResult};
+use tessera_runtime::{CodegenError, CodegenResult, Target};
 use tessera_storage::DataType;
 
 use crate::columns::ColumnId;
@@ -27,8 +27,18 @@ use crate::physical::{Input, PhysicalQuery, Pipeline, Sink, Step};
 use super::kernel::Kernel;
 use super::query::QueryContext;
 
-/// The most columns one kernel writes out (see the module).
-pub(super) const ROW_COLUMNS_PER_KERNEL: usize = 32;
+/// The most columns one kernel writes out (see the module). The GPU driver's compiler is the
+/// steep one: kernels of 32 columns loaded 300 columns in 0.52 s on the H100, one kernel in
+/// 7.07 s. LLVM for the host spends about 6 ms a column on a kernel of 32 (vectorizing each
+/// column's loop) and under 1 ms on one of hundreds, but grows past linear beyond that
+/// (measured on 2 cores: 1,000 columns 0.43 s in one kernel and 3.8 s in kernels of 32; 10,000
+/// columns 19 s in one kernel).
+pub(super) fn row_columns_per_kernel(target: Target) -> usize {
+    match target.is_gpu() {
+        true => 32,
+        false => 512,
+    }
+}
 
 /// Where a kernel writing rows puts each tile's selected rows.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -76,7 +86,7 @@ pub(super) fn row_placement(
 }
 
 /// The kernels writing the rows of `pipeline`, as shares of `columns` with their placement:
-/// one kernel, or several of at most [`ROW_COLUMNS_PER_KERNEL`] columns when the pipeline
+/// one kernel, or several of at most [`row_columns_per_kernel`] columns when the pipeline
 /// selects the same rows of a tile each time it runs (no probe matching several rows, no
 /// tiles taken in varying order).
 pub(super) fn split_rows(
@@ -90,7 +100,8 @@ pub(super) fn split_rows(
             .steps
             .iter()
             .all(|step| !matches!(step, Step::Probe { table, .. } if qc.chains[*table].is_some()));
-    if columns.len() <= ROW_COLUMNS_PER_KERNEL || !repeatable {
+    let per_kernel = row_columns_per_kernel(qc.target);
+    if columns.len() <= per_kernel || !repeatable {
         return vec![(columns, placement)];
     }
     let (first, rest) = match placement {
@@ -109,7 +120,7 @@ pub(super) fn split_rows(
     };
     let mut kernels = Vec::new();
     while !columns.is_empty() {
-        let later = columns.split_off(ROW_COLUMNS_PER_KERNEL.min(columns.len()));
+        let later = columns.split_off(per_kernel.min(columns.len()));
         let placement = match kernels.is_empty() {
             true => first,
             false => rest,
@@ -135,7 +146,8 @@ pub(super) fn plan_rows(
     columns: &[ColumnId],
 ) -> Result<(Vec<WrittenColumn>, usize, ResultShape), Diagnostic> {
     let query = qc.query;
-    let count_buffer = qc.sink_buffer(columns, "rows written", |qc| {
+    let sink = qc.sink(columns);
+    let count_buffer = qc.sink_buffer(sink, "rows written", |qc| {
         qc.buffer("rows written".into(), 1, 8, Fill::Zero)
     });
     let mut written = Vec::with_capacity(columns.len());
@@ -161,7 +173,7 @@ pub(super) fn plan_rows(
             _ => None,
         };
         let row_buffer = |qc: &mut QueryContext<'_>, name: String, width: u32| {
-            let index = qc.sink_buffer(columns, &name, |qc| {
+            let index = qc.sink_buffer(sink, &name, |qc| {
                 let index = qc.buffer(name.clone(), 0, width, Fill::Zero);
                 qc.buffers[index].output = true;
                 index

@@ -48,7 +48,9 @@ pub(super) struct QueryContext<'q> {
     /// The first slot count of the query's grouping hash table, if it has one.
     pub group_capacity: Option<u64>,
     /// Buffers of sinks that several pipelines share, by the sink's columns and the buffer's name.
-    pub sink_buffers: HashMap<(Vec<crate::columns::ColumnId>, String), usize>,
+    /// Each sink's columns, numbered.
+    pub sinks: HashMap<Vec<crate::columns::ColumnId>, usize>,
+    pub sink_buffers: HashMap<(usize, String), usize>,
 }
 
 /// One field of a hash table's payload: a column's values, or whether they are valid (a byte
@@ -212,15 +214,22 @@ impl QueryContext<'_> {
         index
     }
 
-    /// Buffer `name` of the sink that writes or groups `columns`: made by `make` for the first
-    /// pipeline ending in that sink, and shared by the next (the inputs of a `union`).
+    /// The sink that writes or groups `columns`: the same for every pipeline ending in it
+    /// (the inputs of a `union`), for [`QueryContext::sink_buffer`].
+    pub fn sink(&mut self, columns: &[crate::columns::ColumnId]) -> usize {
+        let next = self.sinks.len();
+        *self.sinks.entry(columns.to_vec()).or_insert(next)
+    }
+
+    /// Buffer `name` of `sink`: made by `make` for the first pipeline ending in that sink, and
+    /// shared by the next.
     pub fn sink_buffer(
         &mut self,
-        columns: &[crate::columns::ColumnId],
+        sink: usize,
         name: &str,
         make: impl FnOnce(&mut Self) -> usize,
     ) -> usize {
-        let key = (columns.to_vec(), name.to_string());
+        let key = (sink, name.to_string());
         if let Some(&index) = self.sink_buffers.get(&key) {
             return index;
         }
@@ -271,6 +280,7 @@ pub(super) fn query_to_llvm(
         partitions: Vec::new(),
         assumptions: Vec::new(),
         group_capacity: None,
+        sinks: HashMap::new(),
         sink_buffers: HashMap::new(),
     };
     qc.status = qc.buffer("status".into(), u64::from(status::WORDS), 4, Fill::Zero);

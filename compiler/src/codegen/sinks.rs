@@ -91,7 +91,7 @@ pub(super) const AGGREGATES_PER_KERNEL: usize = 32;
 impl SinkPlan {
     /// This sink as the sinks of the kernels that compute it: itself, an aggregate sink's
     /// aggregates in kernels of at most [`AGGREGATES_PER_KERNEL`], or the columns of rows in
-    /// kernels of at most [`super::materialize::ROW_COLUMNS_PER_KERNEL`].
+    /// kernels of at most [`super::materialize::row_columns_per_kernel`].
     pub fn into_kernel_sinks(
         self,
         qc: &mut QueryContext<'_>,
@@ -290,6 +290,7 @@ pub(super) fn plan_sink(
                 .map(|(id, _)| *id)
                 .chain(aggregates.iter().map(|(id, _)| *id))
                 .collect();
+            let sink = qc.sink(&sink_ids);
             let mut plans = Vec::with_capacity(aggregates.len());
             let mut slots_out = Vec::with_capacity(aggregates.len());
             for (id, aggregate) in aggregates {
@@ -313,21 +314,20 @@ pub(super) fn plan_sink(
                 let width = accumulator.width() as u32;
                 let count_name = format!("{name}_count");
                 let (buffer, count) = if hashed {
-                    let buffer = qc.sink_buffer(&sink_ids, &name, |qc| {
-                        qc.group_buffer(name.clone(), width, fill)
-                    });
+                    let buffer = qc
+                        .sink_buffer(sink, &name, |qc| qc.group_buffer(name.clone(), width, fill));
                     let count = needs_count.then(|| {
-                        qc.sink_buffer(&sink_ids, &count_name, |qc| {
+                        qc.sink_buffer(sink, &count_name, |qc| {
                             qc.group_buffer(count_name.clone(), 8, Fill::Zero)
                         })
                     });
                     (buffer, count)
                 } else {
-                    let buffer = qc.sink_buffer(&sink_ids, &name, |qc| {
+                    let buffer = qc.sink_buffer(sink, &name, |qc| {
                         qc.buffer(name.clone(), slots, width, fill)
                     });
                     let count = needs_count.then(|| {
-                        qc.sink_buffer(&sink_ids, &count_name, |qc| {
+                        qc.sink_buffer(sink, &count_name, |qc| {
                             qc.buffer(count_name.clone(), slots, 8, Fill::Zero)
                         })
                     });
@@ -395,7 +395,7 @@ pub(super) fn plan_sink(
                 });
                 plan_keys.push((*id, expr.clone(), *domain));
             }
-            let presence = qc.sink_buffer(&sink_ids, "groups", |qc| {
+            let presence = qc.sink_buffer(sink, "groups", |qc| {
                 qc.buffer("groups".into(), slots, 1, Fill::Zero)
             });
             Ok((
@@ -475,7 +475,8 @@ fn hash_groups(
         .map(|(id, _)| *id)
         .chain(slots.iter().map(|slot| ColumnId(slot.id)))
         .collect();
-    let key_buffer = qc.sink_buffer(&sink_ids, "group keys", |qc| {
+    let sink = qc.sink(&sink_ids);
+    let key_buffer = qc.sink_buffer(sink, "group keys", |qc| {
         qc.group_buffer("group keys".into(), 8, Fill::Zero)
     });
     Ok((
