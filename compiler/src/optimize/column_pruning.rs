@@ -5,39 +5,41 @@
 
 use std::collections::BTreeSet;
 
-use tessera_storage::Catalog;
-
 use crate::columns::ColumnId;
 use crate::expr::Expr;
-use crate::logical::{LogicalPlan, LogicalQuery};
+use crate::logical::LogicalPlan;
 
-use super::Pass;
+use super::{Order, QueryView, Rule, Transformed};
 
 pub struct ColumnPruning;
 
-impl Pass for ColumnPruning {
+impl Rule for ColumnPruning {
     fn name(&self) -> &'static str {
         "column_pruning"
     }
 
-    fn run(&self, query: &mut LogicalQuery, _catalog: &Catalog) {
-        let plan = std::mem::replace(&mut query.plan, LogicalPlan::empty());
-        let required: BTreeSet<ColumnId> = query.output.iter().map(|(_, id)| *id).collect();
-        let pruned = prune(plan, &required);
-        // The root must produce exactly the query's output, in order.
+    /// The whole plan: what an operator must produce follows from everything above it.
+    fn order(&self) -> Order {
+        Order::Whole
+    }
+
+    fn rewrite(&self, plan: LogicalPlan, query: &QueryView<'_>) -> (LogicalPlan, Transformed) {
         let wanted: Vec<ColumnId> = query.output.iter().map(|(_, id)| *id).collect();
-        query.plan = if pruned.output() == wanted {
-            pruned
-        } else {
-            let columns = &query.columns;
-            LogicalPlan::Project(crate::logical::Project {
-                outputs: wanted
-                    .iter()
-                    .map(|&id| (id, Expr::column(id, columns, query.span)))
-                    .collect(),
-                input: Box::new(pruned),
-            })
-        };
+        let required: BTreeSet<ColumnId> = wanted.iter().copied().collect();
+        let mut pruned = Transformed::No;
+        let plan = prune(plan, &required, &mut pruned);
+        // The root must produce exactly the query's output, in order.
+        if plan.output() == wanted {
+            return (plan, pruned);
+        }
+        let root = LogicalPlan::Project(crate::logical::Project {
+            outputs: wanted
+                .iter()
+                .map(|&id| (id, Expr::column(id, query.columns, query.span)))
+                .collect(),
+            input: Box::new(plan),
+        });
+        (root, Transformed::Yes)
     }
 }
 
@@ -45,23 +47,33 @@ fn used_by<'a>(exprs: impl IntoIterator<Item = &'a Expr>) -> BTreeSet<ColumnId> 
     exprs.into_iter().flat_map(Expr::columns_used).collect()
 }
 
-fn prune(plan: LogicalPlan, required: &BTreeSet<ColumnId>) -> LogicalPlan {
+/// `plan` producing only what `required` needs of it (more where it must); `pruned` is set
+/// when anything was dropped.
+fn prune(
+    plan: LogicalPlan,
+    required: &BTreeSet<ColumnId>,
+    pruned: &mut Transformed,
+) -> LogicalPlan {
     match plan {
         LogicalPlan::Scan(mut scan) => {
             // Columns only the scan's own filters read are read, but not produced.
-            scan.columns.retain(|c| required.contains(c));
+            retain(&mut scan.columns, |c| required.contains(c), pruned);
             LogicalPlan::Scan(scan)
         }
         LogicalPlan::Filter(mut filter) => {
             let mut needed = required.clone();
             needed.extend(filter.predicate.columns_used());
-            filter.input = Box::new(prune(*filter.input, &needed));
+            filter.input = Box::new(prune(*filter.input, &needed, pruned));
             LogicalPlan::Filter(filter)
         }
         LogicalPlan::Project(mut project) => {
-            project.outputs.retain(|(id, _)| required.contains(id));
+            retain(
+                &mut project.outputs,
+                |(id, _)| required.contains(id),
+                pruned,
+            );
             let needed = used_by(project.outputs.iter().map(|(_, e)| e));
-            let input = prune(*project.input, &needed);
+            let input = prune(*project.input, &needed, pruned);
             let passes_through = input.output().len() == project.outputs.len()
                 && input
                     .output()
@@ -69,6 +81,7 @@ fn prune(plan: LogicalPlan, required: &BTreeSet<ColumnId>) -> LogicalPlan {
                     .zip(&project.outputs)
                     .all(|(c, (id, e))| c == id && e.as_column() == Some(*id));
             if passes_through {
+                *pruned = Transformed::Yes;
                 input
             } else {
                 project.input = Box::new(input);
@@ -83,17 +96,21 @@ fn prune(plan: LogicalPlan, required: &BTreeSet<ColumnId>) -> LogicalPlan {
                     .flat_map(|(l, r)| [l, r])
                     .chain(&join.residual),
             ));
-            join.left = Box::new(prune(*join.left, &needed));
-            join.right = Box::new(prune(*join.right, &needed));
+            join.left = Box::new(prune(*join.left, &needed, pruned));
+            join.right = Box::new(prune(*join.right, &needed, pruned));
             LogicalPlan::Join(join)
         }
         LogicalPlan::Product(mut product) => {
-            product.left = Box::new(prune(*product.left, required));
-            product.right = Box::new(prune(*product.right, required));
+            product.left = Box::new(prune(*product.left, required, pruned));
+            product.right = Box::new(prune(*product.right, required, pruned));
             LogicalPlan::Product(product)
         }
         LogicalPlan::Aggregate(mut aggregate) => {
-            aggregate.aggregates.retain(|(id, _)| required.contains(id));
+            retain(
+                &mut aggregate.aggregates,
+                |(id, _)| required.contains(id),
+                pruned,
+            );
             let needed = used_by(
                 aggregate.keys.iter().map(|(_, e)| e).chain(
                     aggregate
@@ -102,31 +119,40 @@ fn prune(plan: LogicalPlan, required: &BTreeSet<ColumnId>) -> LogicalPlan {
                         .filter_map(|(_, a)| a.arg.as_ref()),
                 ),
             );
-            aggregate.input = Box::new(prune(*aggregate.input, &needed));
+            aggregate.input = Box::new(prune(*aggregate.input, &needed, pruned));
             LogicalPlan::Aggregate(aggregate)
         }
         LogicalPlan::Sort(mut sort) => {
             let mut needed = required.clone();
             needed.extend(used_by(sort.keys.iter().map(|k| &k.expr)));
-            sort.input = Box::new(prune(*sort.input, &needed));
+            sort.input = Box::new(prune(*sort.input, &needed, pruned));
             LogicalPlan::Sort(sort)
         }
         LogicalPlan::Limit(mut limit) => {
-            limit.input = Box::new(prune(*limit.input, required));
+            limit.input = Box::new(prune(*limit.input, required, pruned));
             LogicalPlan::Limit(limit)
         }
         LogicalPlan::Distinct(mut distinct) => {
             // Which rows are distinct depends on every column.
             let all: BTreeSet<ColumnId> = distinct.input.output().into_iter().collect();
-            distinct.input = Box::new(prune(*distinct.input, &all));
+            distinct.input = Box::new(prune(*distinct.input, &all, pruned));
             LogicalPlan::Distinct(distinct)
         }
         LogicalPlan::SetOperation(mut set) => {
             let left: BTreeSet<ColumnId> = set.left.output().into_iter().collect();
             let right: BTreeSet<ColumnId> = set.right.output().into_iter().collect();
-            set.left = Box::new(prune(*set.left, &left));
-            set.right = Box::new(prune(*set.right, &right));
+            set.left = Box::new(prune(*set.left, &left, pruned));
+            set.right = Box::new(prune(*set.right, &right, pruned));
             LogicalPlan::SetOperation(set)
         }
+    }
+}
+
+/// `items.retain(keep)`, noting in `pruned` whether it dropped any.
+fn retain<T>(items: &mut Vec<T>, keep: impl FnMut(&T) -> bool, pruned: &mut Transformed) {
+    let before = items.len();
+    items.retain(keep);
+    if items.len() < before {
+        *pruned = Transformed::Yes;
     }
 }

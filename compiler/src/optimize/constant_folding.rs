@@ -5,42 +5,52 @@
 
 use tessera_grammar::ast::{BinaryOp, UnaryOp};
 use tessera_stdlib::Function;
-use tessera_storage::{date, decimal, Catalog, DataType, Value};
+use tessera_storage::{date, decimal, DataType, Value};
 
 use crate::expr::{Expr, ExprKind};
-use crate::logical::{LogicalPlan, LogicalQuery};
+use crate::logical::LogicalPlan;
 
-use super::Pass;
+use super::{Order, QueryView, Rule, Transformed};
 
 pub struct ConstantFolding;
 
-impl Pass for ConstantFolding {
+impl Rule for ConstantFolding {
     fn name(&self) -> &'static str {
         "constant_folding"
     }
 
-    fn run(&self, query: &mut LogicalQuery, _catalog: &Catalog) {
-        fold_plan(&mut query.plan);
+    fn order(&self) -> Order {
+        Order::BottomUp
     }
-}
 
-fn fold_plan(plan: &mut LogicalPlan) {
-    for input in plan.inputs_mut() {
-        fold_plan(input);
-    }
-    plan.map_expressions(&mut |e| e.transform(&mut fold));
-    match plan {
-        LogicalPlan::Scan(scan) => scan.filters.retain(|f| !f.is_true()),
-        LogicalPlan::Filter(filter) if filter.predicate.is_true() => {
-            let input = std::mem::replace(&mut *filter.input, LogicalPlan::empty());
-            *plan = input;
+    fn rewrite(&self, mut plan: LogicalPlan, _: &QueryView<'_>) -> (LogicalPlan, Transformed) {
+        let mut changed = Transformed::No;
+        plan.map_expressions(&mut |e| {
+            e.transform(&mut |node| {
+                let (folded, here) = fold_node(node);
+                changed = changed.or(here);
+                folded
+            })
+        });
+        match plan {
+            LogicalPlan::Scan(mut scan) => {
+                let before = scan.filters.len();
+                scan.filters.retain(|f| !f.is_true());
+                if scan.filters.len() < before {
+                    changed = Transformed::Yes;
+                }
+                (LogicalPlan::Scan(scan), changed)
+            }
+            LogicalPlan::Filter(filter) if filter.predicate.is_true() => {
+                (*filter.input, Transformed::Yes)
+            }
+            plan => (plan, changed),
         }
-        _ => {}
     }
 }
 
-/// Folds one node whose children are already folded.
-pub(crate) fn fold(expr: Expr) -> Expr {
+/// Folds one node whose children are already folded; says whether it did.
+fn fold_node(expr: Expr) -> (Expr, Transformed) {
     let span = expr.span;
     let folded = match &expr.kind {
         // Every operation but `and`, `or`, `case` and `is null` is `null` when an operand is.
@@ -64,7 +74,7 @@ pub(crate) fn fold(expr: Expr) -> Expr {
         },
         ExprKind::Binary { op, left, right } => {
             if let Some(simpler) = simplify_logical(*op, left, right) {
-                return simpler;
+                return (simpler, Transformed::Yes);
             }
             match (&left.kind, &right.kind) {
                 (ExprKind::Literal(a), ExprKind::Literal(b)) => binary(*op, a, b),
@@ -85,8 +95,8 @@ pub(crate) fn fold(expr: Expr) -> Expr {
         _ => None,
     };
     match folded {
-        Some(value) => Expr::literal(value, expr.ty, span),
-        None => expr,
+        Some(value) => (Expr::literal(value, expr.ty, span), Transformed::Yes),
+        None => (expr, Transformed::No),
     }
 }
 
@@ -218,7 +228,7 @@ mod tests {
             Span::default(),
         );
         let cmp = Expr::binary(BinaryOp::Lt, sum, int(6), DataType::Bool, Span::default());
-        assert!(cmp.transform(&mut fold).is_true());
+        assert!(cmp.transform(&mut |e| fold_node(e).0).is_true());
     }
 
     #[test]
@@ -231,7 +241,7 @@ mod tests {
             Span::default(),
         );
         assert!(matches!(
-            big.transform(&mut fold).kind,
+            big.transform(&mut |e| fold_node(e).0).kind,
             ExprKind::Binary { .. }
         ));
     }

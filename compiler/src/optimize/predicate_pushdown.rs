@@ -7,40 +7,50 @@
 use std::collections::HashMap;
 
 use tessera_grammar::ast::JoinKind;
-use tessera_storage::Catalog;
 
 use crate::columns::ColumnId;
 use crate::expr::{Expr, ExprKind};
-use crate::logical::{Filter, LogicalPlan, LogicalQuery};
+use crate::logical::{Filter, LogicalPlan};
 
-use super::Pass;
+use super::{Order, QueryView, Rule, Transformed};
 
 pub struct PredicatePushdown;
 
-impl Pass for PredicatePushdown {
+impl Rule for PredicatePushdown {
     fn name(&self) -> &'static str {
         "predicate_pushdown"
     }
 
-    fn run(&self, query: &mut LogicalQuery, _catalog: &Catalog) {
-        let plan = std::mem::replace(&mut query.plan, LogicalPlan::empty());
-        query.plan = push(plan, Vec::new());
+    /// Top-down: a filter moved below an operator is visited again there, and moves on.
+    fn order(&self) -> Order {
+        Order::TopDown
+    }
+
+    fn rewrite(&self, plan: LogicalPlan, _: &QueryView<'_>) -> (LogicalPlan, Transformed) {
+        match plan {
+            LogicalPlan::Filter(filter) => push(*filter.input, filter.predicate),
+            plan => (plan, Transformed::No),
+        }
     }
 }
 
-/// Pushes `predicates` (conjuncts over `plan`'s output) into `plan`.
-fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
-    match plan {
+/// A filter of `predicate` over `input`, with what of it can move into `input` moved there.
+fn push(input: LogicalPlan, predicate: Expr) -> (LogicalPlan, Transformed) {
+    let predicates = predicate.into_conjuncts();
+    let unchanged = |input: LogicalPlan, predicates: Vec<Expr>| {
+        (filter_over(input, predicates), Transformed::No)
+    };
+    match input {
         LogicalPlan::Filter(filter) => {
             // In the script's order, earlier filters first: the planner may not move a filter
             // that can overflow ahead of those written before it.
             let mut earlier = filter.predicate.into_conjuncts();
-            earlier.append(&mut predicates);
-            push(*filter.input, earlier)
+            earlier.extend(predicates);
+            (filter_over(*filter.input, earlier), Transformed::Yes)
         }
         LogicalPlan::Scan(mut scan) => {
             scan.filters.extend(predicates);
-            LogicalPlan::Scan(scan)
+            (LogicalPlan::Scan(scan), Transformed::Yes)
         }
         LogicalPlan::Project(mut project) => {
             let definitions: HashMap<ColumnId, Expr> = project
@@ -58,8 +68,14 @@ fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
                     .all(|c| available.contains(c))
                     .then_some(inlined)
             });
-            project.input = Box::new(push(*project.input, below));
-            filter_over(LogicalPlan::Project(project), above)
+            if below.is_empty() {
+                return unchanged(LogicalPlan::Project(project), above);
+            }
+            project.input = Box::new(filter_over(*project.input, below));
+            (
+                filter_over(LogicalPlan::Project(project), above),
+                Transformed::Yes,
+            )
         }
         LogicalPlan::Join(mut join) => {
             let left = join.left.output();
@@ -77,9 +93,15 @@ fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
                     above.push(predicate);
                 }
             }
-            join.left = Box::new(push(*join.left, to_left));
-            join.right = Box::new(push(*join.right, to_right));
-            filter_over(LogicalPlan::Join(join), above)
+            if to_left.is_empty() && to_right.is_empty() {
+                return unchanged(LogicalPlan::Join(join), above);
+            }
+            join.left = Box::new(filter_over(*join.left, to_left));
+            join.right = Box::new(filter_over(*join.right, to_right));
+            (
+                filter_over(LogicalPlan::Join(join), above),
+                Transformed::Yes,
+            )
         }
         LogicalPlan::Product(mut product) => {
             let left = product.left.output();
@@ -96,9 +118,15 @@ fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
                     .all(|c| right.contains(c))
                     .then(|| p.clone())
             });
-            product.left = Box::new(push(*product.left, to_left));
-            product.right = Box::new(push(*product.right, to_right));
-            filter_over(LogicalPlan::Product(product), above)
+            if to_left.is_empty() && to_right.is_empty() {
+                return unchanged(LogicalPlan::Product(product), above);
+            }
+            product.left = Box::new(filter_over(*product.left, to_left));
+            product.right = Box::new(filter_over(*product.right, to_right));
+            (
+                filter_over(LogicalPlan::Product(product), above),
+                Transformed::Yes,
+            )
         }
         LogicalPlan::Aggregate(mut aggregate) => {
             // Only a predicate on group keys can run before grouping; with no keys there is
@@ -108,35 +136,36 @@ fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
                 .iter()
                 .map(|(id, e)| (*id, e.clone()))
                 .collect();
-            let (below, above) = if keys.is_empty() {
-                (Vec::new(), predicates)
-            } else {
-                partition(predicates, |p| {
-                    p.columns_used()
-                        .iter()
-                        .all(|c| keys.contains_key(c))
-                        .then(|| inline(p.clone(), &keys))
-                })
-            };
-            aggregate.input = Box::new(push(*aggregate.input, below));
-            filter_over(LogicalPlan::Aggregate(aggregate), above)
+            if keys.is_empty() {
+                return unchanged(LogicalPlan::Aggregate(aggregate), predicates);
+            }
+            let (below, above) = partition(predicates, |p| {
+                p.columns_used()
+                    .iter()
+                    .all(|c| keys.contains_key(c))
+                    .then(|| inline(p.clone(), &keys))
+            });
+            if below.is_empty() {
+                return unchanged(LogicalPlan::Aggregate(aggregate), above);
+            }
+            aggregate.input = Box::new(filter_over(*aggregate.input, below));
+            (
+                filter_over(LogicalPlan::Aggregate(aggregate), above),
+                Transformed::Yes,
+            )
         }
         LogicalPlan::Sort(mut sort) => {
-            sort.input = Box::new(push(*sort.input, predicates));
-            LogicalPlan::Sort(sort)
+            sort.input = Box::new(filter_over(*sort.input, predicates));
+            (LogicalPlan::Sort(sort), Transformed::Yes)
         }
         LogicalPlan::Distinct(mut distinct) => {
-            distinct.input = Box::new(push(*distinct.input, predicates));
-            LogicalPlan::Distinct(distinct)
+            distinct.input = Box::new(filter_over(*distinct.input, predicates));
+            (LogicalPlan::Distinct(distinct), Transformed::Yes)
         }
-        LogicalPlan::Limit(mut limit) => {
-            limit.input = Box::new(push(*limit.input, Vec::new()));
-            filter_over(LogicalPlan::Limit(limit), predicates)
-        }
-        LogicalPlan::SetOperation(mut set) => {
-            set.left = Box::new(push(*set.left, Vec::new()));
-            set.right = Box::new(push(*set.right, Vec::new()));
-            filter_over(LogicalPlan::SetOperation(set), predicates)
+        // Never across `take`, which would change which rows are taken, nor into a set
+        // operation's inputs.
+        input @ (LogicalPlan::Limit(_) | LogicalPlan::SetOperation(_)) => {
+            unchanged(input, predicates)
         }
     }
 }
