@@ -82,8 +82,7 @@ impl Compilation {
         let typed = ast_to_typed(&ast, catalog)?;
         let logical = typed_to_logical(&typed, catalog);
         let mut trace = Vec::new();
-        let optimized =
-            optimize(logical.clone(), catalog, Some(&mut trace)).map_err(|d| vec![d])?;
+        let optimized = optimize(logical.clone(), Some(&mut trace)).map_err(|d| vec![d])?;
         Ok(Compilation {
             ast,
             typed,

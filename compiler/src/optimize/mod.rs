@@ -95,7 +95,6 @@ pub struct PassTrace {
 /// plans after each application of a rule that changed one.
 pub fn optimize(
     queries: Vec<LogicalQuery>,
-    _catalog: &tessera_storage::Catalog,
     trace: Option<&mut Vec<PassTrace>>,
 ) -> Result<Vec<LogicalQuery>, Diagnostic> {
     optimize_with(queries, &rules(), trace)
