@@ -13,7 +13,7 @@ use tessera_compiler::codegen::{kernel_to_code, pipelines_to_modules, GpuCodegen
 use tessera_compiler::Compilation;
 use tessera_grammar::source_to_ast;
 use tessera_runtime::Target;
-use tessera_storage::compress::Compression;
+use tessera_storage::compress::{Compression, Scheme};
 
 /// Every script: the examples, and the `script:` section of each conformance file.
 fn scripts() -> Vec<(String, String)> {
@@ -146,7 +146,7 @@ fn gpu_passes_match_llvm_o1() {
     let scripts = scripts();
     assert!(scripts.len() >= 28, "found only {} scripts", scripts.len());
     for (compression, tile) in [
-        (Compression::None, target.default_tile()),
+        (Compression::NONE, target.default_tile()),
         (Compression::Auto, target.default_fixed_width_tile()),
         (Compression::Auto, target.default_packed_tile()),
     ] {
@@ -251,7 +251,8 @@ fn shared_bytes_per_kernel(ptx: &str) -> Vec<(String, u64)> {
 fn packed_kernels_fit_static_shared_memory() {
     let target = Target::Nvptx { sm: 90 };
     for (name, source) in scripts() {
-        let catalog = common::catalog_for_file(&name, &source).with_compression(Compression::Dfor);
+        let catalog = common::catalog_for_file(&name, &source)
+            .with_compression(Compression::Only(Scheme::Dfor));
         let ast = source_to_ast(&source).unwrap_or_else(|d| panic!("{name}: {d:?}"));
         let compilation =
             Compilation::run(ast, &catalog).unwrap_or_else(|d| panic!("{name}: {d:?}"));

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use tessera_storage::compress::Compression;
+use tessera_storage::compress::{Compression, Scheme};
 use tessera_storage::{Catalog, Column, ColumnData};
 
 use super::bench::{bench_target, median, print_json, random_values, time_query};
@@ -50,10 +50,10 @@ pub fn run(args: &DecodeBenchArgs) -> Result<(), Failure> {
     let mut results = Vec::new();
     let mut bandwidth = None;
     for compress in [
-        Compression::None,
-        Compression::Pack,
-        Compression::For,
-        Compression::Dfor,
+        Compression::NONE,
+        Compression::Only(Scheme::Pack),
+        Compression::Only(Scheme::For),
+        Compression::Only(Scheme::Dfor),
     ] {
         let shared = Arc::new(catalog.with_compression(compress));
         let options = CompileOptions {

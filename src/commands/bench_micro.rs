@@ -222,7 +222,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
     let options = CompileOptions {
         target,
         tile: args.run.tile,
-        compress: Compression::None,
+        compress: Compression::NONE,
         partition_joins: args.partition_joins,
         prepare: false,
     };

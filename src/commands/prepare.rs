@@ -22,7 +22,7 @@ pub fn run(args: &PrepareArgs) -> Result<(), Failure> {
         if probe().is_ok() {
             Compression::Auto
         } else {
-            Compression::None
+            Compression::NONE
         }
     });
     if args.in_place && args.data.is_file() {

@@ -18,7 +18,7 @@ use tessera_runtime::exec::{run_query, run_query_with, Backend, Readback, Runtim
 use tessera_runtime::program::{Code, Program, QueryProgram};
 use tessera_runtime::result::{fetched_columns, FetchedResult};
 use tessera_runtime::{Target, TileShape};
-use tessera_storage::compress::Compression;
+use tessera_storage::compress::{Compression, Scheme};
 use tessera_storage::prepared::PreparedStore;
 use tessera_storage::Catalog;
 
@@ -61,7 +61,7 @@ pub fn compression_for(target: Target, asked: Option<Compression>) -> Compressio
     asked.unwrap_or(if target.is_gpu() {
         Compression::Auto
     } else {
-        Compression::None
+        Compression::NONE
     })
 }
 
@@ -101,13 +101,13 @@ impl CompileOptions {
     /// one width, or for columns packed in blocks.
     pub fn tile_shape(&self) -> TileShape {
         self.tile.unwrap_or_else(|| match self.compress {
-            Compression::None => self.target.default_tile(),
+            Compression::Only(Scheme::None) => self.target.default_tile(),
             // Columns at one width are decoded item by item, with nothing staged per tile; `auto`
             // packs SSB's fact columns so.
-            Compression::Pack | Compression::Dict | Compression::Auto => {
+            Compression::Only(Scheme::Pack | Scheme::Dict) | Compression::Auto => {
                 self.target.default_fixed_width_tile()
             }
-            Compression::For | Compression::Dfor => self.target.default_packed_tile(),
+            Compression::Only(Scheme::For | Scheme::Dfor) => self.target.default_packed_tile(),
         })
     }
 }
@@ -581,15 +581,15 @@ mod tests {
     fn columns_are_packed_by_default_on_the_gpu_only() {
         let gpu = Target::Nvptx { sm: 90 };
         assert_eq!(compression_for(gpu, None), Compression::Auto);
-        assert_eq!(compression_for(Target::Host, None), Compression::None);
+        assert_eq!(compression_for(Target::Host, None), Compression::NONE);
         // What the command line asks for wins on either.
         assert_eq!(
-            compression_for(gpu, Some(Compression::None)),
-            Compression::None
+            compression_for(gpu, Some(Compression::NONE)),
+            Compression::NONE
         );
         assert_eq!(
-            compression_for(Target::Host, Some(Compression::Pack)),
-            Compression::Pack
+            compression_for(Target::Host, Some(Compression::Only(Scheme::Pack))),
+            Compression::Only(Scheme::Pack)
         );
     }
 }

@@ -44,7 +44,7 @@ pub fn run(args: &TestArgs) -> Result<(), Failure> {
         prepare: !args.no_prepare,
     };
     let compression = match options.compress {
-        Compression::None => String::new(),
+        Compression::NONE => String::new(),
         other => format!(", columns packed: {other}"),
     };
     let partitioning = match args.partition_joins {

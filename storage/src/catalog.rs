@@ -200,7 +200,7 @@ impl Catalog {
             unique_keys: BTreeMap::new(),
             derived_dictionaries: Mutex::new(HashMap::new()),
             loading: HashMap::new(),
-            compression: Compression::None,
+            compression: Compression::NONE,
             packed: Mutex::new(PackedColumns::default()),
             prepared: None,
             progress: Arc::new(NoProgress),
@@ -963,7 +963,7 @@ impl Catalog {
                 column: column.into(),
             })?;
         let written_before = prepared.spawned();
-        let packs = self.compression != Compression::None && crate::packed::packable(field.ty);
+        let packs = self.compression != Compression::NONE && crate::packed::packable(field.ty);
         let scheme = if packs {
             self.scheme(table, column)?
         } else {

@@ -152,7 +152,7 @@ impl Catalog {
     /// table's files, then encoded on all cores at once (under `auto`, each in the scheme it
     /// chooses), where asking column by column would do one at a time.
     pub fn encode_columns(&self, table: &str, columns: &[&str]) -> Result<(), StorageError> {
-        if self.compression == Compression::None {
+        if self.compression == Compression::NONE {
             return Ok(());
         }
         let mut packable_columns = Vec::new();
@@ -339,7 +339,7 @@ impl Catalog {
         let Some(prepared) = &self.prepared else {
             return Ok(None);
         };
-        if self.compression == Compression::None || self.derived(table, column).is_some() {
+        if self.compression == Compression::NONE || self.derived(table, column).is_some() {
             return Ok(None);
         }
         let field = self.stored_field(table, column)?;

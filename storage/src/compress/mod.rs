@@ -153,52 +153,46 @@ impl FromStr for Scheme {
     }
 }
 
-/// Which encoding the catalog gives the integer columns kernels read: one scheme for all, or
-/// per column the smallest (`auto`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// Which encoding the catalog gives the integer columns kernels read: per column the smallest
+/// (`auto`), or one scheme for all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Compression {
-    /// Plain 4-byte values.
-    #[default]
-    None,
     /// Per column, the smallest of none, pack, dict, FOR and DFOR ([`choose`]).
     Auto,
-    For,
-    Dfor,
-    Pack,
-    Dict,
+    /// Every column in this scheme.
+    Only(Scheme),
+}
+
+impl Default for Compression {
+    fn default() -> Compression {
+        Compression::NONE
+    }
 }
 
 impl Compression {
+    /// Plain 4-byte values.
+    pub const NONE: Compression = Compression::Only(Scheme::None);
+
     /// Reads `none`, `auto`, `for`, `dfor`, `pack` or `dict`, in any case.
     pub fn parse(text: &str) -> Result<Compression, CompressError> {
         if text.trim().eq_ignore_ascii_case("auto") {
             return Ok(Compression::Auto);
         }
-        Ok(match Scheme::parse(text)? {
-            Scheme::None => Compression::None,
-            Scheme::For => Compression::For,
-            Scheme::Dfor => Compression::Dfor,
-            Scheme::Pack => Compression::Pack,
-            Scheme::Dict => Compression::Dict,
-        })
+        Scheme::parse(text).map(Compression::Only)
     }
 
     /// The scheme every column takes, or `None` for `auto` (decided per column).
     pub fn fixed(self) -> Option<Scheme> {
         match self {
-            Compression::None => Some(Scheme::None),
             Compression::Auto => None,
-            Compression::For => Some(Scheme::For),
-            Compression::Dfor => Some(Scheme::Dfor),
-            Compression::Pack => Some(Scheme::Pack),
-            Compression::Dict => Some(Scheme::Dict),
+            Compression::Only(scheme) => Some(scheme),
         }
     }
 
     pub fn name(self) -> &'static str {
-        match self.fixed() {
-            Some(scheme) => scheme.name(),
-            None => "auto",
+        match self {
+            Compression::Auto => "auto",
+            Compression::Only(scheme) => scheme.name(),
         }
     }
 }
