@@ -408,6 +408,9 @@ pub enum Emit {
     Logical,
     Optimized,
     Physical,
+    /// The compiled program: each kernel's table, tile and grid, how it reads each column
+    /// (plain, or packed and how), its buffers, the host's work and the result's shape.
+    Kernels,
     /// The LLVM module before optimization: kernels as calls to the block-wide primitives.
     Llvm,
     /// The PTX the driver loads (with `--target sm_XX`).
@@ -600,6 +603,7 @@ impl Emit {
             Emit::Logical => Stage::Logical,
             Emit::Optimized => Stage::Optimized,
             Emit::Physical => Stage::Physical,
+            Emit::Kernels => Stage::Kernels,
             Emit::Llvm => Stage::Llvm,
             Emit::Ptx => Stage::Ptx,
         }

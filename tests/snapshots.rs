@@ -1,7 +1,8 @@
 //! Snapshots of the compiler's stages over SSB data at scale factor 0.01 (the Wisconsin
 //! relations of 10,000 rows, TPC-H at 0.1, for their examples): tokens, syntax tree, typed
 //! pipelines, logical and optimized plans and physical pipelines of every example script, and
-//! the LLVM IR and PTX of a few, compiled as `tessera run` compiles them for an H100. A change
+//! the kernels (the compiled program's launches), LLVM IR and PTX of a few, compiled as
+//! `tessera run` compiles them for an H100. A change
 //! to any stage shows up here, to be reviewed.
 
 mod common;
@@ -95,6 +96,11 @@ fn code_snapshot(stage: Stage) {
             insta::assert_snapshot!(name, text);
         });
     }
+}
+
+#[test]
+fn kernels() {
+    code_snapshot(Stage::Kernels);
 }
 
 #[test]

@@ -23,19 +23,23 @@ pub enum Stage {
     /// With `verbose`, the plan after each pass.
     Optimized,
     Physical,
+    /// The compiled program: each kernel's launch and how it reads each column, the buffers,
+    /// the host's work and how the result is read back.
+    Kernels,
     /// The module before optimization: kernels as calls to block-wide primitives.
     Llvm,
     Ptx,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 8] = [
+    pub const ALL: [Stage; 9] = [
         Stage::Tokens,
         Stage::Ast,
         Stage::Typed,
         Stage::Logical,
         Stage::Optimized,
         Stage::Physical,
+        Stage::Kernels,
         Stage::Llvm,
         Stage::Ptx,
     ];
@@ -48,6 +52,7 @@ impl Stage {
             Stage::Logical => "logical",
             Stage::Optimized => "optimized",
             Stage::Physical => "physical",
+            Stage::Kernels => "kernels",
             Stage::Llvm => "llvm",
             Stage::Ptx => "ptx",
         }
@@ -119,7 +124,10 @@ pub fn emit_for_tile(
     }
     let catalog = catalog.ok_or(EmitError::NeedsData)?;
     let ast = crate::decorrelate::rewrite(ast, catalog);
-    if matches!(stage, Stage::Physical | Stage::Llvm | Stage::Ptx) {
+    if matches!(
+        stage,
+        Stage::Physical | Stage::Kernels | Stage::Llvm | Stage::Ptx
+    ) {
         if let Some(staged) = crate::staging::split(&ast, &mut |n| format!("stage#{n}")) {
             return Ok(crate::staging::describe(&staged, source));
         }
@@ -138,14 +146,23 @@ pub fn emit_for_tile(
             .collect(),
         Stage::Optimized => logical_to_string(&compilation.optimized),
         Stage::Physical => physical_to_string(&compilation.physical),
-        Stage::Llvm | Stage::Ptx | Stage::Tokens | Stage::Ast => {
+        Stage::Kernels | Stage::Llvm | Stage::Ptx | Stage::Tokens | Stage::Ast => {
             let span = compilation
                 .physical
                 .first()
                 .map(|q| q.span)
                 .unwrap_or_default();
             let internal = |e: String| Diagnostic::internal(span, e);
-            let (modules, _) = pipelines_to_modules(&compilation.physical, catalog, target, tile)?;
+            let (modules, programs) =
+                pipelines_to_modules(&compilation.physical, catalog, target, tile)?;
+            if stage == Stage::Kernels {
+                return Ok(programs
+                    .iter()
+                    .enumerate()
+                    .map(|(index, program)| format!("query {index}\n{}", program.describe()))
+                    .collect::<Vec<_>>()
+                    .join("\n"));
+            }
             if stage == Stage::Llvm {
                 return Ok(modules
                     .iter()

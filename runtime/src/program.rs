@@ -3,6 +3,8 @@
 //! allocate, and how to turn those buffers into the result. It is plain data: `tessera compile
 //! -o Q.tqx` writes it as JSON, and `tessera run Q.tqx` executes it without compiling anything.
 
+mod describe;
+
 use tessera_storage::compress::Scheme;
 use tessera_storage::{DataType, Value};
 
