@@ -383,6 +383,10 @@ pub struct GpuBackend {
     gathering: Option<(CudaFunction, CudaFunction)>,
 }
 
+/// Bytes of a query's buffers past which they are handed back to the device when it ends,
+/// rather than kept pooled until the next query.
+const RETURNED_AT_ONCE: usize = 1 << 30;
+
 /// The kernels of [`GpuBackend::gather_present`].
 const GATHER_PTX: &str = include_str!("gather.ptx");
 
@@ -967,7 +971,15 @@ impl Backend for GpuBackend {
     }
 
     fn release_buffers(&mut self) {
+        let released: usize = self.buffers.iter().map(CudaSlice::len).sum();
         self.buffers.clear();
+        // Freed buffers go back to the driver's pool, which keeps them for the next query's
+        // buffers and hands memory back to the device at the next synchronization. Where a
+        // query took much, synchronize now: an idle server (or a process beside it) would
+        // otherwise find the device full of a finished query's buffers.
+        if released > RETURNED_AT_ONCE {
+            let _ = self.stream.synchronize();
+        }
         if let Some(copies) = &self.copies {
             // The staging buffers are freed on the copy stream: after the kernels reading them.
             if !self.staged.iter().all(Vec::is_empty) {
