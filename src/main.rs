@@ -421,7 +421,7 @@ pub enum Emit {
 enum BenchSuite {
     /// The 13 Star Schema Benchmark queries.
     Ssb(BenchArgs),
-    /// The TPC-H queries of examples/tpch (13 of the 22 so far).
+    /// The 22 TPC-H queries of examples/tpch.
     Tpch(BenchArgs),
     /// Summing a column of values from U(0, 2^16), stored plain, GPU-FOR and GPU-DFOR.
     Decode(DecodeBenchArgs),
