@@ -123,10 +123,7 @@ pub(super) fn pipeline_to_kernel<'ctx>(
     // on neighbouring tiles, hence on one or two parts of the table: striding, blocks drift
     // apart over the run, and their tiles come to span more parts than the L2 holds.
     let tile_counter = (qc.target.is_gpu()
-        && (matches!(pipeline.input, Input::Partitioned(_))
-            || pipeline.steps.iter().any(
-                |step| matches!(step, Step::Probe { table, .. } if qc.chains[*table].is_some()),
-            )))
+        && (matches!(pipeline.input, Input::Partitioned(_)) || qc.probes_chains(pipeline)))
     .then(|| qc.buffer(format!("{name} tiles taken"), 1, 4, Fill::Zero));
     let mut params = collect_params(qc, pipeline, &sink)?;
     if let Some(counter) = tile_counter {

@@ -95,11 +95,7 @@ pub(super) fn split_rows(
     mut columns: Vec<WrittenColumn>,
     placement: RowPlacement,
 ) -> Vec<(Vec<WrittenColumn>, RowPlacement)> {
-    let repeatable = pipeline.input == Input::Table
-        && pipeline
-            .steps
-            .iter()
-            .all(|step| !matches!(step, Step::Probe { table, .. } if qc.chains[*table].is_some()));
+    let repeatable = pipeline.input == Input::Table && !qc.probes_chains(pipeline);
     let per_kernel = row_columns_per_kernel(qc.target);
     if columns.len() <= per_kernel || !repeatable {
         return vec![(columns, placement)];

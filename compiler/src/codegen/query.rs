@@ -214,6 +214,15 @@ impl QueryContext<'_> {
         index
     }
 
+    /// Whether `pipeline` probes a hash table whose keys repeat: a tile's rows then run in
+    /// rounds of matches, each a row of the tile or none.
+    pub fn probes_chains(&self, pipeline: &Pipeline) -> bool {
+        pipeline
+            .steps
+            .iter()
+            .any(|step| matches!(step, Step::Probe { table, .. } if self.chains[*table].is_some()))
+    }
+
     /// The sink that writes or groups `columns`: the same for every pipeline ending in it
     /// (the inputs of a `union`), for [`QueryContext::sink_buffer`].
     pub fn sink(&mut self, columns: &[crate::columns::ColumnId]) -> usize {
@@ -366,9 +375,7 @@ pub(super) fn query_to_llvm(
             .steps
             .iter()
             .any(|step| matches!(step, crate::physical::Step::Probe { .. }));
-        let runtime_loops = pipeline.steps.iter().any(|step| {
-            matches!(step, crate::physical::Step::Probe { table, .. } if qc.chains[*table].is_some())
-        });
+        let runtime_loops = qc.probes_chains(pipeline);
         let sinks = sink.into_kernel_sinks(&mut qc, pipeline);
         let parts = sinks.len();
         for (part, sink) in sinks.into_iter().enumerate() {
