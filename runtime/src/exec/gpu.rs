@@ -368,7 +368,7 @@ pub struct GpuBackend {
     /// Pieces of a streamed table's columns, one buffer per column slot (`Backend::stage`), in
     /// two sets: a piece is copied into one set while the kernel of the piece before reads the
     /// other.
-    staged: [Vec<CudaSlice<u8>>; 2],
+    staged: [Vec<CudaSlice<u8>>; STAGING_SETS],
     /// The stream the pieces are copied on (made when a table first streams), beside `stream`,
     /// which runs the kernels.
     copies: Option<Arc<CudaStream>>,
@@ -376,12 +376,16 @@ pub struct GpuBackend {
     piece: Option<usize>,
     /// Per set of staging buffers, when the last kernel reading it is done: the next copy into
     /// the set waits for it.
-    read: [Option<CudaEvent>; 2],
+    read: [Option<CudaEvent>; STAGING_SETS],
     /// Kernels queued since the last `wait`, with events around each.
     pending: Vec<(String, CudaEvent, CudaEvent)>,
     /// The kernels that gather a grouped result's groups (`gather.ptx`), once loaded.
     gathering: Option<(CudaFunction, CudaFunction)>,
 }
+
+/// Sets of staging buffers for a streamed table's pieces: one filled while the kernel of the
+/// piece before reads the other.
+const STAGING_SETS: usize = 2;
 
 /// Bytes of a query's buffers past which they are handed back to the device when it ends,
 /// rather than kept pooled until the next query.
@@ -450,10 +454,10 @@ impl GpuBackend {
             last_used: HashMap::new(),
             queries: 0,
             buffers: Vec::new(),
-            staged: [Vec::new(), Vec::new()],
+            staged: Default::default(),
             copies: None,
             piece: None,
-            read: [None, None],
+            read: Default::default(),
             pending: Vec::new(),
             gathering: None,
         })
@@ -986,13 +990,13 @@ impl Backend for GpuBackend {
                 let _ = copies.join(&self.stream);
             }
         }
-        self.staged = [Vec::new(), Vec::new()];
-        self.read = [None, None];
+        self.staged = Default::default();
+        self.read = Default::default();
         self.piece = None;
     }
 
     fn begin_piece(&mut self, index: usize) -> Result<(), RuntimeError> {
-        let set = index % 2;
+        let set = index % STAGING_SETS;
         let copies = self.copy_stream()?;
         // The piece's copies overwrite the set the piece two before was read from.
         if let Some(read) = &self.read[set] {
@@ -1071,6 +1075,10 @@ impl Backend for GpuBackend {
 
     fn memory_budget(&self) -> Option<u64> {
         self.budget
+    }
+
+    fn staged_pieces(&self) -> u64 {
+        STAGING_SETS as u64
     }
 
     fn begin_query(&mut self) {

@@ -219,6 +219,10 @@ pub trait Backend {
     fn begin_piece(&mut self, _index: usize) -> Result<(), RuntimeError> {
         Ok(())
     }
+    /// How many pieces of each streamed column the backend keeps staged at once.
+    fn staged_pieces(&self) -> u64 {
+        1
+    }
     /// The most bytes of columns to keep on the device at once, when limited
     /// (`--gpu-memory`): a query reading more streams its largest table through in pieces.
     fn memory_budget(&self) -> Option<u64> {

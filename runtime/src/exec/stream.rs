@@ -31,8 +31,9 @@ use crate::program::{Extent, KernelLaunch, Param, QueryProgram};
 /// blocks of 128 values, and whole tiles of the usual shapes.
 const PIECE_ALIGN: u64 = 8 * 1024;
 
-/// The part of the budget the staged pieces take, all columns together (a piece of each column
-/// is on the device at once; the rest of the budget holds the other tables' columns).
+/// The part of the budget the staged pieces take, all columns together (the pieces of each
+/// column the backend keeps staged at once, `Backend::staged_pieces`; the rest of the budget
+/// holds the other tables' columns).
 const PIECE_SHARE: u64 = 4;
 
 /// The table a query streams and the rows of each piece.
@@ -219,7 +220,8 @@ pub(super) fn streamed_table(
         .fold(PIECE_ALIGN, |align, kernel| {
             least_common_multiple(align, u64::from(kernel.tile.items().max(1)))
         });
-    let piece_rows = (budget / PIECE_SHARE / row_bytes) / align * align;
+    let staged = budget / PIECE_SHARE / backend.staged_pieces().max(1);
+    let piece_rows = (staged / row_bytes) / align * align;
     let piece_rows = piece_rows.max(align);
     Ok((piece_rows < rows).then_some(Streaming { table, piece_rows }))
 }
