@@ -593,12 +593,29 @@ fn the_load_generator_checks_every_result() {
 /// waiting for the rest of the cancelled script, and the server serves on.
 #[test]
 fn a_cancel_request_stops_the_running_query() {
-    let server = Server::start();
     // Thirty queries of 150 million joined rows each: seconds of work in all, and a place to
     // stop between any two of them.
     let slow = "from lineorder | product (from date | select d_year) \
                 | aggregate { s = sum(lo_quantity + d_year) }\n"
         .repeat(30);
+    cancel_stops(&slow);
+}
+
+/// A cancel stops a kernel that is running: it takes no more tiles.
+#[test]
+fn a_cancel_request_stops_a_running_kernel() {
+    // One kernel over 30 tiles of `lineorder`, each crossed with all of its 60,200 rows: half
+    // a minute of work on two cores, a second or two a tile.
+    cancel_stops(
+        "from lineorder | product (from lineorder | select q = lo_quantity) \
+         | aggregate { s = sum(lo_quantity + q) }",
+    );
+}
+
+/// Cancels `slow` a second after it starts; checks that the cancel is answered at once and
+/// that the next query does not wait for the cancelled work.
+fn cancel_stops(slow: &str) {
+    let server = Server::start();
     let program = r#"
 import sys, threading, time
 import psycopg
@@ -629,7 +646,7 @@ with psycopg.connect(f"host=127.0.0.1 port={port} user=tessera dbname=tessera", 
     assert waited < 5, f"the next query waited {waited:.1f} s for the cancelled work"
 "#;
     let output = Command::new("python3")
-        .args(["-c", program, &server.port.to_string(), &slow])
+        .args(["-c", program, &server.port.to_string(), slow])
         .output()
         .expect("python3 runs");
     assert!(

@@ -6,10 +6,11 @@ use std::collections::HashMap;
 
 use inkwell::context::Context;
 use inkwell::module::Module;
-use inkwell::values::{BasicValueEnum, IntValue};
+use inkwell::values::{BasicValue, BasicValueEnum, IntValue};
 use inkwell::IntPredicate;
 use tessera_grammar::{Diagnostic, DiagnosticKind};
 use tessera_runtime::emit::TileArray;
+use tessera_runtime::primitives::hash::status;
 use tessera_runtime::primitives::unpack::{PackedColumn, StagedColumn, TileWords};
 use tessera_runtime::primitives::unpack_fixed::{
     unpack_codes, unpack_fixed, CodeBase, FixedColumn, Rows,
@@ -494,7 +495,33 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             current.push([phi(first)?, phi(end)?, phi(header)?]);
         }
         let index = tile.as_basic_value().into_int_value();
-        let more = em.b.build_int_compare(IntPredicate::SLT, index, end, "")?;
+        let mut more = em.b.build_int_compare(IntPredicate::SLT, index, end, "")?;
+        if em.target.is_gpu() {
+            // A cancelled query's kernel takes no more tiles (`exec::Cancel`). The word is read
+            // past the cache, and the block leaves together: its steps wait on each other.
+            let status = self.buffer(self.status)?;
+            let em = &self.em;
+            let word = em.const_i64(i64::from(status::CANCELLED));
+            // SAFETY: the status buffer holds `status::WORDS` words.
+            let at = unsafe {
+                em.b.build_gep(em.i32(), status, &[word], "cancelled_word")?
+            };
+            let flag = em.b.build_load(em.i32(), at, "cancelled")?;
+            if let Some(load) = flag.as_instruction_value() {
+                load.set_volatile(true)
+                    .map_err(|e| CodegenError::Invalid(e.to_string()))?;
+            }
+            let flag = em.b.build_int_compare(
+                IntPredicate::NE,
+                flag.into_int_value(),
+                em.const_i32(0),
+                "",
+            )?;
+            let cancelled = em.block_any(flag)?;
+            let running = em.b.build_not(cancelled, "")?;
+            more = em.b.build_and(more, running, "")?;
+        }
+        let em = &self.em;
         em.b.build_conditional_branch(more, body, exit)?;
         em.b.position_at_end(body);
         let (tile_start, num_items) = tile_extent(em, index, rows)?;

@@ -20,7 +20,7 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 
 use super::stream::Piece;
-use super::{Backend, ColumnBytes, Gathered, RuntimeError};
+use super::{Backend, Cancel, ColumnBytes, Gathered, RuntimeError};
 use crate::program::{BufferSpec, Cubins, Extent, Fill, KernelCode, KernelLaunch};
 use crate::tile::gpu_params_in_table;
 
@@ -372,6 +372,8 @@ pub struct GpuBackend {
     /// The stream the pieces are copied on (made when a table first streams), beside `stream`,
     /// which runs the kernels.
     copies: Option<Arc<CudaStream>>,
+    /// The stream a cancel is written to the running kernels on, made the first time.
+    cancels: Option<Arc<CudaStream>>,
     /// The set the piece being staged goes into, between `begin_piece` and its launch.
     piece: Option<usize>,
     /// Per set of staging buffers, when the last kernel reading it is done: the next copy into
@@ -386,6 +388,12 @@ pub struct GpuBackend {
 /// Sets of staging buffers for a streamed table's pieces: one filled while the kernel of the
 /// piece before reads the other.
 const STAGING_SETS: usize = 2;
+
+/// How long a wait for kernels spins before it polls: most queries' kernels end sooner.
+const SPIN_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// How often a longer wait looks whether the kernels ended, or the query was cancelled.
+const POLL_INTERVAL: std::time::Duration = std::time::Duration::from_micros(100);
 
 /// Bytes of a query's buffers past which they are handed back to the device when it ends,
 /// rather than kept pooled until the next query.
@@ -456,6 +464,7 @@ impl GpuBackend {
             buffers: Vec::new(),
             staged: Default::default(),
             copies: None,
+            cancels: None,
             piece: None,
             read: Default::default(),
             pending: Vec::new(),
@@ -637,6 +646,33 @@ impl GpuBackend {
         true
     }
 
+    /// Waits until `last` has happened. Once `cancel` is requested meanwhile, sets its word on
+    /// a stream of its own, beside the kernels still running, which then leave their loops
+    /// over tiles; they are still waited for, so that the query's buffers are freed unused.
+    fn until_done(&mut self, last: &CudaEvent, cancel: Cancel<'_>) -> Result<(), DriverError> {
+        let started = Instant::now();
+        let mut told = false;
+        while !last.try_is_complete()? {
+            if !told && cancel.is_requested() {
+                let stream = match &self.cancels {
+                    Some(stream) => stream.clone(),
+                    None => self.context.new_stream()?,
+                };
+                self.cancels = Some(stream.clone());
+                // SAFETY: the word lies in the query's status buffer, which is freed only
+                // after this wait; a byte of 1 makes the little-endian word non-zero.
+                unsafe { result::memset_d8_async(cancel.word, 1, 1, stream.cu_stream())? };
+                told = true;
+            }
+            // Short waits are spun, so a quick query is not answered late; longer ones poll.
+            match started.elapsed() < SPIN_WAIT {
+                true => std::thread::yield_now(),
+                false => std::thread::sleep(POLL_INTERVAL),
+            }
+        }
+        Ok(())
+    }
+
     /// The stream pieces of streamed tables are copied on, made the first time.
     fn copy_stream(&mut self) -> Result<Arc<CudaStream>, RuntimeError> {
         if let Some(copies) = &self.copies {
@@ -774,6 +810,7 @@ impl Backend for GpuBackend {
         kernel: &KernelLaunch,
         rows: u64,
         args: &[u64],
+        _: Cancel<'_>,
     ) -> Result<(), RuntimeError> {
         let (function, resident) = self.function(&kernel.name, kernel.tile.threads)?;
         let grid = match kernel.extent {
@@ -829,8 +866,13 @@ impl Backend for GpuBackend {
         Ok(())
     }
 
-    fn wait(&mut self) -> Result<(Vec<f64>, f64), RuntimeError> {
+    fn wait(&mut self, cancel: Cancel<'_>) -> Result<(Vec<f64>, f64), RuntimeError> {
         let pending = std::mem::take(&mut self.pending);
+        if let Some((name, _, last)) = pending.last() {
+            self.until_done(last, cancel)
+                .map_err(|e| RuntimeError::Cuda(format!("kernel {name} failed: {e}")))?;
+        }
+        cancel.check()?;
         let mut each = Vec::with_capacity(pending.len());
         for (name, start, end) in &pending {
             let ms = start

@@ -8,12 +8,16 @@ use std::time::Instant;
 
 use super::jit::{HostKernel, LoadedObject};
 use super::stream::Piece;
-use super::{filled, Backend, ColumnBytes, Gathered, RuntimeError};
+use super::{filled, Backend, Cancel, ColumnBytes, Gathered, RuntimeError};
 use crate::program::{BufferSpec, Extent, KernelCode, KernelLaunch};
 use crate::result::present_slots;
 
-/// Tiles a thread takes at a time.
+/// Tiles a thread takes at a time, at most: a kernel of few tiles hands them out one by one,
+/// so that threads share them evenly and a cancel stops it after the tiles under way.
 const TILES_PER_GRAB: u64 = 8;
+
+/// A kernel hands out its tiles one by one unless each thread gets this many grabs or more.
+const GRABS_PER_THREAD: u64 = 16;
 /// Stack of a thread running kernels (address space only; pages are used as touched).
 const KERNEL_STACK_BYTES: usize = 256 << 20;
 
@@ -187,18 +191,17 @@ impl Backend for HostBackend {
         kernel: &KernelLaunch,
         rows: u64,
         args: &[u64],
+        cancel: Cancel<'_>,
     ) -> Result<(), RuntimeError> {
         let function = self.kernel(&kernel.name)?;
         let tiles = match kernel.extent {
             Extent::Tiles => rows.div_ceil(u64::from(kernel.tile.items())),
             Extent::Parts(parts) => u64::from(parts),
         };
+        let grab = (tiles / (self.threads as u64 * GRABS_PER_THREAD)).clamp(1, TILES_PER_GRAB);
         let next = AtomicU64::new(0);
         let started = Instant::now();
-        let workers = self
-            .threads
-            .min(tiles.div_ceil(TILES_PER_GRAB) as usize)
-            .max(1);
+        let workers = self.threads.min(tiles.div_ceil(grab) as usize).max(1);
         let started_workers = std::thread::scope(|scope| {
             let mut started_workers = 0;
             for _ in 0..workers {
@@ -206,11 +209,15 @@ impl Backend for HostBackend {
                 // (hundreds of columns) outgrows a thread's usual 2 MB.
                 let worker = std::thread::Builder::new().stack_size(KERNEL_STACK_BYTES);
                 let spawned = worker.spawn_scoped(scope, || loop {
-                    let first = next.fetch_add(TILES_PER_GRAB, Ordering::Relaxed);
+                    // A cancelled query's kernel takes no more tiles.
+                    if cancel.is_requested() {
+                        break;
+                    }
+                    let first = next.fetch_add(grab, Ordering::Relaxed);
                     if first >= tiles {
                         break;
                     }
-                    let end = (first + TILES_PER_GRAB).min(tiles);
+                    let end = (first + grab).min(tiles);
                     // SAFETY: the kernel reads the parameters in `args` (row count, column and
                     // buffer addresses kept alive by this backend) and only the rows of its
                     // tiles; buffers shared between threads are updated atomically.
@@ -230,6 +237,7 @@ impl Backend for HostBackend {
                 kernel.name
             )));
         }
+        cancel.check()?;
         let finished = Instant::now();
         self.first_start.get_or_insert(started);
         self.last_end = Some(finished);
@@ -237,7 +245,8 @@ impl Backend for HostBackend {
         Ok(())
     }
 
-    fn wait(&mut self) -> Result<(Vec<f64>, f64), RuntimeError> {
+    fn wait(&mut self, _: Cancel<'_>) -> Result<(Vec<f64>, f64), RuntimeError> {
+        // Kernels ran as they were launched, each watching for a cancel.
         let total = match (self.first_start.take(), self.last_end.take()) {
             (Some(start), Some(end)) => (end - start).as_secs_f64() * 1e3,
             _ => 0.0,

@@ -174,6 +174,31 @@ fn word_bytes(words: &[u32]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), std::mem::size_of_val(words)) }
 }
 
+/// How a running query learns it is cancelled: the flag a client's cancel request sets, and
+/// the device address of the status word ([`status::CANCELLED`]) its kernels look at before
+/// each tile, which the backend sets once the flag is.
+///
+/// [`status::CANCELLED`]: crate::primitives::hash::status::CANCELLED
+#[derive(Clone, Copy)]
+pub struct Cancel<'a> {
+    pub requested: &'a AtomicBool,
+    pub word: u64,
+}
+
+impl Cancel<'_> {
+    pub fn is_requested(&self) -> bool {
+        self.requested.load(Ordering::Relaxed)
+    }
+
+    /// [`RuntimeError::Cancelled`] once requested.
+    pub fn check(&self) -> Result<(), RuntimeError> {
+        match self.is_requested() {
+            true => Err(RuntimeError::Cancelled),
+            false => Ok(()),
+        }
+    }
+}
+
 /// Device memory and kernel launches.
 pub trait Backend {
     /// The address of a column's bytes on the device, uploading them the first time `key` is
@@ -182,15 +207,20 @@ pub trait Backend {
     /// A fresh buffer of `bytes`, filled as `spec` says; returns its address.
     fn buffer(&mut self, spec: &BufferSpec, bytes: u64) -> Result<u64, RuntimeError>;
     /// Queues `kernel` over `rows` rows with these parameter values, after those queued before.
+    /// A backend that runs kernels as they are launched stops taking tiles once `cancel` is
+    /// requested, and answers [`RuntimeError::Cancelled`].
     fn launch(
         &mut self,
         kernel: &KernelLaunch,
         rows: u64,
         args: &[u64],
+        cancel: Cancel<'_>,
     ) -> Result<(), RuntimeError>;
     /// Waits for every queued kernel; returns each one's milliseconds, and the milliseconds from
-    /// the first one's start to the last one's end.
-    fn wait(&mut self) -> Result<(Vec<f64>, f64), RuntimeError>;
+    /// the first one's start to the last one's end. Once `cancel` is requested meanwhile, the
+    /// running kernels are told to stop ([`Cancel::word`]) and the answer is
+    /// [`RuntimeError::Cancelled`].
+    fn wait(&mut self, cancel: Cancel<'_>) -> Result<(Vec<f64>, f64), RuntimeError>;
     /// Device memory bandwidth: bytes read plus bytes written per second by a large copy.
     fn copy_bandwidth(&mut self) -> Result<f64, RuntimeError>;
     /// `bytes` bytes of the buffer at `address`, from byte `offset` on (fewer where the buffer
@@ -339,8 +369,8 @@ pub fn run_query_with(
 }
 
 /// [`run_query_with`], giving up with [`RuntimeError::Cancelled`] once `cancelled` is set: it
-/// is looked at before each kernel is launched, once they have run, and as the result is read
-/// back (a kernel already running runs to its end).
+/// is looked at before each kernel is launched, by running kernels before each tile they take
+/// ([`Cancel`]), once they have run, and as the result is read back.
 pub fn run_query_until(
     backend: &mut dyn Backend,
     query: &QueryProgram,
@@ -409,9 +439,13 @@ fn run_with_capacity(
     readback: &mut Readback<'_>,
     cancelled: &AtomicBool,
 ) -> Result<Attempt, RuntimeError> {
-    let check = || match cancelled.load(Ordering::Relaxed) {
-        true => Err(RuntimeError::Cancelled),
-        false => Ok(()),
+    // The status word kernels read is known once the buffers are: until then, no kernel runs.
+    let check = || {
+        Cancel {
+            requested: cancelled,
+            word: 0,
+        }
+        .check()
     };
     check()?;
     let setup = Instant::now();
@@ -448,6 +482,13 @@ fn run_with_capacity(
             streamed,
         )?);
     }
+    let status = *buffers
+        .get(query.result.status_buffer)
+        .ok_or_else(|| RuntimeError::Malformed("no status buffer".into()))?;
+    let cancel = Cancel {
+        requested: cancelled,
+        word: status + 4 * u64::from(crate::primitives::hash::status::CANCELLED),
+    };
     timing.setup_ms = setup.elapsed().as_secs_f64() * 1e3;
     let mut launches = Vec::with_capacity(bound.len());
     let mut staged = 0;
@@ -460,18 +501,18 @@ fn run_with_capacity(
                     kernel,
                     launch,
                     streaming.piece_rows,
-                    &check,
+                    cancel,
                 )?;
                 launches.push(count);
                 staged += bytes;
             }
             _ => {
-                backend.launch(kernel, launch.rows, &launch.args)?;
+                backend.launch(kernel, launch.rows, &launch.args, cancel)?;
                 launches.push(1);
             }
         }
     }
-    let (mut each, total) = backend.wait()?;
+    let (mut each, total) = backend.wait(cancel)?;
     check()?;
     timing.query_ms = total;
     if let Some(streaming) = &streaming {

@@ -22,7 +22,8 @@ use tessera_storage::compress::{Encoded, BLOCK_LEN};
 use tessera_storage::Catalog;
 
 use super::{
-    check_rows, packing_changed, table_rows, Backend, BoundLaunch, ColumnBytes, RuntimeError,
+    check_rows, packing_changed, table_rows, Backend, BoundLaunch, Cancel, ColumnBytes,
+    RuntimeError,
 };
 use crate::primitives::unpack::DEVICE_SPARE_WORDS;
 use crate::program::{Extent, KernelLaunch, Param, QueryProgram};
@@ -290,14 +291,14 @@ pub(super) fn launch_in_pieces(
     kernel: &KernelLaunch,
     launch: &BoundLaunch,
     piece_rows: u64,
-    check: &dyn Fn() -> Result<(), RuntimeError>,
+    cancel: Cancel<'_>,
 ) -> Result<(usize, u64), RuntimeError> {
     let mut args = launch.args.clone();
     let mut launches = 0;
     let mut staged = 0;
     let mut start = 0;
     while start < launch.rows {
-        check()?;
+        cancel.check()?;
         let end = (start + piece_rows).min(launch.rows);
         backend.begin_piece(launches)?;
         for (slot, (index, slice)) in launch.slices.iter().enumerate() {
@@ -312,7 +313,7 @@ pub(super) fn launch_in_pieces(
                 _ => {}
             }
         }
-        backend.launch(kernel, end - start, &args)?;
+        backend.launch(kernel, end - start, &args, cancel)?;
         launches += 1;
         start = end;
     }

@@ -39,6 +39,9 @@ pub mod status {
     pub const SORT_TOO_LARGE: u32 = 4;
     /// A selected row's integer arithmetic (or a cast) left its type.
     pub const ARITHMETIC_OVERFLOW: u32 = 5;
+    /// Set by the host when the query is cancelled: kernels leave their loop over tiles at the
+    /// next tile.
+    pub const CANCELLED: u32 = 6;
     /// How many words the buffer has.
     pub const WORDS: u32 = 8;
 }
