@@ -131,6 +131,7 @@ impl Engine {
             compress: compression_for(target, options.compress),
             partition_joins: options.partition_joins,
             prepare: true,
+            gpu_memory: options.gpu_memory,
         };
         let empty = tessera_grammar::ast::Script { items: Vec::new() };
         let script = Script {

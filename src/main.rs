@@ -355,6 +355,11 @@ pub struct RunArgs {
     /// the table each reaches: `auto` (tables over 32 MB), `always` or `never`.
     #[arg(long, default_value = "auto", value_parser = parse_partition_joins)]
     partition_joins: tessera_compiler::physical::PartitionJoins,
+    /// The most device memory the columns take (e.g. 4GiB): a query whose columns exceed it
+    /// streams its largest table through in pieces (with `--device cpu`, the same for the
+    /// columns in memory). By default, as much as fits.
+    #[arg(long, value_parser = parse_bytes)]
+    gpu_memory: Option<u64>,
 }
 
 #[derive(clap::Args)]

@@ -1419,3 +1419,43 @@ fn a_semi_join_comparing_both_inputs_is_decorrelated_into_a_stage() {
     assert!(stderr.contains("runs in stages"), "{stderr}");
     assert!(!artifact.exists());
 }
+
+/// `tessera run --gpu-memory` keeps the columns within a budget: a query reading more streams
+/// its largest table through the device in pieces, a stage's query too, with the same answers.
+#[test]
+fn a_run_within_a_memory_budget_streams_its_largest_table() {
+    let scripts = [
+        "from lineorder | where lo_quantity < 25 \
+         | aggregate { revenue = sum(lo_extendedprice * lo_discount) }",
+        "let per_supplier = from lineorder | group lo_suppkey { total = sum(lo_revenue) }\n\
+         from per_supplier | join supplier on lo_suppkey == s_suppkey \
+         | sort total desc | take 3 | select s_name, total",
+    ];
+    for script in scripts {
+        let run = |extra: &[&str]| {
+            let mut args = vec![
+                "run",
+                "-c",
+                script,
+                "--data",
+                data(),
+                "--device",
+                "cpu",
+                "--format",
+                "csv",
+            ];
+            args.extend_from_slice(extra);
+            let output = tessera(&args);
+            assert!(output.status.success(), "{}", text(&output.stderr));
+            output
+        };
+        let whole = run(&[]);
+        let budgeted = run(&["--gpu-memory", "64KiB", "--timing"]);
+        assert_eq!(text(&budgeted.stdout), text(&whole.stdout), "{script}");
+        let timing = text(&budgeted.stderr);
+        assert!(
+            timing.contains("streamed `lineorder`"),
+            "{script}\n{timing}"
+        );
+    }
+}

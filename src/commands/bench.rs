@@ -292,6 +292,7 @@ pub fn run(suite: &Suite, args: &BenchArgs) -> Result<(), Failure> {
         compress: compression_for(target, args.compress),
         partition_joins: Default::default(),
         prepare: true,
+        gpu_memory: None,
     };
     let device = gpu
         .as_ref()

@@ -62,6 +62,7 @@ pub fn run(args: &DecodeBenchArgs) -> Result<(), Failure> {
             compress,
             partition_joins: Default::default(),
             prepare: false,
+            gpu_memory: None,
         };
         let timed = time_query(&script, &options, &shared, &args.run, false, &mut bandwidth)?;
         let mut times = timed.times;

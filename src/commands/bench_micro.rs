@@ -225,6 +225,7 @@ pub fn run(args: &MicroBenchArgs) -> Result<(), Failure> {
         compress: Compression::NONE,
         partition_joins: args.partition_joins,
         prepare: false,
+        gpu_memory: None,
     };
     let mut results = Vec::with_capacity(cases.len());
     let mut bandwidth = None;

@@ -28,6 +28,7 @@ pub fn run(args: &CompileArgs) -> Result<(), Failure> {
         compress: compression_for(target, args.compress),
         partition_joins: args.partition_joins,
         prepare: true,
+        gpu_memory: None,
     };
     if let Some(stage) = args.emit {
         let text = emit(&script, stage, args.data.as_deref(), args.verbose, &options)?;

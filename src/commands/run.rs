@@ -104,7 +104,13 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             catalog = catalog.with_prepared(PreparedStore::for_data(data));
         }
         warn_unreadable(&program, &catalog);
-        let outcomes = execute_program(&program, &catalog, &mut printer, &mut report);
+        let outcomes = execute_program(
+            &program,
+            &catalog,
+            args.gpu_memory,
+            &mut printer,
+            &mut report,
+        );
         finish_preparing(&catalog);
         report.prepared = catalog.prepared_counts();
         outcomes.map(|outcomes| (program, outcomes, None))
@@ -122,6 +128,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             compress: compression_for(target, args.compress),
             partition_joins: args.partition_joins,
             prepare: !args.no_prepare,
+            gpu_memory: args.gpu_memory,
         };
         let opened = Arc::new(configure(opened, data, &options));
         let mut reuse = |_: Option<Arc<Catalog>>| Some(Arc::clone(&opened));
@@ -131,6 +138,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         let mut outcomes = execute_program(
             &compiled.program,
             &compiled.catalog,
+            args.gpu_memory,
             &mut printer,
             &mut report,
         );
@@ -149,6 +157,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             outcomes = execute_program(
                 &compiled.program,
                 &compiled.catalog,
+                args.gpu_memory,
                 &mut printer,
                 &mut report,
             );
@@ -386,10 +395,13 @@ pub fn execute(program: &Program, catalog: &Catalog) -> Result<Vec<QueryOutcome>
         .collect()
 }
 
-/// Runs every query of `program`, printing each result as it is read back.
+/// Runs every query of `program`, printing each result as it is read back; with `gpu_memory`,
+/// the columns resident on the device stay within it and a query that needs more streams its
+/// largest table through in pieces.
 fn execute_program<W: Write>(
     program: &Program,
     catalog: &Catalog,
+    gpu_memory: Option<u64>,
     printer: &mut Printer<W>,
     report: &mut ProcessReport,
 ) -> Result<Vec<QueryOutcome>, RuntimeError> {
@@ -404,6 +416,9 @@ fn execute_program<W: Write>(
     match &program.code {
         Code::Ptx(ptx) => {
             let mut backend = GpuBackend::new(ptx, program.cubins.as_ref())?;
+            if let Some(bytes) = gpu_memory {
+                backend.set_memory_budget(bytes);
+            }
             report.mark("kernels loaded");
             report.load = std::mem::take(&mut backend.load);
             let outcomes = program
@@ -416,6 +431,9 @@ fn execute_program<W: Write>(
         }
         Code::HostObject(object) => {
             let mut backend = HostBackend::new(object)?;
+            if let Some(bytes) = gpu_memory {
+                backend.set_memory_budget(bytes);
+            }
             program
                 .queries
                 .iter()
@@ -474,6 +492,14 @@ fn timing_report(
             t.setup_ms,
             t.finish_ms
         ));
+        if let Some(streamed) = &t.streamed {
+            text.push_str(&format!(
+                "  streamed `{}` through the device in {} launches ({:.1} MB)\n",
+                streamed.table,
+                streamed.launches,
+                streamed.bytes as f64 / 1e6
+            ));
+        }
         for k in &t.kernels {
             // Sort kernels run over the query's output rather than a table.
             let over = if k.table.is_empty() {

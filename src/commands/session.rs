@@ -76,6 +76,9 @@ pub struct CompileOptions {
     pub partition_joins: PartitionJoins,
     /// Whether columns are read from, and written to, the prepared store.
     pub prepare: bool,
+    /// The most device memory the columns of a script's stages take (`--gpu-memory`), which
+    /// run as it is compiled; as much as fits when `None`.
+    pub gpu_memory: Option<u64>,
 }
 
 impl CompileOptions {
@@ -142,6 +145,8 @@ pub struct StageReport {
     pub result_ms: f64,
     /// Decoding it into the table's columns, and adding the table.
     pub into_table_ms: f64,
+    /// The table its columns were streamed through the device from (`--gpu-memory`), if any.
+    pub streamed: Option<tessera_runtime::exec::Streamed>,
 }
 
 impl std::fmt::Display for StageReport {
@@ -157,7 +162,17 @@ impl std::fmt::Display for StageReport {
             self.kernels_ms,
             self.result_ms,
             self.into_table_ms
-        )
+        )?;
+        if let Some(streamed) = &self.streamed {
+            write!(
+                f,
+                "; streamed `{}` in {} launches ({:.1} MB)",
+                streamed.table,
+                streamed.launches,
+                streamed.bytes as f64 / 1e6
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -401,11 +416,11 @@ fn run_stages(
             )
         };
         let mut compiled = compile(use_cache)?;
-        let mut outcome = run_stage(&compiled.program, &catalog);
+        let mut outcome = run_stage(&compiled.program, &catalog, options.gpu_memory);
         if matches!(outcome, Err(RuntimeError::Stale(_))) && compiled.from_cache {
             compiled.forget();
             compiled = compile(false)?;
-            outcome = run_stage(&compiled.program, &catalog);
+            outcome = run_stage(&compiled.program, &catalog, options.gpu_memory);
         }
         let (fetched, timing) = outcome.map_err(Failure::from)?;
         let made = Instant::now();
@@ -436,6 +451,7 @@ fn run_stages(
             kernels_ms: timing.query_ms,
             result_ms: timing.finish_ms,
             into_table_ms: made.elapsed().as_secs_f64() * 1e3,
+            streamed: timing.streamed.clone(),
         });
     }
     Arc::try_unwrap(catalog)
@@ -443,14 +459,27 @@ fn run_stages(
 }
 
 /// The result of a stage's one query as read back, to decode into a table's columns, and
-/// the time its queries took.
+/// the time its queries took; its columns take at most `gpu_memory` of the device.
 fn run_stage(
     program: &Program,
     catalog: &Catalog,
+    gpu_memory: Option<u64>,
 ) -> Result<(FetchedResult, Timing), RuntimeError> {
     let mut backend: Box<dyn Backend> = match &program.code {
-        Code::Ptx(ptx) => Box::new(GpuBackend::new(ptx, program.cubins.as_ref())?),
-        Code::HostObject(object) => Box::new(HostBackend::new(object)?),
+        Code::Ptx(ptx) => {
+            let mut gpu = GpuBackend::new(ptx, program.cubins.as_ref())?;
+            if let Some(bytes) = gpu_memory {
+                gpu.set_memory_budget(bytes);
+            }
+            Box::new(gpu)
+        }
+        Code::HostObject(object) => {
+            let mut host = HostBackend::new(object)?;
+            if let Some(bytes) = gpu_memory {
+                host.set_memory_budget(bytes);
+            }
+            Box::new(host)
+        }
     };
     let Some((last, before)) = program.queries.split_last() else {
         return Err(RuntimeError::Malformed("a stage has no query".into()));

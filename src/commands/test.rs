@@ -42,6 +42,7 @@ pub fn run(args: &TestArgs) -> Result<(), Failure> {
         compress: compression_for(target, args.compress),
         partition_joins: args.partition_joins,
         prepare: !args.no_prepare,
+        gpu_memory: None,
     };
     let compression = match options.compress {
         Compression::NONE => String::new(),

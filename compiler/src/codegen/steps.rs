@@ -486,8 +486,13 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         em.b.build_unconditional_branch(header)?;
         em.b.position_at_end(header);
         let first = em.b.build_load(em.i64(), base, "")?.into_int_value();
-        let left =
+        let mut left =
             em.b.build_int_compare(IntPredicate::SLT, first, total, "")?;
+        // A key of many rows makes rounds without end: a cancelled query's block stops them.
+        if em.target.is_gpu() {
+            let cancelled = em.block_any(self.cancel_seen()?)?;
+            left = em.b.build_and(left, em.b.build_not(cancelled, "")?, "")?;
+        }
         em.b.build_conditional_branch(left, round, done)?;
         em.b.position_at_end(round);
         let mut moved = Vec::with_capacity(staged.len());
@@ -584,7 +589,12 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             em.b.build_store(left, em.b.build_or(before, live, "")?)?;
             Ok(())
         })?;
-        let left = em.b.build_load(em.i1(), left, "")?.into_int_value();
+        let mut left = em.b.build_load(em.i1(), left, "")?.into_int_value();
+        // A cancelled query's threads stop walking (the block agrees on it in the same step).
+        if em.target.is_gpu() {
+            left =
+                em.b.build_and(left, em.b.build_not(self.cancel_seen()?, "")?, "")?;
+        }
         let any = em.block_any(left)?;
         em.b.build_conditional_branch(any, round, done)?;
         em.b.position_at_end(round);
