@@ -296,7 +296,7 @@ impl Engine {
 
     /// Runs every query of `source` (named `name` in reports), waiting for the device in turn,
     /// and gives up once `cancelled` is set (a client's cancel request, Ctrl-C in the shell):
-    /// before the device is taken, before each tile a running kernel takes, and while results
+    /// before the device is taken, in running kernels (`exec::Cancel`), and while results
     /// are read back.
     pub fn run(
         &self,

@@ -70,14 +70,6 @@ pub(super) struct Kernel<'k, 'ctx, 'm> {
     pub status: usize,
 }
 
-/// On the GPU, a block looks whether its query was cancelled once in this many tiles it takes
-/// (a power of two), before the last of them: a scan stops within tens of microseconds.
-/// Looking takes a read past the cache and a barrier, which stall the block: before every tile
-/// it cost SSB's kernels at SF 20 16% on an H100 (4% without the barrier, which makes it
-/// unsafe), and every 16 tiles 3%. A tile whose matches take rounds (a key of many rows, a
-/// product) looks every round (`steps::probe_chained`).
-const CANCEL_CHECK_TILES: i64 = 64;
-
 /// A packed column of the kernel: `table.column` as the kernel receives it, and on the GPU the
 /// current tile staged in shared memory.
 struct PackedSlot<'ctx> {
@@ -108,8 +100,6 @@ struct TileLoop<'ctx> {
     /// On the GPU, per packed column: where the current tile lies (phis) and where the block's
     /// next tile lies, loaded during this one.
     words_ahead: Vec<([inkwell::values::PhiValue<'ctx>; 3], TileWords<'ctx>)>,
-    /// On the GPU, how many tiles the block has taken before this one (`CANCEL_CHECK_TILES`).
-    taken_before: Option<inkwell::values::PhiValue<'ctx>>,
 }
 
 /// The kernel named `name` that runs `pipeline` into `sink` (the pipeline's, or a share of its
@@ -504,23 +494,8 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             let [first, end, header] = words.to_array();
             current.push([phi(first)?, phi(end)?, phi(header)?]);
         }
-        let taken_before = match em.target.is_gpu() {
-            true => {
-                let taken = em.b.build_phi(em.i32(), "tiles_taken")?;
-                taken.add_incoming(&[(&em.const_i32(0), before)]);
-                Some(taken)
-            }
-            false => None,
-        };
         let index = tile.as_basic_value().into_int_value();
-        let mut more = em.b.build_int_compare(IntPredicate::SLT, index, end, "")?;
-        if let Some(taken) = taken_before {
-            let cancelled = self.cancelled_every_few_tiles(taken)?;
-            let em = &self.em;
-            let running = em.b.build_not(cancelled, "")?;
-            more = em.b.build_and(more, running, "")?;
-        }
-        let em = &self.em;
+        let more = em.b.build_int_compare(IntPredicate::SLT, index, end, "")?;
         em.b.build_conditional_branch(more, body, exit)?;
         em.b.position_at_end(body);
         let (tile_start, num_items) = tile_extent(em, index, rows)?;
@@ -569,45 +544,18 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             stride,
             taken,
             words_ahead,
-            taken_before,
         });
         Ok(())
     }
 
-    /// Whether the query was cancelled, as the block sees it (`exec::Cancel`), looked at when
-    /// `taken` (the tiles the block took before this one) is one short of a multiple of
-    /// `CANCEL_CHECK_TILES`; false otherwise. Every thread of the block takes the same branch.
-    fn cancelled_every_few_tiles(
-        &self,
-        taken: inkwell::values::PhiValue<'ctx>,
-    ) -> CodegenResult<IntValue<'ctx>> {
-        let em = &self.em;
-        let from = em.current_block()?;
-        let look = em.ctx.append_basic_block(em.function, "look_for_cancel");
-        let decided = em.ctx.append_basic_block(em.function, "cancel_decided");
-        let taken = taken.as_basic_value().into_int_value();
-        let within =
-            em.b.build_and(taken, em.const_i32(CANCEL_CHECK_TILES - 1), "")?;
-        let due = em.b.build_int_compare(
-            IntPredicate::EQ,
-            within,
-            em.const_i32(CANCEL_CHECK_TILES - 1),
-            "",
-        )?;
-        em.b.build_conditional_branch(due, look, decided)?;
-        em.b.position_at_end(look);
-        let seen = self.cancel_seen()?;
-        let cancelled = em.block_any(seen)?;
-        let looked = em.current_block()?;
-        em.b.build_unconditional_branch(decided)?;
-        em.b.position_at_end(decided);
-        let phi = em.b.build_phi(em.i1(), "cancelled")?;
-        phi.add_incoming(&[(&em.i1().const_zero(), from), (&cancelled, looked)]);
-        Ok(phi.as_basic_value().into_int_value())
-    }
-
     /// Whether this thread sees the query's cancel word set (an `i1`): read past the L1
     /// cache, which the host's write does not reach, as a plain load the assembler may move.
+    ///
+    /// Kernels look at it where their work has no bound the host can see: in each round over
+    /// a tile's matches (`steps::probe_chained`: a key of many rows, a product). A scan runs
+    /// to its end — milliseconds — as do those queued behind it, and the host launches no
+    /// more. Looking before each tile, even once in 64, cost SSB's kernels at SF 20 2-4% on
+    /// an H100.
     pub fn cancel_seen(&self) -> CodegenResult<IntValue<'ctx>> {
         let status = self.buffer(self.status)?;
         let em = &self.em;
@@ -652,11 +600,6 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             }
         };
         tile_loop.tile.add_incoming(&[(&next, latch)]);
-        if let Some(taken) = tile_loop.taken_before {
-            let one_more =
-                em.b.build_int_add(taken.as_basic_value().into_int_value(), em.const_i32(1), "")?;
-            taken.add_incoming(&[(&one_more, latch)]);
-        }
         for (phis, next) in &tile_loop.words_ahead {
             for (phi, value) in phis.iter().zip(next.to_array()) {
                 phi.add_incoming(&[(&value, latch)]);

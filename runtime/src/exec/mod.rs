@@ -175,8 +175,9 @@ fn word_bytes(words: &[u32]) -> &[u8] {
 }
 
 /// How a running query learns it is cancelled: the flag a client's cancel request sets, and
-/// the device address of the status word ([`status::CANCELLED`]) its kernels look at before
-/// each tile, which the backend sets once the flag is.
+/// the device address of the status word ([`status::CANCELLED`]) that GPU kernels look at in
+/// each round over a tile's matches (work without a bound the host can see), which the backend
+/// sets once the flag is. Host kernels take no more tiles once the flag is set.
 ///
 /// [`status::CANCELLED`]: crate::primitives::hash::status::CANCELLED
 #[derive(Clone, Copy)]
@@ -369,8 +370,9 @@ pub fn run_query_with(
 }
 
 /// [`run_query_with`], giving up with [`RuntimeError::Cancelled`] once `cancelled` is set: it
-/// is looked at before each kernel is launched, by running kernels before each tile they take
-/// ([`Cancel`]), once they have run, and as the result is read back.
+/// is looked at before each kernel is launched, by running kernels ([`Cancel`]: on the host
+/// before each tile, on the GPU in each round over a tile's matches), once they have run, and
+/// as the result is read back.
 pub fn run_query_until(
     backend: &mut dyn Backend,
     query: &QueryProgram,

@@ -39,8 +39,8 @@ pub mod status {
     pub const SORT_TOO_LARGE: u32 = 4;
     /// A selected row's integer arithmetic (or a cast) left its type.
     pub const ARITHMETIC_OVERFLOW: u32 = 5;
-    /// Set by the host when the query is cancelled: kernels leave their loop over tiles at the
-    /// next tile.
+    /// Set by the host when the query is cancelled: a kernel's rounds over a tile's matches
+    /// stop at the next round.
     pub const CANCELLED: u32 = 6;
     /// How many words the buffer has.
     pub const WORDS: u32 = 8;
