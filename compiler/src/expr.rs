@@ -7,13 +7,40 @@ use std::fmt;
 
 use tessera_grammar::ast::{BinaryOp, UnaryOp};
 use tessera_grammar::Span;
-use tessera_stdlib::{Aggregate, Function};
+use tessera_stdlib::{scalar, Aggregate, Function};
 use tessera_storage::{date, DataType, DecimalType, Value};
 
 pub use tessera_runtime::pattern::MatchKind;
 pub use tessera_runtime::program::StrBound;
 
 use crate::columns::{BaseColumn, ColumnId, Columns};
+
+/// What `op` means on values (`tessera_stdlib::scalar`), for constant folding and the host.
+pub fn scalar_binary(op: BinaryOp) -> scalar::Binary {
+    match op {
+        BinaryOp::Add => scalar::Binary::Add,
+        BinaryOp::Sub => scalar::Binary::Sub,
+        BinaryOp::Mul => scalar::Binary::Mul,
+        BinaryOp::Div => scalar::Binary::Div,
+        BinaryOp::Rem => scalar::Binary::Rem,
+        BinaryOp::Eq => scalar::Binary::Eq,
+        BinaryOp::Ne => scalar::Binary::Ne,
+        BinaryOp::Lt => scalar::Binary::Lt,
+        BinaryOp::Le => scalar::Binary::Le,
+        BinaryOp::Gt => scalar::Binary::Gt,
+        BinaryOp::Ge => scalar::Binary::Ge,
+        BinaryOp::And => scalar::Binary::And,
+        BinaryOp::Or => scalar::Binary::Or,
+    }
+}
+
+/// What `op` means on values (`tessera_stdlib::scalar`).
+pub fn scalar_unary(op: UnaryOp) -> scalar::Unary {
+    match op {
+        UnaryOp::Neg => scalar::Unary::Neg,
+        UnaryOp::Not => scalar::Unary::Not,
+    }
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Expr {

@@ -5,6 +5,8 @@
 
 mod describe;
 
+use tessera_stdlib::scalar;
+use tessera_stdlib::Function;
 use tessera_storage::compress::Scheme;
 use tessera_storage::{DataType, Value};
 
@@ -14,7 +16,7 @@ use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
 
 /// Bumped whenever the format changes, so an old artifact is refused with a clear message.
-pub const FORMAT_VERSION: u32 = 17;
+pub const FORMAT_VERSION: u32 = 18;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {
@@ -589,17 +591,18 @@ pub struct HostAggregate {
     pub arg: Option<HostExpr>,
 }
 
-/// Expressions the host evaluates over result rows (after grouping, so on few rows).
+/// Expressions the host evaluates over result rows (after grouping, so on few rows), with the
+/// meaning `tessera_stdlib::scalar` gives each operation.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum HostExpr {
     Column(u32),
     Literal(Value),
     Unary {
-        op: String,
+        op: scalar::Unary,
         operand: Box<HostExpr>,
     },
     Binary {
-        op: String,
+        op: scalar::Binary,
         left: Box<HostExpr>,
         right: Box<HostExpr>,
     },
@@ -608,7 +611,7 @@ pub enum HostExpr {
         operand: Box<HostExpr>,
     },
     Call {
-        function: String,
+        function: Function,
         args: Vec<HostExpr>,
     },
     Case {

@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use tessera_stdlib::scalar::{self, Binary, ScalarError};
 use tessera_storage::column::ColumnBuilder;
 use tessera_storage::derived::DerivedString;
-use tessera_storage::types::compare_floats;
-use tessera_storage::{date, decimal, Catalog, DataType, Dictionary, Value};
+use tessera_storage::{decimal, Catalog, DataType, Dictionary, Value};
 
 use crate::exec::RuntimeError;
 use crate::program::{
@@ -1018,35 +1018,13 @@ fn compare_for_sort(a: &Value, b: &Value, descending: bool) -> Ordering {
         (Value::Null, _) => Ordering::Greater,
         (_, Value::Null) => Ordering::Less,
         _ => {
-            let order = compare_values(a, b).unwrap_or(Ordering::Equal);
+            let order = scalar::compare(a, b).unwrap_or(Ordering::Equal);
             if descending {
                 order.reverse()
             } else {
                 order
             }
         }
-    }
-}
-
-fn compare_values(a: &Value, b: &Value) -> Option<Ordering> {
-    match (a, b) {
-        (Value::Int(x), Value::Int(y)) => Some(x.cmp(y)),
-        (Value::Decimal(x, s), Value::Decimal(y, t)) => {
-            // Exact at the finer scale, in 128 bits.
-            let at =
-                |raw: i64, scale: u8| i128::from(raw) * 10i128.pow(u32::from(*s.max(t) - scale));
-            Some(at(*x, *s).cmp(&at(*y, *t)))
-        }
-        (Value::Float(x), Value::Float(y)) => Some(compare_floats(*x, *y)),
-        (Value::Int(x), Value::Float(y)) => Some(compare_floats(*x as f64, *y)),
-        (Value::Float(x), Value::Int(y)) => Some(compare_floats(*x, *y as f64)),
-        (Value::Str(x), Value::Str(y)) => Some(x.cmp(y)),
-        (Value::Date(x), Value::Date(y)) => Some(x.cmp(y)),
-        (Value::Timestamp(x), Value::Timestamp(y)) | (Value::Time(x), Value::Time(y)) => {
-            Some(x.cmp(y))
-        }
-        (Value::Bool(x), Value::Bool(y)) => Some(x.cmp(y)),
-        _ => None,
     }
 }
 
@@ -1177,7 +1155,7 @@ impl Accumulator {
                 let better = self
                     .best
                     .as_ref()
-                    .is_none_or(|best| compare_values(&value, best) == Some(wanted));
+                    .is_none_or(|best| scalar::compare(&value, best) == Some(wanted));
                 if better {
                     self.best = Some(value);
                 }
@@ -1214,37 +1192,29 @@ fn evaluate(expr: &HostExpr, row: &[Value], rows: &Rows) -> Result<Value, Runtim
     Ok(match expr {
         HostExpr::Column(id) => row[rows.position(*id)?].clone(),
         HostExpr::Literal(value) => value.clone(),
-        HostExpr::Unary { op, operand } => match (op.as_str(), evaluate(operand, row, rows)?) {
-            (_, Value::Null) => Value::Null,
-            ("not", Value::Bool(b)) => Value::Bool(!b),
-            ("-", Value::Int(i)) => Value::Int(i.checked_neg().ok_or(RuntimeError::Overflow)?),
-            ("-", Value::Decimal(i, scale)) => {
-                Value::Decimal(i.checked_neg().ok_or(RuntimeError::Overflow)?, scale)
-            }
-            ("-", Value::Float(x)) => Value::Float(-x),
-            _ => {
-                return Err(RuntimeError::Malformed(format!(
-                    "unary `{op}` on an unexpected value"
-                )))
-            }
-        },
+        HostExpr::Unary { op, operand } => {
+            scalar::unary(*op, evaluate(operand, row, rows)?).map_err(scalar_error)?
+        }
         HostExpr::Binary { op, left, right } => {
             let l = evaluate(left, row, rows)?;
             // A left side that decides `and` (false) or `or` (true) leaves the right side
             // unevaluated, as the kernels leave its overflow uncounted.
-            match (op.as_str(), &l) {
-                ("and", Value::Bool(false)) | ("or", Value::Bool(true)) => l,
-                _ => binary(op, l, evaluate(right, row, rows)?)?,
+            match (op, &l) {
+                (Binary::And, Value::Bool(false)) | (Binary::Or, Value::Bool(true)) => l,
+                _ => scalar::binary(*op, l, evaluate(right, row, rows)?).map_err(scalar_error)?,
             }
         }
-        HostExpr::Cast { ty, operand } => cast(evaluate(operand, row, rows)?, *ty)?,
+        HostExpr::Cast { ty, operand } => {
+            scalar::cast(evaluate(operand, row, rows)?, *ty).map_err(scalar_error)?
+        }
         HostExpr::Call { function, args } => {
             let [arg] = args.as_slice() else {
                 return Err(RuntimeError::Malformed(format!(
-                    "`{function}` takes one argument"
+                    "`{}` takes one argument",
+                    function.name()
                 )));
             };
-            call(function, evaluate(arg, row, rows)?)?
+            scalar::call(*function, evaluate(arg, row, rows)?).map_err(scalar_error)?
         }
         HostExpr::Case {
             branches,
@@ -1295,187 +1265,12 @@ fn evaluate(expr: &HostExpr, row: &[Value], rows: &Rows) -> Result<Value, Runtim
     })
 }
 
-fn binary(op: &str, l: Value, r: Value) -> Result<Value, RuntimeError> {
-    match op {
-        "and" | "or" => {
-            let (l, r) = (as_bool(&l), as_bool(&r));
-            return Ok(match (op, l, r) {
-                ("and", Some(false), _) | ("and", _, Some(false)) => Value::Bool(false),
-                ("and", Some(true), Some(true)) => Value::Bool(true),
-                ("or", Some(true), _) | ("or", _, Some(true)) => Value::Bool(true),
-                ("or", Some(false), Some(false)) => Value::Bool(false),
-                _ => Value::Null,
-            });
-        }
-        _ => {}
+/// The host's error for an operation without a value.
+fn scalar_error(error: ScalarError) -> RuntimeError {
+    match error {
+        ScalarError::Overflow => RuntimeError::Overflow,
+        ScalarError::Unsupported(what) => RuntimeError::Malformed(what),
     }
-    if l == Value::Null || r == Value::Null {
-        return Ok(Value::Null);
-    }
-    if let Some(order) = compare_values(&l, &r) {
-        let truth = match op {
-            "==" => Some(order == Ordering::Equal),
-            "!=" => Some(order != Ordering::Equal),
-            "<" => Some(order == Ordering::Less),
-            "<=" => Some(order != Ordering::Greater),
-            ">" => Some(order == Ordering::Greater),
-            ">=" => Some(order != Ordering::Less),
-            _ => None,
-        };
-        if let Some(truth) = truth {
-            return Ok(Value::Bool(truth));
-        }
-    }
-    Ok(match (l, r) {
-        (Value::Int(x), Value::Int(y)) => match op {
-            "+" => Value::Int(x.checked_add(y).ok_or(RuntimeError::Overflow)?),
-            "-" => Value::Int(x.checked_sub(y).ok_or(RuntimeError::Overflow)?),
-            "*" => Value::Int(x.checked_mul(y).ok_or(RuntimeError::Overflow)?),
-            "%" if y == 0 => Value::Null,
-            "%" => Value::Int(x.checked_rem(y).unwrap_or(0)),
-            "/" => Value::Float(x as f64 / y as f64),
-            _ => return Err(RuntimeError::Malformed(format!("`{op}` on integers"))),
-        },
-        // Analysis gives `+`, `-` and `%` operands of one scale; `*` adds the scales.
-        (Value::Decimal(x, s), Value::Decimal(y, t)) => match op {
-            "*" => Value::Decimal(x.checked_mul(y).ok_or(RuntimeError::Overflow)?, s + t),
-            "/" => Value::Float(decimal::to_float(x, s) / decimal::to_float(y, t)),
-            _ if s != t => {
-                return Err(RuntimeError::Malformed(format!(
-                    "`{op}` on decimals of scales {s} and {t}"
-                )))
-            }
-            "+" => Value::Decimal(x.checked_add(y).ok_or(RuntimeError::Overflow)?, s),
-            "-" => Value::Decimal(x.checked_sub(y).ok_or(RuntimeError::Overflow)?, s),
-            "%" if y == 0 => Value::Null,
-            "%" => Value::Decimal(x.checked_rem(y).unwrap_or(0), s),
-            _ => return Err(RuntimeError::Malformed(format!("`{op}` on decimals"))),
-        },
-        (l, r) => {
-            let (Some(x), Some(y)) = (as_float(&l), as_float(&r)) else {
-                return Err(RuntimeError::Malformed(format!(
-                    "`{op}` on unexpected values"
-                )));
-            };
-            Value::Float(match op {
-                "+" => x + y,
-                "-" => x - y,
-                "*" => x * y,
-                "/" => x / y,
-                "%" => x % y,
-                _ => return Err(RuntimeError::Malformed(format!("`{op}` on numbers"))),
-            })
-        }
-    })
-}
-
-fn as_bool(v: &Value) -> Option<bool> {
-    match v {
-        Value::Bool(b) => Some(*b),
-        _ => None,
-    }
-}
-
-fn as_float(v: &Value) -> Option<f64> {
-    match v {
-        Value::Int(i) => Some(*i as f64),
-        Value::Float(x) => Some(*x),
-        Value::Decimal(raw, scale) => Some(decimal::to_float(*raw, *scale)),
-        _ => None,
-    }
-}
-
-/// A cast as the kernels compute it: a float becomes an integer rounded to the nearest, ties to
-/// even (as DuckDB and PostgreSQL round), and a value the target cannot hold is an overflow.
-fn cast(v: Value, ty: DataType) -> Result<Value, RuntimeError> {
-    let narrow = |i: i64| {
-        i32::try_from(i)
-            .map(i64::from)
-            .map_err(|_| RuntimeError::Overflow)
-    };
-    let float_to_int = |x: f64, bits: i32| {
-        let rounded = x.round_ties_even();
-        let limit = 2f64.powi(bits - 1);
-        if (-limit..limit).contains(&rounded) {
-            Ok(rounded as i64)
-        } else {
-            Err(RuntimeError::Overflow)
-        }
-    };
-    let to_decimal = |raw: i64, from: u8, to: tessera_storage::DecimalType| {
-        decimal::convert(raw, from, to)
-            .map(|raw| Value::Decimal(raw, to.scale))
-            .ok_or(RuntimeError::Overflow)
-    };
-    Ok(match (v, ty) {
-        (Value::Null, _) => Value::Null,
-        (Value::Decimal(raw, scale), DataType::Decimal(to)) => to_decimal(raw, scale, to)?,
-        (Value::Decimal(raw, scale), DataType::F32) => {
-            Value::Float(f64::from(decimal::to_float(raw, scale) as f32))
-        }
-        (Value::Decimal(raw, scale), DataType::F64) => Value::Float(decimal::to_float(raw, scale)),
-        (Value::Decimal(raw, scale), DataType::I64) => {
-            Value::Int(decimal::divide_rounding(raw, u32::from(scale)))
-        }
-        (Value::Decimal(raw, scale), DataType::I32) => {
-            Value::Int(narrow(decimal::divide_rounding(raw, u32::from(scale)))?)
-        }
-        (Value::Int(i), DataType::Decimal(to)) => to_decimal(i, 0, to)?,
-        (Value::Float(x), DataType::Decimal(to)) => Value::Decimal(
-            decimal::from_float(x, to).ok_or(RuntimeError::Overflow)?,
-            to.scale,
-        ),
-        (Value::Int(i), DataType::F32) => Value::Float(f64::from(i as f32)),
-        (Value::Int(i), DataType::F64) => Value::Float(i as f64),
-        (Value::Int(i), DataType::I32) => Value::Int(narrow(i)?),
-        (Value::Int(i), DataType::Bool) => Value::Bool(i != 0),
-        (Value::Int(i), DataType::Date) => Value::Date(narrow(i)? as i32),
-        (Value::Float(x), DataType::I32) => Value::Int(float_to_int(x, 32)?),
-        (Value::Float(x), DataType::I64) => Value::Int(float_to_int(x, 64)?),
-        (Value::Float(x), DataType::F32) => Value::Float(f64::from(x as f32)),
-        (Value::Float(x), DataType::Bool) => Value::Bool(x != 0.0),
-        (Value::Bool(b), DataType::F32 | DataType::F64) => Value::Float(f64::from(u8::from(b))),
-        (Value::Bool(b), _) => Value::Int(i64::from(b)),
-        (Value::Date(d), DataType::I32 | DataType::I64) => Value::Int(i64::from(d)),
-        (Value::Date(d), DataType::Timestamp) => Value::Timestamp(
-            i64::from(d)
-                .checked_mul(date::MICROS_PER_DAY)
-                .ok_or(RuntimeError::Overflow)?,
-        ),
-        (Value::Timestamp(t), DataType::Date) => Value::Date(date::timestamp_day(t)),
-        (Value::Timestamp(t), DataType::Time) => Value::Time(t.rem_euclid(date::MICROS_PER_DAY)),
-        (v, _) => v,
-    })
-}
-
-fn call(function: &str, v: Value) -> Result<Value, RuntimeError> {
-    if v == Value::Null {
-        return Ok(Value::Null);
-    }
-    Ok(match (function, v) {
-        ("abs", Value::Int(i)) => Value::Int(i.checked_abs().ok_or(RuntimeError::Overflow)?),
-        ("abs", Value::Decimal(i, scale)) => {
-            Value::Decimal(i.checked_abs().ok_or(RuntimeError::Overflow)?, scale)
-        }
-        ("year", Value::Date(d)) => Value::Int(i64::from(date::civil_from_days(d).0)),
-        ("month", Value::Date(d)) => Value::Int(i64::from(date::civil_from_days(d).1)),
-        ("day", Value::Date(d)) => Value::Int(i64::from(date::civil_from_days(d).2)),
-        (f, v) => {
-            let Some(x) = as_float(&v) else {
-                return Err(RuntimeError::Malformed(format!(
-                    "`{f}` of an unexpected value"
-                )));
-            };
-            Value::Float(match f {
-                "abs" => x.abs(),
-                "sqrt" => x.sqrt(),
-                "exp" => x.exp(),
-                "ln" => x.ln(),
-                "sigmoid" => 1.0 / (1.0 + (-x).exp()),
-                _ => return Err(RuntimeError::Malformed(format!("unknown function `{f}`"))),
-            })
-        }
-    })
 }
 
 #[cfg(test)]

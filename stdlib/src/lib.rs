@@ -1,10 +1,13 @@
 //! Tessera's standard library: the signatures (name, arity, types) of the built-in scalar
-//! functions and aggregates, and standard schemas written in the language (`ssb.tq`).
+//! functions and aggregates, what each scalar operation means on values ([`scalar`]), and
+//! standard schemas written in the language (`ssb.tq`).
 //!
-//! It says what a function accepts and returns; how a function is computed on a target is the
+//! It says what a function accepts, returns and means; how it is computed in a kernel is the
 //! code generator's business.
 
 use std::fmt;
+
+pub mod scalar;
 
 use tessera_storage::{DataType, DecimalType};
 

@@ -20,6 +20,7 @@ use tessera_runtime::primitives::hash::{self, status};
 use tessera_runtime::primitives::math;
 use tessera_runtime::program::{HostExpr, Param};
 use tessera_runtime::{CodegenError, CodegenResult};
+use tessera_stdlib::scalar;
 use tessera_stdlib::Function;
 use tessera_storage::{date, decimal, DataType, DecimalType, Value};
 
@@ -1060,7 +1061,7 @@ pub(super) fn host_expr(expr: &Expr) -> Result<HostExpr, Diagnostic> {
             .with_hint("filter before grouping"))
         }
         ExprKind::Unary { op, operand } => HostExpr::Unary {
-            op: op.symbol().to_string(),
+            op: crate::expr::scalar_unary(*op),
             operand: Box::new(host_expr(operand)?),
         },
         // The host holds a grouped result's strings as text: a comparison with a literal's
@@ -1070,12 +1071,12 @@ pub(super) fn host_expr(expr: &Expr) -> Result<HostExpr, Diagnostic> {
                 return Err(Diagnostic::internal(expr.span, "a string code"));
             };
             let op = match (op, code.bound) {
-                (BinaryOp::Eq, _) => "==",
-                (BinaryOp::Ne, _) => "!=",
-                (BinaryOp::Lt, StrBound::Lower) => "<",
-                (BinaryOp::Lt, StrBound::Upper) => "<=",
-                (BinaryOp::Ge, StrBound::Upper) => ">",
-                (BinaryOp::Ge, StrBound::Lower) => ">=",
+                (BinaryOp::Eq, _) => scalar::Binary::Eq,
+                (BinaryOp::Ne, _) => scalar::Binary::Ne,
+                (BinaryOp::Lt, StrBound::Lower) => scalar::Binary::Lt,
+                (BinaryOp::Lt, StrBound::Upper) => scalar::Binary::Le,
+                (BinaryOp::Ge, StrBound::Upper) => scalar::Binary::Gt,
+                (BinaryOp::Ge, StrBound::Lower) => scalar::Binary::Ge,
                 (other, _) => {
                     return Err(Diagnostic::internal(
                         expr.span,
@@ -1084,13 +1085,13 @@ pub(super) fn host_expr(expr: &Expr) -> Result<HostExpr, Diagnostic> {
                 }
             };
             HostExpr::Binary {
-                op: op.to_string(),
+                op,
                 left: Box::new(host_expr(left)?),
                 right: Box::new(HostExpr::Literal(Value::Str(code.text.clone()))),
             }
         }
         ExprKind::Binary { op, left, right } => HostExpr::Binary {
-            op: op.symbol().to_string(),
+            op: crate::expr::scalar_binary(*op),
             left: Box::new(host_expr(left)?),
             right: Box::new(host_expr(right)?),
         },
@@ -1099,7 +1100,7 @@ pub(super) fn host_expr(expr: &Expr) -> Result<HostExpr, Diagnostic> {
             operand: Box::new(host_expr(operand)?),
         },
         ExprKind::Call { function, args } => HostExpr::Call {
-            function: function.name().to_string(),
+            function: *function,
             args: args.iter().map(host_expr).collect::<Result<_, _>>()?,
         },
         ExprKind::Case {

@@ -1,13 +1,15 @@
-//! Constant folding: evaluates operations whose operands are all literals, propagates `null`
-//! through the operations it makes `null`, simplifies `and`/`or` with a literal side, and
-//! removes filters that are always true. Results are unchanged; integer arithmetic or a cast
-//! that would overflow is left for run time, which reports it as an error.
+//! Constant folding: evaluates operations whose operands are all literals, with the meaning
+//! `tessera_stdlib::scalar` gives them (the host's steps after a `group` use the same),
+//! propagates `null` through the operations it makes `null`, simplifies `and`/`or` with a
+//! literal side, and removes filters that are always true. Results are unchanged; an operation
+//! that would overflow, or whose value its type cannot hold, is left for run time, which
+//! reports it as an error.
 
-use tessera_grammar::ast::{BinaryOp, UnaryOp};
-use tessera_stdlib::Function;
-use tessera_storage::{date, decimal, DataType, Value};
+use tessera_grammar::ast::BinaryOp;
+use tessera_stdlib::scalar;
+use tessera_storage::{DataType, Value};
 
-use crate::expr::{Expr, ExprKind};
+use crate::expr::{scalar_binary, scalar_unary, Expr, ExprKind};
 use crate::logical::LogicalPlan;
 
 use super::{Order, QueryView, Rule, Transformed};
@@ -66,10 +68,8 @@ fn fold_node(expr: Expr) -> (Expr, Transformed) {
             Some(Value::Null)
         }
         ExprKind::IsNull { operand, negated } if operand.is_null() => Some(Value::Bool(!negated)),
-        ExprKind::Unary { op, operand } => match (&operand.kind, op) {
-            (ExprKind::Literal(Value::Bool(b)), UnaryOp::Not) => Some(Value::Bool(!b)),
-            (ExprKind::Literal(Value::Int(i)), UnaryOp::Neg) => i.checked_neg().map(Value::Int),
-            (ExprKind::Literal(Value::Float(x)), UnaryOp::Neg) => Some(Value::Float(-x)),
+        ExprKind::Unary { op, operand } => match &operand.kind {
+            ExprKind::Literal(value) => scalar::unary(scalar_unary(*op), value.clone()).ok(),
             _ => None,
         },
         ExprKind::Binary { op, left, right } => {
@@ -77,24 +77,26 @@ fn fold_node(expr: Expr) -> (Expr, Transformed) {
                 return (simpler, Transformed::Yes);
             }
             match (&left.kind, &right.kind) {
-                (ExprKind::Literal(a), ExprKind::Literal(b)) => binary(*op, a, b),
+                (ExprKind::Literal(a), ExprKind::Literal(b)) => {
+                    scalar::binary(scalar_binary(*op), a.clone(), b.clone()).ok()
+                }
                 _ => None,
             }
         }
         ExprKind::Cast(operand) => match &operand.kind {
-            ExprKind::Literal(value) => cast(value, expr.ty),
+            ExprKind::Literal(value) => scalar::cast(value.clone(), expr.ty).ok(),
             _ => None,
         },
         ExprKind::Call { function, args } => match args.as_slice() {
             [Expr {
-                kind: ExprKind::Literal(Value::Float(x)),
+                kind: ExprKind::Literal(value),
                 ..
-            }] => call(*function, *x),
+            }] => scalar::call(*function, value.clone()).ok(),
             _ => None,
         },
         _ => None,
     };
-    match folded {
+    match folded.filter(|value| holds(expr.ty, value)) {
         Some(value) => (Expr::literal(value, expr.ty, span), Transformed::Yes),
         None => (expr, Transformed::No),
     }
@@ -120,93 +122,21 @@ fn simplify_logical(op: BinaryOp, left: &Expr, right: &Expr) -> Option<Expr> {
     }
 }
 
-fn binary(op: BinaryOp, a: &Value, b: &Value) -> Option<Value> {
-    use std::cmp::Ordering;
-    let order = match (a, b) {
-        (Value::Int(x), Value::Int(y)) => Some(x.cmp(y)),
-        // Analysis compares decimals at one scale.
-        (Value::Decimal(x, s), Value::Decimal(y, t)) if s == t => Some(x.cmp(y)),
-        (Value::Float(x), Value::Float(y)) => Some(tessera_storage::types::compare_floats(*x, *y)),
-        (Value::Date(x), Value::Date(y)) => Some(x.cmp(y)),
-        (Value::Timestamp(x), Value::Timestamp(y)) | (Value::Time(x), Value::Time(y)) => {
-            Some(x.cmp(y))
-        }
-        (Value::Bool(x), Value::Bool(y)) => Some(x.cmp(y)),
-        _ => None,
-    };
-    if op.is_comparison() {
-        let order = order?;
-        return Some(Value::Bool(match op {
-            BinaryOp::Eq => order == Ordering::Equal,
-            BinaryOp::Ne => order != Ordering::Equal,
-            BinaryOp::Lt => order == Ordering::Less,
-            BinaryOp::Le => order != Ordering::Greater,
-            BinaryOp::Gt => order == Ordering::Greater,
-            BinaryOp::Ge => order != Ordering::Less,
-            _ => return None,
-        }));
+/// Whether a literal of type `ty` can hold `value`: an `i32` sum computed in 64 bits may not,
+/// and is left to the kernels, which report the overflow.
+fn holds(ty: DataType, value: &Value) -> bool {
+    match (ty, value) {
+        (_, Value::Null) => true,
+        (DataType::I32, Value::Int(i)) => i32::try_from(*i).is_ok(),
+        (DataType::I64, Value::Int(_))
+        | (DataType::F32 | DataType::F64, Value::Float(_))
+        | (DataType::Bool, Value::Bool(_))
+        | (DataType::Date, Value::Date(_))
+        | (DataType::Timestamp, Value::Timestamp(_))
+        | (DataType::Time, Value::Time(_)) => true,
+        (DataType::Decimal(decimal), Value::Decimal(_, scale)) => decimal.scale == *scale,
+        _ => false,
     }
-    match (a, b) {
-        (Value::Int(x), Value::Int(y)) => match op {
-            BinaryOp::Add => x.checked_add(*y),
-            BinaryOp::Sub => x.checked_sub(*y),
-            BinaryOp::Mul => x.checked_mul(*y),
-            BinaryOp::Rem => x.checked_rem(*y),
-            _ => None,
-        }
-        .map(Value::Int),
-        (Value::Float(x), Value::Float(y)) => match op {
-            BinaryOp::Add => Some(x + y),
-            BinaryOp::Sub => Some(x - y),
-            BinaryOp::Mul => Some(x * y),
-            BinaryOp::Div => Some(x / y),
-            BinaryOp::Rem => Some(x % y),
-            _ => None,
-        }
-        .map(Value::Float),
-        _ => None,
-    }
-}
-
-fn cast(value: &Value, to: DataType) -> Option<Value> {
-    Some(match (value, to) {
-        (Value::Int(i), DataType::I64) => Value::Int(*i),
-        (Value::Int(i), DataType::I32) => Value::Int(i64::from(i32::try_from(*i).ok()?)),
-        (Value::Int(i), DataType::F32) => Value::Float(f64::from(*i as f32)),
-        (Value::Int(i), DataType::F64) => Value::Float(*i as f64),
-        (Value::Float(x), DataType::F32) => Value::Float(f64::from(*x as f32)),
-        (Value::Float(x), DataType::F64) => Value::Float(*x),
-        (Value::Bool(b), DataType::I32 | DataType::I64) => Value::Int(i64::from(*b)),
-        (Value::Int(i), DataType::Decimal(to)) => {
-            Value::Decimal(decimal::convert(*i, 0, to)?, to.scale)
-        }
-        (Value::Decimal(raw, scale), DataType::Decimal(to)) => {
-            Value::Decimal(decimal::convert(*raw, *scale, to)?, to.scale)
-        }
-        (Value::Decimal(raw, scale), DataType::F64) => {
-            Value::Float(decimal::to_float(*raw, *scale))
-        }
-        (Value::Date(day), DataType::Timestamp) => {
-            Value::Timestamp(i64::from(*day).checked_mul(date::MICROS_PER_DAY)?)
-        }
-        (Value::Timestamp(micros), DataType::Date) => Value::Date(date::timestamp_day(*micros)),
-        (Value::Timestamp(micros), DataType::Time) => {
-            Value::Time(micros.rem_euclid(date::MICROS_PER_DAY))
-        }
-        _ => return None,
-    })
-}
-
-fn call(function: Function, x: f64) -> Option<Value> {
-    let y = match function {
-        Function::Sqrt => x.sqrt(),
-        Function::Exp => x.exp(),
-        Function::Ln => x.ln(),
-        Function::Abs => x.abs(),
-        Function::Sigmoid => 1.0 / (1.0 + (-x).exp()),
-        Function::Year | Function::Month | Function::Day => return None,
-    };
-    Some(Value::Float(y))
 }
 
 #[cfg(test)]
@@ -244,5 +174,37 @@ mod tests {
             big.transform(&mut |e| fold_node(e).0).kind,
             ExprKind::Binary { .. }
         ));
+        // Within 64 bits, but not the `i32` the expression is.
+        let narrow = |i| Expr::literal(Value::Int(i), DataType::I32, Span::default());
+        let sum = Expr::binary(
+            BinaryOp::Add,
+            narrow(i64::from(i32::MAX)),
+            narrow(1),
+            DataType::I32,
+            Span::default(),
+        );
+        assert!(matches!(
+            sum.transform(&mut |e| fold_node(e).0).kind,
+            ExprKind::Binary { .. }
+        ));
+    }
+
+    #[test]
+    fn folds_as_the_host_computes() {
+        // `%` by zero is null, `/` of integers a float, a cast rounds ties to even.
+        let rem = Expr::binary(
+            BinaryOp::Rem,
+            int(7),
+            int(0),
+            DataType::I64,
+            Span::default(),
+        );
+        assert!(rem.transform(&mut |e| fold_node(e).0).is_null());
+        let half = Expr::literal(Value::Float(2.5), DataType::F64, Span::default());
+        let cast = half.cast(DataType::I64);
+        assert_eq!(
+            cast.transform(&mut |e| fold_node(e).0).kind,
+            ExprKind::Literal(Value::Int(2))
+        );
     }
 }
