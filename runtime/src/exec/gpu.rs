@@ -647,8 +647,9 @@ impl GpuBackend {
     }
 
     /// Waits until `last` has happened. Once `cancel` is requested meanwhile, sets its word on
-    /// a stream of its own, beside the kernels still running, which then leave their loops
-    /// over tiles; they are still waited for, so that the query's buffers are freed unused.
+    /// a stream of its own, beside the kernels still running, which then leave their rounds
+    /// over a tile's matches (a scan runs to its end); they are still waited for, so that the
+    /// query's buffers are freed unused.
     fn until_done(&mut self, last: &CudaEvent, cancel: Cancel<'_>) -> Result<(), DriverError> {
         let started = Instant::now();
         let mut told = false;
