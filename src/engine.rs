@@ -146,16 +146,12 @@ impl Engine {
         let device = match target {
             Target::Nvptx { .. } => {
                 let mut backend = GpuBackend::empty()?;
-                if let Some(bytes) = options.gpu_memory {
-                    backend.set_memory_budget(bytes);
-                }
+                backend.set_memory_budget(options.gpu_memory);
                 Device::Gpu(Box::new(backend))
             }
             Target::Host => {
                 let mut backend = HostBackend::empty();
-                if let Some(bytes) = options.gpu_memory {
-                    backend.set_memory_budget(bytes);
-                }
+                backend.set_memory_budget(options.gpu_memory);
                 Device::Host(Box::new(backend))
             }
         };
@@ -428,14 +424,7 @@ fn report_timing(
         .into_iter()
         .flatten()
         .filter_map(|o| o.timing.streamed.as_ref())
-        .map(|s| {
-            format!(
-                "; streamed `{}` in {} launches ({:.1} MB)",
-                s.table,
-                s.launches,
-                s.bytes as f64 / 1e6
-            )
-        })
+        .map(|streamed| format!("; {streamed}"))
         .collect();
     eprintln!(
         "timing: {first}: waited {waited:.3} ms for the device, held it {held:.3} ms: setup {setup:.3}, kernels {kernels:.3}, results {results:.3}, rest {:.3}; program {}{streamed}",

@@ -208,7 +208,7 @@ pub fn time_query(
     let compiled = compile_with_catalog(script, Path::new("."), options, false, &mut |_| {
         Some(Arc::clone(catalog))
     })?;
-    let mut backend = backend_for(&compiled.program)?;
+    let mut backend = backend_for(&compiled.program, None)?;
     let bytes_per_second = match *bandwidth {
         Some(b) => b,
         None => *bandwidth.insert(backend.copy_bandwidth()?),
@@ -334,7 +334,7 @@ pub fn run(suite: &Suite, args: &BenchArgs) -> Result<(), Failure> {
         let cached_ms = super::cache::load(&key).map(|_| reading.elapsed().as_secs_f64() * 1e3);
         super::cache::forget(&key);
         let loading = Instant::now();
-        let mut backend = backend_for(&compiled.program)?;
+        let mut backend = backend_for(&compiled.program, None)?;
         let load_ms = loading.elapsed().as_secs_f64() * 1e3;
         let bytes_per_second = match bandwidth {
             Some(b) => b,

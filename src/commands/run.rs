@@ -387,7 +387,7 @@ fn warn_unreadable(program: &Program, catalog: &Catalog) {
 
 /// Runs every query of `program` on the device its code is for.
 pub fn execute(program: &Program, catalog: &Catalog) -> Result<Vec<QueryOutcome>, Failure> {
-    let mut backend = backend_for(program)?;
+    let mut backend = backend_for(program, None)?;
     program
         .queries
         .iter()
@@ -416,9 +416,7 @@ fn execute_program<W: Write>(
     match &program.code {
         Code::Ptx(ptx) => {
             let mut backend = GpuBackend::new(ptx, program.cubins.as_ref())?;
-            if let Some(bytes) = gpu_memory {
-                backend.set_memory_budget(bytes);
-            }
+            backend.set_memory_budget(gpu_memory);
             report.mark("kernels loaded");
             report.load = std::mem::take(&mut backend.load);
             let outcomes = program
@@ -431,9 +429,7 @@ fn execute_program<W: Write>(
         }
         Code::HostObject(object) => {
             let mut backend = HostBackend::new(object)?;
-            if let Some(bytes) = gpu_memory {
-                backend.set_memory_budget(bytes);
-            }
+            backend.set_memory_budget(gpu_memory);
             program
                 .queries
                 .iter()
@@ -443,10 +439,22 @@ fn execute_program<W: Write>(
     }
 }
 
-pub fn backend_for(program: &Program) -> Result<Box<dyn Backend>, Failure> {
+/// The backend `program`'s code runs on, its columns within `gpu_memory` (`--gpu-memory`).
+pub fn backend_for(
+    program: &Program,
+    gpu_memory: Option<u64>,
+) -> Result<Box<dyn Backend>, RuntimeError> {
     Ok(match &program.code {
-        Code::Ptx(ptx) => Box::new(GpuBackend::new(ptx, program.cubins.as_ref())?),
-        Code::HostObject(object) => Box::new(HostBackend::new(object)?),
+        Code::Ptx(ptx) => {
+            let mut gpu = GpuBackend::new(ptx, program.cubins.as_ref())?;
+            gpu.set_memory_budget(gpu_memory);
+            Box::new(gpu)
+        }
+        Code::HostObject(object) => {
+            let mut host = HostBackend::new(object)?;
+            host.set_memory_budget(gpu_memory);
+            Box::new(host)
+        }
     })
 }
 
@@ -493,12 +501,7 @@ fn timing_report(
             t.finish_ms
         ));
         if let Some(streamed) = &t.streamed {
-            text.push_str(&format!(
-                "  streamed `{}` through the device in {} launches ({:.1} MB)\n",
-                streamed.table,
-                streamed.launches,
-                streamed.bytes as f64 / 1e6
-            ));
+            text.push_str(&format!("  {streamed}\n"));
         }
         for k in &t.kernels {
             // Sort kernels run over the query's output rather than a table.

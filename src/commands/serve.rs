@@ -5,9 +5,9 @@
 //! script and the diagnostic's help as its hint, which harms neither the server nor other
 //! sessions. Queries run on worker threads and take the device one at a time, in order, giving
 //! it up before their results are decoded. A client's cancel request (psql's Ctrl-C) answers
-//! its running query at once with SQLSTATE 57014 and stops the query's work: in a running kernel
-//! (`exec::Cancel`), before the next kernel, or the next piece of result. `--timing` prints each script's time
-//! waiting for the device and on it.
+//! its running query at once with SQLSTATE 57014 and stops the query's work: in a running
+//! kernel (`exec::Cancel`), before the next kernel, or at the next piece of result. `--timing`
+//! prints each script's time waiting for the device and on it.
 //!
 //! It listens on loopback by default and accepts any user and database there. With a password
 //! (`TESSERA_PASSWORD`, or the first line of `--password-file`: the password itself or a

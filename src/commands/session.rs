@@ -11,11 +11,9 @@ use tessera_compiler::physical::constants::{self, Constant};
 use tessera_compiler::physical::{PartitionJoins, PhysicalQuery};
 use tessera_compiler::{decorrelate, staging, Compilation};
 use tessera_grammar::source_to_ast;
-use tessera_runtime::exec::gpu::GpuBackend;
 use tessera_runtime::exec::gpu::{probe, GpuInfo};
-use tessera_runtime::exec::host::HostBackend;
-use tessera_runtime::exec::{run_query, run_query_with, Backend, Readback, RuntimeError, Timing};
-use tessera_runtime::program::{Code, Program, QueryProgram};
+use tessera_runtime::exec::{run_query, run_query_with, Readback, RuntimeError, Timing};
+use tessera_runtime::program::{Program, QueryProgram};
 use tessera_runtime::result::{fetched_columns, FetchedResult};
 use tessera_runtime::{Target, TileShape};
 use tessera_storage::compress::{Compression, Scheme};
@@ -164,13 +162,7 @@ impl std::fmt::Display for StageReport {
             self.into_table_ms
         )?;
         if let Some(streamed) = &self.streamed {
-            write!(
-                f,
-                "; streamed `{}` in {} launches ({:.1} MB)",
-                streamed.table,
-                streamed.launches,
-                streamed.bytes as f64 / 1e6
-            )?;
+            write!(f, "; {streamed}")?;
         }
         Ok(())
     }
@@ -465,22 +457,7 @@ fn run_stage(
     catalog: &Catalog,
     gpu_memory: Option<u64>,
 ) -> Result<(FetchedResult, Timing), RuntimeError> {
-    let mut backend: Box<dyn Backend> = match &program.code {
-        Code::Ptx(ptx) => {
-            let mut gpu = GpuBackend::new(ptx, program.cubins.as_ref())?;
-            if let Some(bytes) = gpu_memory {
-                gpu.set_memory_budget(bytes);
-            }
-            Box::new(gpu)
-        }
-        Code::HostObject(object) => {
-            let mut host = HostBackend::new(object)?;
-            if let Some(bytes) = gpu_memory {
-                host.set_memory_budget(bytes);
-            }
-            Box::new(host)
-        }
-    };
+    let mut backend = super::run::backend_for(program, gpu_memory)?;
     let Some((last, before)) = program.queries.split_last() else {
         return Err(RuntimeError::Malformed("a stage has no query".into()));
     };

@@ -243,7 +243,8 @@ impl Shell {
                 Ok(outcomes) => break outcomes?,
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                     if interrupted.swap(false, Ordering::SeqCst) {
-                        // The worker stops in its running kernel, or at its next kernel or piece of result.
+                        // The worker stops in its running kernel, or at its next kernel or
+                        // piece of result.
                         cancelled.store(true, Ordering::SeqCst);
                         return Err(Failure::Message(
                             "cancelled: the query stops and its result will not be printed".into(),

@@ -472,10 +472,11 @@ impl GpuBackend {
         })
     }
 
-    /// Keeps resident columns within `bytes` of device memory: a column not used by the query
-    /// running is dropped, least recently used first, to make room for one it needs.
-    pub fn set_memory_budget(&mut self, bytes: u64) {
-        self.budget = Some(bytes);
+    /// Keeps resident columns within `bytes` of device memory (as much as fits when `None`): a
+    /// column not used by the query running is dropped, least recently used first, to make
+    /// room for one it needs.
+    pub fn set_memory_budget(&mut self, bytes: Option<u64>) {
+        self.budget = bytes;
     }
 
     /// Makes room for `bytes` more of resident columns within the budget.

@@ -72,10 +72,11 @@ impl HostBackend {
         Ok(backend)
     }
 
-    /// Keeps the columns a query reads within `bytes`: a query reading more streams its
-    /// largest table through in pieces (`Backend::memory_budget`), as a GPU does.
-    pub fn set_memory_budget(&mut self, bytes: u64) {
-        self.budget = Some(bytes);
+    /// Keeps the columns a query reads within `bytes` (no limit when `None`): a query reading
+    /// more streams its largest table through in pieces (`Backend::memory_budget`), as a GPU
+    /// does.
+    pub fn set_memory_budget(&mut self, bytes: Option<u64>) {
+        self.budget = bytes;
     }
 
     /// A backend with no program loaded yet.

@@ -193,10 +193,15 @@ impl Cancel<'_> {
 
     /// [`RuntimeError::Cancelled`] once requested.
     pub fn check(&self) -> Result<(), RuntimeError> {
-        match self.is_requested() {
-            true => Err(RuntimeError::Cancelled),
-            false => Ok(()),
-        }
+        check_cancelled(self.requested)
+    }
+}
+
+/// [`RuntimeError::Cancelled`] once `requested` is set.
+fn check_cancelled(requested: &AtomicBool) -> Result<(), RuntimeError> {
+    match requested.load(Ordering::Relaxed) {
+        true => Err(RuntimeError::Cancelled),
+        false => Ok(()),
     }
 }
 
@@ -288,6 +293,19 @@ pub struct Streamed {
     pub launches: usize,
     /// Bytes of the pieces copied to the device.
     pub bytes: u64,
+}
+
+/// As `--timing` reports it, for a query or a stage, from `run` or the server.
+impl std::fmt::Display for Streamed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "streamed `{}` in {} launches ({:.1} MB)",
+            self.table,
+            self.launches,
+            self.bytes as f64 / 1e6
+        )
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -441,14 +459,7 @@ fn run_with_capacity(
     readback: &mut Readback<'_>,
     cancelled: &AtomicBool,
 ) -> Result<Attempt, RuntimeError> {
-    // The status word kernels read is known once the buffers are: until then, no kernel runs.
-    let check = || {
-        Cancel {
-            requested: cancelled,
-            word: 0,
-        }
-        .check()
-    };
+    let check = || check_cancelled(cancelled);
     check()?;
     let setup = Instant::now();
     let mut sizes = Vec::with_capacity(query.buffers.len());
