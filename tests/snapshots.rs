@@ -64,8 +64,10 @@ fn physical() {
 }
 
 /// The examples whose kernels are kept whole: a filtered sum, joins into a dense grouping, a
-/// grouping by strings of three dimensions, decimals grouped by a hash table, rows written out.
-const CODE_EXAMPLES: [&str; 5] = [
+/// grouping by strings of three dimensions, decimals grouped by a hash table, rows written out,
+/// groups filtered over the grouping's slots.
+const CODE_EXAMPLES: [&str; 6] = [
+    "rows/large_orders.tq",
     "ssb/q11.tq",
     "ssb/q21.tq",
     "ssb/q43.tq",

@@ -16,7 +16,7 @@ use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
 
 /// Bumped whenever the format changes, so an old artifact is refused with a clear message.
-pub const FORMAT_VERSION: u32 = 18;
+pub const FORMAT_VERSION: u32 = 19;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {
@@ -189,6 +189,10 @@ pub enum Extent {
     Tiles,
     /// Exactly this many (on the host: units of work handed out to threads), whatever the rows.
     Parts(u32),
+    /// Like `Tiles`, a row per slot of the query's grouping: a dense array of this many slots
+    /// (`Some`), or the grouping hash table's slots and its extra last one, however large it
+    /// has grown.
+    GroupSlots(Option<u64>),
 }
 
 /// A kernel parameter. Parameter 0 is always the table's row count.

@@ -16,7 +16,7 @@ use tessera_runtime::primitives::unpack_fixed::{
     unpack_codes, unpack_fixed, CodeBase, FixedColumn, Rows,
 };
 use tessera_runtime::primitives::{load, unpack};
-use tessera_runtime::program::{Extent, Fill, KernelLaunch, Param};
+use tessera_runtime::program::{Extent, Fill, KernelLaunch, Param, ResultShape};
 use tessera_runtime::{CodegenError, CodegenResult, Emitter, KernelArgs, Target};
 use tessera_storage::compress::Scheme;
 
@@ -66,6 +66,11 @@ pub(super) struct Kernel<'k, 'ctx, 'm> {
     tile_counter: Option<usize>,
     /// For a pipeline over a partitioning's rows, that partitioning's buffers.
     partitioned: Option<PartitionBuffers>,
+    /// For a pipeline over a grouping's slots, the grouping (`groups.rs`), and for the current
+    /// tile, its slots' flags and which of them hold a group.
+    pub(super) groups: Option<ResultShape>,
+    pub(super) group_words: Option<TileArray<'ctx>>,
+    pub(super) group_present: Option<TileArray<'ctx>>,
     /// The query's status words (every pipeline kernel receives them).
     pub status: usize,
 }
@@ -136,6 +141,11 @@ pub(super) fn pipeline_to_kernel<'ctx>(
     if let Input::Partitioned(partitioning) = pipeline.input {
         kernel.partitioned = Some(qc.partitions[partitioning].clone());
     }
+    if let Input::Groups(_) = pipeline.input {
+        kernel.groups = Some(qc.groups.clone().ok_or_else(|| {
+            Diagnostic::internal(span, "a pipeline over groups follows no grouping")
+        })?);
+    }
     let state = kernel.sink_prologue(qc, &sink, name)?;
     kernel.open_tiles().map_err(internal)?;
     kernel.body(qc, &sink, &state)?;
@@ -147,7 +157,12 @@ pub(super) fn pipeline_to_kernel<'ctx>(
         table: pipeline.table.clone(),
         tile,
         params,
-        extent: Extent::Tiles,
+        extent: match pipeline.input {
+            Input::Groups(_) => {
+                Extent::GroupSlots(qc.groups.as_ref().and_then(super::groups::dense_slots))
+            }
+            _ => Extent::Tiles,
+        },
         runs_in_pieces: folds_rows && tile_counter.is_none(),
     })
 }
@@ -189,6 +204,18 @@ fn collect_params(
                     push(Param::Buffer(*valid));
                 }
             }
+        }
+        used.clear();
+    }
+    if let Input::Groups(_) = pipeline.input {
+        // The scanned columns are the grouping's keys and aggregates.
+        let groups = qc.groups.as_ref().ok_or_else(|| {
+            Diagnostic::internal(qc.query.span, "a pipeline over groups follows no grouping")
+        })?;
+        let params = super::groups::group_params(groups, &used)
+            .map_err(|e| Diagnostic::internal(qc.query.span, e.to_string()))?;
+        for param in params {
+            push(param);
         }
         used.clear();
     }
@@ -423,6 +450,9 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             fixed,
             tile_counter: None,
             partitioned: None,
+            groups: None,
+            group_words: None,
+            group_present: None,
             status: qc.status,
         })
     }
@@ -432,15 +462,16 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
     fn open_tiles(&mut self) -> CodegenResult<()> {
         // A pipeline over a partitioning's rows reads how many there are; its grid is sized for
         // the most there can be.
-        let rows = match &self.partitioned {
-            Some(buffers) => {
+        let rows = match (&self.partitioned, &self.groups) {
+            (Some(buffers), _) => {
                 let total = self.buffer(buffers.total)?;
                 self.em
                     .b
                     .build_load(self.em.i64(), total, "rows")?
                     .into_int_value()
             }
-            None => self.args.get(&self.em, 0)?.into_int_value(),
+            (None, Some(_)) => self.group_slots()?,
+            (None, None) => self.args.get(&self.em, 0)?.into_int_value(),
         };
         let em = &self.em;
         let items = em.const_i64(i64::from(em.tile.items()));
@@ -631,6 +662,9 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
         let span = self.query.span;
         let internal = |e: CodegenError| Diagnostic::internal(span, e.to_string());
         load::init_flags(&self.em, self.num_items, self.flags).map_err(internal)?;
+        if self.groups.is_some() {
+            self.select_groups().map_err(internal)?;
+        }
         // Estimates of how many rows survive are per tile: start each tile afresh.
         self.selected = 1.0;
         let pipeline = self.pipeline;
@@ -725,6 +759,10 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
     pub fn load_columns(&mut self, ids: &[ColumnId]) -> CodegenResult<()> {
         for &id in ids {
             if self.tiles.contains_key(&id) || !self.pipeline.scanned.contains(&id) {
+                continue;
+            }
+            if self.groups.is_some() {
+                self.load_group_column(id)?;
                 continue;
             }
             let info = self.query.columns.get(id);
@@ -825,7 +863,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             .sum()
     }
 
-    fn load_into(
+    pub(super) fn load_into(
         &self,
         column: inkwell::values::PointerValue<'ctx>,
         out: TileArray<'ctx>,

@@ -5,6 +5,7 @@
 //! or host object code, one unit per kernel.
 
 mod expr;
+mod groups;
 mod kernel;
 mod materialize;
 mod partition;
@@ -26,7 +27,7 @@ use tessera_runtime::program::{Code, KernelCode, Program, QueryProgram, FORMAT_V
 use tessera_runtime::{Target, TileShape};
 use tessera_storage::Catalog;
 
-use crate::physical::PhysicalQuery;
+use crate::physical::{Input, PhysicalQuery};
 
 pub use targets::{
     llvm_to_object, llvm_to_ptx, optimize_llvm, optimize_llvm_with, GpuCodegen, GpuPasses,
@@ -134,7 +135,8 @@ pub fn pipelines_to_program(
 fn encode_scanned_columns(queries: &[PhysicalQuery], catalog: &Catalog) -> Result<(), Diagnostic> {
     let mut by_table: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
     for query in queries {
-        for pipeline in &query.pipelines {
+        // A pipeline over groups reads the grouping's buffers, not the columns it groups.
+        for pipeline in query.pipelines.iter().filter(|p| p.input == Input::Table) {
             for id in &pipeline.scanned {
                 if let Some(origin) = &query.columns.get(*id).origin {
                     by_table

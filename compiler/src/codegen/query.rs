@@ -10,7 +10,7 @@ use tessera_runtime::primitives::hash::{status, HashKind, HashTableLayout};
 use tessera_runtime::primitives::partition::PartitionStarts;
 use tessera_runtime::program::{
     hash_table_buffer, Assumption, BufferSpec, Extent, Fill, HostAggregate, HostOp, KernelLaunch,
-    Param, QueryProgram, ResultSpec,
+    Param, QueryProgram, ResultShape, ResultSpec,
 };
 use tessera_runtime::{Target, TileShape};
 use tessera_storage::compress::Scheme;
@@ -47,6 +47,9 @@ pub(super) struct QueryContext<'q> {
     pub partitions: Vec<PartitionBuffers>,
     /// The first slot count of the query's grouping hash table, if it has one.
     pub group_capacity: Option<u64>,
+    /// The grouped result of the query's grouping, once its kernels are planned: what a
+    /// pipeline over its slots reads.
+    pub groups: Option<ResultShape>,
     /// Buffers of sinks that several pipelines share, by the sink's columns and the buffer's name.
     /// Each sink's columns, numbered.
     pub sinks: HashMap<Vec<crate::columns::ColumnId>, usize>,
@@ -289,6 +292,7 @@ pub(super) fn query_to_llvm(
         partitions: Vec::new(),
         assumptions: Vec::new(),
         group_capacity: None,
+        groups: None,
         sinks: HashMap::new(),
         sink_buffers: HashMap::new(),
     };
@@ -371,6 +375,9 @@ pub(super) fn query_to_llvm(
     let mut shape = None;
     for pipeline in &query.pipelines {
         let (sink, result) = plan_sink(&mut qc, pipeline)?;
+        if let Some(grouped @ (ResultShape::Dense { .. } | ResultShape::Hash { .. })) = &result {
+            qc.groups = Some(grouped.clone());
+        }
         let probes = pipeline
             .steps
             .iter()

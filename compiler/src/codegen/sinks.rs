@@ -52,6 +52,8 @@ pub(super) enum SinkPlan {
         partitioning: usize,
         pass: PartitionPass,
     },
+    /// Empties the slots of the groups no longer selected (`groups.rs`).
+    KeepGroups,
     Aggregate {
         keys: Vec<(ColumnId, Expr, KeyDomain)>,
         aggregates: Vec<AggregatePlan>,
@@ -143,7 +145,9 @@ impl SinkPlan {
                 .chain(aggregates.iter().filter_map(|a| a.arg.as_ref()))
                 .collect(),
             SinkPlan::Build { key, .. } => vec![key],
-            SinkPlan::Materialize { .. } | SinkPlan::Partition { .. } => Vec::new(),
+            SinkPlan::Materialize { .. } | SinkPlan::Partition { .. } | SinkPlan::KeepGroups => {
+                Vec::new()
+            }
             SinkPlan::Aggregate {
                 keys, aggregates, ..
             } => keys
@@ -232,6 +236,8 @@ impl SinkPlan {
                 }
                 used
             }
+            // Its one buffer, the grouping's flags, is among the pipeline's inputs.
+            SinkPlan::KeepGroups => Vec::new(),
         }
     }
 }
@@ -257,6 +263,7 @@ pub(super) fn plan_sink(
             },
             None,
         )),
+        Sink::KeepGroups => Ok((SinkPlan::KeepGroups, None)),
         Sink::Materialize { columns } => {
             let placement = row_placement(query, pipeline, columns);
             let (columns, count_buffer, shape) = plan_rows(qc, &pipeline.table, columns)?;
@@ -592,9 +599,10 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     ) -> Result<SinkState<'ctx>, Diagnostic> {
         let span = self.query.span;
         let result = match sink {
-            SinkPlan::Build { .. } | SinkPlan::HashGroups { .. } | SinkPlan::Materialize { .. } => {
-                Ok(SinkState::Nothing)
-            }
+            SinkPlan::Build { .. }
+            | SinkPlan::HashGroups { .. }
+            | SinkPlan::Materialize { .. }
+            | SinkPlan::KeepGroups => Ok(SinkState::Nothing),
             SinkPlan::Partition { partitioning, pass } => self
                 .partition_prologue(qc, *partitioning, *pass)
                 .map(SinkState::Partition),
@@ -654,6 +662,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 },
                 _,
             ) => self.hash_tile(qc, keys, aggregates, *key_buffer),
+            (SinkPlan::KeepGroups, _) => self.keep_groups_tile(),
             (SinkPlan::Aggregate { aggregates, .. }, SinkState::Scalar(accumulators)) => {
                 self.scalar_tile(aggregates, accumulators)
             }

@@ -76,7 +76,7 @@ pub fn hoist(query: &mut PhysicalQuery) {
                     }
                 }
             }
-            Sink::Materialize { .. } | Sink::Partition { .. } => {}
+            Sink::Materialize { .. } | Sink::Partition { .. } | Sink::KeepGroups => {}
         }
     }
     query.constants = constants;

@@ -45,6 +45,11 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                 "  pipeline {}: scan partitioning {id}, in order of its parts (at most {} rows of {})",
                 pipeline.id, pipeline.rows, pipeline.table
             ),
+            Input::Groups(id) => writeln!(
+                out,
+                "  pipeline {}: the groups of pipeline {id}, a row per slot",
+                pipeline.id
+            ),
         };
         for step in &pipeline.steps {
             let _ = match step {
@@ -202,6 +207,7 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                     names_of(&partitioning.columns, columns)
                 )
             }
+            Sink::KeepGroups => writeln!(out, "    keep the groups selected"),
         };
     }
     if !query.constants.is_empty() {

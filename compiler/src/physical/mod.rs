@@ -2,8 +2,9 @@
 //! an earlier pipeline partitioned) and runs its steps (filters, hash probes, computed columns)
 //! on each tile in registers, ending in a sink (a hash-table build, an aggregation, materialized
 //! rows, or rows counted or written by part); it is one kernel. Hash-table builds run before the
-//! pipelines that probe them. What remains after the last pipeline (sorting a small result,
-//! `take`) runs on the host.
+//! pipelines that probe them. A `where` after a `group` is a pipeline over the grouping's slots
+//! that keeps the groups it selects. What remains after the last pipeline (sorting a small
+//! result, `take`) runs on the host.
 
 pub mod constants;
 mod display;
@@ -64,6 +65,10 @@ pub enum Input {
     /// The rows of partitioning `id`, written by the pipelines ending in
     /// `Sink::Partition { partitioning: id, .. }`, in the order of their partitions.
     Partitioned(usize),
+    /// The slots of the grouping pipeline `id` ends in, once every pipeline feeding it has
+    /// run: a row per slot, selected where the slot holds a group, whose columns are the
+    /// group's keys and aggregates.
+    Groups(usize),
 }
 
 /// A join probe into a table too large for the cache, split from the steps before it: the
@@ -168,6 +173,9 @@ pub enum Sink {
         partitioning: usize,
         pass: PartitionPass,
     },
+    /// Empties the slot of each group no longer selected (over `Input::Groups`): the grouped
+    /// result then holds only the groups kept, and only those are read back.
+    KeepGroups,
 }
 
 /// A hash table filled by one pipeline and probed by another.

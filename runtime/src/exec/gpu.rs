@@ -817,9 +817,10 @@ impl Backend for GpuBackend {
         let (function, resident) = self.function(&kernel.name, kernel.tile.threads)?;
         let grid = match kernel.extent {
             // A persistent grid: as many blocks as fit at once, each looping over tiles.
-            Extent::Tiles => rows
-                .div_ceil(u64::from(kernel.tile.items()))
-                .min(u64::from(resident)) as u32,
+            Extent::Tiles | Extent::GroupSlots(_) => {
+                rows.div_ceil(u64::from(kernel.tile.items()))
+                    .min(u64::from(resident)) as u32
+            }
             Extent::Parts(parts) => parts,
         };
         // A kernel over a piece of a streamed table starts once the piece's copies are done.

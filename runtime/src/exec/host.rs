@@ -196,7 +196,7 @@ impl Backend for HostBackend {
     ) -> Result<(), RuntimeError> {
         let function = self.kernel(&kernel.name)?;
         let tiles = match kernel.extent {
-            Extent::Tiles => rows.div_ceil(u64::from(kernel.tile.items())),
+            Extent::Tiles | Extent::GroupSlots(_) => rows.div_ceil(u64::from(kernel.tile.items())),
             Extent::Parts(parts) => u64::from(parts),
         };
         let grab = (tiles / (self.threads as u64 * GRABS_PER_THREAD)).clamp(1, TILES_PER_GRAB);

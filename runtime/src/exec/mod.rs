@@ -544,7 +544,11 @@ fn run_with_capacity(
     for ((kernel, launch), ms) in query.kernels.iter().zip(&bound).zip(times) {
         timing.kernels.push(KernelTiming {
             name: kernel.name.clone(),
-            table: kernel.table.clone(),
+            // A kernel over a grouping's slots reads none of its table's rows.
+            table: match kernel.extent {
+                Extent::GroupSlots(_) => format!("{} groups", kernel.table),
+                _ => kernel.table.clone(),
+            },
             rows: launch.rows,
             ms,
             bytes: launch.column_bytes,
@@ -687,6 +691,7 @@ fn bind(
     let rows = match kernel.extent {
         Extent::Tiles => table_rows(catalog, &kernel.table)?,
         Extent::Parts(_) => output_capacity,
+        Extent::GroupSlots(slots) => slots.unwrap_or(group_capacity + 1),
     };
     let mut args = Vec::with_capacity(kernel.params.len());
     let constant = |slot: u32| {

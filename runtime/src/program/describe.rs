@@ -41,6 +41,7 @@ fn describe_kernel(out: &mut String, kernel: &KernelLaunch, buffers: &[BufferSpe
     let grid = match kernel.extent {
         Extent::Tiles => "over the tiles".to_string(),
         Extent::Parts(parts) => format!("as {parts} blocks"),
+        Extent::GroupSlots(_) => "over the tiles of the grouping's slots".to_string(),
     };
     let pieces = match kernel.runs_in_pieces {
         true => ", may run over pieces of a streamed table",
