@@ -5,10 +5,8 @@
 
 mod common;
 
-use tessera_compiler::emit::{emit, EmitError, Stage};
 use tessera_compiler::{open_catalog, script::OpenError, Compilation};
 use tessera_grammar::{render, source_to_ast, DiagnosticKind};
-use tessera_runtime::Target;
 
 #[test]
 fn every_mistake_is_reported() {
@@ -23,16 +21,11 @@ fn every_mistake_is_reported() {
             Ok(ast) => match open_catalog(&ast, common::ssb_data()) {
                 Err(OpenError::Declarations(d)) => d,
                 Err(OpenError::Storage(e)) => panic!("{name}: the data does not open: {e}"),
-                // Code generation refuses what the plan cannot express in kernels.
+                // Every limit is the planner's to report: code generation fails only on
+                // internal errors, so what plans also compiles.
                 Ok(catalog) => match Compilation::run(ast, &catalog) {
                     Err(d) => d,
-                    Ok(_) => {
-                        match emit(&source, Stage::Llvm, Some(&catalog), Target::Host, false) {
-                            Err(EmitError::Script(d)) => d,
-                            Err(other) => panic!("{name}: {other:?}"),
-                            Ok(_) => panic!("{name} compiles, but it is in the error corpus"),
-                        }
-                    }
+                    Ok(_) => panic!("{name} plans, but it is in the error corpus"),
                 },
             },
         };

@@ -21,7 +21,7 @@ use tessera_storage::DataType;
 use crate::columns::ColumnId;
 use crate::expr::Expr;
 use crate::physical::{
-    type_bits, DenseUpdates, GroupLayout, KeyDomain, PartitionPass, Pipeline, Sink,
+    hash_key_bits, DenseUpdates, GroupLayout, KeyDomain, PartitionPass, Pipeline, Sink,
 };
 
 use super::expr::code_origin;
@@ -433,21 +433,12 @@ fn hash_groups(
     slots: Vec<AggregateSlot>,
 ) -> Result<(SinkPlan, Option<ResultShape>), Diagnostic> {
     let query = qc.query;
-    let widths: Vec<u32> = match ranges {
-        Some(ranges) => ranges.iter().map(KeyDomain::offset_bits).collect(),
-        None => keys.iter().map(|(_, e)| type_bits(e.ty)).collect(),
-    };
-    let flags = keys.iter().filter(|(_, e)| e.nullable).count() as u32;
-    let fits = keys.iter().all(|(_, e)| !e.ty.is_float())
-        && (ranges.is_some() || widths.iter().all(|w| *w > 0))
-        && widths.iter().sum::<u32>() + flags <= 64;
-    if !fits {
-        let span = keys.first().map_or(query.span, |(_, e)| e.span);
-        return Err(Diagnostic::unsupported(
-            span,
-            "grouping by these keys needs a hash table, which takes at most two keys of 32 bits, or one of 64, with one bit more for each key that may be null, and no floating-point keys",
-        ));
-    }
+    let widths = hash_key_bits(keys, ranges).ok_or_else(|| {
+        Diagnostic::internal(
+            query.span,
+            "a hash grouping's keys do not fit its packed key",
+        )
+    })?;
     let mut shift = 64;
     let mut packed = Vec::with_capacity(keys.len());
     let mut described = Vec::with_capacity(keys.len());

@@ -289,6 +289,21 @@ pub enum GroupLayout {
     },
 }
 
+/// The bits each key of a hash grouping takes in the 64-bit word it is packed into: its value
+/// range's bits with `ranges`, else its type's ([`type_bits`]); `None` when they do not fit,
+/// with one bit more for each key that may be null, or a key is a float.
+pub fn hash_key_bits(keys: &[(ColumnId, Expr)], ranges: Option<&[KeyDomain]>) -> Option<Vec<u32>> {
+    let bits: Vec<u32> = match ranges {
+        Some(ranges) => ranges.iter().map(KeyDomain::offset_bits).collect(),
+        None => keys.iter().map(|(_, e)| type_bits(e.ty)).collect(),
+    };
+    let flags = keys.iter().filter(|(_, e)| e.nullable).count() as u32;
+    let fits = keys.iter().all(|(_, e)| !e.ty.is_float())
+        && (ranges.is_some() || bits.iter().all(|b| *b > 0))
+        && bits.iter().sum::<u32>() + flags <= 64;
+    fits.then_some(bits)
+}
+
 /// The bits a hash key packed by its type takes: 64 for 64-bit values, 32 for the others, none
 /// for a float (which cannot be packed).
 pub fn type_bits(ty: DataType) -> u32 {

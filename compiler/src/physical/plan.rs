@@ -217,14 +217,7 @@ impl Planner<'_> {
                 let aggregates = self.checked_sums(&aggregate.aggregates, &opens);
                 let keys = constant_keys(&aggregate.input, aggregate.keys.clone());
                 let layout = self.group_layout(&keys, &aggregates, rows);
-                self.finish_all(
-                    opens,
-                    &Sink::Aggregate {
-                        keys,
-                        aggregates,
-                        layout,
-                    },
-                );
+                self.finish_all(opens, &grouping(keys, aggregates, layout)?);
                 Ok(Flow::OnHost)
             }
             LogicalPlan::Sort(sort) => {
@@ -447,14 +440,7 @@ impl Planner<'_> {
                 (opens, layout)
             }
         };
-        self.finish_all(
-            opens,
-            &Sink::Aggregate {
-                keys,
-                aggregates: Vec::new(),
-                layout,
-            },
-        );
+        self.finish_all(opens, &grouping(keys, Vec::new(), layout)?);
         Ok(Flow::OnHost)
     }
 
@@ -556,14 +542,7 @@ impl Planner<'_> {
             seen.push(Expr::column(id, &self.columns, self.span));
         }
         let layout = self.set_layout(set, &aggregates, rows);
-        self.finish_all(
-            opens,
-            &Sink::Aggregate {
-                keys,
-                aggregates,
-                layout,
-            },
-        );
+        self.finish_all(opens, &grouping(keys, aggregates, layout)?);
         if set.all {
             self.host_steps
                 .push(HostStep::Repeat(self.copies(set.op, &seen)));
@@ -1512,6 +1491,29 @@ fn sink_columns(sink: &Sink, tables: &[HashTable]) -> Vec<ColumnId> {
         // grouping's slots from a grouped result.
         Sink::Partition { .. } | Sink::KeepGroups => Vec::new(),
     }
+}
+
+/// The sink grouping rows by `keys` into `aggregates`, laid out as `layout`; an error at the
+/// first key when a hash table's packed key cannot hold the keys.
+fn grouping(
+    keys: Vec<(ColumnId, Expr)>,
+    aggregates: Vec<(ColumnId, AggregateExpr)>,
+    layout: GroupLayout,
+) -> Result<Sink, Diagnostic> {
+    if let GroupLayout::Hash { ranges, .. } = &layout {
+        if super::hash_key_bits(&keys, ranges.as_deref()).is_none() {
+            let span = keys.first().map(|(_, e)| e.span).unwrap_or_default();
+            return Err(Diagnostic::unsupported(
+                span,
+                "grouping by these keys needs a hash table, which takes at most two keys of 32 bits, or one of 64, with one bit more for each key that may be null, and no floating-point keys",
+            ));
+        }
+    }
+    Ok(Sink::Aggregate {
+        keys,
+        aggregates,
+        layout,
+    })
 }
 
 /// Removes computed columns that no later step and not the sink reads (`needed` starts as the
