@@ -5,7 +5,8 @@
 //! the kernel cache on disk as a fresh process would); queries take the device one at a time, in
 //! the order they asked for it, and hold it only until their results are read back: decoding
 //! them (dictionary codes to strings, the host's sort and filters) runs after the next query
-//! has the device.
+//! has the device. The stages of a script that runs in stages are queries too: each takes the
+//! device in turn, reads the columns resident there, and stops when the script is cancelled.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -27,8 +28,8 @@ use tessera_storage::{Catalog, DataType};
 use crate::commands::cache;
 use crate::commands::compile::{open, Script};
 use crate::commands::session::{
-    choose_target, compile_planned, compile_with_catalog, compression_for, configure, shape_of,
-    with_constants, CompileOptions, Compiled, DeviceChoice,
+    choose_target, compile_planned, compile_with_stages, compression_for, configure, run_stage_on,
+    shape_of, with_constants, CompileOptions, Compiled, DeviceChoice,
 };
 use crate::failure::Failure;
 
@@ -116,6 +117,27 @@ impl Device {
             Device::Host(host) => host.as_mut(),
         }
     }
+
+    /// Loads `program`'s code beside the programs loaded before; returns its id.
+    fn load(&mut self, program: &Program) -> Result<usize, RuntimeError> {
+        match (self, &program.code) {
+            (Device::Gpu(gpu), Code::Ptx(ptx)) => {
+                Ok(gpu.add_program(ptx, program.cubins.as_ref())?.0)
+            }
+            (Device::Host(host), Code::HostObject(objects)) => host.add_program(objects),
+            _ => Err(RuntimeError::Load(
+                "the program was compiled for another device".into(),
+            )),
+        }
+    }
+
+    /// Makes launches run the kernels of program `id`.
+    fn use_program(&mut self, id: usize) {
+        match self {
+            Device::Gpu(gpu) => gpu.use_program(id),
+            Device::Host(host) => host.use_program(id),
+        }
+    }
 }
 
 /// The columns a script's last query returns, as a client is told before any row.
@@ -178,8 +200,13 @@ impl Engine {
 
     /// The program of `source`: compiled on first use, through the kernel cache on disk, or
     /// the code of an earlier script of the same shape given this one's constants.
-    fn compiled(&self, name: &str, source: &str) -> Result<Arc<Resident>, Failure> {
-        Ok(self.compiled_with_origin(name, source)?.0)
+    fn compiled(
+        &self,
+        name: &str,
+        source: &str,
+        cancelled: &AtomicBool,
+    ) -> Result<Arc<Resident>, Failure> {
+        Ok(self.compiled_with_origin(name, source, cancelled)?.0)
     }
 
     /// [`Engine::compiled`], and how this call found the program: a text seen before is
@@ -188,6 +215,7 @@ impl Engine {
         &self,
         name: &str,
         source: &str,
+        cancelled: &AtomicBool,
     ) -> Result<(Arc<Resident>, Origin), Failure> {
         if let Some(found) = lock(&self.programs).get(source) {
             return Ok((Arc::clone(found), Origin::Resident));
@@ -196,13 +224,15 @@ impl Engine {
             name: name.to_string(),
             source: source.to_string(),
         };
-        let resident = Arc::new(self.compile(&script)?);
+        let resident = Arc::new(self.compile(&script, cancelled)?);
         lock(&self.programs).insert(source.to_string(), Arc::clone(&resident));
         let origin = resident.origin;
         Ok((resident, origin))
     }
 
-    fn compile(&self, script: &Script) -> Result<Resident, Failure> {
+    /// Compiles `script`; a script that runs in stages runs them now, on the device in turn
+    /// with other queries, giving up once `cancelled` is set.
+    fn compile(&self, script: &Script, cancelled: &AtomicBool) -> Result<Resident, Failure> {
         let ast = source_to_ast(&script.source).map_err(|d| script.fail(d))?;
         let alone = |compiled: Compiled, catalog: Option<Arc<Catalog>>| {
             let origin = match compiled.from_cache {
@@ -226,9 +256,22 @@ impl Engine {
             || tessera_compiler::decorrelate::candidate(&ast)
         {
             // Declarations change how the data is read, and stages (which decorrelating a join
-            // makes) add tables: the script gets a catalog of its own.
-            let compiled =
-                compile_with_catalog(script, &self.data, &self.options, true, &mut |_| None)?;
+            // makes) add tables: the script gets a catalog of its own. Each stage takes the
+            // device like a query, where the columns it reads may be resident already.
+            let mut on_device = |program: &Program, catalog: &Catalog| {
+                let mut device = self.device.blocking_lock();
+                let id = device.load(program)?;
+                device.use_program(id);
+                run_stage_on(device.backend(), program, catalog, cancelled)
+            };
+            let compiled = compile_with_stages(
+                script,
+                &self.data,
+                &self.options,
+                true,
+                &mut |_| None,
+                &mut on_device,
+            )?;
             let catalog = Arc::clone(&compiled.catalog);
             return Ok(alone(compiled, Some(catalog)));
         }
@@ -274,7 +317,7 @@ impl Engine {
 
     /// The columns each query of `source` returns, compiling it if need be (nothing runs).
     pub fn describe(&self, name: &str, source: &str) -> Result<Vec<Columns>, Failure> {
-        let resident = self.compiled(name, source)?;
+        let resident = self.compiled(name, source, &AtomicBool::new(false))?;
         Ok(resident
             .queries
             .iter()
@@ -306,7 +349,7 @@ impl Engine {
             source: source.to_string(),
             diagnostics: d,
         })?;
-        let (resident, origin) = self.compiled_with_origin(name, source)?;
+        let (resident, origin) = self.compiled_with_origin(name, source, cancelled)?;
         let asked = Instant::now();
         let mut device = self.device.blocking_lock();
         let taken = Instant::now();
@@ -332,7 +375,7 @@ impl Engine {
             if let Some(shape) = &resident.shape {
                 lock(&self.shapes).remove(shape);
             }
-            resident = self.compiled(name, source)?;
+            resident = self.compiled(name, source, cancelled)?;
             let mut device = self.device.blocking_lock();
             result = self.execute(&mut device, &resident, cancelled);
         }
@@ -359,28 +402,13 @@ impl Engine {
             match *loaded {
                 Some(id) => id,
                 None => {
-                    let id = match (&mut *device, &module.program.code) {
-                        (Device::Gpu(gpu), Code::Ptx(ptx)) => {
-                            gpu.add_program(ptx, module.program.cubins.as_ref())?.0
-                        }
-                        (Device::Host(host), Code::HostObject(objects)) => {
-                            host.add_program(objects)?
-                        }
-                        _ => {
-                            return Err(RuntimeError::Load(
-                                "the program was compiled for another device".into(),
-                            ))
-                        }
-                    };
+                    let id = device.load(&module.program)?;
                     *loaded = Some(id);
                     id
                 }
             }
         };
-        match device {
-            Device::Gpu(gpu) => gpu.use_program(id),
-            Device::Host(host) => host.use_program(id),
-        }
+        device.use_program(id);
         let backend = device.backend();
         let catalog = resident.catalog.as_deref().unwrap_or(&self.catalog);
         resident

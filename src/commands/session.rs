@@ -2,7 +2,7 @@
 //! `run`, `test` and `bench` share.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,7 @@ use tessera_compiler::physical::{PartitionJoins, PhysicalQuery};
 use tessera_compiler::{decorrelate, staging, Compilation};
 use tessera_grammar::source_to_ast;
 use tessera_runtime::exec::gpu::{probe, GpuInfo};
-use tessera_runtime::exec::{run_query, run_query_with, Readback, RuntimeError, Timing};
+use tessera_runtime::exec::{run_query_until, Backend, Readback, RuntimeError, Timing};
 use tessera_runtime::program::{Program, QueryProgram};
 use tessera_runtime::result::{fetched_columns, FetchedResult};
 use tessera_runtime::{Target, TileShape};
@@ -264,11 +264,25 @@ pub fn compile_script(
             script.name
         )));
     }
-    compile_parsed(script, ast, opened, data, options, use_cache, &mut |_| None)
+    // No stages to run (refused above).
+    let mut stages = |program: &Program, catalog: &Catalog| {
+        stage_on_new_device(program, catalog, options.gpu_memory)
+    };
+    compile_parsed(
+        script,
+        ast,
+        opened,
+        data,
+        options,
+        use_cache,
+        &mut |_| None,
+        &mut stages,
+    )
 }
 
 /// Like `compile_script`, but takes the catalog from `cached` when it has one for a script
-/// that declares no tables of its own (declarations change how the data is read).
+/// that declares no tables of its own (declarations change how the data is read). Stages run
+/// on a device of their own each ([`stage_on_new_device`]).
 pub fn compile_with_catalog(
     script: &Script,
     data: &Path,
@@ -276,8 +290,31 @@ pub fn compile_with_catalog(
     use_cache: bool,
     cached: &mut dyn FnMut(Option<Arc<Catalog>>) -> Option<Arc<Catalog>>,
 ) -> Result<Compiled, Failure> {
+    let gpu_memory = options.gpu_memory;
+    let mut stages =
+        |program: &Program, catalog: &Catalog| stage_on_new_device(program, catalog, gpu_memory);
+    compile_with_stages(script, data, options, use_cache, cached, &mut stages)
+}
+
+/// Runs a stage's program over the catalog its tables are in, and returns its last query's
+/// result as read back (to decode into a table's columns) with the time its queries took.
+pub type StageRunner<'a> =
+    dyn FnMut(&Program, &Catalog) -> Result<(FetchedResult, Timing), RuntimeError> + 'a;
+
+/// [`compile_with_catalog`], its stages run by `stages`: a resident engine runs them on its
+/// device, in turn with other queries.
+pub fn compile_with_stages(
+    script: &Script,
+    data: &Path,
+    options: &CompileOptions,
+    use_cache: bool,
+    cached: &mut dyn FnMut(Option<Arc<Catalog>>) -> Option<Arc<Catalog>>,
+    stages: &mut StageRunner<'_>,
+) -> Result<Compiled, Failure> {
     let (ast, opened) = parse_decorrelated(script, data, options)?;
-    compile_parsed(script, ast, opened, data, options, use_cache, cached)
+    compile_parsed(
+        script, ast, opened, data, options, use_cache, cached, stages,
+    )
 }
 
 /// `script` parsed, its correlated joins decorrelated (`tessera_compiler::decorrelate`), and
@@ -297,6 +334,7 @@ fn parse_decorrelated(
 
 /// [`compile_with_catalog`] of `ast`, parsed from `script` (and `opened`, the catalog it was
 /// decorrelated against, when it was): its stages run first, each result a table.
+#[allow(clippy::too_many_arguments)]
 fn compile_parsed(
     script: &Script,
     ast: tessera_grammar::ast::Script,
@@ -305,6 +343,7 @@ fn compile_parsed(
     options: &CompileOptions,
     use_cache: bool,
     cached: &mut dyn FnMut(Option<Arc<Catalog>>) -> Option<Arc<Catalog>>,
+    stages: &mut StageRunner<'_>,
 ) -> Result<Compiled, Failure> {
     if let Some(staged) = split_into_stages(&ast) {
         let catalog = match opened {
@@ -318,6 +357,7 @@ fn compile_parsed(
             catalog,
             options,
             use_cache,
+            stages,
             &mut reports,
         )?;
         let mut compiled =
@@ -379,16 +419,17 @@ fn split_into_stages(ast: &tessera_grammar::ast::Script) -> Option<staging::Stag
     })
 }
 
-/// Runs each stage on the device its program is for, and adds its result to `catalog` as a
-/// table the stages after it, and the script, read. A stage's program can come from the
-/// kernel cache (keyed by the script and the stage's place in it); one whose assumptions no
-/// longer hold there is compiled afresh.
+/// Runs each stage with `run` and adds its result to `catalog` as a table the stages after
+/// it, and the script, read. A stage's program can come from the kernel cache (keyed by the
+/// script and the stage's place in it); one whose assumptions no longer hold there is
+/// compiled afresh.
 fn run_stages(
     script: &Script,
     stages: &[staging::Stage],
     catalog: Catalog,
     options: &CompileOptions,
     use_cache: bool,
+    run: &mut StageRunner<'_>,
     reports: &mut Vec<StageReport>,
 ) -> Result<Catalog, Failure> {
     let mut catalog = Arc::new(catalog);
@@ -408,11 +449,11 @@ fn run_stages(
             )
         };
         let mut compiled = compile(use_cache)?;
-        let mut outcome = run_stage(&compiled.program, &catalog, options.gpu_memory);
+        let mut outcome = run(&compiled.program, &catalog);
         if matches!(outcome, Err(RuntimeError::Stale(_))) && compiled.from_cache {
             compiled.forget();
             compiled = compile(false)?;
-            outcome = run_stage(&compiled.program, &catalog, options.gpu_memory);
+            outcome = run(&compiled.program, &catalog);
         }
         let (fetched, timing) = outcome.map_err(Failure::from)?;
         let made = Instant::now();
@@ -450,21 +491,32 @@ fn run_stages(
         .map_err(|_| Failure::Message("internal error: a stage's catalog is shared".into()))
 }
 
-/// The result of a stage's one query as read back, to decode into a table's columns, and
-/// the time its queries took; its columns take at most `gpu_memory` of the device.
-fn run_stage(
+/// A [`StageRunner`] for a process that runs one script: each stage on a device of its own
+/// for the program's target, its columns taking at most `gpu_memory` of it.
+pub fn stage_on_new_device(
     program: &Program,
     catalog: &Catalog,
     gpu_memory: Option<u64>,
 ) -> Result<(FetchedResult, Timing), RuntimeError> {
     let mut backend = super::run::backend_for(program, gpu_memory)?;
+    run_stage_on(backend.as_mut(), program, catalog, &AtomicBool::new(false))
+}
+
+/// Runs a stage's program on `backend` (which holds its code), giving up once `cancelled` is
+/// set; returns its last query's result as read back, and that query's time.
+pub fn run_stage_on(
+    backend: &mut dyn Backend,
+    program: &Program,
+    catalog: &Catalog,
+    cancelled: &AtomicBool,
+) -> Result<(FetchedResult, Timing), RuntimeError> {
     let Some((last, before)) = program.queries.split_last() else {
         return Err(RuntimeError::Malformed("a stage has no query".into()));
     };
     for query in before {
-        run_query(backend.as_mut(), query, catalog)?;
+        run_query_until(backend, query, catalog, &mut Readback::Table, cancelled)?;
     }
-    let outcome = run_query_with(backend.as_mut(), last, catalog, &mut Readback::Fetched)?;
+    let outcome = run_query_until(backend, last, catalog, &mut Readback::Fetched, cancelled)?;
     let fetched = outcome
         .fetched
         .ok_or_else(|| RuntimeError::Malformed("a stage's result was not read back".into()))?;

@@ -1,6 +1,7 @@
-//! The identity of a table's source files, which every prepared entry records: a file's path,
-//! size, modification time and a checksum of its footer (the last 64 KiB of a file that is not
-//! Parquet). An entry whose recorded identity differs from the files' identity now is stale.
+//! The identity of a table's source files, which every prepared entry records: a file's
+//! canonical path, size, modification time and a checksum of its footer (the last 64 KiB of a
+//! file that is not Parquet). An entry whose recorded identity differs from the files' identity
+//! now is stale.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -36,7 +37,9 @@ impl SourceFile {
             path: path.to_path_buf(),
             source,
         };
-        let absolute = std::path::absolute(path).map_err(io)?;
+        // The canonical path: the data reached through `..` or a link is the same data, and
+        // its entries are not made again for each way of naming it.
+        let absolute = std::fs::canonicalize(path).map_err(io)?;
         let mut file = File::open(path).map_err(io)?;
         let metadata = file.metadata().map_err(io)?;
         let bytes = metadata.len();
@@ -107,5 +110,18 @@ mod tests {
             (before.bytes, before.modified_ns)
         );
         assert_ne!(after, before);
+    }
+
+    #[test]
+    fn a_file_named_two_ways_has_one_identity() {
+        let scratch = tempfile::tempdir().expect("a scratch folder");
+        std::fs::create_dir(scratch.path().join("sub")).expect("made");
+        let path = scratch.path().join("t.tbl");
+        std::fs::write(&path, b"1|2|\n").expect("written");
+        let roundabout = scratch.path().join("sub").join("..").join("t.tbl");
+        assert_eq!(
+            SourceFile::of(&path).expect("identified"),
+            SourceFile::of(&roundabout).expect("identified")
+        );
     }
 }
