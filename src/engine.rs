@@ -138,6 +138,14 @@ impl Device {
             Device::Host(host) => host.use_program(id),
         }
     }
+
+    /// Unloads program `id`, which runs no more.
+    fn remove_program(&mut self, id: usize) {
+        match self {
+            Device::Gpu(gpu) => gpu.remove_program(id),
+            Device::Host(host) => host.remove_program(id),
+        }
+    }
 }
 
 /// The columns a script's last query returns, as a client is told before any row.
@@ -262,7 +270,10 @@ impl Engine {
                 let mut device = self.device.blocking_lock();
                 let id = device.load(program)?;
                 device.use_program(id);
-                run_stage_on(device.backend(), program, catalog, cancelled)
+                let outcome = run_stage_on(device.backend(), program, catalog, cancelled);
+                // The stage's result is kept with the script, which never runs it again.
+                device.remove_program(id);
+                outcome
             };
             let compiled = compile_with_stages(
                 script,

@@ -433,6 +433,15 @@ impl GpuBackend {
         self.active = id;
     }
 
+    /// Unloads program `id`, which runs no more (a stage's, once it has run); the ids of the
+    /// others stay.
+    pub fn remove_program(&mut self, id: usize) {
+        if let Some(modules) = self.programs.get_mut(id) {
+            modules.clear();
+        }
+        self.functions.retain(|(program, _), _| *program != id);
+    }
+
     /// The GPU's backend with no program loaded yet.
     pub fn empty() -> Result<GpuBackend, RuntimeError> {
         probe()?;

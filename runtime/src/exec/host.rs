@@ -28,8 +28,9 @@ struct HostColumn {
 }
 
 pub struct HostBackend {
-    /// The programs loaded so far (a resident engine loads many), and the one launches use.
-    programs: Vec<LoadedObject>,
+    /// The programs loaded so far (a resident engine loads many; `None` once removed), and
+    /// the one launches use.
+    programs: Vec<Option<LoadedObject>>,
     active: usize,
     kernels: HashMap<(usize, String), HostKernel>,
     /// Buffers of the current query, as 8-byte words so every element is aligned.
@@ -110,13 +111,22 @@ impl HostBackend {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        self.programs.push(LoadedObject::load(&objects)?);
+        self.programs.push(Some(LoadedObject::load(&objects)?));
         Ok(self.programs.len() - 1)
     }
 
     /// Makes launches run the kernels of program `id`.
     pub fn use_program(&mut self, id: usize) {
         self.active = id;
+    }
+
+    /// Unloads program `id`, which runs no more (a stage's, once it has run); the ids of the
+    /// others stay.
+    pub fn remove_program(&mut self, id: usize) {
+        if let Some(program) = self.programs.get_mut(id) {
+            *program = None;
+        }
+        self.kernels.retain(|(program, _), _| *program != id);
     }
 
     fn kernel(&mut self, name: &str) -> Result<HostKernel, RuntimeError> {
@@ -127,6 +137,7 @@ impl HostBackend {
         let program = self
             .programs
             .get(self.active)
+            .and_then(Option::as_ref)
             .ok_or_else(|| RuntimeError::Load("no program is loaded".into()))?;
         let k = program.kernel(name)?;
         self.kernels.insert(key, k);
