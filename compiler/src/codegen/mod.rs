@@ -39,12 +39,14 @@ pub use targets::{
 pub struct KernelModule {
     pub kernel: String,
     bitcode: Vec<u8>,
-    /// The kernel has loops whose trip counts are known only when it runs (over a probe's
-    /// matches, over a sort's parts): it takes LLVM's own `-O1`, since the reduced pipeline was
-    /// checked against it on kernels without such loops, and `-O2` code generation, whose loop
-    /// strength reduction and machine LICM such loops need (a chain walk at `-O0` took 16%
-    /// longer, docs/PERFORMANCE.md).
-    runtime_loops: bool,
+    /// The kernel takes LLVM's own `-O1` and `-O2` code generation: it has loops whose trip
+    /// counts are known only when it runs (over a probe's matches, over a sort's parts), since
+    /// the reduced pipeline was checked against `-O1` on kernels without such loops, and such
+    /// loops need `-O2`'s loop strength reduction and machine LICM (a chain walk at `-O0` took
+    /// 16% longer, docs/PERFORMANCE.md); or it runs over a grouping's slots, whose key and
+    /// slot arithmetic the reduced pipeline leaves otherwise than `-O1` does
+    /// (tests/gpu_passes.rs).
+    llvm_o1: bool,
     /// The kernel decodes packed columns and probes no table: it takes `-O2` code generation,
     /// which the decoder's address arithmetic needs (decode-and-sum 0.726 -> 0.674 ms on an
     /// H100). Probing kernels keep `-O0`: there `-O2` was mixed (packed Q1.x 4-7% faster, Q3.x
@@ -297,7 +299,7 @@ pub fn kernel_to_code(
 ) -> Result<String, String> {
     let context = Context::create();
     let llvm = module.parse(&context)?;
-    let (gpu_passes, codegen) = if module.runtime_loops {
+    let (gpu_passes, codegen) = if module.llvm_o1 {
         (GpuPasses::LlvmO1, GpuCodegen::Thorough)
     } else if module.packed_scan {
         (gpu_passes, GpuCodegen::Thorough)

@@ -382,7 +382,7 @@ pub(super) fn query_to_llvm(
             .steps
             .iter()
             .any(|step| matches!(step, crate::physical::Step::Probe { .. }));
-        let runtime_loops = qc.probes_chains(pipeline);
+        let llvm_o1 = qc.probes_chains(pipeline) || matches!(pipeline.input, Input::Groups(_));
         let sinks = sink.into_kernel_sinks(&mut qc, pipeline);
         let parts = sinks.len();
         for (part, sink) in sinks.into_iter().enumerate() {
@@ -412,7 +412,7 @@ pub(super) fn query_to_llvm(
             modules.push(KernelModule {
                 kernel: name,
                 bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),
-                runtime_loops,
+                llvm_o1,
                 packed_scan: !probes
                     && launch
                         .params
@@ -718,7 +718,7 @@ fn runtime_kernel<'ctx>(
     modules.push(KernelModule {
         kernel: name.to_string(),
         bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),
-        runtime_loops: true,
+        llvm_o1: true,
         packed_scan: false,
     });
     Ok(())

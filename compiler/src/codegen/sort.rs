@@ -429,7 +429,7 @@ impl Sorter<'_, '_> {
                 self.modules.push(KernelModule {
                     kernel: name.clone(),
                     bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),
-                    runtime_loops: true,
+                    llvm_o1: true,
                     packed_scan: false,
                 });
                 self.names.insert(key, name.clone());

@@ -77,7 +77,18 @@ pub enum ColumnBytes {
     /// For each code of one string column's dictionary, the same string's code in another's,
     /// or -1, or its rank among the other's strings (one -1 when the first dictionary is empty).
     Translation(Arc<Vec<i32>>),
+    /// For each code of a string column's dictionary, 1 where its string matches `pattern`,
+    /// else 0: matched when the bytes are asked for, which a device holding them from an
+    /// earlier query (under the same key) does not do.
+    Matches {
+        dictionary: Arc<tessera_storage::Dictionary>,
+        kind: crate::pattern::MatchKind,
+        pattern: String,
+    },
 }
+
+/// Dictionaries below this many strings are matched against a pattern on one thread.
+const PARALLEL_MATCHES: usize = 1 << 14;
 
 impl ColumnBytes {
     pub fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
@@ -122,6 +133,24 @@ impl ColumnBytes {
                 }
                 Cow::Owned(bytes)
             }
+            ColumnBytes::Matches {
+                dictionary,
+                kind,
+                pattern,
+            } => {
+                use rayon::prelude::*;
+                let matched = |text: &String| i32::from(kind.matches(pattern, text)).to_le_bytes();
+                let strings = dictionary.values();
+                let mut bytes: Vec<u8> = if strings.len() < PARALLEL_MATCHES {
+                    strings.iter().flat_map(matched).collect()
+                } else {
+                    strings.par_iter().flat_map_iter(matched).collect()
+                };
+                if bytes.is_empty() {
+                    bytes.extend_from_slice(&(-1i32).to_le_bytes());
+                }
+                Cow::Owned(bytes)
+            }
         }
     }
 
@@ -148,9 +177,10 @@ impl ColumnBytes {
             }
             ColumnBytes::PackedWords(packed) => packed.data.is_mapped(),
             ColumnBytes::BlockStarts(packed) => packed.block_starts.is_mapped(),
-            ColumnBytes::AllValid(_) | ColumnBytes::Dictionary(_) | ColumnBytes::Translation(_) => {
-                false
-            }
+            ColumnBytes::AllValid(_)
+            | ColumnBytes::Dictionary(_)
+            | ColumnBytes::Translation(_)
+            | ColumnBytes::Matches { .. } => false,
         }
     }
 
@@ -164,6 +194,7 @@ impl ColumnBytes {
             ColumnBytes::BlockStarts(packed) => packed.block_starts.len() as u64 * 4,
             ColumnBytes::Dictionary(packed) => packed.dictionary.len() as u64 * 4,
             ColumnBytes::Translation(codes) => codes.len() as u64 * 4,
+            ColumnBytes::Matches { dictionary, .. } => dictionary.len() as u64 * 4,
         }
     }
 }
@@ -873,15 +904,15 @@ fn bind(
             } => {
                 let pattern = text_constant(*slot)?;
                 let dictionary = compiled_dictionary(catalog, table, name, *entries)?;
-                // Each string is matched once, however many rows hold it.
-                let matched: Vec<i32> = dictionary
-                    .values()
-                    .iter()
-                    .map(|text| i32::from(kind.matches(pattern, text)))
-                    .collect();
+                // Each string is matched once, however many rows hold it, and once while the
+                // device keeps the matches.
                 column(
                     format!("{table}.{name} {} {pattern:?}", kind.name()),
-                    ColumnBytes::Translation(Arc::new(matched)),
+                    ColumnBytes::Matches {
+                        dictionary,
+                        kind: *kind,
+                        pattern: pattern.to_string(),
+                    },
                 )?
             }
             Param::StrCode {
