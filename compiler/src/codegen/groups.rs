@@ -8,7 +8,10 @@
 
 use inkwell::values::IntValue;
 use inkwell::IntPredicate;
-use tessera_runtime::program::{AggregateKind, Param, ResultShape};
+use tessera_runtime::emit::{Item, TileArray};
+use tessera_runtime::program::{
+    AggregateKind, AggregateSlot, DenseKey, HashKey, Param, ResultShape,
+};
 use tessera_runtime::{CodegenError, CodegenResult};
 use tessera_storage::DataType;
 
@@ -28,7 +31,11 @@ pub(super) fn group_flags(groups: &ResultShape) -> CodegenResult<(usize, u32)> {
 
 /// The parameters a pipeline over the slots of `groups` reads its `used` columns with: the
 /// slots' flags, each used aggregate's accumulators and counts, and a hash table's slot count.
-pub(super) fn group_params(groups: &ResultShape, used: &[ColumnId]) -> CodegenResult<Vec<Param>> {
+pub(super) fn group_params(
+    groups: Option<&ResultShape>,
+    used: &[ColumnId],
+) -> CodegenResult<Vec<Param>> {
+    let groups = groups.ok_or_else(not_grouped)?;
     let (flags, _) = group_flags(groups)?;
     let mut params = vec![Param::Buffer(flags)];
     let aggregates = match groups {
@@ -60,7 +67,7 @@ pub(super) fn dense_slots(groups: &ResultShape) -> Option<u64> {
     }
 }
 
-fn not_grouped() -> CodegenError {
+pub(super) fn not_grouped() -> CodegenError {
     CodegenError::Invalid("a pipeline over groups follows no grouping".into())
 }
 
@@ -163,7 +170,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     }
 
     /// The slot of `item` (an `i64`).
-    fn slot_of(&self, item: tessera_runtime::emit::Item<'ctx>) -> CodegenResult<IntValue<'ctx>> {
+    fn slot_of(&self, item: Item<'ctx>) -> CodegenResult<IntValue<'ctx>> {
         let em = &self.em;
         let offset = em.item_offset(item)?;
         let offset = em.b.build_int_s_extend(offset, em.i64(), "")?;
@@ -175,9 +182,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     /// word with its top bit flipped, or `1 << 63` in the extra last slot.
     fn hash_key(
         &self,
-        key: &tessera_runtime::program::HashKey,
-        values: tessera_runtime::emit::TileArray<'ctx>,
-        valid: tessera_runtime::emit::TileArray<'ctx>,
+        key: &HashKey,
+        values: TileArray<'ctx>,
+        valid: TileArray<'ctx>,
     ) -> CodegenResult<()> {
         let words = self
             .group_words
@@ -226,9 +233,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     /// domain is null.
     fn dense_key(
         &self,
-        keys: &[tessera_runtime::program::DenseKey],
-        values: tessera_runtime::emit::TileArray<'ctx>,
-        valid: tessera_runtime::emit::TileArray<'ctx>,
+        keys: &[DenseKey],
+        values: TileArray<'ctx>,
+        valid: TileArray<'ctx>,
     ) -> CodegenResult<()> {
         let key = &keys[0];
         let stride: u64 = keys[1..]
@@ -283,10 +290,22 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     /// count is zero.
     fn aggregate(
         &self,
-        slot: &tessera_runtime::program::AggregateSlot,
-        values: tessera_runtime::emit::TileArray<'ctx>,
-        valid: tessera_runtime::emit::TileArray<'ctx>,
+        slot: &AggregateSlot,
+        values: TileArray<'ctx>,
+        valid: TileArray<'ctx>,
     ) -> CodegenResult<()> {
+        // Read back as the host's decoder reads it: an average is a float sum over its count,
+        // any other aggregate its accumulator as it is.
+        let as_held = match slot.kind {
+            AggregateKind::Avg => slot.ty == DataType::F64 && slot.count.is_some(),
+            _ => slot.accumulator == slot.ty,
+        };
+        if !as_held {
+            return Err(CodegenError::Invalid(format!(
+                "aggregate #{} of {} is not read back from its {} accumulator as it is",
+                slot.id, slot.ty, slot.accumulator
+            )));
+        }
         let em = &self.em;
         let accumulators = em.tile_array(em.value_type(slot.accumulator), "accumulators")?;
         self.load_into(self.buffer(slot.buffer)?, accumulators)?;
@@ -298,12 +317,6 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             }
             None => None,
         };
-        if slot.accumulator != slot.ty && slot.kind != AggregateKind::Avg {
-            return Err(CodegenError::Invalid(format!(
-                "aggregate #{} holds {} in a {} accumulator",
-                slot.id, slot.ty, slot.accumulator
-            )));
-        }
         em.for_each_item(|item| {
             let b = &em.b;
             let accumulator = em.get(accumulators, item)?;
@@ -326,13 +339,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 em.set(valid, item, em.flag(some)?)?;
             }
             Ok(())
-        })?;
-        if slot.ty != DataType::F64 && slot.kind == AggregateKind::Avg {
-            return Err(CodegenError::Invalid(
-                "an average that is not a float".into(),
-            ));
-        }
-        Ok(())
+        })
     }
 
     /// The sink of a pipeline over groups: empties the slot of each group no longer selected.

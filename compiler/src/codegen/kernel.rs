@@ -142,9 +142,8 @@ pub(super) fn pipeline_to_kernel<'ctx>(
         kernel.partitioned = Some(qc.partitions[partitioning].clone());
     }
     if let Input::Groups(_) = pipeline.input {
-        kernel.groups = Some(qc.groups.clone().ok_or_else(|| {
-            Diagnostic::internal(span, "a pipeline over groups follows no grouping")
-        })?);
+        let groups = qc.groups.clone().ok_or_else(super::groups::not_grouped);
+        kernel.groups = Some(groups.map_err(internal)?);
     }
     let state = kernel.sink_prologue(qc, &sink, name)?;
     kernel.open_tiles().map_err(internal)?;
@@ -209,10 +208,7 @@ fn collect_params(
     }
     if let Input::Groups(_) = pipeline.input {
         // The scanned columns are the grouping's keys and aggregates.
-        let groups = qc.groups.as_ref().ok_or_else(|| {
-            Diagnostic::internal(qc.query.span, "a pipeline over groups follows no grouping")
-        })?;
-        let params = super::groups::group_params(groups, &used)
+        let params = super::groups::group_params(qc.groups.as_ref(), &used)
             .map_err(|e| Diagnostic::internal(qc.query.span, e.to_string()))?;
         for param in params {
             push(param);
