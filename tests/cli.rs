@@ -66,8 +66,17 @@ fn run_prints_a_table_and_csv() {
         "cpu",
     ]);
     assert!(table.status.success(), "{}", text(&table.stderr));
-    assert!(text(&table.stdout).contains("revenue"));
-    assert!(text(&table.stdout).contains("(1 row)"));
+    let printed = text(&table.stdout);
+    let lines: Vec<&str> = printed.lines().collect();
+    // psql's aligned format: a centred header, a rule crossed where the columns meet, the
+    // number right-aligned under it, the row count.
+    assert_eq!(lines.len(), 4, "{printed}");
+    assert_eq!(lines[0].trim(), "revenue", "{printed}");
+    assert!(lines[1].chars().all(|c| c == '-'), "{printed}");
+    // (Its padding on the right trimmed.)
+    assert_eq!(lines[2].len() + 1, lines[1].len(), "{printed}");
+    assert!(lines[2].trim_start().parse::<i64>().is_ok(), "{printed}");
+    assert_eq!(lines[3], "(1 row)");
     let csv = tessera(&[
         "run",
         "examples/ssb/q21.tq",

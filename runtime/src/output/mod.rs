@@ -6,13 +6,16 @@
 //! empty string is written `""`), `null` in JSON. Floats are written in the shortest form that
 //! reads back as the same value of the column's type (an `f32` column as an `f32`).
 
+mod csv;
+mod table;
+
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 
 use tessera_storage::{date, DataType, Value};
-use unicode_width::UnicodeWidthStr;
 
 use crate::result::ResultTable;
+use table::TableLayout;
 
 /// The text forms a result is printed in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,7 +35,8 @@ pub enum TextFormat {
 pub struct TableLimits {
     /// Rows shown at most: a longer result shows its first and last rows around a marker.
     pub max_rows: Option<usize>,
-    /// Characters per line at most: wide text columns are cut, ending in `…`.
+    /// Characters per line at most: wide text columns are cut, ending in `…`; numbers are
+    /// never cut.
     pub width: Option<usize>,
 }
 
@@ -59,6 +63,9 @@ impl TableLimits {
     }
 }
 
+/// Rows of a streamed table laid out at once: the first ones settle the columns' widths.
+const STREAMED_TABLE_ROWS: usize = 4096;
+
 /// Rows a table shows on a terminal unless `--max-rows` says otherwise (DuckDB's default).
 const DEFAULT_TERMINAL_ROWS: usize = 40;
 
@@ -81,14 +88,15 @@ fn terminal_width() -> Option<usize> {
 
 /// Writes a result piece by piece as it is read back: the header with the first piece, each
 /// piece's rows as they come, the closing line (the row count, or JSON's bracket) at the end.
-/// A streamed table's columns take their widths from the first piece; a table with a row limit
+/// A streamed table's columns take their widths from its first rows; a table with a row limit
 /// keeps rows until it knows whether it must elide.
 pub struct ResultWriter<W: std::io::Write> {
     out: W,
     format: TextFormat,
     limits: TableLimits,
     columns: Vec<(String, DataType)>,
-    widths: Vec<usize>,
+    /// The table format's layout, once the columns are known.
+    layout: Option<TableLayout>,
     rows: u64,
     started: bool,
     /// Written before anything else: what separates this result from the one before.
@@ -109,7 +117,7 @@ impl<W: std::io::Write> ResultWriter<W> {
             format,
             limits,
             columns: Vec::new(),
-            widths: Vec::new(),
+            layout: None,
             rows: 0,
             started: false,
             prefix: "",
@@ -122,6 +130,17 @@ impl<W: std::io::Write> ResultWriter<W> {
     pub fn write(&mut self, piece: &ResultTable) -> std::io::Result<()> {
         if !self.started {
             self.start(piece)?;
+        }
+        if self.format == TextFormat::Table && self.limits.max_rows.is_none() {
+            // Streamed: each piece laid out at once, in the widths the first one settled.
+            // Laid out a bounded number of rows at a time, which the layout holds in memory
+            // several times over; the first rows settle the widths.
+            for rows in piece.rows.chunks(STREAMED_TABLE_ROWS) {
+                let cells: Vec<Vec<String>> = rows.iter().map(|row| self.cells(row)).collect();
+                self.rows += cells.len() as u64;
+                self.print_rows(&cells)?;
+            }
+            return Ok(());
         }
         for row in &piece.rows {
             self.row(row)?;
@@ -162,20 +181,11 @@ impl<W: std::io::Write> ResultWriter<W> {
         self.columns = piece.columns.clone();
         match self.format {
             TextFormat::Table => {
-                self.widths = self.columns.iter().map(|(name, _)| name.width()).collect();
-                if self.limits.max_rows.is_none() {
-                    // Streamed: the first piece decides the widths.
-                    for row in &piece.rows {
-                        let cells = self.cells(row);
-                        self.widen(&cells);
-                    }
-                    self.fit_width();
-                    self.header()?;
-                }
+                self.layout = Some(TableLayout::new(&self.columns, self.limits.width));
                 Ok(())
             }
             TextFormat::Csv => {
-                let header: Vec<String> = self.columns.iter().map(|(h, _)| csv_field(h)).collect();
+                let header: Vec<String> = self.columns.iter().map(|(h, _)| csv::field(h)).collect();
                 writeln!(self.out, "{}", header.join(","))
             }
             TextFormat::Json | TextFormat::NdJson => Ok(()),
@@ -185,10 +195,9 @@ impl<W: std::io::Write> ResultWriter<W> {
     fn row(&mut self, row: &[Value]) -> std::io::Result<()> {
         match self.format {
             TextFormat::Table => {
+                // Held back (a streamed table prints its pieces whole, in `write`).
                 let cells = self.cells(row);
-                let Some(max) = self.limits.max_rows else {
-                    return self.aligned(&cells);
-                };
+                let max = self.limits.max_rows.unwrap_or(usize::MAX);
                 if self.head.len() < max.div_ceil(2) {
                     self.head.push(cells);
                 } else {
@@ -206,8 +215,7 @@ impl<W: std::io::Write> ResultWriter<W> {
                     .zip(&self.columns)
                     .map(|(v, (_, ty))| match v {
                         Value::Null => String::new(),
-                        Value::Str(s) if s.is_empty() => "\"\"".into(),
-                        other => csv_field(&value_text(other, *ty)),
+                        other => csv::field(&value_text(other, *ty)),
                     })
                     .collect();
                 writeln!(self.out, "{}", fields.join(","))
@@ -228,27 +236,30 @@ impl<W: std::io::Write> ResultWriter<W> {
     /// returns how many rows were shown.
     fn flush_held(&mut self) -> std::io::Result<u64> {
         if self.limits.max_rows.is_none() {
+            // Streamed: a result with no rows still shows its header.
+            if !self.layout.as_ref().is_some_and(TableLayout::settled) {
+                self.print_rows(&[])?;
+            }
             return Ok(self.rows);
         }
-        let head = std::mem::take(&mut self.head);
+        let mut shown: Vec<Vec<String>> = std::mem::take(&mut self.head);
         let tail = std::mem::take(&mut self.tail);
-        for cells in head.iter().chain(&tail) {
-            self.widen(cells);
+        let kept = (shown.len() + tail.len()) as u64;
+        if kept < self.rows {
+            shown.push(vec!["…".to_string(); self.columns.len()]);
         }
-        self.fit_width();
-        self.header()?;
-        for cells in &head {
-            self.aligned(cells)?;
-        }
-        let shown = (head.len() + tail.len()) as u64;
-        if shown < self.rows {
-            let marks: Vec<String> = self.widths.iter().map(|_| "…".to_string()).collect();
-            self.aligned(&marks)?;
-        }
-        for cells in &tail {
-            self.aligned(cells)?;
-        }
-        Ok(shown)
+        shown.extend(tail);
+        self.print_rows(&shown)?;
+        Ok(kept)
+    }
+
+    /// Prints rows of cells laid out as a table (under the header, the first time).
+    fn print_rows(&mut self, rows: &[Vec<String>]) -> std::io::Result<()> {
+        let layout = self
+            .layout
+            .get_or_insert_with(|| TableLayout::new(&self.columns, self.limits.width));
+        let text = layout.render(rows);
+        self.out.write_all(text.as_bytes())
     }
 
     fn cells(&self, row: &[Value]) -> Vec<String> {
@@ -259,63 +270,6 @@ impl<W: std::io::Write> ResultWriter<W> {
                 other => value_text(other, *ty),
             })
             .collect()
-    }
-
-    fn widen(&mut self, cells: &[String]) {
-        for (w, cell) in self.widths.iter_mut().zip(cells) {
-            *w = (*w).max(cell.width());
-        }
-    }
-
-    /// Narrows the widest columns, text before numbers, until a line fits the width limit.
-    fn fit_width(&mut self) {
-        let Some(limit) = self.limits.width else {
-            return;
-        };
-        let separators = 2 * self.widths.len().saturating_sub(1);
-        while self.widths.iter().sum::<usize>() + separators > limit {
-            let widest = self
-                .widths
-                .iter()
-                .enumerate()
-                .filter(|(_, w)| **w > MIN_CUT_WIDTH)
-                .max_by_key(|(i, w)| (!self.columns[*i].1.is_numeric(), **w));
-            match widest {
-                Some((i, _)) => self.widths[i] -= 1,
-                None => break,
-            }
-        }
-    }
-
-    fn header(&mut self) -> std::io::Result<()> {
-        let header: Vec<String> = self.columns.iter().map(|(h, _)| h.clone()).collect();
-        self.aligned(&header)?;
-        let rule: Vec<String> = self.widths.iter().map(|&w| "-".repeat(w)).collect();
-        writeln!(self.out, "{}", rule.join("  "))
-    }
-
-    fn aligned(&mut self, cells: &[String]) -> std::io::Result<()> {
-        let mut line = String::new();
-        for (i, ((cell, &width), (_, ty))) in cells
-            .iter()
-            .zip(&self.widths)
-            .zip(&self.columns)
-            .enumerate()
-        {
-            if i > 0 {
-                line.push_str("  ");
-            }
-            let cell = cut(cell, width);
-            let pad = " ".repeat(width.saturating_sub(cell.width()));
-            if ty.is_numeric() {
-                line.push_str(&pad);
-                line.push_str(&cell);
-            } else {
-                line.push_str(&cell);
-                line.push_str(&pad);
-            }
-        }
-        writeln!(self.out, "{}", line.trim_end())
     }
 
     /// A row as a JSON object, its keys in column order.
@@ -405,28 +359,6 @@ impl<W: std::io::Write> ScriptOutput<W> {
     }
 }
 
-/// Columns are never cut narrower than this.
-const MIN_CUT_WIDTH: usize = 6;
-
-/// `text` cut to `width` display columns, ending in `…` when cut.
-fn cut(text: &str, width: usize) -> String {
-    if text.width() <= width {
-        return text.to_string();
-    }
-    let mut kept = String::new();
-    let mut used = 0;
-    for c in text.chars() {
-        let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
-        if used + w + 1 > width {
-            break;
-        }
-        kept.push(c);
-        used += w;
-    }
-    kept.push('…');
-    kept
-}
-
 impl ResultTable {
     /// The table in `format`, as `tessera run` prints it to a file.
     pub fn to_format(&self, format: TextFormat) -> String {
@@ -483,14 +415,6 @@ pub fn float_text(x: f64, single: bool) -> String {
     }
 }
 
-fn csv_field(text: &str) -> String {
-    if text.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text.to_string()
-    }
-}
-
 fn json_string(text: &str) -> String {
     serde_json::Value::from(text).to_string()
 }
@@ -518,6 +442,7 @@ fn json_value(v: &Value, ty: DataType) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use unicode_width::UnicodeWidthStr;
 
     fn table(columns: &[(&str, DataType)], rows: Vec<Vec<Value>>) -> ResultTable {
         ResultTable {
@@ -596,7 +521,42 @@ mod tests {
         let mut writer = ResultWriter::with_limits(Vec::new(), TextFormat::Table, limits);
         writer.write(&t).unwrap();
         let text = String::from_utf8(writer.finish(&t.columns).unwrap()).unwrap();
-        assert_eq!(text, " i\n--\n 0\n 1\n …\n98\n99\n(100 rows, 4 shown)\n");
+        assert_eq!(
+            text,
+            "  i\n----\n  0\n  1\n  …\n 98\n 99\n(100 rows, 4 shown)\n"
+        );
+    }
+
+    #[test]
+    fn a_streamed_table_keeps_the_first_pieces_widths() {
+        let columns = [("n", DataType::I64), ("s", DataType::Str)];
+        let first = table(&columns, vec![vec![Value::Int(1), Value::Str("ab".into())]]);
+        let second = table(
+            &columns,
+            vec![vec![Value::Int(12345), Value::Str("abcdefghij".into())]],
+        );
+        let mut writer = ResultWriter::new(Vec::new(), TextFormat::Table);
+        writer.write(&table(&columns, Vec::new())).unwrap();
+        writer.write(&first).unwrap();
+        writer.write(&second).unwrap();
+        let text = String::from_utf8(writer.finish(&first.columns).unwrap()).unwrap();
+        assert_eq!(
+            text, " n |  s\n---+----\n 1 | ab\n … | a…\n(2 rows)\n",
+            "a later cell wider than its column is cut"
+        );
+    }
+
+    #[test]
+    fn an_empty_result_shows_its_header() {
+        let columns = [("n", DataType::I64), ("name", DataType::Str)];
+        for limits in [TableLimits::UNLIMITED, TableLimits::for_stdout(Some(10))] {
+            let mut writer = ResultWriter::with_limits(Vec::new(), TextFormat::Table, limits);
+            writer.write(&table(&columns, Vec::new())).unwrap();
+            let names: Vec<(String, DataType)> =
+                columns.iter().map(|(n, t)| (n.to_string(), *t)).collect();
+            let text = String::from_utf8(writer.finish(&names).unwrap()).unwrap();
+            assert_eq!(text, " n | name\n---+------\n(0 rows)\n");
+        }
     }
 
     #[test]
@@ -614,5 +574,6 @@ mod tests {
         let text = String::from_utf8(writer.finish(&t.columns).unwrap()).unwrap();
         assert!(text.lines().all(|l| l.width() <= 20), "{text}");
         assert!(text.contains('…'));
+        assert!(text.contains(" 7 |"), "numbers are never cut: {text}");
     }
 }
