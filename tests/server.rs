@@ -518,8 +518,8 @@ fn the_shell_reads_scripts_from_a_pipe() {
     let stdout = text(&output.stdout);
     assert!(stdout.contains("2556"), "{stdout}");
     assert!(
-        stdout.contains("s_region                 str   not null"),
-        "{stdout}"
+        stdout.contains("table,column,type,null\nsupplier,s_suppkey,i32,not null\n"),
+        "`.schema` prints in the chosen format: {stdout}"
     );
     assert!(stdout.contains("s_region,n\nAFRICA,7\n"), "{stdout}");
     assert!(

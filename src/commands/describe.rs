@@ -99,7 +99,7 @@ fn source(format: &TableFormat) -> String {
 
 /// One row per column: its table, name, type and nullability; a column Tessera cannot read
 /// has the reason in place of its type.
-fn column_rows(tables: &[&TableInfo]) -> ResultTable {
+pub(crate) fn column_rows(tables: &[&TableInfo]) -> ResultTable {
     let mut rows = Vec::new();
     for table in tables {
         for field in &table.schema.fields {

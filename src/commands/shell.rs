@@ -202,14 +202,12 @@ impl Shell {
                 let info = self.engine.catalog().table(table).ok_or_else(|| {
                     Failure::Message(format!("no table `{table}` (`.tables` lists them)"))
                 })?;
-                for field in &info.schema.fields {
-                    let null = if field.nullable {
-                        "nullable"
-                    } else {
-                        "not null"
-                    };
-                    println!("{:<24} {:<5} {null}", field.name, field.ty.name());
-                }
+                let columns = super::describe::column_rows(&[info]);
+                super::remote::print_results(
+                    &[columns],
+                    self.format,
+                    TableLimits::for_stdout(Some(0)),
+                )?;
             }
             (".read", Some(path)) => {
                 let script = super::compile::Script::read(std::path::Path::new(path))?;
