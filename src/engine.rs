@@ -7,8 +7,12 @@
 //! them (dictionary codes to strings, the host's sort and filters) runs after the next query
 //! has the device. The stages of a script that runs in stages are queries too: each takes the
 //! device in turn, reads the columns resident there, and stops when the script is cancelled.
+//!
+//! What is kept is bounded: the scripts most recently run (by count, and by the bytes their
+//! stages' results take) and the modules of the shapes most recently compiled. A module no
+//! script or shape keeps any more is unloaded from the device, and the columns a forgotten
+//! script's stage results had there are dropped, the next time a query takes the device.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -32,6 +36,14 @@ use crate::commands::session::{
     shape_of, with_constants, CompileOptions, Compiled, DeviceChoice,
 };
 use crate::failure::Failure;
+use crate::recently_used::RecentlyUsed;
+
+/// Scripts kept ready to run, at most.
+const KEPT_SCRIPTS: usize = 1024;
+/// Bytes the results of kept scripts' stages take, at most (estimated from their rows).
+const KEPT_STAGE_BYTES: u64 = 4 << 30;
+/// Modules kept for the scripts of their shape to come, at most.
+const KEPT_SHAPES: usize = 256;
 
 /// How an engine is set up.
 pub struct EngineOptions {
@@ -43,22 +55,36 @@ pub struct EngineOptions {
     pub gpu_memory: Option<u64>,
     /// Print each script's time waiting for the device and on it to standard error.
     pub timing: bool,
+    /// Read and write Tessera's cache on disk: prepared columns and compiled kernels.
+    pub cache: bool,
 }
 
 pub struct Engine {
     data: PathBuf,
     options: CompileOptions,
+    /// Whether compiled kernels go through the cache on disk.
+    cache: bool,
     catalog: Arc<Catalog>,
     /// What the engine runs on, in words.
     pub device_name: String,
     /// The device, taken by one query at a time in the order they ask (a fair lock).
     device: tokio::sync::Mutex<Device>,
-    /// Scripts ready to run, by text.
-    programs: Mutex<HashMap<String, Arc<Resident>>>,
+    /// Scripts ready to run, by text, the most recently run kept.
+    programs: Mutex<RecentlyUsed<String, Arc<Resident>>>,
     /// Modules compiled so far, by the shape of their queries (`physical::constants::shape`):
     /// a script that differs from an earlier one only in its constants runs its code.
-    shapes: Mutex<HashMap<String, Arc<Module>>>,
+    shapes: Mutex<RecentlyUsed<String, Arc<Module>>>,
+    /// What the device holds for modules and scripts gone, to release when next it is taken.
+    retired: Arc<Mutex<Vec<Retired>>>,
     timing: bool,
+}
+
+/// What the device holds for something the engine no longer keeps.
+enum Retired {
+    /// A module's code, by its id on the device.
+    Program(usize),
+    /// The columns of a staged script's stage result, by table name.
+    Table(String),
 }
 
 /// Compiled code, and its id on the device once loaded there.
@@ -67,6 +93,16 @@ struct Module {
     /// The kernel cache's keys it is stored under, when it came from or went to the cache.
     cache_keys: Vec<String>,
     loaded: Mutex<Option<usize>>,
+    /// Where its code is retired once nothing holds the module.
+    retired: Arc<Mutex<Vec<Retired>>>,
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        if let Some(id) = *lock(&self.loaded) {
+            lock(&self.retired).push(Retired::Program(id));
+        }
+    }
 }
 
 /// A script ready to run: its queries over a module's code, with the script's own constants.
@@ -79,6 +115,18 @@ struct Resident {
     /// The catalog it runs against when not the engine's: a script that declares tables, or
     /// one run in stages (whose results are tables of its catalog alone).
     catalog: Option<Arc<Catalog>>,
+    /// The tables of its stages' results, which the device may keep columns of, and their
+    /// bytes as kept in memory.
+    stage_tables: Vec<String>,
+    stage_bytes: u64,
+    retired: Arc<Mutex<Vec<Retired>>>,
+}
+
+impl Drop for Resident {
+    fn drop(&mut self) {
+        let tables = self.stage_tables.drain(..).map(Retired::Table);
+        lock(&self.retired).extend(tables);
+    }
 }
 
 /// Where a script's program came from, as `--timing` reports it.
@@ -146,6 +194,14 @@ impl Device {
             Device::Host(host) => host.remove_program(id),
         }
     }
+
+    /// Drops the columns of `table` resident here, which no query reads any more.
+    fn forget_table(&mut self, table: &str) {
+        match self {
+            Device::Gpu(gpu) => gpu.forget_table(table),
+            Device::Host(host) => host.forget_table(table),
+        }
+    }
 }
 
 /// The columns a script's last query returns, as a client is told before any row.
@@ -160,7 +216,7 @@ impl Engine {
             tile: None,
             compress: compression_for(target, options.compress),
             partition_joins: options.partition_joins,
-            prepare: true,
+            prepare: options.cache,
             gpu_memory: options.gpu_memory,
         };
         let empty = tessera_grammar::ast::Script { items: Vec::new() };
@@ -189,11 +245,13 @@ impl Engine {
         Ok(Engine {
             data: options.data,
             options: compile,
+            cache: options.cache,
             catalog,
             device_name,
             device: tokio::sync::Mutex::new(device),
-            programs: Mutex::new(HashMap::new()),
-            shapes: Mutex::new(HashMap::new()),
+            programs: Mutex::new(RecentlyUsed::new(KEPT_SCRIPTS, KEPT_STAGE_BYTES)),
+            shapes: Mutex::new(RecentlyUsed::new(KEPT_SHAPES, u64::MAX)),
+            retired: Arc::new(Mutex::new(Vec::new())),
             timing: options.timing,
         })
     }
@@ -225,17 +283,34 @@ impl Engine {
         source: &str,
         cancelled: &AtomicBool,
     ) -> Result<(Arc<Resident>, Origin), Failure> {
-        if let Some(found) = lock(&self.programs).get(source) {
-            return Ok((Arc::clone(found), Origin::Resident));
+        if let Some(found) = lock(&self.programs).get(&source.to_string()) {
+            return Ok((found, Origin::Resident));
         }
         let script = Script {
             name: name.to_string(),
             source: source.to_string(),
         };
         let resident = Arc::new(self.compile(&script, cancelled)?);
-        lock(&self.programs).insert(source.to_string(), Arc::clone(&resident));
+        let gone = lock(&self.programs).insert(
+            source.to_string(),
+            Arc::clone(&resident),
+            resident.stage_bytes,
+        );
+        // Dropped outside the lock: a script's last reference retires what it held.
+        drop(gone);
         let origin = resident.origin;
         Ok((resident, origin))
+    }
+
+    /// Releases on the device what modules and scripts no longer kept held there.
+    fn release_retired(&self, device: &mut Device) {
+        let retired = std::mem::take(&mut *lock(&self.retired));
+        for leftover in retired {
+            match leftover {
+                Retired::Program(id) => device.remove_program(id),
+                Retired::Table(table) => device.forget_table(&table),
+            }
+        }
     }
 
     /// Compiles `script`; a script that runs in stages runs them now, on the device in turn
@@ -247,16 +322,32 @@ impl Engine {
                 true => Origin::KernelCache,
                 false => Origin::Compiled,
             };
+            let stage_tables: Vec<&tessera_storage::catalog::TableInfo> = catalog
+                .iter()
+                .flat_map(|own| own.tables())
+                .filter(|table| self.catalog.table(&table.name).is_none())
+                .collect();
+            let stage_bytes = stage_tables
+                .iter()
+                .map(|table| {
+                    let row: usize = table.schema.fields.iter().map(|f| f.ty.width()).sum();
+                    table.rows.saturating_mul(row as u64)
+                })
+                .sum();
             Resident {
                 queries: compiled.program.queries.clone(),
                 module: Arc::new(Module {
                     program: compiled.program,
                     cache_keys: compiled.cache_keys,
                     loaded: Mutex::new(None),
+                    retired: Arc::clone(&self.retired),
                 }),
                 shape: None,
                 origin,
+                stage_tables: stage_tables.iter().map(|t| t.name.clone()).collect(),
+                stage_bytes,
                 catalog,
+                retired: Arc::clone(&self.retired),
             }
         };
         if ast.declares_tables()
@@ -268,6 +359,7 @@ impl Engine {
             // device like a query, where the columns it reads may be resident already.
             let mut on_device = |program: &Program, catalog: &Catalog| {
                 let mut device = self.device.blocking_lock();
+                self.release_retired(&mut device);
                 let id = device.load(program)?;
                 device.use_program(id);
                 let outcome = run_stage_on(device.backend(), program, catalog, cancelled);
@@ -279,7 +371,7 @@ impl Engine {
                 script,
                 &self.data,
                 &self.options,
-                true,
+                self.cache,
                 &mut |_| None,
                 &mut on_device,
             )?;
@@ -289,7 +381,11 @@ impl Engine {
         let catalog = Arc::clone(&self.catalog);
         let key = self.options.cache_key(&script.source, &ast, &catalog);
         let started = Instant::now();
-        if let Some(compiled) = Compiled::cached(&key, &catalog, started) {
+        let cached = match self.cache {
+            true => Compiled::cached(&key, &catalog, started),
+            false => None,
+        };
+        if let Some(compiled) = cached {
             // Not shared by shape: the data it was planned against may have been planned
             // otherwise than this data is, its constants in other places.
             return Ok(alone(compiled, None));
@@ -297,7 +393,7 @@ impl Engine {
         let compilation = Compilation::run_with(ast, &catalog, self.options.partition_joins)
             .map_err(|d| script.fail(d))?;
         let shape = shape_of(&compilation.physical, &self.options, &catalog);
-        let shared = lock(&self.shapes).get(&shape).cloned();
+        let shared = lock(&self.shapes).get(&shape);
         if let Some(module) = shared {
             let queries =
                 with_constants(&module.program, &compilation.physical).ok_or_else(|| {
@@ -309,6 +405,9 @@ impl Engine {
                 shape: Some(shape),
                 origin: Origin::SameShape,
                 catalog: None,
+                stage_tables: Vec::new(),
+                stage_bytes: 0,
+                retired: Arc::clone(&self.retired),
             });
         }
         // Compiled now, or by an earlier process for a script of the same shape.
@@ -317,11 +416,12 @@ impl Engine {
             &compilation.physical,
             catalog,
             &self.options,
-            Some(key),
+            self.cache.then_some(key),
             started,
         )?;
         let mut resident = alone(compiled, None);
-        lock(&self.shapes).insert(shape.clone(), Arc::clone(&resident.module));
+        let gone = lock(&self.shapes).insert(shape.clone(), Arc::clone(&resident.module), 0);
+        drop(gone);
         resident.shape = Some(shape);
         Ok(resident)
     }
@@ -382,9 +482,11 @@ impl Engine {
             for key in &resident.module.cache_keys {
                 cache::forget(key);
             }
-            lock(&self.programs).remove(source);
+            let forgotten = lock(&self.programs).remove(&source.to_string());
+            drop(forgotten);
             if let Some(shape) = &resident.shape {
-                lock(&self.shapes).remove(shape);
+                let forgotten = lock(&self.shapes).remove(shape);
+                drop(forgotten);
             }
             resident = self.compiled(name, source, cancelled)?;
             let mut device = self.device.blocking_lock();
@@ -404,6 +506,7 @@ impl Engine {
         resident: &Resident,
         cancelled: &AtomicBool,
     ) -> Result<Vec<QueryOutcome>, RuntimeError> {
+        self.release_retired(device);
         if cancelled.load(std::sync::atomic::Ordering::Relaxed) {
             return Err(RuntimeError::Cancelled);
         }
@@ -476,4 +579,75 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_storage::Value;
+
+    /// A script in two stages (its `let` is grouped, then joined); `bound` varies its text.
+    fn staged(bound: i64) -> String {
+        format!(
+            "let totals = from t | group key = k {{ total = sum(v) }}\n\
+             from t | join totals on k == key | where v > {bound} | select k, v, total | sort v"
+        )
+    }
+
+    #[test]
+    fn scripts_past_the_bound_are_forgotten_with_what_the_device_held_for_them() {
+        let data = tempfile::tempdir().expect("temporary folder");
+        std::fs::write(data.path().join("t.csv"), "k,v\n1,10\n1,20\n2,5\n3,7\n").expect("written");
+        let mut engine = Engine::open(EngineOptions {
+            data: data.path().to_path_buf(),
+            device: DeviceChoice::Cpu,
+            compress: None,
+            partition_joins: PartitionJoins::Auto,
+            gpu_memory: None,
+            timing: false,
+            cache: false,
+        })
+        .expect("engine");
+        engine.programs = Mutex::new(RecentlyUsed::new(2, u64::MAX));
+        let run = |engine: &Engine, bound: i64| {
+            let outcomes = engine
+                .run("staged", &staged(bound), &AtomicBool::new(false))
+                .expect("runs");
+            outcomes[0].table.rows.clone()
+        };
+        let row =
+            |k: i64, v: i64, total: i64| vec![Value::Int(k), Value::Int(v), Value::Int(total)];
+        let all = vec![row(2, 5, 5), row(3, 7, 7), row(1, 10, 30), row(1, 20, 30)];
+        assert_eq!(run(&engine, 0), all);
+        let first_stage_columns = |engine: &Engine| {
+            let device = engine.device.blocking_lock();
+            let Device::Host(host) = &*device else {
+                panic!("the engine runs on the CPU")
+            };
+            let keys: Vec<String> = host.column_keys().map(str::to_string).collect();
+            (keys, host.loaded_programs())
+        };
+        let (keys, _) = first_stage_columns(&engine);
+        let stage = keys
+            .iter()
+            .find(|key| key.starts_with("stage#"))
+            .and_then(|key| key.split('.').next())
+            .expect("the script's last query read its stage's result")
+            .to_string();
+        assert_eq!(run(&engine, 6), all[1..].to_vec());
+        assert_eq!(run(&engine, 9), all[2..].to_vec());
+        assert_eq!(lock(&engine.programs).len(), 2);
+        let (keys, programs) = first_stage_columns(&engine);
+        assert!(
+            !keys.iter().any(|key| column_of_table(key, &stage)),
+            "the first script's stage result is gone from the device: {keys:?}"
+        );
+        assert_eq!(programs, 2, "one module per script kept");
+        // Forgotten, it runs again from the start.
+        assert_eq!(run(&engine, 0), all);
+    }
+
+    fn column_of_table(key: &str, table: &str) -> bool {
+        key.starts_with(&format!("{table}."))
+    }
 }

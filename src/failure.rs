@@ -39,6 +39,21 @@ impl Failure {
     }
 }
 
+/// The failure as `report` would print it, without colour.
+impl std::fmt::Debug for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Message(message) => f.write_str(message),
+            Failure::Reported => f.write_str("(reported)"),
+            Failure::Script {
+                name,
+                source,
+                diagnostics,
+            } => f.write_str(&render(diagnostics, name, source, false)),
+        }
+    }
+}
+
 impl<E: std::fmt::Display> From<E> for Failure {
     fn from(error: E) -> Failure {
         Failure::Message(error.to_string())

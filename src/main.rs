@@ -8,6 +8,7 @@ mod conformance;
 mod engine;
 mod failure;
 mod progress;
+mod recently_used;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

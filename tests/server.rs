@@ -491,8 +491,12 @@ fn a_password_is_proven_through_scram() {
 }
 
 fn shell(input: &str) -> Output {
+    shell_on(data(), input)
+}
+
+fn shell_on(data: &str, input: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["shell", "--data", data(), "--device", "cpu"])
+        .args(["shell", "--data", data, "--device", "cpu"])
         .env("TESSERA_CACHE_DIR", "")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -534,6 +538,42 @@ fn the_shell_reads_scripts_from_a_pipe() {
         text(&failing.stdout).contains("2556"),
         "later scripts still run"
     );
+}
+
+#[test]
+fn a_declaration_reading_a_column_as_another_type_gets_its_own_columns() {
+    // The data folder's catalog reads `v` as i64; declarations read it as i32 and as f64. The
+    // resident engine keeps columns on its device between scripts: each script must still
+    // answer as a fresh process does.
+    let data = tempfile::tempdir().expect("temporary folder");
+    std::fs::write(data.path().join("t.csv"), "k,v\n1,10\n1,20\n2,5\n3,-7\n").expect("written");
+    let folder = data.path().to_str().expect("utf-8 path");
+    let scripts = [
+        "from t | aggregate { s = sum(v), m = min(v) }",
+        "table t { k: i64, v: i32 }\nfrom t | aggregate { s = sum(v), m = min(v) }",
+        "table t { k: i64, v: f64 }\nfrom t | aggregate { s = sum(v), m = min(v) }",
+        "from t | aggregate { s = sum(v), m = min(v) }",
+    ];
+    let input: String = scripts
+        .iter()
+        .map(|s| format!(".format csv\n{s};\n"))
+        .collect();
+    let resident = shell_on(folder, &input);
+    assert!(resident.status.success(), "{}", text(&resident.stderr));
+    let mut fresh = String::new();
+    for script in scripts {
+        let run = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args([
+                "run", "--data", folder, "--device", "cpu", "--format", "csv", "-c", script,
+            ])
+            .env("TESSERA_CACHE_DIR", "")
+            .output()
+            .expect("tessera runs");
+        assert!(run.status.success(), "{}", text(&run.stderr));
+        fresh += &text(&run.stdout);
+    }
+    assert_eq!(text(&resident.stdout), fresh);
+    assert!(fresh.contains("s,m\n28.0,-7.0\n"), "{fresh}");
 }
 
 #[test]

@@ -69,6 +69,7 @@ pub fn run(args: &ServeArgs) -> Result<(), Failure> {
         partition_joins: args.partition_joins,
         gpu_memory: args.gpu_memory,
         timing: args.timing,
+        cache: true,
     })?);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -57,6 +57,7 @@ pub fn run(args: &ShellArgs) -> Result<(), Failure> {
         partition_joins: args.partition_joins,
         gpu_memory: None,
         timing: false,
+        cache: true,
     })?);
     let mut shell = Shell {
         engine,

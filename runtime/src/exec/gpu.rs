@@ -20,7 +20,7 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 
 use super::stream::Piece;
-use super::{Backend, Cancel, ColumnBytes, Gathered, RuntimeError};
+use super::{column_of, Backend, Cancel, ColumnBytes, Gathered, RuntimeError};
 use crate::program::{BufferSpec, Cubins, Extent, Fill, KernelCode, KernelLaunch};
 use crate::tile::gpu_params_in_table;
 
@@ -442,6 +442,22 @@ impl GpuBackend {
         self.functions.retain(|(program, _), _| *program != id);
     }
 
+    /// Frees the resident columns of `table` (a stage's result no query reads again).
+    pub fn forget_table(&mut self, table: &str) {
+        let keys: Vec<String> = self
+            .columns
+            .keys()
+            .filter(|key| column_of(key, table))
+            .cloned()
+            .collect();
+        for key in keys {
+            self.last_used.remove(&key);
+            if let Some(slice) = self.columns.remove(&key) {
+                self.resident_bytes -= slice.len() as u64;
+            }
+        }
+    }
+
     /// The GPU's backend with no program loaded yet.
     pub fn empty() -> Result<GpuBackend, RuntimeError> {
         probe()?;
@@ -494,23 +510,52 @@ impl GpuBackend {
             return Ok(());
         };
         while self.resident_bytes + bytes > budget {
-            let victim = self
-                .last_used
-                .iter()
-                .filter(|(_, &used)| used < self.queries)
-                .min_by_key(|(_, &used)| used)
-                .map(|(k, _)| k.clone());
-            let Some(victim) = victim else {
+            if !self.drop_least_recent_column() {
                 return Err(RuntimeError::OutOfMemory(format!(
                     "`{key}` does not fit the GPU memory budget of {budget} bytes beside the other columns this query reads"
                 )));
-            };
-            self.last_used.remove(&victim);
-            if let Some(slice) = self.columns.remove(&victim) {
-                self.resident_bytes -= slice.len() as u64;
             }
         }
         Ok(())
+    }
+
+    /// Frees the least recently used resident column that the running query does not read;
+    /// false when there is none.
+    fn drop_least_recent_column(&mut self) -> bool {
+        let victim = self
+            .last_used
+            .iter()
+            .filter(|(_, &used)| used < self.queries)
+            .min_by_key(|(_, &used)| used)
+            .map(|(k, _)| k.clone());
+        let Some(victim) = victim else {
+            return false;
+        };
+        self.last_used.remove(&victim);
+        if let Some(slice) = self.columns.remove(&victim) {
+            self.resident_bytes -= slice.len() as u64;
+        }
+        true
+    }
+
+    /// Device memory from `allocate`, freeing resident columns the running query does not
+    /// read, least recently used first, while the device has too little free: without a
+    /// budget, columns stay resident until the memory is wanted.
+    fn allocate_evicting(
+        &mut self,
+        what: &str,
+        bytes: usize,
+        allocate: impl Fn(&Arc<CudaStream>) -> Result<CudaSlice<u8>, DriverError>,
+    ) -> Result<CudaSlice<u8>, RuntimeError> {
+        loop {
+            match allocate(&self.stream) {
+                Ok(slice) => return Ok(slice),
+                Err(e)
+                    if e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY
+                        && self.drop_least_recent_column() => {}
+                Err(e) => return Err(memory(e, what, bytes)),
+            }
+        }
     }
 
     /// A kernel and how many blocks of `threads` can be resident on the whole GPU at once.
@@ -734,7 +779,7 @@ impl Backend for GpuBackend {
         // SAFETY: the whole allocation is written before any kernel, queued after these writes
         // on the same stream, reads it: the bytes by the copy below, the rest with zeros.
         let mut slice =
-            unsafe { self.stream.alloc::<u8>(size) }.map_err(|e| memory(e, key, size))?;
+            self.allocate_evicting(key, size, |stream| unsafe { stream.alloc::<u8>(size) })?;
         let address = self.address(&slice);
         if size > length {
             // SAFETY: the zeros lie within the allocation just made, written on its stream.
@@ -778,10 +823,8 @@ impl Backend for GpuBackend {
     fn buffer(&mut self, spec: &BufferSpec, bytes: u64) -> Result<u64, RuntimeError> {
         let elements = bytes / u64::from(spec.element_bytes.max(1));
         let bytes = bytes.max(8) as usize;
-        let slice = self
-            .stream
-            .alloc_zeros::<u8>(bytes)
-            .map_err(|e| memory(e, &spec.name, bytes))?;
+        let slice =
+            self.allocate_evicting(&spec.name, bytes, |stream| stream.alloc_zeros::<u8>(bytes))?;
         let address = self.address(&slice);
         if let Fill::Pattern(pattern) = spec.fill {
             let stream = self.stream.cu_stream();

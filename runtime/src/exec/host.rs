@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::jit::{HostKernel, LoadedObject};
 use super::stream::Piece;
-use super::{filled, Backend, Cancel, ColumnBytes, Gathered, RuntimeError};
+use super::{column_of, filled, Backend, Cancel, ColumnBytes, Gathered, RuntimeError};
 use crate::program::{BufferSpec, Extent, KernelCode, KernelLaunch};
 use crate::result::present_slots;
 
@@ -127,6 +127,21 @@ impl HostBackend {
             *program = None;
         }
         self.kernels.retain(|(program, _), _| *program != id);
+    }
+
+    /// The keys of the columns kept here.
+    pub fn column_keys(&self) -> impl Iterator<Item = &str> {
+        self.columns.keys().map(String::as_str)
+    }
+
+    /// How many programs are loaded.
+    pub fn loaded_programs(&self) -> usize {
+        self.programs.iter().flatten().count()
+    }
+
+    /// Lets go of the columns of `table` kept here (a stage's result no query reads again).
+    pub fn forget_table(&mut self, table: &str) {
+        self.columns.retain(|key, _| !column_of(key, table));
     }
 
     fn kernel(&mut self, name: &str) -> Result<HostKernel, RuntimeError> {

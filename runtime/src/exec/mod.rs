@@ -707,6 +707,15 @@ pub fn prefetch_columns(query: &QueryProgram, catalog: &Catalog) {
     });
 }
 
+/// Whether the device column `key` (as [`bind`] names what it uploads) holds data of `table`:
+/// a key starts with the table it reads, and one translating codes between tables names both.
+pub(crate) fn column_of(key: &str, table: &str) -> bool {
+    let prefix = format!("{table}.");
+    key.starts_with(&prefix)
+        || key.contains(&format!("->{prefix}"))
+        || key.contains(&format!(" ranked among {prefix}"))
+}
+
 /// The row count and parameter values of one kernel launch.
 #[allow(clippy::too_many_arguments)]
 fn bind(
@@ -740,6 +749,12 @@ fn bind(
             kernel.name
         ))),
     };
+    // A column's type is part of its key: a resident engine runs scripts whose declarations
+    // read a file's column as another type than the data folder's catalog does.
+    let key_of = |table: &str, name: &str| match catalog.field(table, name) {
+        Some(field) => format!("{table}.{name}:{}", field.ty),
+        None => format!("{table}.{name}"),
+    };
     let mut column_bytes = 0;
     let mut slices = Vec::new();
     let mut column = |key: String, source: ColumnBytes| {
@@ -762,7 +777,7 @@ fn bind(
             } => {
                 let loaded = catalog.kernel_column(table, name)?;
                 check_rows(table, name, loaded.len(), rows)?;
-                column(format!("{table}.{name}"), ColumnBytes::Values(loaded))?
+                column(key_of(table, name), ColumnBytes::Values(loaded))?
             }
             Param::Validity {
                 table,
@@ -774,7 +789,7 @@ fn bind(
                 } else {
                     ColumnBytes::AllValid(loaded.len())
                 };
-                column(format!("{table}.{name}.valid"), source)?
+                column(format!("{}.valid", key_of(table, name)), source)?
             }
             Param::PackedWords {
                 table,
@@ -794,7 +809,7 @@ fn bind(
                     return Err(RuntimeError::Stale(format!("`{table}.{name}` {change}")));
                 }
                 column(
-                    format!("{table}.{name}.{scheme}"),
+                    format!("{}.{scheme}", key_of(table, name)),
                     ColumnBytes::PackedWords(packed),
                 )?
             }
@@ -819,7 +834,7 @@ fn bind(
                     Param::BlockStarts { .. } => ("starts", ColumnBytes::BlockStarts(packed)),
                     _ => ("dictionary", ColumnBytes::Dictionary(packed)),
                 };
-                column(format!("{table}.{name}.{scheme}.{part}"), source)?
+                column(format!("{}.{scheme}.{part}", key_of(table, name)), source)?
             }
             Param::GroupCapacity => group_capacity,
             Param::RowCapacity => output_capacity,
