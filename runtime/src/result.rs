@@ -940,7 +940,7 @@ fn apply(op: &HostOp, rows: &mut Rows) -> Result<(), RuntimeError> {
                 .iter()
                 .map(|(id, descending)| Ok((rows.position(*id)?, *descending)))
                 .collect::<Result<Vec<_>, RuntimeError>>()?;
-            rows.rows.sort_by(|a, b| {
+            let order = |a: &Vec<Value>, b: &Vec<Value>| {
                 for &(p, descending) in &keys {
                     let order = compare_for_sort(&a[p], &b[p], descending);
                     if order != Ordering::Equal {
@@ -948,7 +948,13 @@ fn apply(op: &HostOp, rows: &mut Rows) -> Result<(), RuntimeError> {
                     }
                 }
                 Ordering::Equal
-            });
+            };
+            // Both sorts are stable: rows equal in every key keep their order.
+            if rows.rows.len() < PARALLEL_GROUPS {
+                rows.rows.sort_by(order);
+            } else {
+                rows.rows.par_sort_by(order);
+            }
         }
         HostOp::Limit(n) => rows
             .rows
@@ -1035,32 +1041,72 @@ fn grouped(
     keys: &[(u32, DataType, HostExpr)],
     aggregates: &[HostAggregate],
 ) -> Result<Rows, RuntimeError> {
-    let mut index: HashMap<Vec<GroupKey>, usize> = HashMap::new();
+    // A key or argument that is a column is read in place; others are computed per row.
+    let place = |expr: &HostExpr| match expr {
+        HostExpr::Column(id) => rows.position(*id).map(Some),
+        _ => Ok(None),
+    };
+    let key_places = keys
+        .iter()
+        .map(|(_, _, expr)| place(expr))
+        .collect::<Result<Vec<_>, _>>()?;
+    let arg_places = aggregates
+        .iter()
+        .map(|a| a.arg.as_ref().map_or(Ok(None), place))
+        .collect::<Result<Vec<_>, _>>()?;
+    // Groups by the hash of their keys; a hash shared by several groups chains them.
+    let mut first: HashMap<u64, usize> = HashMap::new();
+    let mut next: Vec<Option<usize>> = Vec::new();
     let mut groups: Vec<(Vec<Value>, Vec<Accumulator>)> = Vec::new();
     let fresh = || aggregates.iter().map(|_| Accumulator::default()).collect();
     if keys.is_empty() {
         groups.push((Vec::new(), fresh()));
+        next.push(None);
     }
+    let counted = Value::Bool(true);
+    let mut current = Vec::with_capacity(keys.len());
     for row in &rows.rows {
-        let values = keys
-            .iter()
-            .map(|(_, _, expr)| evaluate(expr, row, rows))
-            .collect::<Result<Vec<_>, _>>()?;
-        let group = match index.entry(values.iter().map(GroupKey::of).collect()) {
-            std::collections::hash_map::Entry::Occupied(found) => *found.get(),
-            std::collections::hash_map::Entry::Vacant(slot) if keys.is_empty() => *slot.insert(0),
-            std::collections::hash_map::Entry::Vacant(slot) => {
+        current.clear();
+        for ((_, _, expr), &at) in keys.iter().zip(&key_places) {
+            current.push(read_or_evaluate(expr, at, row, rows)?);
+        }
+        let mut hasher = twox_hash::XxHash3_64::default();
+        for value in &current {
+            hash_group_key(value, &mut hasher);
+        }
+        let hash = std::hash::Hasher::finish(&hasher);
+        let mut found = first.get(&hash).copied();
+        while let Some(group) = found {
+            let same = groups[group]
+                .0
+                .iter()
+                .zip(&current)
+                .all(|(held, value)| same_group_key(held, value));
+            if same {
+                break;
+            }
+            found = next[group];
+        }
+        let group = match found {
+            Some(group) => group,
+            None if keys.is_empty() => 0,
+            None => {
+                let values = current.drain(..).map(|v| v.into_owned()).collect();
                 groups.push((values, fresh()));
-                *slot.insert(groups.len() - 1)
+                next.push(first.insert(hash, groups.len() - 1));
+                groups.len() - 1
             }
         };
-        for (accumulator, aggregate) in groups[group].1.iter_mut().zip(aggregates) {
-            let value = match &aggregate.arg {
-                Some(arg) => evaluate(arg, row, rows)?,
+        for ((accumulator, aggregate), &at) in
+            groups[group].1.iter_mut().zip(aggregates).zip(&arg_places)
+        {
+            match &aggregate.arg {
+                Some(arg) => {
+                    accumulator.add(aggregate, read_or_evaluate(arg, at, row, rows)?.as_ref())?
+                }
                 // `count()` counts rows: any value that is not null.
-                None => Value::Bool(true),
-            };
-            accumulator.add(aggregate, value)?;
+                None => accumulator.add(aggregate, &counted)?,
+            }
         }
     }
     Ok(Rows {
@@ -1089,30 +1135,55 @@ fn grouped(
     })
 }
 
-/// A group key's value as a hash key: floats by their bits, with every NaN one value and -0.0
-/// equal to 0.0 (as `group` on the device and SQL's GROUP BY treat them).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum GroupKey {
+/// `expr`'s value in `row`: borrowed from the row where it is the column at `at`.
+fn read_or_evaluate<'a>(
+    expr: &HostExpr,
+    at: Option<usize>,
+    row: &'a [Value],
+    rows: &Rows,
+) -> Result<std::borrow::Cow<'a, Value>, RuntimeError> {
+    match at {
+        Some(at) => Ok(std::borrow::Cow::Borrowed(&row[at])),
+        None => evaluate(expr, row, rows).map(std::borrow::Cow::Owned),
+    }
+}
+
+/// Hashes a group key's value as [`same_group_key`] compares it.
+fn hash_group_key(value: &Value, hasher: &mut impl std::hash::Hasher) {
+    std::hash::Hash::hash(&GroupKey::of(value), hasher);
+}
+
+/// Whether two values of one key put their rows in one group: nulls together, floats by their
+/// bits with every NaN one value and -0.0 equal to 0.0 (as `group` on the device and SQL's
+/// GROUP BY treat them).
+fn same_group_key(a: &Value, b: &Value) -> bool {
+    GroupKey::of(a) == GroupKey::of(b)
+}
+
+/// A group key's value as it is hashed and compared, borrowed from the value: floats by their
+/// bits, with every NaN one value and -0.0 equal to 0.0; the values of one key share a type,
+/// so a decimal's scale.
+#[derive(PartialEq, Eq, Hash)]
+enum GroupKey<'a> {
     Null,
     Int(i64),
     Float(u64),
-    Str(String),
+    Str(&'a str),
     Date(i32),
     Bool(bool),
 }
 
-impl GroupKey {
-    fn of(value: &Value) -> GroupKey {
+impl<'a> GroupKey<'a> {
+    fn of(value: &'a Value) -> GroupKey<'a> {
         match value {
             Value::Null => GroupKey::Null,
-            // The values of one key share a type, so a decimal's scale.
             Value::Int(i) | Value::Decimal(i, _) | Value::Timestamp(i) | Value::Time(i) => {
                 GroupKey::Int(*i)
             }
             Value::Float(x) if x.is_nan() => GroupKey::Float(f64::NAN.to_bits()),
             Value::Float(x) if *x == 0.0 => GroupKey::Float(0),
             Value::Float(x) => GroupKey::Float(x.to_bits()),
-            Value::Str(s) => GroupKey::Str(s.clone()),
+            Value::Str(s) => GroupKey::Str(s),
             Value::Date(d) => GroupKey::Date(*d),
             Value::Bool(b) => GroupKey::Bool(*b),
         }
@@ -1131,12 +1202,12 @@ struct Accumulator {
 }
 
 impl Accumulator {
-    fn add(&mut self, aggregate: &HostAggregate, value: Value) -> Result<(), RuntimeError> {
-        if value == Value::Null {
+    fn add(&mut self, aggregate: &HostAggregate, value: &Value) -> Result<(), RuntimeError> {
+        if *value == Value::Null {
             return Ok(());
         }
         self.count += 1;
-        match (aggregate.kind, &value) {
+        match (aggregate.kind, value) {
             (AggregateKind::Avg, Value::Decimal(raw, scale)) => {
                 self.float_sum += decimal::to_float(*raw, *scale);
             }
@@ -1155,9 +1226,9 @@ impl Accumulator {
                 let better = self
                     .best
                     .as_ref()
-                    .is_none_or(|best| scalar::compare(&value, best) == Some(wanted));
+                    .is_none_or(|best| scalar::compare(value, best) == Some(wanted));
                 if better {
-                    self.best = Some(value);
+                    self.best = Some(value.clone());
                 }
             }
             _ => {}
