@@ -1063,18 +1063,39 @@ fn grouped(
         groups.push((Vec::new(), fresh()));
         next.push(None);
     }
+    let hash_of = |current: &[std::borrow::Cow<'_, Value>]| {
+        let mut hasher = twox_hash::XxHash3_64::default();
+        for value in current {
+            hash_group_key(value, &mut hasher);
+        }
+        std::hash::Hasher::finish(&hasher)
+    };
+    // Keys that are all columns are hashed ahead, on every core (strings take the time).
+    let hashed: Option<Vec<u64>> =
+        (rows.rows.len() >= PARALLEL_GROUPS && key_places.iter().all(Option::is_some)).then(|| {
+            rows.rows
+                .par_iter()
+                .map(|row| {
+                    let current: Vec<_> = key_places
+                        .iter()
+                        .flatten()
+                        .map(|&at| std::borrow::Cow::Borrowed(&row[at]))
+                        .collect();
+                    hash_of(&current)
+                })
+                .collect()
+        });
     let counted = Value::Bool(true);
     let mut current = Vec::with_capacity(keys.len());
-    for row in &rows.rows {
+    for (index, row) in rows.rows.iter().enumerate() {
         current.clear();
         for ((_, _, expr), &at) in keys.iter().zip(&key_places) {
             current.push(read_or_evaluate(expr, at, row, rows)?);
         }
-        let mut hasher = twox_hash::XxHash3_64::default();
-        for value in &current {
-            hash_group_key(value, &mut hasher);
-        }
-        let hash = std::hash::Hasher::finish(&hasher);
+        let hash = match &hashed {
+            Some(hashes) => hashes[index],
+            None => hash_of(&current),
+        };
         let mut found = first.get(&hash).copied();
         while let Some(group) = found {
             let same = groups[group]
@@ -1390,6 +1411,47 @@ mod tests {
             [Value::Null, Value::Null, Value::Int(0), Value::Null]
         );
         assert_eq!(grouped.rows[2][4], Value::Float(5.0));
+    }
+
+    #[test]
+    fn large_host_groupings_hash_ahead_and_group_alike() {
+        // Enough rows that column keys are hashed ahead on every core; a computed key (the
+        // same string, through a `case`) takes the row-by-row path. Both group alike.
+        let rows = Rows {
+            ids: vec![1, 2],
+            types: vec![DataType::Str, DataType::F64],
+            rows: (0..3 * PARALLEL_GROUPS)
+                .map(|i| {
+                    let key = match i % 4 {
+                        0 => Value::Null,
+                        n => Value::Str(format!("key {n}")),
+                    };
+                    let x = if i % 2 == 0 { 0.0 } else { -0.0 };
+                    vec![key, Value::Float(x)]
+                })
+                .collect(),
+        };
+        let computed = HostExpr::Case {
+            branches: vec![(HostExpr::Literal(Value::Bool(true)), HostExpr::Column(1))],
+            otherwise: None,
+        };
+        let count = [aggregate(3, AggregateKind::Count, DataType::I64, 2)];
+        let by = |key: HostExpr| {
+            let keys = [
+                (1, DataType::Str, key),
+                (2, DataType::F64, HostExpr::Column(2)),
+            ];
+            let mut rows = grouped(&rows, &keys, &count).expect("grouped").rows;
+            rows.sort_by(|a, b| compare_for_sort(&a[0], &b[0], false));
+            rows
+        };
+        let ahead = by(HostExpr::Column(1));
+        assert_eq!(ahead, by(computed));
+        // Four keys (null one of them), 0.0 and -0.0 one value.
+        assert_eq!(ahead.len(), 4);
+        assert!(ahead
+            .iter()
+            .all(|row| row[2] == Value::Int((3 * PARALLEL_GROUPS / 4) as i64)));
     }
 
     #[test]
