@@ -283,7 +283,7 @@ impl Engine {
         source: &str,
         cancelled: &AtomicBool,
     ) -> Result<(Arc<Resident>, Origin), Failure> {
-        if let Some(found) = lock(&self.programs).get(&source.to_string()) {
+        if let Some(found) = lock(&self.programs).get(source) {
             return Ok((found, Origin::Resident));
         }
         let script = Script {
@@ -482,7 +482,7 @@ impl Engine {
             for key in &resident.module.cache_keys {
                 cache::forget(key);
             }
-            let forgotten = lock(&self.programs).remove(&source.to_string());
+            let forgotten = lock(&self.programs).remove(source);
             drop(forgotten);
             if let Some(shape) = &resident.shape {
                 let forgotten = lock(&self.shapes).remove(shape);
@@ -584,6 +584,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tessera_runtime::exec::column_of;
     use tessera_storage::Value;
 
     /// A script in two stages (its `let` is grouped, then joined); `bound` varies its text.
@@ -639,15 +640,11 @@ mod tests {
         assert_eq!(lock(&engine.programs).len(), 2);
         let (keys, programs) = first_stage_columns(&engine);
         assert!(
-            !keys.iter().any(|key| column_of_table(key, &stage)),
+            !keys.iter().any(|key| column_of(key, &stage)),
             "the first script's stage result is gone from the device: {keys:?}"
         );
         assert_eq!(programs, 2, "one module per script kept");
         // Forgotten, it runs again from the start.
         assert_eq!(run(&engine, 0), all);
-    }
-
-    fn column_of_table(key: &str, table: &str) -> bool {
-        key.starts_with(&format!("{table}."))
     }
 }

@@ -2,6 +2,7 @@
 //! back the entries it lets go so that the caller can release what they hold elsewhere (the
 //! resident engine's programs on the device, a staged script's results).
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::Hash;
 
@@ -34,7 +35,10 @@ impl<K: Eq + Hash + Clone, V: Clone> RecentlyUsed<K, V> {
     }
 
     /// The value of `key`, now the most recently used.
-    pub fn get(&mut self, key: &K) -> Option<V> {
+    pub fn get<Q: Eq + Hash + ?Sized>(&mut self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+    {
         self.clock += 1;
         let entry = self.entries.get_mut(key)?;
         entry.used = self.clock;
@@ -71,7 +75,10 @@ impl<K: Eq + Hash + Clone, V: Clone> RecentlyUsed<K, V> {
     }
 
     /// Removes `key`, returning its value.
-    pub fn remove(&mut self, key: &K) -> Option<V> {
+    pub fn remove<Q: Eq + Hash + ?Sized>(&mut self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+    {
         let entry = self.entries.remove(key)?;
         self.weight -= entry.weight;
         Some(entry.value)

@@ -1063,26 +1063,12 @@ fn grouped(
         groups.push((Vec::new(), fresh()));
         next.push(None);
     }
-    let hash_of = |current: &[std::borrow::Cow<'_, Value>]| {
-        let mut hasher = twox_hash::XxHash3_64::default();
-        for value in current {
-            hash_group_key(value, &mut hasher);
-        }
-        std::hash::Hasher::finish(&hasher)
-    };
     // Keys that are all columns are hashed ahead, on every core (strings take the time).
     let hashed: Option<Vec<u64>> =
         (rows.rows.len() >= PARALLEL_GROUPS && key_places.iter().all(Option::is_some)).then(|| {
             rows.rows
                 .par_iter()
-                .map(|row| {
-                    let current: Vec<_> = key_places
-                        .iter()
-                        .flatten()
-                        .map(|&at| std::borrow::Cow::Borrowed(&row[at]))
-                        .collect();
-                    hash_of(&current)
-                })
+                .map(|row| group_hash(key_places.iter().flatten().map(|&at| &row[at])))
                 .collect()
         });
     let counted = Value::Bool(true);
@@ -1094,7 +1080,7 @@ fn grouped(
         }
         let hash = match &hashed {
             Some(hashes) => hashes[index],
-            None => hash_of(&current),
+            None => group_hash(current.iter().map(AsRef::as_ref)),
         };
         let mut found = first.get(&hash).copied();
         while let Some(group) = found {
@@ -1169,9 +1155,13 @@ fn read_or_evaluate<'a>(
     }
 }
 
-/// Hashes a group key's value as [`same_group_key`] compares it.
-fn hash_group_key(value: &Value, hasher: &mut impl std::hash::Hasher) {
-    std::hash::Hash::hash(&GroupKey::of(value), hasher);
+/// The hash of a group's key values, as [`same_group_key`] compares them.
+fn group_hash<'a>(values: impl Iterator<Item = &'a Value>) -> u64 {
+    let mut hasher = twox_hash::XxHash3_64::default();
+    for value in values {
+        std::hash::Hash::hash(&GroupKey::of(value), &mut hasher);
+    }
+    std::hash::Hasher::finish(&hasher)
 }
 
 /// Whether two values of one key put their rows in one group: nulls together, floats by their

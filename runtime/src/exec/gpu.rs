@@ -451,10 +451,15 @@ impl GpuBackend {
             .cloned()
             .collect();
         for key in keys {
-            self.last_used.remove(&key);
-            if let Some(slice) = self.columns.remove(&key) {
-                self.resident_bytes -= slice.len() as u64;
-            }
+            self.drop_column(&key);
+        }
+    }
+
+    /// Frees resident column `key`.
+    fn drop_column(&mut self, key: &str) {
+        self.last_used.remove(key);
+        if let Some(slice) = self.columns.remove(key) {
+            self.resident_bytes -= slice.len() as u64;
         }
     }
 
@@ -531,10 +536,7 @@ impl GpuBackend {
         let Some(victim) = victim else {
             return false;
         };
-        self.last_used.remove(&victim);
-        if let Some(slice) = self.columns.remove(&victim) {
-            self.resident_bytes -= slice.len() as u64;
-        }
+        self.drop_column(&victim);
         true
     }
 

@@ -709,7 +709,7 @@ pub fn prefetch_columns(query: &QueryProgram, catalog: &Catalog) {
 
 /// Whether the device column `key` (as [`bind`] names what it uploads) holds data of `table`:
 /// a key starts with the table it reads, and one translating codes between tables names both.
-pub(crate) fn column_of(key: &str, table: &str) -> bool {
+pub fn column_of(key: &str, table: &str) -> bool {
     let prefix = format!("{table}.");
     key.starts_with(&prefix)
         || key.contains(&format!("->{prefix}"))
