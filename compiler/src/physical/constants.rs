@@ -231,6 +231,11 @@ mod tests {
         // Ranges estimated to keep other fractions of the rows, while the plan decides nothing
         // else from them.
         assert!(same_shape(&count("k < 100"), &count("k < 900")));
+        // Both bounds of a range stay in the script's order, whichever keeps fewer rows.
+        assert!(same_shape(
+            &count("k >= 100 and k <= 200"),
+            &count("k >= 800 and k <= 900")
+        ));
 
         // Another operator, another type, or a decision taken from the value: another shape.
         assert!(!same_shape(&count("k == 3"), &count("k < 3")));
