@@ -1569,10 +1569,11 @@ fn probe_cost(bytes: u64) -> f64 {
 
 /// Orders a pipeline's steps: among the steps whose inputs are available, filters first, then
 /// probes, then computed columns only when something needs them next. Filters go most selective
-/// first (those over the same columns together, in the script's order); probes by cost per rejected row, `cost / (1 - selectivity)`, so that a cheap probe of
-/// a small table that rejects most rows runs before an expensive one into a large table (Q2.1
-/// probes the supplier table, in L1, before the part table, in L2). Cheap filters on scanned
-/// columns thus drop rows before any probe touches memory.
+/// first (those over the same columns together, in the script's order); probes by cost per
+/// rejected row, `cost / (1 - selectivity)`, so that a cheap probe of a small table that rejects
+/// most rows runs before an expensive one into a large table (Q2.1 probes the supplier table, in
+/// L1, before the part table, in L2). Cheap filters on scanned columns thus drop rows before any
+/// probe touches memory.
 fn order_steps(steps: Vec<Step>, tables: &[HashTable], probe_costs: &[f64]) -> Vec<Step> {
     let defines = |step: &Step| -> Vec<ColumnId> {
         match step {
