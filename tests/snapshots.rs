@@ -114,3 +114,36 @@ fn llvm() {
 fn ptx() {
     code_snapshot(Stage::Ptx);
 }
+
+/// A grouping into a few slots summed in each thread reduces every slot's values over the block
+/// by calls to one function per operation and type, so the PTX the driver compiles holds one
+/// reduction however many slots and values there are (inlined, seven slots of three sums took
+/// twenty-two copies of it).
+#[test]
+fn per_thread_groups_reduce_by_calls() {
+    let emitted = |aggregates: &str, stage: Stage| {
+        let source = format!("from lineorder | group lo_shipmode {{ {aggregates} }}");
+        let catalog = common::catalog_for(&source).with_compression(Compression::Auto);
+        let target = Target::Nvptx { sm: 90 };
+        emit_for_tile(
+            &source,
+            stage,
+            Some(&catalog),
+            target,
+            target.default_fixed_width_tile(),
+            false,
+            PartitionJoins::default(),
+        )
+        .expect("compiles")
+    };
+    let shuffles = |aggregates: &str| {
+        let plan = emitted(aggregates, Stage::Physical);
+        assert!(plan.contains("7 slots, per thread first"), "{plan}");
+        emitted(aggregates, Stage::Ptx).matches("shfl.sync").count()
+    };
+    let one = shuffles("r = sum(lo_revenue)");
+    // The same column, so that loading it takes the same shuffles.
+    let three = shuffles("r = sum(lo_revenue), s = sum(lo_revenue * 2), t = sum(lo_revenue + 1)");
+    assert!(one > 0);
+    assert_eq!(one, three);
+}

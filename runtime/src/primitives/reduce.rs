@@ -16,6 +16,8 @@ pub enum ReduceOp {
     Add,
     Min,
     Max,
+    /// Bitwise or, of integers (flags of a thread's slots, say).
+    Or,
 }
 
 impl ReduceOp {
@@ -24,6 +26,7 @@ impl ReduceOp {
             ReduceOp::Add => "add",
             ReduceOp::Min => "min",
             ReduceOp::Max => "max",
+            ReduceOp::Or => "or",
         }
     }
 }
@@ -189,6 +192,7 @@ pub fn combine<'ctx>(
                 let pick_a = p.b.build_int_compare(pred, a, b, "")?;
                 p.b.build_select(pick_a, a, b, "")?
             }
+            ReduceOp::Or => p.b.build_or(a, b, "")?.into(),
         },
         (BasicValueEnum::FloatValue(a), BasicValueEnum::FloatValue(b)) => match op {
             ReduceOp::Add => p.b.build_float_add(a, b, "")?.into(),
@@ -206,6 +210,9 @@ pub fn combine<'ctx>(
                 let pick_a = p.b.build_or(greater, a_nan, "")?;
                 p.b.build_select(pick_a, a, b, "")?
             }
+            ReduceOp::Or => {
+                return Err(CodegenError::Invalid("a bitwise or takes integers".into()))
+            }
         },
         _ => {
             return Err(CodegenError::Invalid(
@@ -219,7 +226,7 @@ pub fn combine<'ctx>(
 /// since NaN is the largest value.
 pub fn float_identity(op: ReduceOp) -> f64 {
     match op {
-        ReduceOp::Add => 0.0,
+        ReduceOp::Add | ReduceOp::Or => 0.0,
         ReduceOp::Min => f64::NAN,
         ReduceOp::Max => f64::NEG_INFINITY,
     }
@@ -242,6 +249,7 @@ pub fn atomic_combine<'ctx>(
                 ReduceOp::Add => AtomicRMWBinOp::Add,
                 ReduceOp::Min => AtomicRMWBinOp::Min,
                 ReduceOp::Max => AtomicRMWBinOp::Max,
+                ReduceOp::Or => AtomicRMWBinOp::Or,
             };
             return p.atomic_update(op, ptr, value);
         }
@@ -299,7 +307,7 @@ pub fn identity<'ctx>(
         BasicTypeEnum::IntType(t) => {
             let bits = t.get_bit_width();
             let value: u64 = match op {
-                ReduceOp::Add => 0,
+                ReduceOp::Add | ReduceOp::Or => 0,
                 // The largest signed value: a zero sign bit, the rest ones.
                 ReduceOp::Min => (1u64 << (bits - 1)) - 1,
                 ReduceOp::Max => 1u64 << (bits - 1),
