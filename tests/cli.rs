@@ -1468,3 +1468,27 @@ fn a_run_within_a_memory_budget_streams_its_largest_table() {
         );
     }
 }
+
+/// A table of no columns (an empty CSV file) has no rows to make distinct: `distinct` and
+/// `union` of it are empty, where a grouping without keys would give one row.
+#[test]
+fn distinct_rows_of_no_columns_are_none_when_there_are_no_rows() {
+    let scratch = tempfile::tempdir().expect("a scratch folder");
+    std::fs::write(scratch.path().join("e.csv"), "").expect("written");
+    let folder = scratch.path().to_str().expect("utf-8 path");
+    for script in [
+        "from e | distinct | aggregate { n = count() }",
+        "from e | union e | aggregate { n = count() }",
+        "from e | aggregate { n = count() }",
+    ] {
+        let output = tessera(&[
+            "run", "-c", script, "--data", folder, "--device", "cpu", "--format", "csv",
+        ]);
+        assert!(
+            output.status.success(),
+            "{script}: {}",
+            text(&output.stderr)
+        );
+        assert_eq!(text(&output.stdout), "n\n0\n", "{script}");
+    }
+}

@@ -158,20 +158,24 @@ impl Expr {
     }
 
     /// Whether converting this expression's values to `to` can fail: an integer narrowed past
-    /// its range, a float (or NaN) outside the integer's or decimal's range, a decimal given
-    /// more digits after the point than 64 bits hold, or a value beyond a decimal's precision
-    /// under 18 digits. Code generation checks exactly these.
+    /// its range, a float (or NaN) outside the integer's or decimal's range, a date beyond a
+    /// timestamp's range, a decimal given more digits after the point than 64 bits hold, or a
+    /// value beyond a decimal's precision (under 18 digits always; at 18 when the value may need
+    /// more bits than `10^18`). Code generation checks exactly these.
     pub fn cast_may_fail(&self, to: DataType) -> bool {
         if let DataType::Decimal(target) = to {
             let from_scale = self.ty.decimal().map_or(0, |d| d.scale);
             let more_digits = u32::from(target.scale.saturating_sub(from_scale));
+            let bits = self.bits_needed() + power_of_ten_bits(more_digits);
             return self.ty.is_float()
                 || target.precision < DecimalType::MAX_PRECISION
-                || more_digits > 0 && self.bits_needed() + power_of_ten_bits(more_digits) > 64;
+                || bits > power_of_ten_bits(u32::from(DecimalType::MAX_PRECISION));
         }
         matches!(to, DataType::I32 | DataType::I64 | DataType::Date)
             && (self.ty.is_float() || self.ty.is_integer() && !self.fits_in(to))
             || to == DataType::I32 && self.ty.is_decimal() && self.bits_needed() > 32
+            // A day past ±106,751,991 (2^26.7) is beyond 64 bits of microseconds.
+            || self.ty == DataType::Date && to == DataType::Timestamp && self.bits_needed() > 27
     }
 
     /// Whether every value of this integer expression fits in `ty`.

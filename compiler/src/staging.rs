@@ -179,15 +179,21 @@ impl Splitter<'_> {
     }
 
     /// Whether `stage` joins a `union all` in a way that builds one hash table from several
-    /// pipelines whose keys may repeat (an inner or left join): its rows become a table first,
-    /// whose repeated keys the join then chains as any table's. A semi or anti join needs only
-    /// each key once, and reads the `union all`'s pipelines as they are.
+    /// pipelines whose keys may repeat (an inner or left join, or a `product`, whose every row
+    /// matches): its rows become a table first, whose repeated keys the join then chains as any
+    /// table's. A semi or anti join needs only each key once, and reads the `union all`'s
+    /// pipelines as they are.
     fn builds_chained_union(&self, stage: &StageKind) -> bool {
-        let StageKind::Join { kind, relation, .. } = stage else {
-            return false;
+        let relation = match stage {
+            StageKind::Join {
+                kind: JoinKind::Inner | JoinKind::Left,
+                relation,
+                ..
+            } => relation,
+            StageKind::Product(relation) => relation,
+            _ => return false,
         };
-        matches!(kind, JoinKind::Inner | JoinKind::Left)
-            && self.unions_all(relation, self.items.len())
+        self.unions_all(relation, self.items.len())
     }
 
     /// Whether the rows of `relation` come from a `union all`: one among the stages of its
@@ -521,6 +527,20 @@ mod tests {
                  from suppliers | where",
                 "main: let suppliers = from supplier | select | setop (from supplier | select); \
                  let some = from stage1; from lineorder | join some | join suppliers | aggregate",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_union_all_crossed_by_a_product_is_staged() {
+        let lines = split_source(
+            "from supplier | product (from supplier | union all supplier) | aggregate { n = count() }",
+        );
+        assert_eq!(
+            lines,
+            [
+                "stage1 <- from supplier | setop supplier",
+                "main: from supplier | product stage1 | aggregate",
             ]
         );
     }

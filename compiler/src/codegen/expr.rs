@@ -22,7 +22,7 @@ use tessera_runtime::program::{HostExpr, Param};
 use tessera_runtime::{CodegenError, CodegenResult};
 use tessera_stdlib::scalar;
 use tessera_stdlib::Function;
-use tessera_storage::{date, decimal, DataType, DecimalType, Value};
+use tessera_storage::{date, decimal, DataType, Value};
 
 use crate::columns::BaseColumn;
 use crate::expr::{Expr, ExprKind, StrBound};
@@ -768,10 +768,8 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                         } else {
                             (self.divide_rounding(x, from_scale - to_scale)?, None)
                         };
-                        if target.precision < DecimalType::MAX_PRECISION {
-                            let outside = self.beyond(raw, power(u32::from(target.precision)))?;
-                            lost = self.either(lost, Some(outside))?;
-                        }
+                        let outside = self.beyond(raw, power(u32::from(target.precision)))?;
+                        lost = self.either(lost, Some(outside))?;
                         Ok((raw.into(), lost))
                     }
                     DataType::F32 | DataType::F64 => {

@@ -318,7 +318,7 @@ pub(super) fn query_to_llvm(
             },
             (None, HashLayout::Perfect { min, max }) => HashKind::Perfect {
                 min,
-                slots: (max - min) as u64 + 1,
+                slots: crate::physical::range_slots(min, max),
             },
             (None, HashLayout::Open { capacity }) => HashKind::Open { capacity },
         };

@@ -196,11 +196,14 @@ fn is_large(module: &Module<'_>, target: Target) -> bool {
 
 /// For large host modules: inlining, scalar replacement, combining and hoisting, as in the GPU
 /// pipeline, without the loop passes (vectorizing, induction variables, strength reduction)
-/// whose time grows with the square of the kernel's size.
+/// whose time grows with the square of the kernel's size. One round of combining need not
+/// reach a fixed point, which is no error (`no-verify-fixpoint`, as in the GPU pipeline).
 const LARGE_HOST_PASSES: &str = concat!(
     "always-inline,",
-    "function(sroa<modify-cfg>,early-cse<memssa>,instcombine<max-iterations=1>,",
-    "simplifycfg,loop-mssa(licm<allowspeculation>),instcombine<max-iterations=1>,simplifycfg)"
+    "function(sroa<modify-cfg>,early-cse<memssa>,",
+    "instcombine<max-iterations=1;no-verify-fixpoint>,",
+    "simplifycfg,loop-mssa(licm<allowspeculation>),",
+    "instcombine<max-iterations=1;no-verify-fixpoint>,simplifycfg)"
 );
 
 /// The number of instructions in `module`'s functions.

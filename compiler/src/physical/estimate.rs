@@ -62,7 +62,7 @@ impl Estimator<'_> {
         }
         let (lo, hi) = stats.int_range()?;
         Some(
-            ((hi - lo + 1) as f64)
+            (super::range_slots(lo, hi) as f64)
                 .min(stats.rows.max(1) as f64)
                 .max(1.0),
         )
@@ -109,7 +109,7 @@ impl Estimator<'_> {
                 let Some((lo, hi)) = self.int_range(column) else {
                     return UNKNOWN;
                 };
-                let width = (hi - lo + 1) as f64;
+                let width = super::range_slots(lo, hi) as f64;
                 let below = |k: f64| ((k - lo as f64) / width).clamp(0.0, 1.0);
                 match op {
                     BinaryOp::Lt => below(constant),

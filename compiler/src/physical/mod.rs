@@ -22,6 +22,12 @@ use crate::columns::{BaseColumn, ColumnId, Columns};
 use crate::expr::{AggregateExpr, Expr};
 use crate::typed::SortKey;
 
+/// The values from `min` to `max`, both included: `u64::MAX` for every 64-bit integer (whose
+/// count is one more), never a difference that wraps.
+pub fn range_slots(min: i64, max: i64) -> u64 {
+    max.abs_diff(min).saturating_add(1)
+}
+
 #[derive(Clone, Debug)]
 pub struct PhysicalQuery {
     /// In the order they run.
@@ -223,7 +229,7 @@ impl HashTable {
     pub fn slot_bytes(&self, columns: &Columns) -> u64 {
         if self.keys == BuildKeys::Chained {
             let slots = match self.layout {
-                HashLayout::Perfect { min, max } => (max - min) as u64 + 1,
+                HashLayout::Perfect { min, max } => range_slots(min, max),
                 HashLayout::Open { capacity } => capacity + 1,
             };
             return slots * 16;
@@ -240,7 +246,7 @@ impl HashTable {
             .map(|c| columns.get(*c).ty.width() as u64)
             .sum();
         let slots = match self.layout {
-            HashLayout::Perfect { min, max } => (max - min) as u64 + 1,
+            HashLayout::Perfect { min, max } => range_slots(min, max),
             HashLayout::Open { capacity } => capacity + 1,
         };
         if self.is_key_set() {

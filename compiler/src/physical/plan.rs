@@ -16,8 +16,8 @@ use crate::logical::{LogicalPlan, LogicalQuery};
 
 use super::estimate::Estimator;
 use super::{
-    BuildKeys, DenseUpdates, GroupLayout, HashLayout, HashTable, HostStep, Input, KeyDomain,
-    PartitionJoins, PartitionPass, Partitioning, PhysicalQuery, Pipeline, Sink, Step,
+    range_slots, BuildKeys, DenseUpdates, GroupLayout, HashLayout, HashTable, HostStep, Input,
+    KeyDomain, PartitionJoins, PartitionPass, Partitioning, PhysicalQuery, Pipeline, Sink, Step,
     MAX_PARTITION_PARTS, PARTITION_PART_BYTES,
 };
 
@@ -424,6 +424,17 @@ impl Planner<'_> {
         opened: Option<(Vec<OpenPipeline>, GroupLayout)>,
         keys: Vec<(ColumnId, Expr)>,
     ) -> Result<Flow, Diagnostic> {
+        // Rows of no columns (a table read from an empty CSV file) are all the same row: one
+        // if there is any, none otherwise, where a grouping without keys has one row always.
+        if keys.is_empty() {
+            let columns = input.output();
+            match opened {
+                Some((opens, _)) => self.finish_all(opens, &Sink::Materialize { columns }),
+                None => self.materialize_for_host(input)?,
+            }
+            self.host_steps.push(HostStep::Limit(1));
+            return Ok(Flow::OnHost);
+        }
         let (opens, layout) = match opened {
             Some(opened) => opened,
             None => {
@@ -1233,7 +1244,7 @@ impl Planner<'_> {
             .filter(|_| key.ty.is_integer() || key.ty.is_decimal() || key.ty == DataType::Date)
             .and_then(|c| self.estimator.int_range(c));
         if let Some((min, max)) = range {
-            let slots = (max - min) as u64 + 1;
+            let slots = range_slots(min, max);
             let limit = (rows.saturating_mul(PERFECT_SLOTS_PER_ROW)).max(PERFECT_SLOTS_ANYWAY);
             if slots <= limit && slots <= MAX_PERFECT_SLOTS {
                 return HashLayout::Perfect { min, max };
@@ -1319,7 +1330,10 @@ impl Planner<'_> {
         // the estimate is short.
         let combinations = keys
             .iter()
-            .map(|(_, e)| self.key_range(e).map(|(min, max)| (max - min + 1) as f64))
+            .map(|(_, e)| {
+                self.key_range(e)
+                    .map(|(min, max)| range_slots(min, max) as f64)
+            })
             .try_fold(1.0, |acc: f64, size| size.map(|s| acc * s))
             .unwrap_or(f64::INFINITY);
         let groups = combinations.min(rows.max(1.0));
