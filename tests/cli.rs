@@ -1492,3 +1492,64 @@ fn distinct_rows_of_no_columns_are_none_when_there_are_no_rows() {
         assert_eq!(text(&output.stdout), "n\n0\n", "{script}");
     }
 }
+
+/// `union` of two tables whose keys lie at the two ends of the 64-bit range: one dense array
+/// covering both would span every integer, so they are grouped in a hash table (the span
+/// wrapped, and the second table's key fell outside the first's array: "the data has changed").
+#[test]
+fn a_union_of_keys_at_both_ends_of_the_64_bit_range_keeps_both() {
+    use tessera_storage::column::ColumnData;
+    use tessera_storage::parquet_write::write_parquet;
+    use tessera_storage::{DataType, Field, Schema};
+    let scratch = tempfile::tempdir().expect("a scratch folder");
+    let schema = Schema::new(vec![Field::new("k", DataType::I64)]);
+    for (name, k) in [("a", i64::MIN), ("b", i64::MAX)] {
+        let path = scratch.path().join(format!("{name}.parquet"));
+        write_parquet(&path, &schema, &[ColumnData::I64(vec![k].into())], &[None])
+            .expect("written");
+    }
+    let folder = scratch.path().to_str().expect("utf-8 path");
+    let output = tessera(&[
+        "run",
+        "-c",
+        "from a | union b | sort k",
+        "--data",
+        folder,
+        "--device",
+        "cpu",
+        "--format",
+        "csv",
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(
+        text(&output.stdout),
+        "k\n-9223372036854775808\n9223372036854775807\n"
+    );
+}
+
+/// A `case` of a decimal column and number literals is a decimal (each literal the decimal it is
+/// written as), printed with every digit of its scale: the lines are DuckDB's answer to the same
+/// `CASE` (tests/conformance/decimals/case_of_decimals_and_literals.test), where a float result
+/// would print `0.5` and `-47530.86`.
+#[test]
+fn a_case_of_decimals_and_literals_prints_as_a_decimal() {
+    let folder = common::repo().join("tests/data/decimals");
+    let output = tessera(&[
+        "run",
+        "-c",
+        "from ledger | select entry, x = case when entry > 3 then 0.5 else amount end, \
+         y = case when entry % 2 == 0 then amount else 1.125 end | sort entry | take 5",
+        "--data",
+        folder.to_str().expect("utf-8 path"),
+        "--device",
+        "cpu",
+        "--format",
+        "csv",
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(
+        text(&output.stdout),
+        "entry,x,y\n0,-50000.00,-50000.000\n1,-48765.43,1.125\n2,-47530.86,-47530.860\n\
+         3,-46296.29,1.125\n4,0.50,-45061.720\n"
+    );
+}

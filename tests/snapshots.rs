@@ -75,24 +75,28 @@ const CODE_EXAMPLES: [&str; 6] = [
     "wisconsin/projection.tq",
 ];
 
-/// The code of [`CODE_EXAMPLES`] at the GPU's defaults: columns packed (`--compress auto`) and
-/// the tiles that go with them.
-fn code_snapshot(stage: Stage) {
+/// `stage` of `source` at the GPU's defaults: columns packed (`--compress auto`) and the tiles
+/// that go with them.
+fn at_gpu_defaults(source: &str, stage: Stage) -> Result<String, EmitError> {
     let target = Target::Nvptx { sm: 90 };
+    let catalog = common::catalog_for(source).with_compression(Compression::Auto);
+    emit_for_tile(
+        source,
+        stage,
+        Some(&catalog),
+        target,
+        target.default_fixed_width_tile(),
+        false,
+        PartitionJoins::default(),
+    )
+}
+
+/// The code of [`CODE_EXAMPLES`] at the GPU's defaults.
+fn code_snapshot(stage: Stage) {
     for example in CODE_EXAMPLES {
         let path = common::repo().join("examples").join(example);
         let source = std::fs::read_to_string(&path).expect("example readable");
-        let catalog = common::catalog_for(&source).with_compression(Compression::Auto);
-        let text = emit_for_tile(
-            &source,
-            stage,
-            Some(&catalog),
-            target,
-            target.default_fixed_width_tile(),
-            false,
-            PartitionJoins::default(),
-        )
-        .unwrap_or_else(|e| panic!("{example}: {e:?}"));
+        let text = at_gpu_defaults(&source, stage).unwrap_or_else(|e| panic!("{example}: {e:?}"));
         let name = format!("{}@{}", stage.name(), example.replace('/', "__"));
         insta::with_settings!({ snapshot_path => "snapshots/code", prepend_module_to_snapshot => false, input_file => &path }, {
             insta::assert_snapshot!(name, text);
@@ -123,18 +127,7 @@ fn ptx() {
 fn per_thread_groups_reduce_by_calls() {
     let emitted = |aggregates: &str, stage: Stage| {
         let source = format!("from lineorder | group lo_shipmode {{ {aggregates} }}");
-        let catalog = common::catalog_for(&source).with_compression(Compression::Auto);
-        let target = Target::Nvptx { sm: 90 };
-        emit_for_tile(
-            &source,
-            stage,
-            Some(&catalog),
-            target,
-            target.default_fixed_width_tile(),
-            false,
-            PartitionJoins::default(),
-        )
-        .expect("compiles")
+        at_gpu_defaults(&source, stage).expect("compiles")
     };
     let shuffles = |aggregates: &str| {
         let plan = emitted(aggregates, Stage::Physical);

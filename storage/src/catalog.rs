@@ -154,6 +154,9 @@ impl Catalog {
         } else if dir.is_dir() {
             crate::gen::check_generation(dir)?;
             scan_directory(dir)?
+        } else if dir.exists() {
+            // A device or a pipe, say: something there, but nothing tables can be read from.
+            return Err(StorageError::NotFileOrFolder(dir.to_path_buf()));
         } else {
             return Err(StorageError::NoDirectory(dir.to_path_buf()));
         };

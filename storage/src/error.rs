@@ -20,6 +20,8 @@ pub enum StorageError {
     },
     #[error("data {0} does not exist (the data is a folder of tables, or one table's file: .parquet, .csv, .tsv, .arrow, .feather, .ipc or .tbl)")]
     NoDirectory(PathBuf),
+    #[error("data {0} is neither a folder nor a file (the data is a folder of tables, or one table's file: .parquet, .csv, .tsv, .arrow, .feather, .ipc or .tbl)")]
+    NotFileOrFolder(PathBuf),
     #[error("no table `{0}` in the data directory")]
     UnknownTable(String),
     #[error("table `{table}` has no column `{column}`")]

@@ -112,6 +112,19 @@ pub(super) fn common_type(a: DataType, b: DataType) -> Option<DataType> {
     common(&of(a), &of(b))
 }
 
+/// The decimal all of `results` (a `case`'s) are converted to when one of them is a decimal and
+/// every other acts as one (a float literal as the decimal it is written as); `None` otherwise.
+pub(super) fn common_of_all(results: &[&Expr]) -> Option<DataType> {
+    if !results.iter().any(|r| r.ty.is_decimal()) {
+        return None;
+    }
+    let mut decimals = results.iter().map(|r| acts_as(r));
+    let first = decimals.next()??;
+    decimals.try_fold(DataType::Decimal(first), |common, next| {
+        Some(finer(common.decimal()?, next?))
+    })
+}
+
 /// The decimal holding both: the finer scale, the most digits before the point.
 fn finer(a: DecimalType, b: DecimalType) -> DataType {
     DataType::Decimal(capped(whole_digits(a, b), a.scale.max(b.scale)))

@@ -586,8 +586,11 @@ impl Analyzer<'_> {
         let Some((first, rest)) = typed_results.split_first() else {
             return Ok(Expr::null(DataType::I32, span));
         };
-        let mut ty = first.ty;
-        for result in rest {
+        // A decimal beside values acting as decimals (integers, number literals) keeps the
+        // results exact, as in arithmetic.
+        let decimal = decimals::common_of_all(&typed_results);
+        let mut ty = decimal.unwrap_or(first.ty);
+        for result in rest.iter().filter(|_| decimal.is_none()) {
             ty = match (ty, result.ty) {
                 (a, b) if a == b => a,
                 (a, b) if a.is_numeric() && b.is_numeric() => {

@@ -214,9 +214,13 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                         let v = self.value_of(otherwise, item)?;
                         (v.value, v.valid, v.overflow)
                     }
-                    // No `else`: null when no branch matches.
+                    // No `else`: null when no branch matches. A bool is an `i1` here, where
+                    // memory holds a byte.
                     None => (
-                        self.em.value_type(expr.ty).const_zero(),
+                        match expr.ty {
+                            DataType::Bool => em.i1().const_zero().into(),
+                            ty => em.value_type(ty).const_zero(),
+                        },
                         Some(em.i1().const_zero()),
                         None,
                     ),

@@ -965,6 +965,26 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         })
     }
 
+    /// Each accumulator (and count) of `aggregates` reduced over the block by `reduce`, with the
+    /// buffers they fold into.
+    fn totals(
+        &self,
+        aggregates: &[AggregatePlan],
+        accumulators: &[Accumulator<'ctx>],
+        reduce: BlockReduce<'ctx>,
+    ) -> CodegenResult<Vec<Total<'ctx>>> {
+        let mut totals = Vec::with_capacity(aggregates.len());
+        for (plan, acc) in aggregates.iter().zip(accumulators) {
+            let op = plan.kind.reduce_op();
+            totals.push(self.reduced(op, acc.ty, acc.value, plan.buffer, reduce)?);
+            if let (Some(count), Some(count_buffer)) = (acc.count, plan.count) {
+                let i64 = self.em.i64().into();
+                totals.push(self.reduced(ReduceOp::Add, i64, count, count_buffer, reduce)?);
+            }
+        }
+        Ok(totals)
+    }
+
     /// Folds a reduced total into its buffer at `slot` (its first element when `None`).
     fn fold_total(&self, total: &Total<'ctx>, slot: Option<IntValue<'ctx>>) -> CodegenResult<()> {
         let at = match slot {
@@ -992,26 +1012,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             }
             return Ok(());
         }
-        let reduce = reduce::block_reduce_call;
-        let mut totals = Vec::with_capacity(aggregates.len());
-        for (plan, acc) in aggregates.iter().zip(accumulators) {
-            totals.push(self.reduced(
-                plan.kind.reduce_op(),
-                acc.ty,
-                acc.value,
-                plan.buffer,
-                reduce,
-            )?);
-            if let (Some(count), Some(count_buffer)) = (acc.count, plan.count) {
-                totals.push(self.reduced(
-                    ReduceOp::Add,
-                    em.i64().into(),
-                    count,
-                    count_buffer,
-                    reduce,
-                )?);
-            }
-        }
+        let totals = self.totals(aggregates, accumulators, reduce::block_reduce_call)?;
         em.if_then(first_thread, || {
             totals
                 .iter()
@@ -1261,29 +1262,11 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let reached = em.b.build_load(em.i64(), slots.reached, "")?;
         let reached = reduce(em, ReduceOp::Or, reached)?.into_int_value();
         let marks = self.buffer(presence)?;
-        let mut totals = Vec::with_capacity(slots.accumulators.len());
-        for accumulators in &slots.accumulators {
-            let mut slot_totals = Vec::with_capacity(aggregates.len());
-            for (plan, acc) in aggregates.iter().zip(accumulators) {
-                slot_totals.push(self.reduced(
-                    plan.kind.reduce_op(),
-                    acc.ty,
-                    acc.value,
-                    plan.buffer,
-                    reduce,
-                )?);
-                if let (Some(count), Some(count_buffer)) = (acc.count, plan.count) {
-                    slot_totals.push(self.reduced(
-                        ReduceOp::Add,
-                        em.i64().into(),
-                        count,
-                        count_buffer,
-                        reduce,
-                    )?);
-                }
-            }
-            totals.push(slot_totals);
-        }
+        let totals = slots
+            .accumulators
+            .iter()
+            .map(|accumulators| self.totals(aggregates, accumulators, reduce))
+            .collect::<CodegenResult<Vec<_>>>()?;
         em.if_then(first_thread, || {
             for (slot, slot_totals) in totals.iter().enumerate() {
                 let at = em.const_i64(slot as i64);

@@ -107,6 +107,9 @@ macro_rules! GPU_FUNCTION_PASSES {
             "simplify-cond-branch;no-speculate-unpredictables>,",
             "sroa<modify-cfg>,early-cse<>),",
             "ipsccp,",
+            // The arguments every call of a reduction passes alike (an aggregate that sees
+            // only nulls reduces its identity), as `-O1` drops them.
+            "deadargelim,",
             "function(instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>),",
             "always-inline,",
             "function(sroa<modify-cfg>,early-cse<memssa>,",

@@ -1395,19 +1395,20 @@ fn signed_bits(value: i64) -> u32 {
 
 /// One dense array covering both inputs' key domains, if it is small enough.
 fn dense_over_both(left: &[KeyDomain], right: &[KeyDomain]) -> Option<GroupLayout> {
+    // Computed from each domain's last value, without wrapping: the two may lie at the two
+    // ends of the 64-bit range, and no dense array spans that.
+    let last = |d: &KeyDomain| {
+        d.min
+            .checked_add(i64::try_from(d.size.checked_sub(1)?).ok()?)
+    };
     let domains: Vec<KeyDomain> = left
         .iter()
         .zip(right)
         .map(|(l, r)| {
-            let min = l.min.min(r.min);
-            let end = (l.min + l.size as i64).max(r.min + r.size as i64);
-            KeyDomain {
-                min,
-                size: (end - min) as u64,
-                nullable: l.nullable || r.nullable,
-            }
+            let max = last(l)?.max(last(r)?);
+            KeyDomain::spanning(l.min.min(r.min), max, l.nullable || r.nullable)
         })
-        .collect();
+        .collect::<Option<_>>()?;
     let slots = domains
         .iter()
         .try_fold(1u64, |acc, d| acc.checked_mul(d.slots()))?;

@@ -47,6 +47,11 @@ fn a_missing_directory_is_reported() {
     assert!(
         matches!(Catalog::open(&missing, &[]), Err(StorageError::NoDirectory(p)) if p == missing)
     );
+    // There, but neither a folder nor a file.
+    let device = std::path::Path::new("/dev/null");
+    assert!(
+        matches!(Catalog::open(device, &[]), Err(StorageError::NotFileOrFolder(p)) if p == device)
+    );
 }
 
 #[test]
