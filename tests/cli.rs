@@ -27,6 +27,13 @@ fn data() -> &'static str {
     common::ssb_data().to_str().expect("utf-8 path")
 }
 
+/// `tessera run -c SCRIPT --data DATA` on the CPU, printing CSV.
+fn run_csv(script: &str, data: &str) -> Output {
+    tessera(&[
+        "run", "-c", script, "--data", data, "--device", "cpu", "--format", "csv",
+    ])
+}
+
 #[test]
 fn a_misspelled_column_is_reported_with_the_right_name() {
     let scratch = tempfile::tempdir().unwrap();
@@ -932,17 +939,10 @@ fn a_single_csv_or_tsv_file_is_a_table_named_after_it() {
         "region,amount,day\nnorth,10,2024-03-01\nsouth,,2024-03-02\nnorth,5,2024-03-02\n,7,\n",
     )
     .unwrap();
-    let output = tessera(&[
-        "run",
-        "-c",
+    let output = run_csv(
         "from `my-sales` | group region { n = count(), total = sum(amount) } | sort region",
-        "--data",
         csv.to_str().unwrap(),
-        "--device",
-        "cpu",
-        "--format",
-        "csv",
-    ]);
+    );
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert_eq!(
         text(&output.stdout),
@@ -1481,9 +1481,7 @@ fn distinct_rows_of_no_columns_are_none_when_there_are_no_rows() {
         "from e | union e | aggregate { n = count() }",
         "from e | aggregate { n = count() }",
     ] {
-        let output = tessera(&[
-            "run", "-c", script, "--data", folder, "--device", "cpu", "--format", "csv",
-        ]);
+        let output = run_csv(script, folder);
         assert!(
             output.status.success(),
             "{script}: {}",
@@ -1509,17 +1507,7 @@ fn a_union_of_keys_at_both_ends_of_the_64_bit_range_keeps_both() {
             .expect("written");
     }
     let folder = scratch.path().to_str().expect("utf-8 path");
-    let output = tessera(&[
-        "run",
-        "-c",
-        "from a | union b | sort k",
-        "--data",
-        folder,
-        "--device",
-        "cpu",
-        "--format",
-        "csv",
-    ]);
+    let output = run_csv("from a | union b | sort k", folder);
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert_eq!(
         text(&output.stdout),
@@ -1534,18 +1522,11 @@ fn a_union_of_keys_at_both_ends_of_the_64_bit_range_keeps_both() {
 #[test]
 fn a_case_of_decimals_and_literals_prints_as_a_decimal() {
     let folder = common::repo().join("tests/data/decimals");
-    let output = tessera(&[
-        "run",
-        "-c",
+    let output = run_csv(
         "from ledger | select entry, x = case when entry > 3 then 0.5 else amount end, \
          y = case when entry % 2 == 0 then amount else 1.125 end | sort entry | take 5",
-        "--data",
         folder.to_str().expect("utf-8 path"),
-        "--device",
-        "cpu",
-        "--format",
-        "csv",
-    ]);
+    );
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert_eq!(
         text(&output.stdout),
