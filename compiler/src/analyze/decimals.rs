@@ -103,31 +103,24 @@ pub(super) fn common(left: &Expr, right: &Expr) -> Option<DataType> {
     if !left.ty.is_decimal() && !right.ty.is_decimal() {
         return None;
     }
-    Some(finer(acts_as(left)?, acts_as(right)?))
+    Some(DataType::Decimal(finer(acts_as(left)?, acts_as(right)?)))
 }
 
-/// [`common`] for two types (`case` results): integers act as decimals of their width.
-pub(super) fn common_type(a: DataType, b: DataType) -> Option<DataType> {
-    let of = |ty: DataType| Expr::null(ty, Span::default());
-    common(&of(a), &of(b))
-}
-
-/// The decimal all of `results` (a `case`'s) are converted to when one of them is a decimal and
-/// every other acts as one (a float literal as the decimal it is written as); `None` otherwise.
+/// [`common`] for all of a `case`'s results: the decimal they are converted to when one of them
+/// is a decimal and every other acts as one (a float literal as the decimal it is written as).
 pub(super) fn common_of_all(results: &[&Expr]) -> Option<DataType> {
     if !results.iter().any(|r| r.ty.is_decimal()) {
         return None;
     }
-    let mut decimals = results.iter().map(|r| acts_as(r));
-    let first = decimals.next()??;
-    decimals.try_fold(DataType::Decimal(first), |common, next| {
-        Some(finer(common.decimal()?, next?))
-    })
+    let mut acting = results.iter().map(|r| acts_as(r));
+    let first = acting.next()??;
+    let common = acting.try_fold(first, |common, next| Some(finer(common, next?)))?;
+    Some(DataType::Decimal(common))
 }
 
 /// The decimal holding both: the finer scale, the most digits before the point.
-fn finer(a: DecimalType, b: DecimalType) -> DataType {
-    DataType::Decimal(capped(whole_digits(a, b), a.scale.max(b.scale)))
+fn finer(a: DecimalType, b: DecimalType) -> DecimalType {
+    capped(whole_digits(a, b), a.scale.max(b.scale))
 }
 
 /// `expr` converted to the decimal `to` for an operation: unchanged when it already counts

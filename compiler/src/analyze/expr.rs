@@ -587,29 +587,21 @@ impl Analyzer<'_> {
             return Ok(Expr::null(DataType::I32, span));
         };
         // A decimal beside values acting as decimals (integers, number literals) keeps the
-        // results exact, as in arithmetic.
-        let decimal = decimals::common_of_all(&typed_results);
-        let mut ty = decimal.unwrap_or(first.ty);
-        for result in rest.iter().filter(|_| decimal.is_none()) {
-            ty = match (ty, result.ty) {
-                (a, b) if a == b => a,
-                (a, b) if a.is_numeric() && b.is_numeric() => {
-                    if let Some(common) = decimals::common_type(a, b) {
-                        common
-                    } else if a.is_integer() && b.is_integer() {
-                        DataType::I64
-                    } else {
-                        float_type(a, b)
-                    }
-                }
-                (a, b) => {
-                    return Err(Diagnostic::type_error(
+        // results exact, as in arithmetic; beside anything else numeric, a float.
+        let ty = match decimals::common_of_all(&typed_results) {
+            Some(decimal) => decimal,
+            None => rest
+                .iter()
+                .try_fold(first.ty, |ty, result| match (ty, result.ty) {
+                    (a, b) if a == b => Ok(a),
+                    (a, b) if a.is_integer() && b.is_integer() => Ok(DataType::I64),
+                    (a, b) if a.is_numeric() && b.is_numeric() => Ok(float_type(a, b)),
+                    (a, b) => Err(Diagnostic::type_error(
                         result.span,
                         format!("`case` results have different types: `{a}` and `{b}`"),
-                    ))
-                }
-            };
-        }
+                    )),
+                })?,
+        };
         let nullable = otherwise.is_none() || results.iter().any(|r| r.nullable);
         let convert = |e: Expr| {
             if ty.is_decimal() {

@@ -1605,28 +1605,24 @@ fn order_steps(steps: Vec<Step>, tables: &[HashTable], probe_costs: &[f64]) -> V
     // the script's order, ranked by their joint selectivity: ordered by their own estimates, two
     // bounds of a range would swap when only their constants change, and the script would
     // compile as another shape instead of reusing the code of its variants.
-    let mut same_columns: HashMap<Vec<ColumnId>, (usize, f64)> = HashMap::new();
-    let mut filter_group: Vec<Option<Vec<ColumnId>>> = vec![None; steps.len()];
+    // A filter's group is named by its first filter; `joint[first]` is the group's selectivity.
+    let mut first_over: HashMap<Vec<ColumnId>, usize> = HashMap::new();
+    let mut group = vec![0; steps.len()];
+    let mut joint = vec![1.0; steps.len()];
     for (index, step) in steps.iter().enumerate() {
         if let Step::Filter { selectivity, .. } = step {
             let mut columns = uses(step);
             columns.sort_unstable();
             columns.dedup();
-            let group = same_columns.entry(columns.clone()).or_insert((index, 1.0));
-            group.1 *= selectivity;
-            filter_group[index] = Some(columns);
+            let first = *first_over.entry(columns).or_insert(index);
+            group[index] = first;
+            joint[first] *= selectivity;
         }
     }
     // (class, cost, the first step of its group); the least goes first.
     let rank = |index: usize, step: &Step| -> (u8, f64, usize) {
         match step {
-            Step::Filter { selectivity, .. } => match &filter_group[index] {
-                Some(columns) => {
-                    let (first, joint) = same_columns[columns];
-                    (0, joint, first)
-                }
-                None => (0, *selectivity, index),
-            },
+            Step::Filter { .. } => (0, joint[group[index]], group[index]),
             // A probe that can match several rows multiplies the rows after it: last.
             Step::Probe { table, .. } if tables[*table].keys == BuildKeys::Chained => {
                 (1, f64::INFINITY, index)
