@@ -159,3 +159,58 @@ fn literal(expr: &Expr, to: DecimalType) -> Option<Expr> {
         )
     })
 }
+
+/// `value op literal` at the value's own scale, when the literal has more digits after the point
+/// than the value (a decimal, or an integer acting as one of scale 0).
+pub(super) enum AtValueScale {
+    /// The comparison with the literal rounded to the value's scale, the way `op` needs.
+    Compare(Expr),
+    /// `==` (`!=` for `false`) with a literal no value of that scale equals: `false` (`true`)
+    /// for every value, `null` for null.
+    Never { equal: bool },
+}
+
+/// `value op literal` compared at the value's scale rather than the literal's, or `None` when
+/// the literal has no more digits after the point than the value. Rescaling the value would
+/// multiply every row's value by a power of ten and could leave 64 bits (`price > 1.0000001`
+/// with `price` of scale 2 multiplies prices by 10^5), an error where the comparison has an
+/// answer; the literal rounded towards the side `op` keeps is exact instead: for a value `x`
+/// counting units of the coarser scale, `x > c` holds exactly when `x > floor(c)`, `x >= c`
+/// when `x >= ceil(c)`, and so on.
+pub(super) fn at_value_scale(op: BinaryOp, value: &Expr, literal: &Expr) -> Option<AtValueScale> {
+    if matches!(value.kind, ExprKind::Literal(_))
+        || !value.ty.is_decimal() && !literal.ty.is_decimal()
+    {
+        return None;
+    }
+    let coarse = acts_as(value)?;
+    let (raw, scale) = match literal.kind {
+        ExprKind::Literal(Value::Float(x)) => {
+            decimal::literal_type(x).map(|(raw, d)| (raw, d.scale))?
+        }
+        ExprKind::Literal(Value::Decimal(raw, scale)) => (raw, scale),
+        _ => return None,
+    };
+    let digits = scale.checked_sub(coarse.scale).filter(|d| *d > 0)?;
+    let unit = decimal::power_of_ten(u32::from(digits));
+    let floor = raw.div_euclid(unit);
+    let exact = raw.rem_euclid(unit) == 0;
+    let ceil = floor + i64::from(!exact);
+    let rounded = match op {
+        BinaryOp::Gt | BinaryOp::Le => floor,
+        BinaryOp::Ge | BinaryOp::Lt => ceil,
+        BinaryOp::Eq | BinaryOp::Ne if exact => floor,
+        BinaryOp::Eq => return Some(AtValueScale::Never { equal: true }),
+        BinaryOp::Ne => return Some(AtValueScale::Never { equal: false }),
+        _ => return None,
+    };
+    let literal = match value.ty {
+        DataType::Decimal(_) => Expr::literal(
+            Value::Decimal(rounded, coarse.scale),
+            DataType::Decimal(capped(MAX, coarse.scale)),
+            literal.span,
+        ),
+        _ => Expr::literal(Value::Int(rounded), DataType::I64, literal.span),
+    };
+    Some(AtValueScale::Compare(literal))
+}

@@ -415,6 +415,31 @@ impl Analyzer<'_> {
                 .with_hint("compare a string column with a literal"))
             }
         };
+        let rounded = decimals::at_value_scale(op, &left, &right)
+            .map(|at| (op, left.clone(), at))
+            .or_else(|| {
+                decimals::at_value_scale(mirror(op), &right, &left)
+                    .map(|at| (mirror(op), right.clone(), at))
+            });
+        if let Some((op, value, at)) = rounded {
+            return match at {
+                decimals::AtValueScale::Compare(literal) => {
+                    self.comparison(op, Operand::Value(value), Operand::Value(literal), span)
+                }
+                // `x != x` is false and `x == x` true for every decimal or integer `x`, and
+                // both are null where `x` is, as the comparison with the literal would be.
+                decimals::AtValueScale::Never { equal } => {
+                    let never = if equal { BinaryOp::Ne } else { BinaryOp::Eq };
+                    Ok(Expr::binary(
+                        never,
+                        value.clone(),
+                        value,
+                        DataType::Bool,
+                        span,
+                    ))
+                }
+            };
+        }
         let (l, r) = (left.ty, right.ty);
         let ordered = !matches!(op, BinaryOp::Eq | BinaryOp::Ne);
         let common = if l == r {
