@@ -4,6 +4,7 @@
 //! -o Q.tqx` writes it as JSON, and `tessera run Q.tqx` executes it without compiling anything.
 
 mod describe;
+pub mod wide_key;
 
 use tessera_stdlib::scalar;
 use tessera_stdlib::Function;
@@ -16,7 +17,7 @@ use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
 
 /// Bumped whenever the format changes, so an old artifact is refused with a clear message.
-pub const FORMAT_VERSION: u32 = 19;
+pub const FORMAT_VERSION: u32 = 20;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {
@@ -460,14 +461,19 @@ pub enum ResultShape {
         /// One byte per slot, non-zero where the group exists.
         presence: usize,
     },
-    /// One row per occupied slot of a hash table keyed by the group keys packed in 64 bits.
+    /// One row per occupied slot of a hash table keyed by the group keys packed in 64 bits,
+    /// or, for keys wider than that, in several words ([`wide_key`]).
     Hash {
         keys: Vec<HashKey>,
         aggregates: Vec<AggregateSlot>,
         /// The table's key words (`per_group_slot`): the packed key with its top bit flipped,
         /// 0 when the slot is empty; the extra last slot holds the packed key `1 << 63` and is
-        /// non-zero when that group exists.
+        /// non-zero when that group exists. For a wide key, each slot's first word, 0 when the
+        /// slot is empty.
         key_buffer: usize,
+        /// For a wide key, the buffers of each slot's second and later words (empty for a key
+        /// of one word).
+        wide: Vec<usize>,
     },
     /// Rows written out by a pipeline: `count` (an `i64`) of them in each column's buffer.
     Rows {
@@ -488,7 +494,8 @@ pub struct RowColumn {
     pub dictionary: Option<(String, String)>,
 }
 
-/// A group key of a hash-grouped result: bits `shift .. shift + bits` of the packed key.
+/// A group key of a hash-grouped result: bits `shift .. shift + bits` of the packed key (for a
+/// wide key, of its stream of [`wide_key::WORD_BITS`]-bit fields).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct HashKey {
     pub id: u32,

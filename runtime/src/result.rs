@@ -14,6 +14,7 @@ use tessera_storage::derived::DerivedString;
 use tessera_storage::{decimal, Catalog, DataType, Dictionary, Value};
 
 use crate::exec::RuntimeError;
+use crate::program::wide_key;
 use crate::program::{
     AggregateKind, AggregateSlot, HostAggregate, HostExpr, HostOp, ResultShape, ResultSpec,
     RowColumn,
@@ -184,9 +185,10 @@ pub(crate) fn fetch_result(
         ResultShape::Hash {
             aggregates,
             key_buffer,
+            wide,
             ..
         } => {
-            let mut columns = vec![(*key_buffer, 8)];
+            let mut columns = key_word_columns(*key_buffer, wide);
             aggregate_columns(aggregates, &mut columns);
             Fetched::Groups(buffers.present(*key_buffer, 8, capacity + 1, &columns)?)
         }
@@ -315,9 +317,10 @@ fn decode_groups<C: Collected>(
             keys,
             aggregates,
             key_buffer,
+            wide,
         } => {
             // The key words come back first, then the aggregates (as fetched).
-            let places = aggregate_columns(aggregates, &mut vec![(*key_buffer, 8)]);
+            let places = aggregate_columns(aggregates, &mut key_word_columns(*key_buffer, wide));
             let columns: Vec<_> = keys
                 .iter()
                 .map(|k| (k.id, k.ty, k.dictionary.as_ref()))
@@ -328,6 +331,33 @@ fn decode_groups<C: Collected>(
                 aggregates,
                 places: &places,
             };
+            if !wide.is_empty() {
+                return grouped.decode(steps, catalog, |i, _, row, dictionaries| {
+                    let words = (0..=wide.len())
+                        .map(|w| {
+                            match element(&present.columns[w], DataType::I64, present.element(i))? {
+                                Value::Int(word) => Ok(word as u64),
+                                _ => Err(RuntimeError::Malformed(
+                                    "a hash table's key word is not an integer".into(),
+                                )),
+                            }
+                        })
+                        .collect::<Result<Vec<u64>, RuntimeError>>()?;
+                    for (key, dictionary) in keys.iter().zip(dictionaries) {
+                        if key.nullable && wide_key::field(&words, key.shift + key.bits, 1) == 1 {
+                            row.push(Value::Null);
+                            continue;
+                        }
+                        let field = wide_key::field(&words, key.shift, key.bits);
+                        let raw = match key.min {
+                            Some(min) => min.wrapping_add(field as i64),
+                            None => unpack(field, 0, key.bits),
+                        };
+                        row.push(key_value(key.ty, raw, dictionary.as_ref()));
+                    }
+                    Ok(())
+                });
+            }
             grouped.decode(steps, catalog, |i, slot, row, dictionaries| {
                 let Value::Int(word) =
                     element(&present.columns[0], DataType::I64, present.element(i))?
@@ -891,8 +921,19 @@ fn check_row(op: &HostOp, row: &[Value], header: &Rows) -> Result<bool, RuntimeE
 }
 
 /// A group key's value from its raw integer (a dictionary code for strings).
+/// The buffers a hash grouping's key is read back from: its first words, then any others.
+fn key_word_columns(key_buffer: usize, wide: &[usize]) -> Vec<(usize, u32)> {
+    std::iter::once(key_buffer)
+        .chain(wide.iter().copied())
+        .map(|buffer| (buffer, 8))
+        .collect()
+}
+
+/// A group key's value from the bits it was grouped by (a float's bits, the others' values).
 fn key_value(ty: DataType, raw: i64, dictionary: Option<&Arc<Dictionary>>) -> Value {
     match (ty, dictionary) {
+        (DataType::F64, _) => Value::Float(f64::from_bits(raw as u64)),
+        (DataType::F32, _) => Value::Float(f64::from(f32::from_bits(raw as u32))),
         (DataType::Str, Some(d)) => Value::Str(d.value(raw as i32).unwrap_or_default().to_string()),
         (DataType::Date, _) => Value::Date(raw as i32),
         (DataType::Timestamp, _) => Value::Timestamp(raw),

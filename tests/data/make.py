@@ -40,6 +40,11 @@ times/: timestamps and times of day as DuckDB writes them.
     (microseconds, fractions of a second, instants before 1970), `at_ms` TIMESTAMP_MS, `at_ns`
     TIMESTAMP_NS, `at_tz` TIMESTAMPTZ (stored as UTC), `clock` TIME, `day` DATE; each with nulls.
 
+wide/: group keys whose bits do not fit one 64-bit word, and floating-point keys.
+  events(id, account, session, score, ratio, tag, v): 3,000 rows; `account` BIGINT values at both
+    ends of the 64-bit range, `session` the same with nulls, `score` a DOUBLE with nulls, NaN,
+    -0.0 and 0.0, `ratio` a FLOAT, `tag` a string.
+
 csv/: a CSV file as DuckDB writes one (a header, empty fields for nulls, quotes where needed).
   weather(station, day, temp, rain, note): 200 rows of integers, dates, floats, booleans and
     strings (some with commas and quotes), each column with nulls.
@@ -89,6 +94,7 @@ def main():
         con.execute(f"COPY {table} TO '{folder / (table + '.parquet')}' (FORMAT parquet)")
 
     write_decimals(con, ROOT / "decimals")
+    write_wide(con, ROOT / "wide")
     write_times(con, ROOT / "times")
 
     folder = ROOT / "csv"
@@ -181,6 +187,31 @@ def write_times(con, folder):
     )
     con.execute(f"COPY events TO '{folder / 'events.parquet'}' (FORMAT parquet)")
     con.execute("RESET TimeZone")
+
+
+def write_wide(con, folder):
+    folder.mkdir(exist_ok=True)
+    con.execute(
+        """
+        CREATE TABLE events AS
+        SELECT
+            i::INTEGER AS id,
+            CASE i % 3 WHEN 0 THEN -9223372036854775807 + i % 37
+                       WHEN 1 THEN 9223372036854775807 - i % 41
+                       ELSE (i % 29) * 123456789012345 END::BIGINT AS account,
+            CASE WHEN i % 11 = 0 THEN NULL
+                 WHEN i % 2 = 0 THEN 9223372036854775807 - i % 5
+                 ELSE -9223372036854775807 - 1 + i % 7 END::BIGINT AS session,
+            CASE WHEN i % 13 = 0 THEN NULL WHEN i % 17 = 0 THEN 'nan'::DOUBLE
+                 WHEN i % 19 = 0 THEN -0.0::DOUBLE WHEN i % 23 = 0 THEN 0.0::DOUBLE
+                 ELSE (i % 7) * 0.5 END::DOUBLE AS score,
+            ((i % 3) * 1.25)::FLOAT AS ratio,
+            'tag' || (i % 4) AS tag,
+            (i % 6)::INTEGER AS v
+        FROM range(3000) t(i)
+        """
+    )
+    con.execute(f"COPY events TO '{folder / 'events.parquet'}' (FORMAT parquet)")
 
 
 def write_decimals(con, folder):

@@ -130,8 +130,18 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             .tile_array(self.em.i8().into(), &format!("{}_valid", info.name))?;
         let (aggregates, nullable) = match &groups {
             ResultShape::Hash {
-                keys, aggregates, ..
+                keys,
+                aggregates,
+                wide,
+                ..
             } => match keys.iter().find(|k| k.id == id.0) {
+                // The planner reads such keys on the host.
+                Some(_) if !wide.is_empty() || info.ty.is_float() => {
+                    return Err(CodegenError::Invalid(format!(
+                        "the key {} is not read back from one word",
+                        info.name
+                    )))
+                }
                 Some(key) => {
                     self.hash_key(key, values, valid)?;
                     (None, key.nullable)

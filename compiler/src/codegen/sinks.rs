@@ -4,7 +4,7 @@
 
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
-use inkwell::IntPredicate;
+use inkwell::{FloatPredicate, IntPredicate};
 use tessera_grammar::Diagnostic;
 use tessera_runtime::emit::{Item, TileArray};
 use tessera_runtime::primitives::dict_code::dict_code;
@@ -12,7 +12,7 @@ use tessera_runtime::primitives::group;
 use tessera_runtime::primitives::hash::{self, status};
 use tessera_runtime::primitives::reduce::{self, ReduceOp};
 use tessera_runtime::program::{
-    AggregateKind, AggregateSlot, DenseKey, Fill, HashKey, Param, ResultShape,
+    wide_key, AggregateKind, AggregateSlot, DenseKey, Fill, HashKey, Param, ResultShape,
 };
 use tessera_runtime::{CodegenError, CodegenResult};
 use tessera_stdlib::Aggregate;
@@ -21,7 +21,8 @@ use tessera_storage::DataType;
 use crate::columns::ColumnId;
 use crate::expr::Expr;
 use crate::physical::{
-    hash_key_bits, DenseUpdates, GroupLayout, KeyDomain, PartitionPass, Pipeline, Sink,
+    hash_key_bits, hash_key_words, DenseUpdates, GroupLayout, KeyDomain, PartitionPass, Pipeline,
+    Sink,
 };
 
 use super::expr::code_origin;
@@ -31,11 +32,13 @@ use super::partition::PartCounts;
 use super::query::{key_translation, payload_fields, QueryContext};
 
 pub(super) enum SinkPlan {
-    /// Groups found in a hash table by their keys packed in 64 bits.
+    /// Groups found in a hash table by their keys packed in 64 bits, or in several words
+    /// (`wide_key`) when they take more.
     HashGroups {
         keys: Vec<PackedKey>,
         aggregates: Vec<AggregatePlan>,
-        key_buffer: usize,
+        /// The buffer of each slot's key word, or of each of its words for a wide key.
+        key_buffers: Vec<usize>,
     },
     Build {
         table: usize,
@@ -72,9 +75,10 @@ pub(super) struct AggregatePlan {
     count: Option<usize>,
 }
 
-/// A hash group key and where its bits go in the packed key: bits `shift .. shift + bits`,
-/// holding its two's-complement bits, or its offset from `min` when packed by range; a key that
-/// may be null has its null flag in the bit above.
+/// A hash group key and where its bits go in the packed key: bits `shift .. shift + bits`
+/// (of the stream of a wide key's words), holding its two's-complement bits (a float's, with
+/// -0 as 0 and every NaN as one), or its offset from `min` when packed by range; a key that may
+/// be null has its null flag in the bit above.
 pub(super) struct PackedKey {
     pub expr: Expr,
     pub shift: u32,
@@ -187,9 +191,11 @@ impl SinkPlan {
         match self {
             SinkPlan::HashGroups {
                 aggregates,
-                key_buffer,
+                key_buffers,
                 ..
-            } => std::iter::once(*key_buffer)
+            } => key_buffers
+                .iter()
+                .copied()
                 .chain(
                     aggregates
                         .iter()
@@ -424,7 +430,8 @@ pub(super) fn plan_sink(
 
 /// The sink of a hash grouping: keys of up to 32 bits each are packed two to a 64-bit word
 /// (a 64-bit key alone), which the table compares whole. A key that may be null takes one bit
-/// more, set for null (its value bits then zero, so all nulls make one group).
+/// more, set for null (its value bits then zero, so all nulls make one group). Keys taking
+/// more than 64 bits are packed one after another into the words of a wide key.
 fn hash_groups(
     qc: &mut QueryContext<'_>,
     keys: &[(ColumnId, Expr)],
@@ -439,11 +446,15 @@ fn hash_groups(
             "a hash grouping's keys do not fit its packed key",
         )
     })?;
-    let mut shift = 64;
+    let words = hash_key_words(keys, &widths);
+    // One word is filled from its top, the stream of a wide key's words from its start.
+    let mut next = if words == 1 { 64 } else { 0 };
     let mut packed = Vec::with_capacity(keys.len());
     let mut described = Vec::with_capacity(keys.len());
     for (index, ((id, expr), bits)) in keys.iter().zip(widths).enumerate() {
-        shift -= bits + u32::from(expr.nullable);
+        let width = bits + u32::from(expr.nullable);
+        let shift = if words == 1 { next - width } else { next };
+        next = if words == 1 { shift } else { next + width };
         let min = ranges.map(|ranges| ranges[index].min);
         if let (Some(range), Some(source)) = (ranges.map(|r| r[index]), expr.as_column()) {
             qc.assume_range(source, range.min, range.min + range.size as i64 - 1);
@@ -474,19 +485,31 @@ fn hash_groups(
         .chain(slots.iter().map(|slot| ColumnId(slot.id)))
         .collect();
     let sink = qc.sink(&sink_ids);
-    let key_buffer = qc.sink_buffer(sink, "group keys", |qc| {
-        qc.group_buffer("group keys".into(), 8, Fill::Zero)
-    });
+    let key_buffers: Vec<usize> = (0..words)
+        .map(|word| {
+            let name = match word {
+                0 => "group keys".to_string(),
+                _ => format!("group key words {}", word + 1),
+            };
+            qc.sink_buffer(sink, &name, |qc| {
+                qc.group_buffer(name.clone(), 8, Fill::Zero)
+            })
+        })
+        .collect();
     Ok((
         SinkPlan::HashGroups {
             keys: packed,
             aggregates,
-            key_buffer,
+            key_buffers: key_buffers.clone(),
         },
         Some(ResultShape::Hash {
             keys: described,
             aggregates: slots,
-            key_buffer,
+            key_buffer: key_buffers[0],
+            wide: match words {
+                1 => Vec::new(),
+                _ => key_buffers[1..].to_vec(),
+            },
         }),
     ))
 }
@@ -655,10 +678,10 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 SinkPlan::HashGroups {
                     keys,
                     aggregates,
-                    key_buffer,
+                    key_buffers,
                 },
                 _,
-            ) => self.hash_tile(qc, keys, aggregates, *key_buffer),
+            ) => self.hash_tile(qc, keys, aggregates, key_buffers),
             (SinkPlan::KeepGroups, _) => self.keep_groups_tile(),
             (SinkPlan::Aggregate { aggregates, .. }, SinkState::Scalar(accumulators)) => {
                 self.scalar_tile(aggregates, accumulators)
@@ -1355,57 +1378,50 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         qc: &QueryContext<'_>,
         keys: &[PackedKey],
         aggregates: &[AggregatePlan],
-        key_buffer: usize,
+        key_buffers: &[usize],
     ) -> CodegenResult<()> {
         self.load_group_columns(keys.iter().map(|key| &key.expr), aggregates)?;
         let status = self.buffer(qc.status)?;
-        let table = self.buffer(key_buffer)?;
+        let tables = key_buffers
+            .iter()
+            .map(|buffer| self.buffer(*buffer))
+            .collect::<CodegenResult<Vec<_>>>()?;
         let capacity = self.param(&Param::GroupCapacity)?.into_int_value();
         let targets = self.global_targets(aggregates)?;
         let em = &self.em;
         em.for_each_item(|item| {
             let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
             em.if_then(flag, || {
-                let mut packed = em.const_i64(0);
-                for PackedKey {
-                    expr: key,
-                    shift,
-                    bits,
-                    min,
-                } in keys
-                {
-                    let evaluated = self.eval(key, item)?;
-                    let value = evaluated.value.into_int_value();
-                    let value = if value.get_type().get_bit_width() == 1 {
-                        em.b.build_int_z_extend(value, em.i32(), "")?
-                    } else {
-                        value
-                    };
-                    let mut field = match min {
-                        // Its offset from the range's minimum (the range is checked when the
-                        // program runs).
-                        Some(min) => {
-                            let wide = if value.get_type().get_bit_width() < 64 {
-                                em.b.build_int_s_extend(value, em.i64(), "")?
-                            } else {
-                                value
-                            };
-                            em.b.build_int_sub(wide, em.const_i64(*min), "")?
+                let slot = if tables.len() == 1 {
+                    let mut packed = em.const_i64(0);
+                    for key in keys {
+                        let (mut field, valid) = self.key_field(key, item)?;
+                        // A null: no value bits, and the flag above them.
+                        if let Some(valid) = valid {
+                            let flag = em.const_i64(1i64 << key.bits);
+                            field = em.b.build_select(valid, field, flag, "")?.into_int_value();
                         }
-                        // A key's two's-complement bits, zero-extended into its field.
-                        None if *bits == 64 => value,
-                        None => em.b.build_int_z_extend(value, em.i64(), "")?,
-                    };
-                    // A null: no value bits, and the flag above them.
-                    if let (true, Some(valid)) = (key.nullable, evaluated.valid) {
-                        let flag = em.const_i64(1i64 << bits);
-                        field = em.b.build_select(valid, field, flag, "")?.into_int_value();
+                        let field =
+                            em.b.build_left_shift(field, em.const_i64(i64::from(key.shift)), "")?;
+                        packed = em.b.build_or(packed, field, "packed")?;
                     }
-                    let field =
-                        em.b.build_left_shift(field, em.const_i64(i64::from(*shift)), "")?;
-                    packed = em.b.build_or(packed, field, "packed")?;
-                }
-                let slot = group::group_slot(em, table, capacity, packed, status)?;
+                    group::group_slot(em, tables[0], capacity, packed, status)?
+                } else {
+                    let mut words = vec![em.const_i64(wide_key::STORED as i64); tables.len()];
+                    for key in keys {
+                        let (mut field, valid) = self.key_field(key, item)?;
+                        if let Some(valid) = valid {
+                            field =
+                                em.b.build_select(valid, field, em.const_i64(0), "")?
+                                    .into_int_value();
+                            let null = em.b.build_not(valid, "")?;
+                            let null = em.b.build_int_z_extend(null, em.i64(), "")?;
+                            self.put_wide_field(&mut words, key.shift + key.bits, 1, null)?;
+                        }
+                        self.put_wide_field(&mut words, key.shift, key.bits, field)?;
+                    }
+                    group::group_slot_wide(em, &tables, capacity, &words, status)?
+                };
                 let placed =
                     em.b.build_int_compare(IntPredicate::SGE, slot, em.const_i64(0), "")?;
                 em.if_then(placed, || {
@@ -1413,6 +1429,80 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 })
             })
         })
+    }
+
+    /// A hash key's field for `item`, as an `i64` of `key.bits` bits, and, for a key that may
+    /// be null, whether it holds a value.
+    fn key_field(
+        &self,
+        key: &PackedKey,
+        item: Item<'ctx>,
+    ) -> CodegenResult<(IntValue<'ctx>, Option<IntValue<'ctx>>)> {
+        let em = &self.em;
+        let evaluated = self.eval(&key.expr, item)?;
+        let value = match evaluated.value {
+            BasicValueEnum::FloatValue(x) => {
+                // Equal floats group together: -0 with 0, and every NaN with every other.
+                let ty = x.get_type();
+                let zero = ty.const_zero();
+                let is_zero = em.b.build_float_compare(FloatPredicate::OEQ, x, zero, "")?;
+                let x = em.b.build_select(is_zero, zero, x, "")?.into_float_value();
+                let is_nan = em.b.build_float_compare(FloatPredicate::UNO, x, x, "")?;
+                let nan = ty.const_float(f64::NAN);
+                let x = em.b.build_select(is_nan, nan, x, "")?.into_float_value();
+                let bits = match ty.get_bit_width() {
+                    32 => em.i32(),
+                    _ => em.i64(),
+                };
+                em.b.build_bit_cast(x, bits, "")?.into_int_value()
+            }
+            value => value.into_int_value(),
+        };
+        let value = if value.get_type().get_bit_width() == 1 {
+            em.b.build_int_z_extend(value, em.i32(), "")?
+        } else {
+            value
+        };
+        let field = match key.min {
+            // Its offset from the range's minimum (the range is checked when the program runs).
+            Some(min) => {
+                let wide = if value.get_type().get_bit_width() < 64 {
+                    em.b.build_int_s_extend(value, em.i64(), "")?
+                } else {
+                    value
+                };
+                em.b.build_int_sub(wide, em.const_i64(min), "")?
+            }
+            // A key's two's-complement bits, zero-extended into its field.
+            None if key.bits == 64 => value,
+            None => em.b.build_int_z_extend(value, em.i64(), "")?,
+        };
+        let valid = evaluated.valid.filter(|_| key.expr.nullable);
+        Ok((field, valid))
+    }
+
+    /// Ors `field` (an `i64` of `bits` bits) into the words of a wide key at bit `offset` of
+    /// their stream, in the pieces `wide_key::parts` cuts it into.
+    fn put_wide_field(
+        &self,
+        words: &mut [IntValue<'ctx>],
+        offset: u32,
+        bits: u32,
+        field: IntValue<'ctx>,
+    ) -> CodegenResult<()> {
+        let b = &self.em.b;
+        for part in wide_key::parts(offset, bits) {
+            let piece =
+                b.build_right_shift(field, self.em.const_i64(i64::from(part.from)), false, "")?;
+            let piece = b.build_and(
+                piece,
+                self.em.const_i64(wide_key::low_mask(part.bits) as i64),
+                "",
+            )?;
+            let piece = b.build_left_shift(piece, self.em.const_i64(i64::from(part.shift)), "")?;
+            words[part.word] = b.build_or(words[part.word], piece, "word")?;
+        }
+        Ok(())
     }
 
     /// Folds the block's copy of the group arrays into the global ones.

@@ -16,6 +16,7 @@ pub use plan::logical_to_pipelines;
 
 use tessera_grammar::ast::JoinKind;
 use tessera_grammar::Span;
+use tessera_runtime::program::wide_key;
 use tessera_storage::DataType;
 
 use crate::columns::{BaseColumn, ColumnId, Columns};
@@ -295,27 +296,38 @@ pub enum GroupLayout {
     },
 }
 
-/// The bits each key of a hash grouping takes in the 64-bit word it is packed into: its value
-/// range's bits with `ranges`, else its type's ([`type_bits`]); `None` when they do not fit,
-/// with one bit more for each key that may be null, or a key is a float.
+/// The bits each key of a hash grouping takes in the key it is packed into: its value range's
+/// bits with `ranges`, else its type's ([`type_bits`]); `None` when they do not fit the widest
+/// key, with one bit more for each key that may be null.
 pub fn hash_key_bits(keys: &[(ColumnId, Expr)], ranges: Option<&[KeyDomain]>) -> Option<Vec<u32>> {
     let bits: Vec<u32> = match ranges {
         Some(ranges) => ranges.iter().map(KeyDomain::offset_bits).collect(),
         None => keys.iter().map(|(_, e)| type_bits(e.ty)).collect(),
     };
-    let flags = keys.iter().filter(|(_, e)| e.nullable).count() as u32;
-    let fits = keys.iter().all(|(_, e)| !e.ty.is_float())
-        && (ranges.is_some() || bits.iter().all(|b| *b > 0))
-        && bits.iter().sum::<u32>() + flags <= 64;
-    fits.then_some(bits)
+    let most = wide_key::MAX_WORDS as u32 * wide_key::WORD_BITS;
+    (packed_bits(keys, &bits) <= most).then_some(bits)
 }
 
-/// The bits a hash key packed by its type takes: 64 for 64-bit values, 32 for the others, none
-/// for a float (which cannot be packed).
+/// The 64-bit words the packed key of a hash grouping takes, its keys taking `bits`: one when
+/// they fit it, else a wide key's (`tessera_runtime::program::wide_key`), whose words hold 63.
+pub fn hash_key_words(keys: &[(ColumnId, Expr)], bits: &[u32]) -> usize {
+    match packed_bits(keys, bits) {
+        ..=64 => 1,
+        wide => wide_key::words(wide),
+    }
+}
+
+/// The bits of the keys' fields and their null flags.
+fn packed_bits(keys: &[(ColumnId, Expr)], bits: &[u32]) -> u32 {
+    let flags = keys.iter().filter(|(_, e)| e.nullable).count() as u32;
+    bits.iter().sum::<u32>() + flags
+}
+
+/// The bits a hash key packed by its type takes: 64 for 64-bit values (a float's bits
+/// included), 32 for the others.
 pub fn type_bits(ty: DataType) -> u32 {
     match ty.physical() {
-        DataType::I64 => 64,
-        DataType::F32 | DataType::F64 => 0,
+        DataType::I64 | DataType::F64 => 64,
         _ => 32,
     }
 }

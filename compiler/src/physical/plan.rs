@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use tessera_grammar::ast::{BinaryOp, JoinKind, SetOp};
 use tessera_grammar::{Diagnostic, Span};
+use tessera_runtime::program::wide_key;
 use tessera_stdlib::Aggregate;
 use tessera_storage::{Catalog, DataType, Value};
 
@@ -270,13 +271,21 @@ impl Planner<'_> {
         else {
             return;
         };
-        let slots = match layout {
+        let (slots, keys_readable) = match layout {
             GroupLayout::Scalar => return,
-            GroupLayout::Dense { .. } => layout.slots(),
-            GroupLayout::Hash { capacity, .. } => *capacity,
+            GroupLayout::Dense { .. } => (layout.slots(), true),
+            // Keys are read back from one packed word; a wide key's words and a float's bits
+            // are read on the host.
+            GroupLayout::Hash { capacity, ranges } => (
+                *capacity,
+                super::hash_key_bits(keys, ranges.as_deref())
+                    .is_some_and(|bits| super::hash_key_words(keys, &bits) == 1)
+                    && !keys.iter().any(|(_, e)| e.ty.is_float()),
+            ),
         };
         let readable: Vec<ColumnId> = keys
             .iter()
+            .filter(|_| keys_readable)
             .map(|(id, _)| *id)
             .chain(
                 aggregates
@@ -1353,6 +1362,8 @@ impl Planner<'_> {
         let flags: u32 = keys.iter().map(|(_, e)| u32::from(e.nullable)).sum();
         let by_type: u32 = keys.iter().map(|(_, e)| super::type_bits(e.ty)).sum();
         let floats = keys.iter().any(|(_, e)| e.ty.is_float());
+        // Keys that fit one word by their types need no ranges; wider ones are packed by range
+        // when that fits one word, else by type into a wide key.
         if floats || by_type + flags <= 64 {
             return None;
         }
@@ -1520,7 +1531,10 @@ fn grouping(
             let span = keys.first().map(|(_, e)| e.span).unwrap_or_default();
             return Err(Diagnostic::unsupported(
                 span,
-                "grouping by these keys needs a hash table, which takes at most two keys of 32 bits, or one of 64, with one bit more for each key that may be null, and no floating-point keys",
+                format!(
+                    "grouping by these keys needs a hash table, whose key holds at most {} bits: 64 for each 64-bit key, 32 for each other, and one more for each key that may be null",
+                    wide_key::MAX_WORDS as u32 * wide_key::WORD_BITS
+                ),
             ));
         }
     }

@@ -165,10 +165,17 @@ fn shape_text(shape: &ResultShape) -> String {
             aggregates.len()
         ),
         ResultShape::Hash {
-            keys, aggregates, ..
+            keys,
+            aggregates,
+            wide,
+            ..
         } => format!(
-            "the groups of a hash table of {} keys, {} aggregates",
+            "the groups of a hash table of {} keys{}, {} aggregates",
             keys.len(),
+            match wide.len() {
+                0 => String::new(),
+                more => format!(" in {} words", more + 1),
+            },
             aggregates.len()
         ),
         ResultShape::Rows { columns, .. } => format!("rows of {} columns", columns.len()),
