@@ -332,23 +332,30 @@ fn decode_groups<C: Collected>(
                 places: &places,
             };
             if !wide.is_empty() {
+                let count = wide.len() + 1;
+                if count > wide_key::MAX_WORDS {
+                    return Err(RuntimeError::Malformed(format!(
+                        "a hash table's key of {count} words"
+                    )));
+                }
                 return grouped.decode(steps, catalog, |i, _, row, dictionaries| {
-                    let words = (0..=wide.len())
-                        .map(|w| {
-                            match element(&present.columns[w], DataType::I64, present.element(i))? {
-                                Value::Int(word) => Ok(word as u64),
-                                _ => Err(RuntimeError::Malformed(
-                                    "a hash table's key word is not an integer".into(),
-                                )),
-                            }
-                        })
-                        .collect::<Result<Vec<u64>, RuntimeError>>()?;
+                    let mut words = [0u64; wide_key::MAX_WORDS];
+                    let at = present.element(i) * 8;
+                    for (word, column) in words.iter_mut().zip(&present.columns[..count]) {
+                        let bytes = column.get(at..at + 8).ok_or_else(|| {
+                            RuntimeError::Malformed("a hash table's key word is missing".into())
+                        })?;
+                        let mut le = [0u8; 8];
+                        le.copy_from_slice(bytes);
+                        *word = u64::from_le_bytes(le);
+                    }
+                    let words = &words[..count];
                     for (key, dictionary) in keys.iter().zip(dictionaries) {
-                        if key.nullable && wide_key::field(&words, key.shift + key.bits, 1) == 1 {
+                        if key.nullable && wide_key::field(words, key.shift + key.bits, 1) == 1 {
                             row.push(Value::Null);
                             continue;
                         }
-                        let field = wide_key::field(&words, key.shift, key.bits);
+                        let field = wide_key::field(words, key.shift, key.bits);
                         let raw = match key.min {
                             Some(min) => min.wrapping_add(field as i64),
                             None => unpack(field, 0, key.bits),
