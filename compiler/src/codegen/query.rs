@@ -45,10 +45,11 @@ pub(super) struct QueryContext<'q> {
     pub assumptions: Vec<Assumption>,
     /// Per partitioning: its buffers.
     pub partitions: Vec<PartitionBuffers>,
-    /// The first slot count of the query's grouping hash table, if it has one.
+    /// The first slot count of the query's grouping hash tables, if it has any (a grouping of
+    /// another's groups shares it).
     pub group_capacity: Option<u64>,
-    /// The grouped result of the query's grouping, once its kernels are planned: what a
-    /// pipeline over its slots reads.
+    /// The grouped result of the last grouping whose kernels are built: what a pipeline over
+    /// its slots reads.
     pub groups: Option<ResultShape>,
     /// Buffers of sinks that several pipelines share, by the sink's columns and the buffer's name.
     /// Each sink's columns, numbered.
@@ -375,9 +376,6 @@ pub(super) fn query_to_llvm(
     let mut shape = None;
     for pipeline in &query.pipelines {
         let (sink, result) = plan_sink(&mut qc, pipeline)?;
-        if let Some(grouped @ (ResultShape::Dense { .. } | ResultShape::Hash { .. })) = &result {
-            qc.groups = Some(grouped.clone());
-        }
         let probes = pipeline
             .steps
             .iter()
@@ -420,6 +418,11 @@ pub(super) fn query_to_llvm(
                         .any(|p| matches!(p, Param::PackedWords { .. })),
             });
             kernels.push(launch);
+        }
+        // A pipeline over a grouping's slots reads the grouping before it (its own, when it
+        // groups again, comes after it).
+        if let Some(grouped @ (ResultShape::Dense { .. } | ResultShape::Hash { .. })) = &result {
+            qc.groups = Some(grouped.clone());
         }
         if result.is_some() {
             shape = result;

@@ -291,7 +291,8 @@ pub(super) fn plan_sink(
                 GroupLayout::Scalar => (1, false),
                 GroupLayout::Dense { .. } => (layout.slots(), true),
                 GroupLayout::Hash { capacity, .. } => {
-                    qc.group_capacity = Some(*capacity);
+                    // A grouping over another's slots shares the query's one slot count.
+                    qc.group_capacity = Some(qc.group_capacity.unwrap_or(0).max(*capacity));
                     (0, true)
                 }
             };

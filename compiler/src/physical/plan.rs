@@ -95,6 +95,20 @@ enum Flow {
     OnHost,
 }
 
+/// The columns of a grouping's slots a pipeline over them reads (`Planner::group_columns`).
+struct GroupColumns {
+    /// The grouping pipeline.
+    grouping: usize,
+    table: String,
+    slots: u64,
+    /// The groups expected.
+    groups: f64,
+    /// Keys and aggregates read as numbers.
+    numbers: Vec<ColumnId>,
+    /// String keys, read as codes of their table's dictionary: only grouped by.
+    string_keys: Vec<ColumnId>,
+}
+
 /// Where a pipeline's rows come from, once its steps are known.
 struct Scan {
     table: String,
@@ -206,8 +220,11 @@ impl Planner<'_> {
             LogicalPlan::Join(join) => self.join(join),
             LogicalPlan::Aggregate(aggregate) => {
                 let Flow::Pipelined(opens) = self.plan(&aggregate.input)? else {
-                    // A grouped or sorted result is on the host already, and small: it is
-                    // grouped there.
+                    // A grouped result is grouped again over its slots where they hold what
+                    // it reads; else, like a sorted result, it is grouped on the host.
+                    if self.regroup_on_device(&aggregate.keys, &aggregate.aggregates)? {
+                        return Ok(Flow::OnHost);
+                    }
                     self.host_steps.push(HostStep::Aggregate {
                         keys: aggregate.keys.clone(),
                         aggregates: aggregate.aggregates.clone(),
@@ -253,37 +270,33 @@ impl Planner<'_> {
         }
     }
 
-    /// Moves the filters leading the host's steps after a grouping (SQL's `having`) into a
-    /// pipeline over the grouping's slots (`Input::Groups`) that empties the slots of the
-    /// groups they reject, so that only the groups kept are read back: a grouping of millions
-    /// of groups often keeps a few (TPC-H Q18 keeps 57 of 1.5 million orders). Filters stay on
-    /// the host behind a sum check, which must see every group, and where they read a string
-    /// (a dictionary code the grouping may not hold as the table does).
-    fn filter_groups_on_device(&mut self) {
-        let Some(grouping) = self.pipelines.last() else {
-            return;
-        };
+    /// What a pipeline over the slots of the query's grouping (its last pipeline, when that
+    /// groups by keys) can read there, or `None` when there is no such grouping.
+    fn group_columns(&self) -> Option<GroupColumns> {
+        let grouping = self.pipelines.last()?;
         let Sink::Aggregate {
             keys,
             aggregates,
             layout,
         } = &grouping.sink
         else {
-            return;
+            return None;
         };
-        let (slots, keys_readable) = match layout {
-            GroupLayout::Scalar => return,
-            GroupLayout::Dense { .. } => (layout.slots(), true),
+        let (slots, groups, keys_readable) = match layout {
+            GroupLayout::Scalar => return None,
+            GroupLayout::Dense { .. } => (layout.slots(), layout.slots() as f64, true),
             // Keys are read back from one packed word; a wide key's words and a float's bits
-            // are read on the host.
+            // are read on the host. The table has room for twice the groups expected.
             GroupLayout::Hash { capacity, ranges } => (
                 *capacity,
+                *capacity as f64 / 2.0,
                 super::hash_key_bits(keys, ranges.as_deref())
                     .is_some_and(|bits| super::hash_key_words(keys, &bits) == 1)
                     && !keys.iter().any(|(_, e)| e.ty.is_float()),
             ),
         };
-        let readable: Vec<ColumnId> = keys
+        let is_string = |id: &ColumnId| self.columns.get(*id).ty == DataType::Str;
+        let numbers = keys
             .iter()
             .filter(|_| keys_readable)
             .map(|(id, _)| *id)
@@ -304,8 +317,162 @@ impl Planner<'_> {
                     })
                     .map(|(id, _)| *id),
             )
-            .filter(|id| self.columns.get(*id).ty != DataType::Str)
+            .filter(|id| !is_string(id))
             .collect();
+        // A string key of a table's column holds its codes in the table's dictionary.
+        let string_keys = keys
+            .iter()
+            .filter(|(id, expr)| {
+                keys_readable
+                    && is_string(id)
+                    && expr
+                        .as_column()
+                        .is_some_and(|c| self.columns.get(c).origin.is_some())
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        Some(GroupColumns {
+            grouping: grouping.id,
+            table: grouping.table.clone(),
+            slots,
+            groups,
+            numbers,
+            string_keys,
+        })
+    }
+
+    /// Groups the result of the query's grouping again on the device, in a pipeline over its
+    /// slots (`Input::Groups`) that runs the host's steps since then (filters and computed
+    /// columns) and ends in the new grouping: TPC-H Q13 groups customers by their order count,
+    /// Q16's `count(distinct)` groups its distinct combinations by brand, type and size, each
+    /// over millions of groups the host would otherwise read back and group one by one. Says
+    /// whether it did; it does not when a step or the new grouping reads what the slots do not
+    /// hold as numbers (a string other than a table's column grouped by, a wide or float key),
+    /// or when another host step (a sort, a check of a sum) came first.
+    fn regroup_on_device(
+        &mut self,
+        keys: &[(ColumnId, Expr)],
+        aggregates: &[(ColumnId, AggregateExpr)],
+    ) -> Result<bool, Diagnostic> {
+        let Some(GroupColumns {
+            grouping: grouped,
+            table,
+            slots,
+            groups,
+            numbers,
+            string_keys,
+        }) = self.group_columns()
+        else {
+            return Ok(false);
+        };
+        let mut readable = numbers;
+        let mut steps = Vec::new();
+        for step in &self.host_steps {
+            let new: Vec<Step> = match step {
+                HostStep::Filter(predicate) => predicate
+                    .clone()
+                    .into_conjuncts()
+                    .into_iter()
+                    .map(|predicate| Step::Filter {
+                        selectivity: self.estimator.selectivity(&predicate),
+                        predicate,
+                    })
+                    .collect(),
+                HostStep::Project(outputs) => outputs
+                    .iter()
+                    .filter(|(id, expr)| expr.as_column() != Some(*id))
+                    .map(|(id, expr)| Step::Compute {
+                        column: *id,
+                        expr: expr.clone(),
+                    })
+                    .collect(),
+                _ => return Ok(false),
+            };
+            for step in new {
+                let expr = step.expr();
+                if expr.ty == DataType::Str
+                    || !expr.columns_used().iter().all(|c| readable.contains(c))
+                {
+                    return Ok(false);
+                }
+                if let Step::Compute { column, .. } = &step {
+                    readable.push(*column);
+                }
+                steps.push(step);
+            }
+        }
+        let groups_by = |expr: &Expr| match expr.as_column() {
+            Some(column) if string_keys.contains(&column) => true,
+            _ => {
+                expr.ty != DataType::Str && expr.columns_used().iter().all(|c| readable.contains(c))
+            }
+        };
+        // A count of a string needs only whether it is null.
+        let reads = |aggregate: &AggregateExpr| match &aggregate.arg {
+            None => true,
+            Some(arg) if aggregate.function == Aggregate::Count => groups_by(arg),
+            Some(arg) => {
+                arg.ty != DataType::Str && arg.columns_used().iter().all(|c| readable.contains(c))
+            }
+        };
+        if !keys.iter().all(|(_, key)| groups_by(key))
+            || !aggregates.iter().all(|(_, aggregate)| reads(aggregate))
+        {
+            return Ok(false);
+        }
+        // Each group of the first grouping is one row of the second.
+        let aggregates = self.checked_sums_over(aggregates, false, slots);
+        let passing: f64 = steps
+            .iter()
+            .map(|step| match step {
+                Step::Filter { selectivity, .. } => *selectivity,
+                _ => 1.0,
+            })
+            .product();
+        let layout = self.group_layout(keys, &aggregates, groups * passing);
+        let sink = grouping(keys.to_vec(), aggregates, layout)?;
+        let mut scanned: Vec<ColumnId> = steps
+            .iter()
+            .flat_map(|s| s.expr().columns_used())
+            .chain(sink_columns(&sink, &self.hash_tables))
+            .filter(|c| {
+                !steps
+                    .iter()
+                    .any(|s| matches!(s, Step::Compute { column, .. } if column == c))
+            })
+            .collect();
+        scanned.sort();
+        scanned.dedup();
+        self.host_steps.clear();
+        self.pipelines.push(Pipeline {
+            id: self.pipelines.len(),
+            table,
+            rows: slots,
+            input: Input::Groups(grouped),
+            scanned,
+            steps,
+            sink,
+        });
+        Ok(true)
+    }
+
+    /// Moves the filters leading the host's steps after a grouping (SQL's `having`) into a
+    /// pipeline over the grouping's slots (`Input::Groups`) that empties the slots of the
+    /// groups they reject, so that only the groups kept are read back: a grouping of millions
+    /// of groups often keeps a few (TPC-H Q18 keeps 57 of 1.5 million orders). Filters stay on
+    /// the host behind a sum check, which must see every group, and where they read a string
+    /// (a dictionary code the grouping may not hold as the table does).
+    fn filter_groups_on_device(&mut self) {
+        let Some(GroupColumns {
+            grouping,
+            table,
+            slots,
+            numbers: readable,
+            ..
+        }) = self.group_columns()
+        else {
+            return;
+        };
         // The predicate may read the markers of `intersect` and `except`, which the planner
         // added to the query's columns.
         let estimator = Estimator {
@@ -347,7 +514,6 @@ impl Planner<'_> {
         if steps.is_empty() {
             return;
         }
-        let (table, grouping) = (grouping.table.clone(), grouping.id);
         let mut scanned: Vec<ColumnId> =
             steps.iter().flat_map(|s| s.expr().columns_used()).collect();
         scanned.sort();
@@ -376,6 +542,17 @@ impl Planner<'_> {
     ) -> Vec<(ColumnId, AggregateExpr)> {
         let repeats_rows = opens.iter().any(|open| self.repeats_rows(open));
         let rows: u64 = opens.iter().map(|open| open.rows).sum();
+        self.checked_sums_over(aggregates, repeats_rows, rows)
+    }
+
+    /// [`Planner::checked_sums`] of aggregates over at most `rows` rows, which a join may
+    /// repeat (`repeats_rows`).
+    fn checked_sums_over(
+        &mut self,
+        aggregates: &[(ColumnId, AggregateExpr)],
+        repeats_rows: bool,
+        rows: u64,
+    ) -> Vec<(ColumnId, AggregateExpr)> {
         let row_bits = 64 - rows.leading_zeros();
         let mut checked = aggregates.to_vec();
         for (id, aggregate) in aggregates {
