@@ -3,7 +3,8 @@
 //! on the same slot. Keys are stored with their top bit flipped, so zeroed memory is an empty
 //! table; the one key whose stored form is zero lives in an extra slot after the others.
 
-use inkwell::values::{IntValue, PointerValue};
+use inkwell::basic_block::BasicBlock;
+use inkwell::values::{IntValue, PhiValue, PointerValue};
 use inkwell::{AtomicOrdering, IntPredicate};
 
 use crate::emit::{basic, CodegenResult, Emitter};
@@ -81,7 +82,6 @@ pub fn group_slot<'ctx>(
         index.add_incoming(&[(&start, entry)]);
         tries.add_incoming(&[(&zero, entry)]);
         let index_value = index.as_basic_value().into_int_value();
-        let tries_value = tries.as_basic_value().into_int_value();
         let slot = p.offset_ptr(p.i64().into(), keys, index_value)?;
         let current = p.b.build_load(p.i64(), slot, "current")?.into_int_value();
         let mine =
@@ -93,59 +93,25 @@ pub fn group_slot<'ctx>(
         p.b.build_conditional_branch(empty, try_claim, next)?;
 
         p.b.position_at_end(try_claim);
-        let pair = p.b.build_cmpxchg(
-            slot,
-            zero,
-            stored,
-            AtomicOrdering::Monotonic,
-            AtomicOrdering::Monotonic,
-        )?;
-        let previous =
-            p.b.build_extract_value(pair, 0, "previous")?
-                .into_int_value();
-        let claimed =
-            p.b.build_int_compare(IntPredicate::EQ, previous, zero, "")?;
-        let same =
-            p.b.build_int_compare(IntPredicate::EQ, previous, stored, "")?;
-        let ours = p.b.build_or(claimed, same, "")?;
+        let ours = claim_slot(p, slot, stored)?;
         p.b.build_conditional_branch(ours, found, next)?;
 
-        p.b.position_at_end(next);
-        let advanced = p.b.build_and(
-            p.b.build_int_add(index_value, p.const_i64(1), "")?,
-            mask,
-            "",
-        )?;
-        let counted = p.b.build_int_add(tries_value, p.const_i64(1), "")?;
-        index.add_incoming(&[(&advanced, next)]);
-        tries.add_incoming(&[(&counted, next)]);
-        // A long probe sequence means the table is overloaded: report it full (the query then
-        // runs again over a larger table) rather than let every later row scan it whole.
-        let short =
-            p.b.build_int_compare(IntPredicate::ULT, capacity, p.const_i64(MAX_PROBES), "")?;
-        let limit =
-            p.b.build_select(short, capacity, p.const_i64(MAX_PROBES), "limit")?;
-        let exhausted =
-            p.b.build_int_compare(IntPredicate::UGE, counted, limit.into_int_value(), "")?;
-        p.b.build_conditional_branch(exhausted, full, header)?;
-
-        p.b.position_at_end(full);
-        report_unless(
+        finish_probe(
             p,
-            p.i1().const_zero(),
+            &Probe {
+                index,
+                tries,
+                mask,
+                capacity,
+                header,
+                next,
+                full,
+                found,
+                done,
+                result,
+            },
             status_words,
-            status::GROUP_TABLE_FULL,
         )?;
-        p.b.build_store(result, p.const_i64(-1))?;
-        p.b.build_unconditional_branch(done)?;
-
-        p.b.position_at_end(found);
-        p.b.build_store(result, index_value)?;
-        p.b.build_unconditional_branch(done)?;
-
-        p.b.position_at_end(done);
-        let value = p.b.build_load(p.i64(), result, "")?;
-        p.b.build_return(Some(&value))?;
         Ok(())
     })?;
     let call = em.b.build_call(
@@ -220,7 +186,6 @@ pub fn group_slot_wide<'ctx>(
         index.add_incoming(&[(&start, entry)]);
         tries.add_incoming(&[(&zero, entry)]);
         let index_value = index.as_basic_value().into_int_value();
-        let tries_value = tries.as_basic_value().into_int_value();
         for (j, (table, word)) in tables.iter().zip(&words).enumerate() {
             let matched = p
                 .ctx
@@ -240,61 +205,29 @@ pub fn group_slot_wide<'ctx>(
             let empty = p.b.build_int_compare(IntPredicate::EQ, current, zero, "")?;
             p.b.build_conditional_branch(empty, claim, next)?;
             p.b.position_at_end(claim);
-            let pair = p.b.build_cmpxchg(
-                slot,
-                zero,
-                *word,
-                AtomicOrdering::Monotonic,
-                AtomicOrdering::Monotonic,
-            )?;
-            let previous =
-                p.b.build_extract_value(pair, 0, "previous")?
-                    .into_int_value();
-            let claimed =
-                p.b.build_int_compare(IntPredicate::EQ, previous, zero, "")?;
-            let same =
-                p.b.build_int_compare(IntPredicate::EQ, previous, *word, "")?;
-            let ours = p.b.build_or(claimed, same, "")?;
+            let ours = claim_slot(p, slot, *word)?;
             p.b.build_conditional_branch(ours, matched, next)?;
             p.b.position_at_end(matched);
         }
         p.b.build_unconditional_branch(found)?;
 
-        p.b.position_at_end(next);
-        let advanced = p.b.build_and(
-            p.b.build_int_add(index_value, p.const_i64(1), "")?,
-            mask,
-            "",
-        )?;
-        let counted = p.b.build_int_add(tries_value, p.const_i64(1), "")?;
-        index.add_incoming(&[(&advanced, next)]);
-        tries.add_incoming(&[(&counted, next)]);
-        let short =
-            p.b.build_int_compare(IntPredicate::ULT, capacity, p.const_i64(MAX_PROBES), "")?;
-        let limit =
-            p.b.build_select(short, capacity, p.const_i64(MAX_PROBES), "limit")?;
-        let exhausted =
-            p.b.build_int_compare(IntPredicate::UGE, counted, limit.into_int_value(), "")?;
         let done = p.ctx.append_basic_block(p.function, "done");
-        p.b.build_conditional_branch(exhausted, full, header)?;
-
-        p.b.position_at_end(full);
-        report_unless(
+        finish_probe(
             p,
-            p.i1().const_zero(),
+            &Probe {
+                index,
+                tries,
+                mask,
+                capacity,
+                header,
+                next,
+                full,
+                found,
+                done,
+                result,
+            },
             status_words,
-            status::GROUP_TABLE_FULL,
         )?;
-        p.b.build_store(result, p.const_i64(-1))?;
-        p.b.build_unconditional_branch(done)?;
-
-        p.b.position_at_end(found);
-        p.b.build_store(result, index_value)?;
-        p.b.build_unconditional_branch(done)?;
-
-        p.b.position_at_end(done);
-        let value = p.b.build_load(p.i64(), result, "")?;
-        p.b.build_return(Some(&value))?;
         Ok(())
     })?;
     let mut args: Vec<inkwell::values::BasicMetadataValueEnum<'ctx>> =
@@ -308,4 +241,99 @@ pub fn group_slot_wide<'ctx>(
     args.push(status_words.into());
     let call = em.b.build_call(f, &args, "group_slot")?;
     Ok(basic(call.try_as_basic_value().basic())?.into_int_value())
+}
+
+/// The blocks and values of a probe sequence over a group table, for [`finish_probe`].
+struct Probe<'ctx> {
+    index: PhiValue<'ctx>,
+    tries: PhiValue<'ctx>,
+    mask: IntValue<'ctx>,
+    capacity: IntValue<'ctx>,
+    /// Where the probe of slot `index` starts.
+    header: BasicBlock<'ctx>,
+    /// Reached when slot `index` holds another group.
+    next: BasicBlock<'ctx>,
+    full: BasicBlock<'ctx>,
+    /// Reached when slot `index` is the group's.
+    found: BasicBlock<'ctx>,
+    done: BasicBlock<'ctx>,
+    /// Where the slot found (or -1) is stored.
+    result: PointerValue<'ctx>,
+}
+
+/// Emits the rest of a probe sequence: `next` moves on to the following slot, `found` returns
+/// the slot, and `full` returns -1 and records the table full.
+fn finish_probe<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    probe: &Probe<'ctx>,
+    status_words: PointerValue<'ctx>,
+) -> CodegenResult<()> {
+    let index_value = probe.index.as_basic_value().into_int_value();
+    let tries_value = probe.tries.as_basic_value().into_int_value();
+    p.b.position_at_end(probe.next);
+    let advanced = p.b.build_and(
+        p.b.build_int_add(index_value, p.const_i64(1), "")?,
+        probe.mask,
+        "",
+    )?;
+    let counted = p.b.build_int_add(tries_value, p.const_i64(1), "")?;
+    probe.index.add_incoming(&[(&advanced, probe.next)]);
+    probe.tries.add_incoming(&[(&counted, probe.next)]);
+    // A long probe sequence means the table is overloaded: report it full (the query then
+    // runs again over a larger table) rather than let every later row scan it whole.
+    let short = p.b.build_int_compare(
+        IntPredicate::ULT,
+        probe.capacity,
+        p.const_i64(MAX_PROBES),
+        "",
+    )?;
+    let limit =
+        p.b.build_select(short, probe.capacity, p.const_i64(MAX_PROBES), "limit")?;
+    let exhausted =
+        p.b.build_int_compare(IntPredicate::UGE, counted, limit.into_int_value(), "")?;
+    p.b.build_conditional_branch(exhausted, probe.full, probe.header)?;
+
+    p.b.position_at_end(probe.full);
+    report_unless(
+        p,
+        p.i1().const_zero(),
+        status_words,
+        status::GROUP_TABLE_FULL,
+    )?;
+    p.b.build_store(probe.result, p.const_i64(-1))?;
+    p.b.build_unconditional_branch(probe.done)?;
+
+    p.b.position_at_end(probe.found);
+    p.b.build_store(probe.result, index_value)?;
+    p.b.build_unconditional_branch(probe.done)?;
+
+    p.b.position_at_end(probe.done);
+    let value = p.b.build_load(p.i64(), probe.result, "")?;
+    p.b.build_return(Some(&value))?;
+    Ok(())
+}
+
+/// Claims the empty slot word at `slot` for `word` with a compare-and-swap: whether it now holds
+/// `word` (claimed here, or by another row of the same value first).
+fn claim_slot<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    slot: PointerValue<'ctx>,
+    word: IntValue<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
+    let zero = p.const_i64(0);
+    let pair = p.b.build_cmpxchg(
+        slot,
+        zero,
+        word,
+        AtomicOrdering::Monotonic,
+        AtomicOrdering::Monotonic,
+    )?;
+    let previous =
+        p.b.build_extract_value(pair, 0, "previous")?
+            .into_int_value();
+    let claimed =
+        p.b.build_int_compare(IntPredicate::EQ, previous, zero, "")?;
+    let same =
+        p.b.build_int_compare(IntPredicate::EQ, previous, word, "")?;
+    Ok(p.b.build_or(claimed, same, "")?)
 }
