@@ -1534,3 +1534,29 @@ fn a_case_of_decimals_and_literals_prints_as_a_decimal() {
          3,-46296.29,1.125\n4,0.50,-45061.720\n"
     );
 }
+
+/// A sum over the groups of a grouping, computed on the device over its slots, still fails
+/// when it leaves 64 bits: the total of a thousand first-level maxima near 2^63 does not fit,
+/// and the check comparing it with the same sum in floating point must follow the second
+/// grouping rather than be dropped with the host's steps (it answered a wrapped total).
+#[test]
+fn a_sum_over_grouped_results_that_overflows_is_an_error() {
+    let folder = common::repo().join("tests/data/wide");
+    let folder = folder.to_str().expect("utf-8 path");
+    let script = "from events | where account > 0 | group id { m = max(account) } | aggregate { total = sum(m) }";
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    let path = scratch.path().join("sums.tq");
+    std::fs::write(&path, script).expect("written");
+    let path = path.to_str().expect("utf-8 path");
+    let plan = tessera(&["compile", path, "--data", folder, "--emit", "physical"]);
+    let plan = text(&plan.stdout);
+    assert!(plan.contains("the groups of pipeline 0"), "{plan}");
+    assert!(plan.contains("host: check"), "{plan}");
+    let output = run_csv(script, folder);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stdout));
+    assert!(
+        text(&output.stderr).contains("overflow"),
+        "{}",
+        text(&output.stderr)
+    );
+}

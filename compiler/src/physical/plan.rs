@@ -420,7 +420,9 @@ impl Planner<'_> {
         {
             return Ok(false);
         }
-        // Each group of the first grouping is one row of the second.
+        // The host steps become the pipeline's; the checks of its sums come after it. Each
+        // group of the first grouping is one row of the second.
+        self.host_steps.clear();
         let aggregates = self.checked_sums_over(aggregates, false, slots);
         let passing: f64 = steps
             .iter()
@@ -443,7 +445,6 @@ impl Planner<'_> {
             .collect();
         scanned.sort();
         scanned.dedup();
-        self.host_steps.clear();
         self.pipelines.push(Pipeline {
             id: self.pipelines.len(),
             table,
@@ -625,7 +626,11 @@ impl Planner<'_> {
             Some(opened) => opened,
             None => {
                 let Flow::Pipelined(opens) = self.plan(input)? else {
-                    // The distinct rows of a grouped or sorted result: grouped on the host.
+                    // The distinct rows of a grouped result: grouped again over its slots
+                    // where they hold what it reads; else, like a sorted result's, on the host.
+                    if self.regroup_on_device(&keys, &[])? {
+                        return Ok(Flow::OnHost);
+                    }
                     self.host_steps.push(HostStep::Aggregate {
                         keys,
                         aggregates: Vec::new(),
