@@ -16,8 +16,8 @@ use tessera_storage::{decimal, Catalog, DataType, Dictionary, Value};
 use crate::exec::RuntimeError;
 use crate::program::wide_key;
 use crate::program::{
-    AggregateKind, AggregateSlot, HostAggregate, HostExpr, HostOp, ResultShape, ResultSpec,
-    RowColumn,
+    AggregateKind, AggregateSlot, HashKey, HostAggregate, HostExpr, HostOp, ResultShape,
+    ResultSpec, RowColumn,
 };
 
 /// A query's answer: named, typed columns and rows of values.
@@ -351,16 +351,10 @@ fn decode_groups<C: Collected>(
                     }
                     let words = &words[..count];
                     for (key, dictionary) in keys.iter().zip(dictionaries) {
-                        if key.nullable && wide_key::field(words, key.shift + key.bits, 1) == 1 {
-                            row.push(Value::Null);
-                            continue;
-                        }
+                        let null =
+                            key.nullable && wide_key::field(words, key.shift + key.bits, 1) == 1;
                         let field = wide_key::field(words, key.shift, key.bits);
-                        let raw = match key.min {
-                            Some(min) => min.wrapping_add(field as i64),
-                            None => unpack(field, 0, key.bits),
-                        };
-                        row.push(key_value(key.ty, raw, dictionary.as_ref()));
+                        row.push(hash_key_value(key, field, null, dictionary.as_ref()));
                     }
                     Ok(())
                 });
@@ -380,17 +374,10 @@ fn decode_groups<C: Collected>(
                     (word as u64) ^ (1 << 63)
                 };
                 for (key, dictionary) in keys.iter().zip(dictionaries) {
-                    if key.nullable && (packed >> (key.shift + key.bits)) & 1 == 1 {
-                        row.push(Value::Null);
-                        continue;
-                    }
-                    let raw = match key.min {
-                        Some(min) => {
-                            min.wrapping_add(((packed >> key.shift) & low_bits(key.bits)) as i64)
-                        }
-                        None => unpack(packed, key.shift, key.bits),
-                    };
-                    row.push(key_value(key.ty, raw, dictionary.as_ref()));
+                    let above = packed.checked_shr(key.shift + key.bits).unwrap_or(0);
+                    let null = key.nullable && above & 1 == 1;
+                    let field = packed.checked_shr(key.shift).unwrap_or(0);
+                    row.push(hash_key_value(key, field, null, dictionary.as_ref()));
                 }
                 Ok(())
             })
@@ -593,24 +580,17 @@ fn decode_rows(
     })
 }
 
-/// A mask of the low `bits` bits.
-fn low_bits(bits: u32) -> u64 {
-    if bits >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << bits) - 1
+/// The low `bits` bits of `field`, sign-extended: 32-bit keys are stored as their
+/// two's-complement bits.
+fn sign_extended(field: u64, bits: u32) -> i64 {
+    match bits {
+        0 => 0,
+        64.. => field as i64,
+        _ => {
+            let unused = 64 - bits;
+            ((field << unused) as i64) >> unused
+        }
     }
-}
-
-/// Key bits `shift .. shift + bits` of a packed key, sign-extended: 32-bit keys are stored as
-/// their two's-complement bits.
-fn unpack(packed: u64, shift: u32, bits: u32) -> i64 {
-    if bits >= 64 {
-        return packed as i64;
-    }
-    let field = (packed >> shift) & ((1u64 << bits) - 1);
-    let unused = 64 - bits;
-    ((field << unused) as i64) >> unused
 }
 
 fn dictionary(
@@ -927,7 +907,6 @@ fn check_row(op: &HostOp, row: &[Value], header: &Rows) -> Result<bool, RuntimeE
     }
 }
 
-/// A group key's value from its raw integer (a dictionary code for strings).
 /// The buffers a hash grouping's key is read back from: its first words, then any others.
 fn key_word_columns(key_buffer: usize, wide: &[usize]) -> Vec<(usize, u32)> {
     std::iter::once(key_buffer)
@@ -936,7 +915,27 @@ fn key_word_columns(key_buffer: usize, wide: &[usize]) -> Vec<(usize, u32)> {
         .collect()
 }
 
-/// A group key's value from the bits it was grouped by (a float's bits, the others' values).
+/// A hash key's value from its field (its bits at the bottom of `field`, above them anything)
+/// and its null flag: the field holds the key's offset from `min` when packed by range, else
+/// its two's-complement bits.
+fn hash_key_value(
+    key: &HashKey,
+    field: u64,
+    null: bool,
+    dictionary: Option<&Arc<Dictionary>>,
+) -> Value {
+    if null {
+        return Value::Null;
+    }
+    let raw = match key.min {
+        Some(min) => min.wrapping_add((field & wide_key::low_mask(key.bits)) as i64),
+        None => sign_extended(field, key.bits),
+    };
+    key_value(key.ty, raw, dictionary)
+}
+
+/// A group key's value from the bits it was grouped by: a float's bits, a string's dictionary
+/// code, the others' values.
 fn key_value(ty: DataType, raw: i64, dictionary: Option<&Arc<Dictionary>>) -> Value {
     match (ty, dictionary) {
         (DataType::F64, _) => Value::Float(f64::from_bits(raw as u64)),

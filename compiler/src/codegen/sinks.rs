@@ -448,14 +448,18 @@ fn hash_groups(
         )
     })?;
     let words = hash_key_words(keys, &widths);
-    // One word is filled from its top, the stream of a wide key's words from its start.
-    let mut next = if words == 1 { 64 } else { 0 };
+    let mut offset = 0;
     let mut packed = Vec::with_capacity(keys.len());
     let mut described = Vec::with_capacity(keys.len());
     for (index, ((id, expr), bits)) in keys.iter().zip(widths).enumerate() {
         let width = bits + u32::from(expr.nullable);
-        let shift = if words == 1 { next - width } else { next };
-        next = if words == 1 { shift } else { next + width };
+        // One word is filled from its top, the stream of a wide key's words from its start.
+        let shift = if words == 1 {
+            64 - offset - width
+        } else {
+            offset
+        };
+        offset += width;
         let min = ranges.map(|ranges| ranges[index].min);
         if let (Some(range), Some(source)) = (ranges.map(|r| r[index]), expr.as_column()) {
             qc.assume_range(source, range.min, range.min + range.size as i64 - 1);
@@ -507,10 +511,7 @@ fn hash_groups(
             keys: described,
             aggregates: slots,
             key_buffer: key_buffers[0],
-            wide: match words {
-                1 => Vec::new(),
-                _ => key_buffers[1..].to_vec(),
-            },
+            wide: key_buffers[1..].to_vec(),
         }),
     ))
 }

@@ -304,8 +304,7 @@ pub fn hash_key_bits(keys: &[(ColumnId, Expr)], ranges: Option<&[KeyDomain]>) ->
         Some(ranges) => ranges.iter().map(KeyDomain::offset_bits).collect(),
         None => keys.iter().map(|(_, e)| type_bits(e.ty)).collect(),
     };
-    let most = wide_key::MAX_WORDS as u32 * wide_key::WORD_BITS;
-    (packed_bits(keys, &bits) <= most).then_some(bits)
+    (packed_bits(keys, &bits) <= wide_key::MAX_BITS).then_some(bits)
 }
 
 /// The 64-bit words the packed key of a hash grouping takes, its keys taking `bits`: one when

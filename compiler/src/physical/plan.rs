@@ -341,6 +341,40 @@ impl Planner<'_> {
         })
     }
 
+    /// Adds the pipeline over the `slots` slots of grouping pipeline `grouping`: it reads the
+    /// grouping's columns its steps and sink use, save those its steps compute.
+    fn push_over_groups(
+        &mut self,
+        grouping: usize,
+        table: String,
+        slots: u64,
+        steps: Vec<Step>,
+        sink: Sink,
+    ) {
+        let computed = |c: &ColumnId| {
+            steps
+                .iter()
+                .any(|s| matches!(s, Step::Compute { column, .. } if column == c))
+        };
+        let mut scanned: Vec<ColumnId> = steps
+            .iter()
+            .flat_map(|s| s.expr().columns_used())
+            .chain(sink_columns(&sink, &self.hash_tables))
+            .filter(|c| !computed(c))
+            .collect();
+        scanned.sort();
+        scanned.dedup();
+        self.pipelines.push(Pipeline {
+            id: self.pipelines.len(),
+            table,
+            rows: slots,
+            input: Input::Groups(grouping),
+            scanned,
+            steps,
+            sink,
+        });
+    }
+
     /// Groups the result of the query's grouping again on the device, in a pipeline over its
     /// slots (`Input::Groups`) that runs the host's steps since then (filters and computed
     /// columns) and ends in the new grouping: TPC-H Q13 groups customers by their order count,
@@ -433,27 +467,7 @@ impl Planner<'_> {
             .product();
         let layout = self.group_layout(keys, &aggregates, groups * passing);
         let sink = grouping(keys.to_vec(), aggregates, layout)?;
-        let mut scanned: Vec<ColumnId> = steps
-            .iter()
-            .flat_map(|s| s.expr().columns_used())
-            .chain(sink_columns(&sink, &self.hash_tables))
-            .filter(|c| {
-                !steps
-                    .iter()
-                    .any(|s| matches!(s, Step::Compute { column, .. } if column == c))
-            })
-            .collect();
-        scanned.sort();
-        scanned.dedup();
-        self.pipelines.push(Pipeline {
-            id: self.pipelines.len(),
-            table,
-            rows: slots,
-            input: Input::Groups(grouped),
-            scanned,
-            steps,
-            sink,
-        });
+        self.push_over_groups(grouped, table, slots, steps, sink);
         Ok(true)
     }
 
@@ -515,19 +529,7 @@ impl Planner<'_> {
         if steps.is_empty() {
             return;
         }
-        let mut scanned: Vec<ColumnId> =
-            steps.iter().flat_map(|s| s.expr().columns_used()).collect();
-        scanned.sort();
-        scanned.dedup();
-        self.pipelines.push(Pipeline {
-            id: self.pipelines.len(),
-            table,
-            rows: slots,
-            input: Input::Groups(grouping),
-            scanned,
-            steps,
-            sink: Sink::KeepGroups,
-        });
+        self.push_over_groups(grouping, table, slots, steps, Sink::KeepGroups);
     }
 
     /// `aggregates`, with a floating-point twin for each 64-bit integer sum that could wrap,
@@ -1715,7 +1717,7 @@ fn grouping(
                 span,
                 format!(
                     "grouping by these keys needs a hash table, whose key holds at most {} bits: 64 for each 64-bit key, 32 for each other, and one more for each key that may be null",
-                    wide_key::MAX_WORDS as u32 * wide_key::WORD_BITS
+                    wide_key::MAX_BITS
                 ),
             ));
         }

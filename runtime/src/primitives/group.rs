@@ -1,10 +1,12 @@
 //! Grouping by hash: the slot of a group in an open-addressing table of 64-bit packed keys, found
 //! or claimed with compare-and-swap, so that every thread adding a row of the same group lands
 //! on the same slot. Keys are stored with their top bit flipped, so zeroed memory is an empty
-//! table; the one key whose stored form is zero lives in an extra slot after the others.
+//! table; the one key whose stored form is zero lives in an extra slot after the others. A key
+//! of several words (`program::wide_key`) is matched and claimed word by word in the same probe
+//! sequence.
 
 use inkwell::basic_block::BasicBlock;
-use inkwell::values::{IntValue, PhiValue, PointerValue};
+use inkwell::values::{IntValue, PointerValue};
 use inkwell::{AtomicOrdering, IntPredicate};
 
 use crate::emit::{basic, CodegenResult, Emitter};
@@ -63,56 +65,7 @@ pub fn group_slot<'ctx>(
         p.b.build_unconditional_branch(done)?;
 
         p.b.position_at_end(search);
-        let mask = p.b.build_int_sub(capacity, p.const_i64(1), "mask")?;
-        let mixed =
-            p.b.build_int_mul(stored, p.i64().const_int(0x9E37_79B9_7F4A_7C15, false), "")?;
-        let high = p.b.build_right_shift(mixed, p.const_i64(29), false, "")?;
-        let start = p.b.build_and(high, mask, "")?;
-        let entry = p.current_block()?;
-        let header = p.ctx.append_basic_block(p.function, "probe");
-        let try_claim = p.ctx.append_basic_block(p.function, "claim");
-        let next = p.ctx.append_basic_block(p.function, "next");
-        let full = p.ctx.append_basic_block(p.function, "full");
-        let found = p.ctx.append_basic_block(p.function, "found");
-        p.b.build_unconditional_branch(header)?;
-
-        p.b.position_at_end(header);
-        let index = p.b.build_phi(p.i64(), "index")?;
-        let tries = p.b.build_phi(p.i64(), "tries")?;
-        index.add_incoming(&[(&start, entry)]);
-        tries.add_incoming(&[(&zero, entry)]);
-        let index_value = index.as_basic_value().into_int_value();
-        let slot = p.offset_ptr(p.i64().into(), keys, index_value)?;
-        let current = p.b.build_load(p.i64(), slot, "current")?.into_int_value();
-        let mine =
-            p.b.build_int_compare(IntPredicate::EQ, current, stored, "")?;
-        let empty = p.b.build_int_compare(IntPredicate::EQ, current, zero, "")?;
-        let to_claim_or_next = p.ctx.append_basic_block(p.function, "empty_or_taken");
-        p.b.build_conditional_branch(mine, found, to_claim_or_next)?;
-        p.b.position_at_end(to_claim_or_next);
-        p.b.build_conditional_branch(empty, try_claim, next)?;
-
-        p.b.position_at_end(try_claim);
-        let ours = claim_slot(p, slot, stored)?;
-        p.b.build_conditional_branch(ours, found, next)?;
-
-        finish_probe(
-            p,
-            &Probe {
-                index,
-                tries,
-                mask,
-                capacity,
-                header,
-                next,
-                full,
-                found,
-                done,
-                result,
-            },
-            status_words,
-        )?;
-        Ok(())
+        probe(p, &[keys], capacity, &[stored], status_words, result, done)
     })?;
     let call = em.b.build_call(
         f,
@@ -162,73 +115,9 @@ pub fn group_slot_wide<'ctx>(
             .map(|j| param_int(p, (width + 1 + j) as u32))
             .collect::<CodegenResult<Vec<_>>>()?;
         let status_words = param_ptr(p, (2 * width + 1) as u32)?;
-        let zero = p.const_i64(0);
-        let mask = p.b.build_int_sub(capacity, p.const_i64(1), "mask")?;
-        let mut mixed = zero;
-        for word in &words {
-            let folded = p.b.build_xor(mixed, *word, "")?;
-            mixed =
-                p.b.build_int_mul(folded, p.i64().const_int(0x9E37_79B9_7F4A_7C15, false), "")?;
-        }
-        let high = p.b.build_right_shift(mixed, p.const_i64(29), false, "")?;
-        let start = p.b.build_and(high, mask, "")?;
-        let entry = p.current_block()?;
-        let header = p.ctx.append_basic_block(p.function, "probe");
-        let next = p.ctx.append_basic_block(p.function, "next");
-        let full = p.ctx.append_basic_block(p.function, "full");
-        let found = p.ctx.append_basic_block(p.function, "found");
         let result = p.alloca(p.i64().into(), "result")?;
-        p.b.build_unconditional_branch(header)?;
-
-        p.b.position_at_end(header);
-        let index = p.b.build_phi(p.i64(), "index")?;
-        let tries = p.b.build_phi(p.i64(), "tries")?;
-        index.add_incoming(&[(&start, entry)]);
-        tries.add_incoming(&[(&zero, entry)]);
-        let index_value = index.as_basic_value().into_int_value();
-        for (j, (table, word)) in tables.iter().zip(&words).enumerate() {
-            let matched = p
-                .ctx
-                .append_basic_block(p.function, &format!("word{j}_matched"));
-            let claim = p
-                .ctx
-                .append_basic_block(p.function, &format!("word{j}_claim"));
-            let empty_or_taken = p
-                .ctx
-                .append_basic_block(p.function, &format!("word{j}_empty"));
-            let slot = p.offset_ptr(p.i64().into(), *table, index_value)?;
-            let current = p.b.build_load(p.i64(), slot, "current")?.into_int_value();
-            let mine =
-                p.b.build_int_compare(IntPredicate::EQ, current, *word, "")?;
-            p.b.build_conditional_branch(mine, matched, empty_or_taken)?;
-            p.b.position_at_end(empty_or_taken);
-            let empty = p.b.build_int_compare(IntPredicate::EQ, current, zero, "")?;
-            p.b.build_conditional_branch(empty, claim, next)?;
-            p.b.position_at_end(claim);
-            let ours = claim_slot(p, slot, *word)?;
-            p.b.build_conditional_branch(ours, matched, next)?;
-            p.b.position_at_end(matched);
-        }
-        p.b.build_unconditional_branch(found)?;
-
         let done = p.ctx.append_basic_block(p.function, "done");
-        finish_probe(
-            p,
-            &Probe {
-                index,
-                tries,
-                mask,
-                capacity,
-                header,
-                next,
-                full,
-                found,
-                done,
-                result,
-            },
-            status_words,
-        )?;
-        Ok(())
+        probe(p, &tables, capacity, &words, status_words, result, done)
     })?;
     let mut args: Vec<inkwell::values::BasicMetadataValueEnum<'ctx>> =
         tables.iter().map(|t| (*t).into()).collect();
@@ -243,97 +132,119 @@ pub fn group_slot_wide<'ctx>(
     Ok(basic(call.try_as_basic_value().basic())?.into_int_value())
 }
 
-/// The blocks and values of a probe sequence over a group table, for [`finish_probe`].
-struct Probe<'ctx> {
-    index: PhiValue<'ctx>,
-    tries: PhiValue<'ctx>,
-    mask: IntValue<'ctx>,
-    capacity: IntValue<'ctx>,
-    /// Where the probe of slot `index` starts.
-    header: BasicBlock<'ctx>,
-    /// Reached when slot `index` holds another group.
-    next: BasicBlock<'ctx>,
-    full: BasicBlock<'ctx>,
-    /// Reached when slot `index` is the group's.
-    found: BasicBlock<'ctx>,
-    done: BasicBlock<'ctx>,
-    /// Where the slot found (or -1) is stored.
-    result: PointerValue<'ctx>,
-}
-
-/// Emits the rest of a probe sequence: `next` moves on to the following slot, `found` returns
-/// the slot, and `full` returns -1 and records the table full.
-fn finish_probe<'ctx>(
+/// The probe sequence of both tables, from the current block: starting at the slot the
+/// stored key `words` hash to, each slot's words (word `j` at `tables[j] + index`) are matched
+/// or claimed in turn (one word: the whole key); a word holding another key moves on to the
+/// next slot. Stores the slot found, or -1 when the table counts as full (recorded in
+/// `status_words`), in `result`, then returns it from block `done`.
+fn probe<'ctx>(
     p: &Emitter<'ctx, '_>,
-    probe: &Probe<'ctx>,
+    tables: &[PointerValue<'ctx>],
+    capacity: IntValue<'ctx>,
+    words: &[IntValue<'ctx>],
     status_words: PointerValue<'ctx>,
+    result: PointerValue<'ctx>,
+    done: BasicBlock<'ctx>,
 ) -> CodegenResult<()> {
-    let index_value = probe.index.as_basic_value().into_int_value();
-    let tries_value = probe.tries.as_basic_value().into_int_value();
-    p.b.position_at_end(probe.next);
+    let zero = p.const_i64(0);
+    let mask = p.b.build_int_sub(capacity, p.const_i64(1), "mask")?;
+    let mut mixed = zero;
+    for word in words {
+        let folded = p.b.build_xor(mixed, *word, "")?;
+        mixed =
+            p.b.build_int_mul(folded, p.i64().const_int(0x9E37_79B9_7F4A_7C15, false), "")?;
+    }
+    let high = p.b.build_right_shift(mixed, p.const_i64(29), false, "")?;
+    let start = p.b.build_and(high, mask, "")?;
+    let entry = p.current_block()?;
+    let header = p.ctx.append_basic_block(p.function, "probe");
+    let next = p.ctx.append_basic_block(p.function, "next");
+    let full = p.ctx.append_basic_block(p.function, "full");
+    let found = p.ctx.append_basic_block(p.function, "found");
+    p.b.build_unconditional_branch(header)?;
+
+    p.b.position_at_end(header);
+    let index = p.b.build_phi(p.i64(), "index")?;
+    let tries = p.b.build_phi(p.i64(), "tries")?;
+    index.add_incoming(&[(&start, entry)]);
+    tries.add_incoming(&[(&zero, entry)]);
+    let index_value = index.as_basic_value().into_int_value();
+    for (j, (table, word)) in tables.iter().zip(words).enumerate() {
+        let matched = p
+            .ctx
+            .append_basic_block(p.function, &format!("word{j}_matched"));
+        let claim = p
+            .ctx
+            .append_basic_block(p.function, &format!("word{j}_claim"));
+        let empty_or_taken = p
+            .ctx
+            .append_basic_block(p.function, &format!("word{j}_empty"));
+        let slot = p.offset_ptr(p.i64().into(), *table, index_value)?;
+        let current = p.b.build_load(p.i64(), slot, "current")?.into_int_value();
+        let mine =
+            p.b.build_int_compare(IntPredicate::EQ, current, *word, "")?;
+        p.b.build_conditional_branch(mine, matched, empty_or_taken)?;
+        p.b.position_at_end(empty_or_taken);
+        let empty = p.b.build_int_compare(IntPredicate::EQ, current, zero, "")?;
+        p.b.build_conditional_branch(empty, claim, next)?;
+        p.b.position_at_end(claim);
+        let pair = p.b.build_cmpxchg(
+            slot,
+            zero,
+            *word,
+            AtomicOrdering::Monotonic,
+            AtomicOrdering::Monotonic,
+        )?;
+        let previous =
+            p.b.build_extract_value(pair, 0, "previous")?
+                .into_int_value();
+        // Claimed here, or by another row of the same key first.
+        let claimed =
+            p.b.build_int_compare(IntPredicate::EQ, previous, zero, "")?;
+        let same =
+            p.b.build_int_compare(IntPredicate::EQ, previous, *word, "")?;
+        let ours = p.b.build_or(claimed, same, "")?;
+        p.b.build_conditional_branch(ours, matched, next)?;
+        p.b.position_at_end(matched);
+    }
+    p.b.build_unconditional_branch(found)?;
+
+    p.b.position_at_end(next);
     let advanced = p.b.build_and(
         p.b.build_int_add(index_value, p.const_i64(1), "")?,
-        probe.mask,
+        mask,
         "",
     )?;
-    let counted = p.b.build_int_add(tries_value, p.const_i64(1), "")?;
-    probe.index.add_incoming(&[(&advanced, probe.next)]);
-    probe.tries.add_incoming(&[(&counted, probe.next)]);
+    let counted =
+        p.b.build_int_add(tries.as_basic_value().into_int_value(), p.const_i64(1), "")?;
+    index.add_incoming(&[(&advanced, next)]);
+    tries.add_incoming(&[(&counted, next)]);
     // A long probe sequence means the table is overloaded: report it full (the query then
     // runs again over a larger table) rather than let every later row scan it whole.
-    let short = p.b.build_int_compare(
-        IntPredicate::ULT,
-        probe.capacity,
-        p.const_i64(MAX_PROBES),
-        "",
-    )?;
+    let short =
+        p.b.build_int_compare(IntPredicate::ULT, capacity, p.const_i64(MAX_PROBES), "")?;
     let limit =
-        p.b.build_select(short, probe.capacity, p.const_i64(MAX_PROBES), "limit")?;
+        p.b.build_select(short, capacity, p.const_i64(MAX_PROBES), "limit")?;
     let exhausted =
         p.b.build_int_compare(IntPredicate::UGE, counted, limit.into_int_value(), "")?;
-    p.b.build_conditional_branch(exhausted, probe.full, probe.header)?;
+    p.b.build_conditional_branch(exhausted, full, header)?;
 
-    p.b.position_at_end(probe.full);
+    p.b.position_at_end(full);
     report_unless(
         p,
         p.i1().const_zero(),
         status_words,
         status::GROUP_TABLE_FULL,
     )?;
-    p.b.build_store(probe.result, p.const_i64(-1))?;
-    p.b.build_unconditional_branch(probe.done)?;
+    p.b.build_store(result, p.const_i64(-1))?;
+    p.b.build_unconditional_branch(done)?;
 
-    p.b.position_at_end(probe.found);
-    p.b.build_store(probe.result, index_value)?;
-    p.b.build_unconditional_branch(probe.done)?;
+    p.b.position_at_end(found);
+    p.b.build_store(result, index_value)?;
+    p.b.build_unconditional_branch(done)?;
 
-    p.b.position_at_end(probe.done);
-    let value = p.b.build_load(p.i64(), probe.result, "")?;
+    p.b.position_at_end(done);
+    let value = p.b.build_load(p.i64(), result, "")?;
     p.b.build_return(Some(&value))?;
     Ok(())
-}
-
-/// Claims the empty slot word at `slot` for `word` with a compare-and-swap: whether it now holds
-/// `word` (claimed here, or by another row of the same value first).
-fn claim_slot<'ctx>(
-    p: &Emitter<'ctx, '_>,
-    slot: PointerValue<'ctx>,
-    word: IntValue<'ctx>,
-) -> CodegenResult<IntValue<'ctx>> {
-    let zero = p.const_i64(0);
-    let pair = p.b.build_cmpxchg(
-        slot,
-        zero,
-        word,
-        AtomicOrdering::Monotonic,
-        AtomicOrdering::Monotonic,
-    )?;
-    let previous =
-        p.b.build_extract_value(pair, 0, "previous")?
-            .into_int_value();
-    let claimed =
-        p.b.build_int_compare(IntPredicate::EQ, previous, zero, "")?;
-    let same =
-        p.b.build_int_compare(IntPredicate::EQ, previous, word, "")?;
-    Ok(p.b.build_or(claimed, same, "")?)
 }

@@ -12,9 +12,12 @@ pub const WORD_BITS: u32 = 63;
 /// The top bit every stored word has set.
 pub const STORED: u64 = 1 << 63;
 
-/// The most words a wide key takes: eight keys of 63 bits (a 64-bit key and its null flag
-/// take 65).
+/// The most words a wide key takes: 1,008 bits, fifteen 64-bit keys (a 64-bit key and its
+/// null flag take 65).
 pub const MAX_WORDS: usize = 16;
+
+/// The most bits a wide key holds.
+pub const MAX_BITS: u32 = MAX_WORDS as u32 * WORD_BITS;
 
 /// The words a key of `bits` bits takes.
 pub fn words(bits: u32) -> usize {
@@ -66,16 +69,17 @@ pub fn field(words: &[u64], offset: u32, bits: u32) -> u64 {
     })
 }
 
-/// Adds the field `value` (of `bits` bits) at bit `offset` of the stream to `words`.
-pub fn put(words: &mut [u64], offset: u32, bits: u32, value: u64) {
-    for part in parts(offset, bits) {
-        words[part.word] |= ((value >> part.from) & low_mask(part.bits)) << part.shift;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Adds the field `value` (of `bits` bits) at bit `offset` of the stream to `words`, as the
+    /// generated code does.
+    fn put(words: &mut [u64], offset: u32, bits: u32, value: u64) {
+        for part in parts(offset, bits) {
+            words[part.word] |= ((value >> part.from) & low_mask(part.bits)) << part.shift;
+        }
+    }
 
     #[test]
     fn fields_straddling_words_read_back() {
