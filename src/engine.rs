@@ -18,7 +18,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use tessera_compiler::physical::PartitionJoins;
+use tessera_compiler::physical::{Estimates, PartitionJoins};
 use tessera_compiler::Compilation;
 use tessera_grammar::source_to_ast;
 use tessera_runtime::exec::gpu::GpuBackend;
@@ -74,6 +74,9 @@ pub struct Engine {
     /// Modules compiled so far, by the shape of their queries (`physical::constants::shape`):
     /// a script that differs from an earlier one only in its constants runs its code.
     shapes: Mutex<RecentlyUsed<String, Arc<Module>>>,
+    /// The planner's estimates by predicate shape, kept so that scripts differing only in
+    /// their constants are planned alike (`physical::Estimates`), and so share a module.
+    estimates: Mutex<Estimates>,
     /// What the device holds for modules and scripts gone, to release when next it is taken.
     retired: Arc<Mutex<Vec<Retired>>>,
     timing: bool,
@@ -251,6 +254,7 @@ impl Engine {
             device: tokio::sync::Mutex::new(device),
             programs: Mutex::new(RecentlyUsed::new(KEPT_SCRIPTS, KEPT_STAGE_BYTES)),
             shapes: Mutex::new(RecentlyUsed::new(KEPT_SHAPES, u64::MAX)),
+            estimates: Mutex::new(Estimates::default()),
             retired: Arc::new(Mutex::new(Vec::new())),
             timing: options.timing,
         })
@@ -390,8 +394,13 @@ impl Engine {
             // otherwise than this data is, its constants in other places.
             return Ok(alone(compiled, None));
         }
-        let compilation = Compilation::run_with(ast, &catalog, self.options.partition_joins)
-            .map_err(|d| script.fail(d))?;
+        let compilation = Compilation::run_remembering(
+            ast,
+            &catalog,
+            self.options.partition_joins,
+            &mut lock(&self.estimates),
+        )
+        .map_err(|d| script.fail(d))?;
         let shape = shape_of(&compilation.physical, &self.options, &catalog);
         let shared = lock(&self.shapes).get(&shape);
         if let Some(module) = shared {

@@ -10,7 +10,10 @@ use tessera_storage::{Catalog, Schema, StorageError};
 use crate::analyze::{ast_to_typed, declared_tables, DeclaredTable};
 use crate::logical::{typed_to_logical, LogicalQuery};
 use crate::optimize::{optimize, PassTrace};
-use crate::physical::{logical_to_pipelines, PartitionJoins, PhysicalQuery};
+use crate::physical::{
+    logical_to_pipelines, logical_to_pipelines_remembering, Estimates, PartitionJoins,
+    PhysicalQuery,
+};
 use crate::typed::TypedScript;
 
 /// The tables of the standard library's schemas (SSB), used to read `.tbl` files the script
@@ -66,11 +69,34 @@ impl Compilation {
         catalog: &Catalog,
         partition_joins: PartitionJoins,
     ) -> Result<Compilation, Vec<Diagnostic>> {
+        Compilation::planned(ast, catalog, |query| {
+            logical_to_pipelines(query, catalog, partition_joins)
+        })
+    }
+
+    /// Like `run_with`, planning with the estimates a resident engine kept from earlier
+    /// scripts (`physical::Estimates`), and keeping this one's.
+    pub fn run_remembering(
+        ast: Script,
+        catalog: &Catalog,
+        partition_joins: PartitionJoins,
+        estimates: &mut Estimates,
+    ) -> Result<Compilation, Vec<Diagnostic>> {
+        Compilation::planned(ast, catalog, |query| {
+            logical_to_pipelines_remembering(query, catalog, partition_joins, estimates)
+        })
+    }
+
+    fn planned(
+        ast: Script,
+        catalog: &Catalog,
+        plan: impl FnMut(&LogicalQuery) -> Result<PhysicalQuery, Diagnostic>,
+    ) -> Result<Compilation, Vec<Diagnostic>> {
         let mut compilation = Compilation::run_logical(ast, catalog)?;
         compilation.physical = compilation
             .optimized
             .iter()
-            .map(|q| logical_to_pipelines(q, catalog, partition_joins))
+            .map(plan)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|d| vec![d])?;
         Ok(compilation)

@@ -1,6 +1,10 @@
 //! Estimates from catalog statistics: the fraction of rows a predicate keeps, and the value
 //! domain of a column. They steer choices (probe order, table layouts); a wrong estimate makes a
-//! plan slower, never wrong.
+//! plan slower, never wrong. A resident engine keeps the estimates it took ([`Estimates`]), so
+//! that scripts differing only in their constants are planned alike and share compiled code.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
 
 use tessera_grammar::ast::{BinaryOp, UnaryOp};
 use tessera_storage::{Catalog, ColumnStats, DataType, Value};
@@ -11,9 +15,35 @@ use crate::expr::{Expr, ExprKind};
 /// The selectivity assumed for a predicate nothing is known about.
 const UNKNOWN: f64 = 1.0 / 3.0;
 
+/// Selectivities estimated so far, by the shape of their predicate: its operators and columns
+/// with the constants' values left out. A predicate of a known shape takes the estimate of the
+/// first one seen, whatever its constants, as PostgreSQL runs a prepared statement's generic
+/// plan: otherwise constants that move an estimate far enough (an empty year range) would
+/// reorder a plan's probes, and a script differing from an earlier one only in its constants
+/// would compile anew instead of running the earlier one's code. The price is the plan's
+/// fit to those constants; a wrong estimate makes a plan slower, never wrong.
+#[derive(Debug, Default)]
+pub struct Estimates {
+    by_shape: HashMap<String, f64>,
+}
+
+impl Estimates {
+    /// The most shapes kept; past them the memory starts afresh.
+    const MAX_SHAPES: usize = 16_384;
+
+    fn remember(&mut self, shape: String, selectivity: f64) {
+        if self.by_shape.len() >= Self::MAX_SHAPES {
+            self.by_shape.clear();
+        }
+        self.by_shape.insert(shape, selectivity);
+    }
+}
+
 pub(super) struct Estimator<'a> {
     pub catalog: &'a Catalog,
     pub columns: &'a Columns,
+    /// Estimates kept from earlier scripts, when the planner runs in a resident engine.
+    pub remembered: Option<&'a RefCell<Estimates>>,
 }
 
 impl Estimator<'_> {
@@ -68,18 +98,54 @@ impl Estimator<'_> {
         )
     }
 
-    /// The fraction of rows for which `predicate` is true.
+    /// The fraction of rows for which `predicate` is true: the remembered estimate of its
+    /// shape when there is one.
     pub fn selectivity(&self, predicate: &Expr) -> f64 {
+        let Some(remembered) = self.remembered else {
+            return self.estimate(predicate);
+        };
+        let shape = self.shape(predicate);
+        if let Some(&selectivity) = remembered.borrow().by_shape.get(&shape) {
+            return selectivity;
+        }
+        let selectivity = self.estimate(predicate);
+        remembered.borrow_mut().remember(shape, selectivity);
+        selectivity
+    }
+
+    /// `predicate` with its constants' values left out, and the stored columns it reads (its
+    /// column ids are the query's own).
+    fn shape(&self, predicate: &Expr) -> String {
+        let erased = predicate.clone().transform(&mut |e| match e.kind {
+            ExprKind::Literal(Value::Bool(_)) => e,
+            ExprKind::Literal(_) | ExprKind::StrCode(_) => Expr {
+                kind: ExprKind::Constant { slot: 0, bits: 0 },
+                ..e
+            },
+            _ => e,
+        });
+        let mut shape = super::constants::without_spans(&format!("{erased:?}"));
+        for column in predicate.columns_used() {
+            match &self.columns.get(column).origin {
+                Some(origin) => shape.push_str(&format!(" {}.{}", origin.table, origin.column)),
+                None => shape.push_str(" computed"),
+            }
+        }
+        shape
+    }
+
+    /// The fraction of rows for which `predicate` is true, from the statistics.
+    fn estimate(&self, predicate: &Expr) -> f64 {
         let s = match &predicate.kind {
             ExprKind::Literal(Value::Bool(b)) => f64::from(u8::from(*b)),
             ExprKind::Unary {
                 op: UnaryOp::Not,
                 operand,
-            } => 1.0 - self.selectivity(operand),
+            } => 1.0 - self.estimate(operand),
             ExprKind::Binary { op, left, right } => match op {
-                BinaryOp::And => self.selectivity(left) * self.selectivity(right),
+                BinaryOp::And => self.estimate(left) * self.estimate(right),
                 BinaryOp::Or => {
-                    let (a, b) = (self.selectivity(left), self.selectivity(right));
+                    let (a, b) = (self.estimate(left), self.estimate(right));
                     a + b - a * b
                 }
                 op if op.is_comparison() => self.comparison(*op, left, right),

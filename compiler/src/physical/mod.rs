@@ -12,7 +12,8 @@ mod estimate;
 mod plan;
 
 pub use display::physical_to_string;
-pub use plan::logical_to_pipelines;
+pub use estimate::Estimates;
+pub use plan::{logical_to_pipelines, logical_to_pipelines_remembering};
 
 use tessera_grammar::ast::JoinKind;
 use tessera_grammar::Span;

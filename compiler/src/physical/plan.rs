@@ -3,6 +3,7 @@
 //! becomes a build pipeline, and its left side probes the table in its own pipeline. Layouts
 //! and the order of steps within a pipeline come from statistics.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use tessera_grammar::ast::{BinaryOp, JoinKind, SetOp};
@@ -15,7 +16,7 @@ use crate::columns::{ColumnId, ColumnInfo, Columns};
 use crate::expr::{AggregateExpr, Expr, ExprKind};
 use crate::logical::{LogicalPlan, LogicalQuery};
 
-use super::estimate::Estimator;
+use super::estimate::{Estimates, Estimator};
 use super::{
     range_slots, BuildKeys, DenseUpdates, GroupLayout, HashLayout, HashTable, HostStep, Input,
     KeyDomain, PartitionJoins, PartitionPass, Partitioning, PhysicalQuery, Pipeline, Sink, Step,
@@ -51,12 +52,36 @@ pub fn logical_to_pipelines(
     catalog: &Catalog,
     partition_joins: PartitionJoins,
 ) -> Result<PhysicalQuery, Diagnostic> {
+    plan_query(query, catalog, partition_joins, None)
+}
+
+/// [`logical_to_pipelines`] taking the estimates remembered from earlier scripts, and keeping
+/// this one's (a resident engine's planning).
+pub fn logical_to_pipelines_remembering(
+    query: &LogicalQuery,
+    catalog: &Catalog,
+    partition_joins: PartitionJoins,
+    estimates: &mut Estimates,
+) -> Result<PhysicalQuery, Diagnostic> {
+    let remembered = RefCell::new(std::mem::take(estimates));
+    let planned = plan_query(query, catalog, partition_joins, Some(&remembered));
+    *estimates = remembered.into_inner();
+    planned
+}
+
+fn plan_query(
+    query: &LogicalQuery,
+    catalog: &Catalog,
+    partition_joins: PartitionJoins,
+    remembered: Option<&RefCell<Estimates>>,
+) -> Result<PhysicalQuery, Diagnostic> {
     let mut planner = Planner {
         partition_joins,
         partitionings: Vec::new(),
         estimator: Estimator {
             catalog,
             columns: &query.columns,
+            remembered,
         },
         columns: query.columns.clone(),
         span: query.span,
@@ -493,6 +518,7 @@ impl Planner<'_> {
         let estimator = Estimator {
             catalog: self.estimator.catalog,
             columns: &self.columns,
+            remembered: self.estimator.remembered,
         };
         let mut steps = Vec::new();
         // Each leading filter's conjuncts that read only such columns; the others stay on
