@@ -389,6 +389,10 @@ pub struct GpuBackend {
 /// piece before reads the other.
 const STAGING_SETS: usize = 2;
 
+/// Device memory kept free beside columns and buffers when no budget is given: a launch's
+/// local memory and the driver's own allocations take some.
+const LAUNCH_HEADROOM: u64 = 256 << 20;
+
 /// How long a wait for kernels spins before it polls: most queries' kernels end sooner.
 const SPIN_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 
@@ -549,13 +553,40 @@ impl GpuBackend {
         bytes: usize,
         allocate: impl Fn(&Arc<CudaStream>) -> Result<CudaSlice<u8>, DriverError>,
     ) -> Result<CudaSlice<u8>, RuntimeError> {
+        let mut released = false;
         loop {
             match allocate(&self.stream) {
                 Ok(slice) => return Ok(slice),
-                Err(e)
-                    if e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY
-                        && self.drop_least_recent_column() => {}
+                Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY => {
+                    // What is freed already first, then the least recently used column.
+                    if released && !self.drop_least_recent_column() {
+                        return Err(memory(e, what, bytes));
+                    }
+                    self.release_freed_memory();
+                    released = true;
+                }
                 Err(e) => return Err(memory(e, what, bytes)),
+            }
+        }
+    }
+
+    /// Gives the memory of the buffers freed so far back to the device. A buffer is freed in
+    /// its stream's order into the device's memory pool, which keeps the memory until the
+    /// stream has caught up and the pool is trimmed; until then an allocation of another size
+    /// fails while another process holds the rest of the device.
+    fn release_freed_memory(&self) {
+        // A failure here shows as the retried allocation's error.
+        if self.stream.synchronize().is_err() {
+            return;
+        }
+        let mut pool = std::ptr::null_mut();
+        // SAFETY: the pool is the device's current one, valid while the context is.
+        unsafe {
+            if sys::cuDeviceGetMemPool(&mut pool, self.context.cu_device())
+                .result()
+                .is_ok()
+            {
+                let _ = result::mem_pool::trim_to(pool, 0);
             }
         }
     }
@@ -1173,7 +1204,13 @@ impl Backend for GpuBackend {
     }
 
     fn memory_budget(&self) -> Option<u64> {
-        self.budget
+        // Without a budget, what the device can give: its free memory, less room for what
+        // a launch takes besides buffers, and the resident columns (dropped when wanted).
+        // Another process may hold the rest of the device.
+        self.budget.or_else(|| {
+            let (free, _) = result::mem_get_info().ok()?;
+            Some((free as u64).saturating_sub(LAUNCH_HEADROOM) + self.resident_bytes)
+        })
     }
 
     fn staged_pieces(&self) -> u64 {

@@ -290,8 +290,9 @@ pub trait Backend {
     fn staged_pieces(&self) -> u64 {
         1
     }
-    /// The most bytes of columns to keep on the device at once, when limited
-    /// (`--gpu-memory`): a query reading more streams its largest table through in pieces.
+    /// The most bytes of columns to keep on the device at once, when limited (`--gpu-memory`,
+    /// or the memory a device has): a query reading more streams its largest table through in
+    /// pieces.
     fn memory_budget(&self) -> Option<u64> {
         None
     }
