@@ -1560,3 +1560,26 @@ fn a_sum_over_grouped_results_that_overflows_is_an_error() {
         text(&output.stderr)
     );
 }
+
+/// A grouping by keys wider than one word (two full-range 64-bit keys, one of them nullable)
+/// or by floats is grouped again on the device, which reads the keys back from the slots'
+/// words and a float from its bits (the results: tests/conformance/wide_keys/regroup_after_wide_keys.test
+/// and having_on_float_keys.test); they were decoded and grouped again on the host.
+#[test]
+fn groupings_by_wide_and_float_keys_are_grouped_again_on_the_device() {
+    let folder = common::repo().join("tests/data/wide");
+    let folder = folder.to_str().expect("utf-8 path");
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    for script in [
+        "from events | select account, session | distinct | group account { n = count(), low = min(session) }",
+        "from events | group score, ratio { n = count() } | group ratio { groups = count(), top = max(score) }",
+    ] {
+        let path = scratch.path().join("regroup.tq");
+        std::fs::write(&path, script).expect("written");
+        let path = path.to_str().expect("utf-8 path");
+        let plan = tessera(&["compile", path, "--data", folder, "--emit", "physical"]);
+        let plan = text(&plan.stdout);
+        assert!(plan.contains("the groups of pipeline 0"), "{plan}");
+        assert!(!plan.contains("host: group"), "{plan}");
+    }
+}

@@ -6,11 +6,12 @@
 //! reached is null. The sink (`keep_groups_tile`) empties the slots of the groups no longer
 //! selected, so that the result is read back with only the groups kept.
 
-use inkwell::values::IntValue;
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::IntPredicate;
 use tessera_runtime::emit::{Item, TileArray};
 use tessera_runtime::program::{
-    AggregateKind, AggregateSlot, DenseKey, HashKey, Param, ResultShape,
+    wide_key, AggregateKind, AggregateSlot, DenseKey, HashKey, Param, ResultShape,
 };
 use tessera_runtime::{CodegenError, CodegenResult};
 use tessera_storage::DataType;
@@ -39,8 +40,11 @@ pub(super) fn group_params(
     let (flags, _) = group_flags(groups)?;
     let mut params = vec![Param::Buffer(flags)];
     let aggregates = match groups {
-        ResultShape::Hash { aggregates, .. } => {
+        ResultShape::Hash {
+            aggregates, wide, ..
+        } => {
             params.push(Param::GroupCapacity);
+            params.extend(wide.iter().map(|&words| Param::Buffer(words)));
             aggregates
         }
         ResultShape::Dense { aggregates, .. } => aggregates,
@@ -114,6 +118,17 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         })?;
         self.group_words = Some(words);
         self.group_present = Some(present);
+        // A wide key's other words, read with the first so that any key can be decoded.
+        self.group_key_words.clear();
+        if let ResultShape::Hash { wide, .. } = self.groups()?.clone() {
+            for buffer in wide {
+                let words = self
+                    .em
+                    .tile_array(self.em.i64().into(), "group_key_words")?;
+                self.load_into(self.buffer(buffer)?, words)?;
+                self.group_key_words.push(words);
+            }
+        }
         Ok(())
     }
 
@@ -135,12 +150,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 wide,
                 ..
             } => match keys.iter().find(|k| k.id == id.0) {
-                // The planner reads such keys on the host.
-                Some(_) if !wide.is_empty() || info.ty.is_float() => {
-                    return Err(CodegenError::Invalid(format!(
-                        "the key {} is not read back from one word",
-                        info.name
-                    )))
+                Some(key) if !wide.is_empty() => {
+                    self.wide_hash_key(key, values, valid)?;
+                    (None, key.nullable)
                 }
                 Some(key) => {
                     self.hash_key(key, values, valid)?;
@@ -238,6 +250,63 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         })
     }
 
+    /// A wide hash key's value and whether it is null, as `tessera_runtime::result` decodes
+    /// them: its field's pieces gathered from the slot's words (`wide_key::parts`), offset by
+    /// its range's minimum or sign extended, and the bit after the field for null.
+    fn wide_hash_key(
+        &self,
+        key: &HashKey,
+        values: TileArray<'ctx>,
+        valid: TileArray<'ctx>,
+    ) -> CodegenResult<()> {
+        let first = self
+            .group_words
+            .ok_or_else(|| CodegenError::Invalid("the groups' key words are not read".into()))?;
+        let words: Vec<TileArray<'ctx>> = std::iter::once(first)
+            .chain(self.group_key_words.iter().copied())
+            .collect();
+        let em = &self.em;
+        em.for_each_item(|item| {
+            let b = &em.b;
+            let field = |offset: u32, bits: u32| -> CodegenResult<IntValue<'ctx>> {
+                let mut value = em.const_i64(0);
+                for part in wide_key::parts(offset, bits) {
+                    let word = words.get(part.word).ok_or_else(|| {
+                        CodegenError::Invalid(format!("the key has no word {}", part.word))
+                    })?;
+                    let word = em.get(*word, item)?.into_int_value();
+                    let shift = em.const_i64(i64::from(part.shift));
+                    let piece = b.build_right_shift(word, shift, false, "")?;
+                    let mask = em.const_i64(wide_key::low_mask(part.bits) as i64);
+                    let piece = b.build_and(piece, mask, "")?;
+                    let from = em.const_i64(i64::from(part.from));
+                    let piece = b.build_left_shift(piece, from, "")?;
+                    value = b.build_or(value, piece, "")?;
+                }
+                Ok(value)
+            };
+            let bits = field(key.shift, key.bits)?;
+            let raw = match key.min {
+                Some(min) => b.build_int_add(bits, em.const_i64(min), "")?,
+                None if key.bits >= 64 => bits,
+                None => {
+                    let unused = em.const_i64(i64::from(64 - key.bits));
+                    let high = b.build_left_shift(bits, unused, "")?;
+                    b.build_right_shift(high, unused, true, "")?
+                }
+            };
+            em.set(values, item, self.key_value(raw, values.elem)?)?;
+            let null = match key.nullable {
+                true => {
+                    let flag = field(key.shift + key.bits, 1)?;
+                    b.build_int_compare(IntPredicate::NE, flag, em.const_i64(0), "")?
+                }
+                false => em.i1().const_zero(),
+            };
+            em.set(valid, item, em.flag(b.build_not(null, "")?)?)
+        })
+    }
+
     /// The first of `keys`' value in a dense array's slot: digit `(slot / stride) % slots` of
     /// the slot index, where the keys after it take `stride` slots; the digit past its
     /// domain is null.
@@ -271,18 +340,27 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         })
     }
 
-    /// A key's raw `i64` as its column's register type: a boolean is whether it is not zero.
+    /// A key's raw `i64` as its column's register type: a boolean is whether it is not zero,
+    /// a float the value of its bits (floats are grouped by their bits).
     fn key_value(
         &self,
         raw: IntValue<'ctx>,
-        elem: inkwell::types::BasicTypeEnum<'ctx>,
-    ) -> CodegenResult<IntValue<'ctx>> {
+        elem: BasicTypeEnum<'ctx>,
+    ) -> CodegenResult<BasicValueEnum<'ctx>> {
         let b = &self.em.b;
         let ty = match elem {
-            inkwell::types::BasicTypeEnum::IntType(ty) => ty,
+            BasicTypeEnum::IntType(ty) => ty,
+            BasicTypeEnum::FloatType(ty) => {
+                let bits = self.em.int_type(ty.get_bit_width());
+                let raw = match bits.get_bit_width() {
+                    64 => raw,
+                    _ => b.build_int_truncate(raw, bits, "")?,
+                };
+                return Ok(b.build_bit_cast(raw, ty, "")?);
+            }
             _ => {
                 return Err(CodegenError::Invalid(
-                    "a group key that is not an integer".into(),
+                    "a group key that is not a number".into(),
                 ))
             }
         };
@@ -293,7 +371,8 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 self.em.flag(set)?
             }
             _ => b.build_int_truncate(raw, ty, "")?,
-        })
+        }
+        .into())
     }
 
     /// An aggregate's value: its accumulator (over its count, for an average), null where its

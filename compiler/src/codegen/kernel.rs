@@ -70,6 +70,8 @@ pub(super) struct Kernel<'k, 'ctx, 'm> {
     /// tile, its slots' flags and which of them hold a group.
     pub(super) groups: Option<ResultShape>,
     pub(super) group_words: Option<TileArray<'ctx>>,
+    /// A wide hash key's second and later words, for the current tile.
+    pub(super) group_key_words: Vec<TileArray<'ctx>>,
     pub(super) group_present: Option<TileArray<'ctx>>,
     /// The query's status words (every pipeline kernel receives them).
     pub status: usize,
@@ -448,6 +450,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             partitioned: None,
             groups: None,
             group_words: None,
+            group_key_words: Vec::new(),
             group_present: None,
             status: qc.status,
         })

@@ -307,23 +307,15 @@ impl Planner<'_> {
         else {
             return None;
         };
-        let (slots, groups, keys_readable) = match layout {
+        let (slots, groups) = match layout {
             GroupLayout::Scalar => return None,
-            GroupLayout::Dense { .. } => (layout.slots(), layout.slots() as f64, true),
-            // Keys are read back from one packed word; a wide key's words and a float's bits
-            // are read on the host. The table has room for twice the groups expected.
-            GroupLayout::Hash { capacity, ranges } => (
-                *capacity,
-                *capacity as f64 / 2.0,
-                super::hash_key_bits(keys, ranges.as_deref())
-                    .is_some_and(|bits| super::hash_key_words(keys, &bits) == 1)
-                    && !keys.iter().any(|(_, e)| e.ty.is_float()),
-            ),
+            GroupLayout::Dense { .. } => (layout.slots(), layout.slots() as f64),
+            // The table has room for twice the groups expected.
+            GroupLayout::Hash { capacity, .. } => (*capacity, *capacity as f64 / 2.0),
         };
         let is_string = |id: &ColumnId| self.columns.get(*id).ty == DataType::Str;
         let numbers = keys
             .iter()
-            .filter(|_| keys_readable)
             .map(|(id, _)| *id)
             .chain(
                 aggregates
@@ -348,8 +340,7 @@ impl Planner<'_> {
         let string_keys = keys
             .iter()
             .filter(|(id, expr)| {
-                keys_readable
-                    && is_string(id)
+                is_string(id)
                     && expr
                         .as_column()
                         .is_some_and(|c| self.columns.get(c).origin.is_some())
