@@ -259,8 +259,13 @@ pub(crate) fn decode_fetched(
             ))
         }
     };
-    for op in &spec.steps[applied..] {
-        apply(op, &mut rows)?;
+    let mut steps = spec.steps[applied..].iter().peekable();
+    while let Some(op) = steps.next() {
+        match (op, steps.peek()) {
+            // The limit then truncates nothing more.
+            (HostOp::Sort(keys), Some(HostOp::Limit(n))) => sort_first(keys, *n, &mut rows)?,
+            _ => apply(op, &mut rows)?,
+        }
     }
     output_table(spec, rows)
 }
@@ -983,19 +988,7 @@ fn aggregate_value(
 fn apply(op: &HostOp, rows: &mut Rows) -> Result<(), RuntimeError> {
     match op {
         HostOp::Sort(keys) => {
-            let keys = keys
-                .iter()
-                .map(|(id, descending)| Ok((rows.position(*id)?, *descending)))
-                .collect::<Result<Vec<_>, RuntimeError>>()?;
-            let order = |a: &Vec<Value>, b: &Vec<Value>| {
-                for &(p, descending) in &keys {
-                    let order = compare_for_sort(&a[p], &b[p], descending);
-                    if order != Ordering::Equal {
-                        return order;
-                    }
-                }
-                Ordering::Equal
-            };
+            let order = sort_order(keys, rows)?;
             // Both sorts are stable: rows equal in every key keep their order.
             if rows.rows.len() < PARALLEL_GROUPS {
                 rows.rows.sort_by(order);
@@ -1065,6 +1058,50 @@ fn apply(op: &HostOp, rows: &mut Rows) -> Result<(), RuntimeError> {
 }
 
 /// SQL ordering for `sort`: nulls last in either direction.
+/// How `rows` compare by `keys` (column ids, each descending or not).
+fn sort_order(
+    keys: &[(u32, bool)],
+    rows: &Rows,
+) -> Result<impl Fn(&Vec<Value>, &Vec<Value>) -> Ordering + Sync, RuntimeError> {
+    let keys = keys
+        .iter()
+        .map(|(id, descending)| Ok((rows.position(*id)?, *descending)))
+        .collect::<Result<Vec<_>, RuntimeError>>()?;
+    Ok(move |a: &Vec<Value>, b: &Vec<Value>| {
+        for &(p, descending) in &keys {
+            let order = compare_for_sort(&a[p], &b[p], descending);
+            if order != Ordering::Equal {
+                return order;
+            }
+        }
+        Ordering::Equal
+    })
+}
+
+/// The first `limit` rows as `sort` by `keys` orders them, in that order: the rest are only
+/// partitioned off (`select_nth_unstable`, linear), not sorted. Equal rows keep their order,
+/// as a stable sort keeps it.
+fn sort_first(keys: &[(u32, bool)], limit: u64, rows: &mut Rows) -> Result<(), RuntimeError> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    if limit >= rows.rows.len() {
+        return apply(&HostOp::Sort(keys.to_vec()), rows);
+    }
+    let order = sort_order(keys, rows)?;
+    let mut numbered: Vec<(usize, Vec<Value>)> = std::mem::take(&mut rows.rows)
+        .into_iter()
+        .enumerate()
+        .collect();
+    let order =
+        |a: &(usize, Vec<Value>), b: &(usize, Vec<Value>)| order(&a.1, &b.1).then(a.0.cmp(&b.0));
+    if limit > 0 {
+        numbered.select_nth_unstable_by(limit - 1, order);
+    }
+    numbered.truncate(limit);
+    numbered.sort_unstable_by(order);
+    rows.rows = numbered.into_iter().map(|(_, row)| row).collect();
+    Ok(())
+}
+
 fn compare_for_sort(a: &Value, b: &Value, descending: bool) -> Ordering {
     match (a, b) {
         (Value::Null, Value::Null) => Ordering::Equal,
@@ -1405,6 +1442,34 @@ fn scalar_error(error: ScalarError) -> RuntimeError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_rows_of_a_sort_are_those_a_whole_sort_gives() {
+        // Keys with ties and nulls; the second column numbers the rows, so that the order of
+        // equal rows shows.
+        let keys: Vec<Option<i64>> = (0..500)
+            .map(|i| (i % 7 != 3).then_some(i * 37 % 11))
+            .collect();
+        let rows = || Rows {
+            ids: vec![0, 1],
+            types: vec![DataType::I64, DataType::I64],
+            rows: keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| vec![k.map_or(Value::Null, Value::Int), Value::Int(i as i64)])
+                .collect(),
+        };
+        for sort in [vec![(0, false)], vec![(0, true)]] {
+            let mut whole = rows();
+            apply(&HostOp::Sort(sort.clone()), &mut whole).expect("sorts");
+            for limit in [0, 1, 5, 64, 499, 500, 900] {
+                let mut first = rows();
+                sort_first(&sort, limit, &mut first).expect("sorts");
+                let expected = &whole.rows[..whole.rows.len().min(limit as usize)];
+                assert_eq!(first.rows, expected, "{sort:?}, {limit} rows");
+            }
+        }
+    }
 
     fn aggregate(id: u32, kind: AggregateKind, ty: DataType, arg: u32) -> HostAggregate {
         HostAggregate {

@@ -476,6 +476,7 @@ impl GpuBackend {
         // SAFETY: no buffer is shared between streams.
         unsafe { context.disable_event_tracking() };
         let stream = context.default_stream();
+        keep_freed_memory(&context);
         let multiprocessors = context
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(cuda)?
@@ -579,15 +580,9 @@ impl GpuBackend {
         if self.stream.synchronize().is_err() {
             return;
         }
-        let mut pool = std::ptr::null_mut();
-        // SAFETY: the pool is the device's current one, valid while the context is.
-        unsafe {
-            if sys::cuDeviceGetMemPool(&mut pool, self.context.cu_device())
-                .result()
-                .is_ok()
-            {
-                let _ = result::mem_pool::trim_to(pool, 0);
-            }
+        if let Some(pool) = memory_pool(&self.context) {
+            // SAFETY: the pool is the device's current one, valid while the context is.
+            let _ = unsafe { result::mem_pool::trim_to(pool, 0) };
         }
     }
 
@@ -1234,6 +1229,36 @@ impl Drop for GpuBackend {
             unsafe { sys::cuMemHostUnregister(range.pointer) };
         }
     }
+}
+
+/// The memory pool the device's stream-ordered allocations take from.
+fn memory_pool(context: &CudaContext) -> Option<sys::CUmemoryPool> {
+    let mut pool = std::ptr::null_mut();
+    // SAFETY: `pool` receives the device's current pool.
+    unsafe { sys::cuDeviceGetMemPool(&mut pool, context.cu_device()) }
+        .result()
+        .ok()
+        .map(|()| pool)
+}
+
+/// Keeps the memory of freed buffers in the device's pool for later allocations. By default
+/// the pool gives it back to the driver whenever the host waits for the device, so each query's
+/// buffers (hash tables, outputs, allocated anew each run) were mapped again from scratch: a
+/// cost that grows with their size. [`GpuBackend::release_freed_memory`] still gives it back
+/// when an allocation fails.
+fn keep_freed_memory(context: &CudaContext) {
+    let Some(pool) = memory_pool(context) else {
+        return;
+    };
+    let mut threshold = u64::MAX;
+    // SAFETY: the attribute takes a `u64`, which `threshold` is.
+    let _ = unsafe {
+        result::mem_pool::set_attribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            (&mut threshold as *mut u64).cast(),
+        )
+    };
 }
 
 fn cuda(error: DriverError) -> RuntimeError {
