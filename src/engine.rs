@@ -503,8 +503,17 @@ impl Engine {
         }
         let mut outcomes = result?;
         let catalog = resident.catalog.as_deref().unwrap_or(&self.catalog);
+        let decoding = Instant::now();
         for (outcome, query) in outcomes.iter_mut().zip(&resident.queries) {
             outcome.decode(query, catalog)?;
+        }
+        if self.timing {
+            let rows: usize = outcomes.iter().map(|o| o.table.rows.len()).sum();
+            eprintln!(
+                "timing: {}: results decoded and host steps run in {:.3} ms ({rows} rows)",
+                script_name(source),
+                decoding.elapsed().as_secs_f64() * 1e3,
+            );
         }
         Ok(outcomes)
     }
@@ -554,15 +563,7 @@ fn report_timing(
     taken: Instant,
     outcomes: Option<&Vec<QueryOutcome>>,
 ) {
-    // The script's first line names it well enough in a log.
-    let first: String = source
-        .trim()
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .chars()
-        .take(60)
-        .collect();
+    let first = script_name(source);
     let held = taken.elapsed().as_secs_f64() * 1e3;
     let waited = (taken - asked).as_secs_f64() * 1e3;
     let sum = |part: fn(&QueryOutcome) -> f64| outcomes.map_or(0.0, |o| o.iter().map(part).sum());
@@ -582,6 +583,18 @@ fn report_timing(
         held - setup - kernels - results,
         origin.describe(),
     );
+}
+
+/// A script as a timing line names it: its first line names it well enough in a log.
+fn script_name(source: &str) -> String {
+    source
+        .trim()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(60)
+        .collect()
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -222,32 +222,50 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             let packed = b
                 .build_select(last, top, flipped, "packed")?
                 .into_int_value();
-            let shifted =
+            let field =
                 b.build_right_shift(packed, em.const_i64(i64::from(key.shift)), false, "")?;
-            let raw = match (key.min, key.bits) {
-                (_, bits) if bits >= 64 => packed,
-                (Some(min), bits) => {
-                    let field = b.build_and(shifted, em.const_i64((1i64 << bits) - 1), "")?;
-                    b.build_int_add(field, em.const_i64(min), "")?
-                }
-                (None, bits) => {
-                    let unused = em.const_i64(i64::from(64 - bits));
-                    let high = b.build_left_shift(shifted, unused, "")?;
-                    b.build_right_shift(high, unused, true, "")?
-                }
-            };
-            em.set(values, item, self.key_value(raw, values.elem)?)?;
-            let null = match key.nullable {
+            let null = || match key.nullable && key.shift + key.bits < 64 {
                 true => {
                     let above = em.const_i64(i64::from(key.shift + key.bits));
                     let bit = b.build_right_shift(packed, above, false, "")?;
                     let bit = b.build_and(bit, em.const_i64(1), "")?;
-                    b.build_int_compare(IntPredicate::NE, bit, em.const_i64(0), "")?
+                    Ok(b.build_int_compare(IntPredicate::NE, bit, em.const_i64(0), "")?)
                 }
-                false => em.i1().const_zero(),
+                false => Ok(em.i1().const_zero()),
             };
-            em.set(valid, item, em.flag(b.build_not(null, "")?)?)
+            self.set_hash_key(key, item, field, null, (values, valid))
         })
+    }
+
+    /// Sets `item` of `values` and `valid` to a hash key's value, from its field (its bits at
+    /// the bottom of `field`, above them anything) and whether it is null, as the result's
+    /// decoding takes it (`tessera_runtime::result`): the field holds the key's offset from
+    /// its range's minimum when packed by range, else its two's-complement bits.
+    fn set_hash_key(
+        &self,
+        key: &HashKey,
+        item: Item<'ctx>,
+        field: IntValue<'ctx>,
+        null: impl FnOnce() -> CodegenResult<IntValue<'ctx>>,
+        (values, valid): (TileArray<'ctx>, TileArray<'ctx>),
+    ) -> CodegenResult<()> {
+        let em = &self.em;
+        let b = &em.b;
+        let raw = match key.min {
+            Some(min) => {
+                let mask = em.const_i64(wide_key::low_mask(key.bits) as i64);
+                let offset = b.build_and(field, mask, "")?;
+                b.build_int_add(offset, em.const_i64(min), "")?
+            }
+            None if key.bits >= 64 => field,
+            None => {
+                let unused = em.const_i64(i64::from(64 - key.bits));
+                let high = b.build_left_shift(field, unused, "")?;
+                b.build_right_shift(high, unused, true, "")?
+            }
+        };
+        em.set(values, item, self.key_value(raw, values.elem)?)?;
+        em.set(valid, item, em.flag(b.build_not(null()?, "")?)?)
     }
 
     /// A wide hash key's value and whether it is null, as `tessera_runtime::result` decodes
@@ -285,25 +303,15 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 }
                 Ok(value)
             };
-            let bits = field(key.shift, key.bits)?;
-            let raw = match key.min {
-                Some(min) => b.build_int_add(bits, em.const_i64(min), "")?,
-                None if key.bits >= 64 => bits,
-                None => {
-                    let unused = em.const_i64(i64::from(64 - key.bits));
-                    let high = b.build_left_shift(bits, unused, "")?;
-                    b.build_right_shift(high, unused, true, "")?
-                }
-            };
-            em.set(values, item, self.key_value(raw, values.elem)?)?;
-            let null = match key.nullable {
+            let null = || match key.nullable {
                 true => {
                     let flag = field(key.shift + key.bits, 1)?;
-                    b.build_int_compare(IntPredicate::NE, flag, em.const_i64(0), "")?
+                    Ok(b.build_int_compare(IntPredicate::NE, flag, em.const_i64(0), "")?)
                 }
-                false => em.i1().const_zero(),
+                false => Ok(em.i1().const_zero()),
             };
-            em.set(valid, item, em.flag(b.build_not(null, "")?)?)
+            let value = field(key.shift, key.bits)?;
+            self.set_hash_key(key, item, value, null, (values, valid))
         })
     }
 
