@@ -249,9 +249,15 @@ pub(crate) fn decode_fetched(
             },
         ) => (decode_rows(columns, &bytes, count, catalog)?, 0),
         (shape, Fetched::Groups(present)) => {
-            let (rows, header, applied) =
-                decode_groups::<Vec<Vec<Value>>>(shape, &present, &spec.steps, catalog, capacity)?;
-            (Rows { rows, ..header }, applied)
+            let (kept, header, applied) =
+                decode_groups::<KeptRows>(shape, &present, &spec.steps, catalog, capacity)?;
+            (
+                Rows {
+                    rows: kept.rows,
+                    ..header
+                },
+                applied,
+            )
         }
         _ => {
             return Err(RuntimeError::Malformed(
@@ -721,9 +727,9 @@ impl Grouped<'_> {
             }
             checks.keep(row)
         };
-        let types = checks.header.types.clone();
+        let after = &steps[checks.ops.len()..];
         // The collection so far, and a row to decode into (reused where `C` spreads it).
-        let start = || (C::new(&types), Vec::with_capacity(width));
+        let start = || (C::new(&checks.header, after), Vec::with_capacity(width));
         let collect = |(mut collected, mut row): (C, Vec<Value>), (i, &slot): (usize, &u64)| {
             if one(i, slot, &mut row)? {
                 collected.push(&mut row)?;
@@ -758,8 +764,9 @@ impl Grouped<'_> {
 
 /// Where the decoded rows of a grouped result go: kept as rows, or spread over columns.
 trait Collected: Send + Sized {
-    /// None yet, of columns of `types`.
-    fn new(types: &[DataType]) -> Self;
+    /// None yet, of the columns of `header`, for rows that `after` (the host's steps after
+    /// the checks applied while decoding) then take.
+    fn new(header: &Rows, after: &[HostOp]) -> Self;
     /// Adds a row (of the result's columns, in order), leaving `row` empty; an error where a
     /// value is not of its column's type.
     fn push(&mut self, row: &mut Vec<Value>) -> Result<(), RuntimeError>;
@@ -767,23 +774,91 @@ trait Collected: Send + Sized {
     fn join(runs: Vec<Self>) -> Self;
 }
 
-impl Collected for Vec<Vec<Value>> {
-    fn new(_: &[DataType]) -> Self {
-        Vec::new()
+/// Rows kept as rows, in order. When the steps after them begin with a sort and a take, only
+/// the rows that can be among the first it keeps: a run cuts its rows back to the first
+/// `limit` (by the sort, ties in their order) whenever it holds twice that many, so a grouping
+/// of millions of groups sorted to keep ten is never held whole. The sort and the take then
+/// run over what is left ([`sort_first`]), which is what they would keep of all the rows.
+struct KeptRows {
+    rows: Vec<Vec<Value>>,
+    first: Option<FirstRows>,
+}
+
+/// The sort keys (positions in a row, descending or not) and the rows kept of a sort and take.
+#[derive(Clone)]
+struct FirstRows {
+    keys: Vec<(usize, bool)>,
+    limit: usize,
+}
+
+impl FirstRows {
+    /// The sort and take that `after` begins with, over rows of `header`'s columns.
+    fn of(header: &Rows, after: &[HostOp]) -> Option<FirstRows> {
+        let [HostOp::Sort(keys), HostOp::Limit(limit), ..] = after else {
+            return None;
+        };
+        let keys = keys
+            .iter()
+            .map(|&(id, descending)| header.position(id).ok().map(|p| (p, descending)))
+            .collect::<Option<Vec<_>>>()?;
+        Some(FirstRows {
+            keys,
+            limit: usize::try_from(*limit).unwrap_or(usize::MAX),
+        })
+    }
+
+    /// Cuts `rows` back to the first `limit` by the sort, keeping their order.
+    fn cut(&self, rows: &mut Vec<Vec<Value>>) {
+        if rows.len() <= self.limit {
+            return;
+        }
+        let order = |a: &(usize, Vec<Value>), b: &(usize, Vec<Value>)| {
+            for &(p, descending) in &self.keys {
+                let order = compare_for_sort(&a.1[p], &b.1[p], descending);
+                if order != Ordering::Equal {
+                    return order;
+                }
+            }
+            a.0.cmp(&b.0)
+        };
+        let mut numbered: Vec<(usize, Vec<Value>)> =
+            std::mem::take(rows).into_iter().enumerate().collect();
+        if self.limit > 0 {
+            numbered.select_nth_unstable_by(self.limit - 1, order);
+        }
+        numbered.truncate(self.limit);
+        numbered.sort_unstable_by_key(|(position, _)| *position);
+        *rows = numbered.into_iter().map(|(_, row)| row).collect();
+    }
+}
+
+impl Collected for KeptRows {
+    fn new(header: &Rows, after: &[HostOp]) -> Self {
+        KeptRows {
+            rows: Vec::new(),
+            first: FirstRows::of(header, after),
+        }
     }
 
     fn push(&mut self, row: &mut Vec<Value>) -> Result<(), RuntimeError> {
         let width = row.len();
-        Vec::push(self, std::mem::replace(row, Vec::with_capacity(width)));
+        self.rows
+            .push(std::mem::replace(row, Vec::with_capacity(width)));
+        if let Some(first) = &self.first {
+            if self.rows.len() >= first.limit.saturating_mul(2).max(1024) {
+                first.cut(&mut self.rows);
+            }
+        }
         Ok(())
     }
 
     fn join(runs: Vec<Self>) -> Self {
-        let mut rows = Vec::with_capacity(runs.iter().map(Vec::len).sum());
+        let first = runs.first().and_then(|run| run.first.clone());
+        let mut rows = Vec::with_capacity(runs.iter().map(|run| run.rows.len()).sum());
         for run in runs {
-            rows.extend(run);
+            rows.extend(run.rows);
         }
-        rows
+        KeptRows { rows, first }
     }
 }
 
@@ -791,8 +866,14 @@ impl Collected for Vec<Vec<Value>> {
 struct ByColumn(Vec<ColumnBuilder>);
 
 impl Collected for ByColumn {
-    fn new(types: &[DataType]) -> Self {
-        ByColumn(types.iter().map(|ty| ColumnBuilder::new(*ty, 0)).collect())
+    fn new(header: &Rows, _: &[HostOp]) -> Self {
+        ByColumn(
+            header
+                .types
+                .iter()
+                .map(|ty| ColumnBuilder::new(*ty, 0))
+                .collect(),
+        )
     }
 
     fn push(&mut self, row: &mut Vec<Value>) -> Result<(), RuntimeError> {
@@ -1442,6 +1523,52 @@ fn scalar_error(error: ScalarError) -> RuntimeError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_kept_for_a_sort_and_take_give_its_rows() {
+        // Runs of decoded rows, each cut back as it grows, then joined: the sort and the take
+        // over what is left give what they give over every row, ties in their order.
+        let keys: Vec<i64> = (0..20_000).map(|i| i * 7919 % 13).collect();
+        let header = Rows {
+            ids: vec![0, 1],
+            types: vec![DataType::I64, DataType::I64],
+            rows: Vec::new(),
+        };
+        let row = |i: usize| vec![Value::Int(keys[i]), Value::Int(i as i64)];
+        for descending in [false, true] {
+            for limit in [0, 1, 10, 700, 30_000] {
+                let after = [HostOp::Sort(vec![(0, descending)]), HostOp::Limit(limit)];
+                let runs: Vec<KeptRows> = (0..keys.len())
+                    .collect::<Vec<_>>()
+                    .chunks(3_000)
+                    .map(|chunk| {
+                        let mut run = KeptRows::new(&header, &after);
+                        for &i in chunk {
+                            run.push(&mut row(i)).expect("pushed");
+                        }
+                        run
+                    })
+                    .collect();
+                let mut kept = Rows {
+                    rows: KeptRows::join(runs).rows,
+                    ..Rows {
+                        ids: header.ids.clone(),
+                        types: header.types.clone(),
+                        rows: Vec::new(),
+                    }
+                };
+                sort_first(&[(0, descending)], limit, &mut kept).expect("sorts");
+                let mut all = Rows {
+                    ids: header.ids.clone(),
+                    types: header.types.clone(),
+                    rows: (0..keys.len()).map(row).collect(),
+                };
+                apply(&HostOp::Sort(vec![(0, descending)]), &mut all).expect("sorts");
+                all.rows.truncate(limit as usize);
+                assert_eq!(kept.rows, all.rows, "descending {descending}, {limit} rows");
+            }
+        }
+    }
 
     #[test]
     fn the_first_rows_of_a_sort_are_those_a_whole_sort_gives() {

@@ -1204,7 +1204,8 @@ impl Backend for GpuBackend {
         // Another process may hold the rest of the device.
         self.budget.or_else(|| {
             let (free, _) = result::mem_get_info().ok()?;
-            Some((free as u64).saturating_sub(LAUNCH_HEADROOM) + self.resident_bytes)
+            let free = free as u64 + pool_spare(&self.context);
+            Some(free.saturating_sub(LAUNCH_HEADROOM) + self.resident_bytes)
         })
     }
 
@@ -1239,6 +1240,24 @@ fn memory_pool(context: &CudaContext) -> Option<sys::CUmemoryPool> {
         .result()
         .ok()
         .map(|()| pool)
+}
+
+/// Bytes the device's pool holds that no buffer uses (kept for later allocations, and not
+/// counted free by the driver).
+fn pool_spare(context: &CudaContext) -> u64 {
+    let Some(pool) = memory_pool(context) else {
+        return 0;
+    };
+    let attribute = |attribute| {
+        let mut bytes = 0u64;
+        // SAFETY: these attributes are `u64`s, which `bytes` is.
+        unsafe { result::mem_pool::get_attribute(pool, attribute, (&mut bytes as *mut u64).cast()) }
+            .map(|()| bytes)
+            .unwrap_or(0)
+    };
+    let reserved = attribute(sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+    let used = attribute(sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
+    reserved.saturating_sub(used)
 }
 
 /// Keeps the memory of freed buffers in the device's pool for later allocations. By default
