@@ -797,12 +797,8 @@ impl FirstRows {
         let [HostOp::Sort(keys), HostOp::Limit(limit), ..] = after else {
             return None;
         };
-        let keys = keys
-            .iter()
-            .map(|&(id, descending)| header.position(id).ok().map(|p| (p, descending)))
-            .collect::<Option<Vec<_>>>()?;
         Some(FirstRows {
-            keys,
+            keys: key_positions(keys, header).ok()?,
             limit: usize::try_from(*limit).unwrap_or(usize::MAX),
         })
     }
@@ -812,23 +808,9 @@ impl FirstRows {
         if rows.len() <= self.limit {
             return;
         }
-        let order = |a: &(usize, Vec<Value>), b: &(usize, Vec<Value>)| {
-            for &(p, descending) in &self.keys {
-                let order = compare_for_sort(&a.1[p], &b.1[p], descending);
-                if order != Ordering::Equal {
-                    return order;
-                }
-            }
-            a.0.cmp(&b.0)
-        };
-        let mut numbered: Vec<(usize, Vec<Value>)> =
-            std::mem::take(rows).into_iter().enumerate().collect();
-        if self.limit > 0 {
-            numbered.select_nth_unstable_by(self.limit - 1, order);
-        }
-        numbered.truncate(self.limit);
-        numbered.sort_unstable_by_key(|(position, _)| *position);
-        *rows = numbered.into_iter().map(|(_, row)| row).collect();
+        let mut first = first_rows(std::mem::take(rows), &self.keys, self.limit);
+        first.sort_unstable_by_key(|(position, _)| *position);
+        *rows = first.into_iter().map(|(_, row)| row).collect();
     }
 }
 
@@ -1069,7 +1051,8 @@ fn aggregate_value(
 fn apply(op: &HostOp, rows: &mut Rows) -> Result<(), RuntimeError> {
     match op {
         HostOp::Sort(keys) => {
-            let order = sort_order(keys, rows)?;
+            let keys = key_positions(keys, rows)?;
+            let order = |a: &Vec<Value>, b: &Vec<Value>| sort_order(&keys, a, b);
             // Both sorts are stable: rows equal in every key keep their order.
             if rows.rows.len() < PARALLEL_GROUPS {
                 rows.rows.sort_by(order);
@@ -1138,51 +1121,61 @@ fn apply(op: &HostOp, rows: &mut Rows) -> Result<(), RuntimeError> {
     Ok(())
 }
 
-/// SQL ordering for `sort`: nulls last in either direction.
-/// How `rows` compare by `keys` (column ids, each descending or not).
-fn sort_order(
-    keys: &[(u32, bool)],
-    rows: &Rows,
-) -> Result<impl Fn(&Vec<Value>, &Vec<Value>) -> Ordering + Sync, RuntimeError> {
-    let keys = keys
-        .iter()
+/// The positions among `rows`' columns of a sort's `keys` (column ids, each descending or
+/// not).
+fn key_positions(keys: &[(u32, bool)], rows: &Rows) -> Result<Vec<(usize, bool)>, RuntimeError> {
+    keys.iter()
         .map(|(id, descending)| Ok((rows.position(*id)?, *descending)))
-        .collect::<Result<Vec<_>, RuntimeError>>()?;
-    Ok(move |a: &Vec<Value>, b: &Vec<Value>| {
-        for &(p, descending) in &keys {
-            let order = compare_for_sort(&a[p], &b[p], descending);
-            if order != Ordering::Equal {
-                return order;
-            }
-        }
-        Ordering::Equal
-    })
+        .collect()
 }
 
-/// The first `limit` rows as `sort` by `keys` orders them, in that order: the rest are only
-/// partitioned off (`select_nth_unstable`, linear), not sorted. Equal rows keep their order,
-/// as a stable sort keeps it.
+/// How rows `a` and `b` compare by the columns at `keys` (positions, each descending or not).
+fn sort_order(keys: &[(usize, bool)], a: &[Value], b: &[Value]) -> Ordering {
+    for &(p, descending) in keys {
+        let order = compare_for_sort(&a[p], &b[p], descending);
+        if order != Ordering::Equal {
+            return order;
+        }
+    }
+    Ordering::Equal
+}
+
+/// The first `limit` of `rows` by the columns at `keys`, rows equal in every key in their
+/// order, each with its position among `rows`; in no order: the rest are only partitioned off
+/// (`select_nth_unstable`, linear), not sorted.
+fn first_rows(
+    rows: Vec<Vec<Value>>,
+    keys: &[(usize, bool)],
+    limit: usize,
+) -> Vec<(usize, Vec<Value>)> {
+    if limit == 0 {
+        return Vec::new();
+    }
+    let mut numbered: Vec<(usize, Vec<Value>)> = rows.into_iter().enumerate().collect();
+    if limit < numbered.len() {
+        numbered.select_nth_unstable_by(limit - 1, |a, b| {
+            sort_order(keys, &a.1, &b.1).then(a.0.cmp(&b.0))
+        });
+        numbered.truncate(limit);
+    }
+    numbered
+}
+
+/// The first `limit` rows as `sort` by `keys` orders them, in that order, without sorting the
+/// others. Equal rows keep their order, as a stable sort keeps it.
 fn sort_first(keys: &[(u32, bool)], limit: u64, rows: &mut Rows) -> Result<(), RuntimeError> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     if limit >= rows.rows.len() {
         return apply(&HostOp::Sort(keys.to_vec()), rows);
     }
-    let order = sort_order(keys, rows)?;
-    let mut numbered: Vec<(usize, Vec<Value>)> = std::mem::take(&mut rows.rows)
-        .into_iter()
-        .enumerate()
-        .collect();
-    let order =
-        |a: &(usize, Vec<Value>), b: &(usize, Vec<Value>)| order(&a.1, &b.1).then(a.0.cmp(&b.0));
-    if limit > 0 {
-        numbered.select_nth_unstable_by(limit - 1, order);
-    }
-    numbered.truncate(limit);
-    numbered.sort_unstable_by(order);
-    rows.rows = numbered.into_iter().map(|(_, row)| row).collect();
+    let keys = key_positions(keys, rows)?;
+    let mut first = first_rows(std::mem::take(&mut rows.rows), &keys, limit);
+    first.sort_unstable_by(|a, b| sort_order(&keys, &a.1, &b.1).then(a.0.cmp(&b.0)));
+    rows.rows = first.into_iter().map(|(_, row)| row).collect();
     Ok(())
 }
 
+/// SQL ordering for `sort`: nulls last in either direction.
 fn compare_for_sort(a: &Value, b: &Value, descending: bool) -> Ordering {
     match (a, b) {
         (Value::Null, Value::Null) => Ordering::Equal,
@@ -1550,12 +1543,9 @@ mod tests {
                     })
                     .collect();
                 let mut kept = Rows {
+                    ids: header.ids.clone(),
+                    types: header.types.clone(),
                     rows: KeptRows::join(runs).rows,
-                    ..Rows {
-                        ids: header.ids.clone(),
-                        types: header.types.clone(),
-                        rows: Vec::new(),
-                    }
                 };
                 sort_first(&[(0, descending)], limit, &mut kept).expect("sorts");
                 let mut all = Rows {
