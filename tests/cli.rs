@@ -1583,3 +1583,42 @@ fn groupings_by_wide_and_float_keys_are_grouped_again_on_the_device() {
         assert!(!plan.contains("host: group"), "{plan}");
     }
 }
+
+/// A grouping of many groups sorted and taken is written out as rows and sorted on the device,
+/// so that only the rows taken are read back; a grouping of few groups is read back whole and
+/// sorted on the host.
+#[test]
+fn groupings_of_many_groups_are_sorted_on_the_device() {
+    let data = common::tpch_data().to_str().expect("utf-8 path");
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    let compile = |script: &str, emit: &str| {
+        let path = scratch.path().join("sorted.tq");
+        std::fs::write(&path, script).expect("written");
+        let path = path.to_str().expect("utf-8 path");
+        let output = tessera(&[
+            "compile", path, "--data", data, "--emit", emit, "--target", "host",
+        ]);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        text(&output.stdout)
+    };
+    // 60,175 rows into a hash table of 131,072 slots.
+    let many = "from lineitem | group l_orderkey, l_partkey { qty = sum(l_quantity) } \
+                | where qty > 10 | derive half = qty / 2 | sort half desc, l_orderkey | take 5";
+    let plan = compile(many, "physical");
+    assert!(
+        plan.contains("pipeline 1: the groups of pipeline 0"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("materialize l_orderkey, l_partkey, qty, half"),
+        "{plan}"
+    );
+    let kernels = compile(many, "kernels");
+    assert!(kernels.contains("sort_scatter"), "{kernels}");
+    assert!(kernels.contains("result: rows of 4 columns"), "{kernels}");
+    // TPC-H Q1's four groups.
+    let few = "from lineitem | group l_returnflag, l_linestatus { n = count() } \
+               | sort l_returnflag, l_linestatus";
+    let plan = compile(few, "physical");
+    assert!(!plan.contains("the groups of pipeline"), "{plan}");
+}

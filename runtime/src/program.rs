@@ -395,17 +395,22 @@ pub struct BufferSpec {
 }
 
 impl BufferSpec {
-    /// Bytes for a grouping table of `capacity` slots, when the buffer's tables (if it has any)
-    /// have `table_rows` rows together.
-    pub fn bytes_for(&self, capacity: u64, table_rows: u64) -> u64 {
-        let elements = if self.per_group_slot {
+    /// Elements for a grouping table of `capacity` slots, when the buffer's tables (if it has
+    /// any) have `table_rows` rows together.
+    pub fn rows_for(&self, capacity: u64, table_rows: u64) -> u64 {
+        if self.per_group_slot {
             capacity + 1
         } else if !self.per_row_of.is_empty() {
             table_rows.div_ceil(u64::from(self.rows_per_element.max(1)))
         } else {
             self.elements
-        };
-        elements * u64::from(self.element_bytes)
+        }
+    }
+
+    /// Bytes for a grouping table of `capacity` slots, when the buffer's tables (if it has any)
+    /// have `table_rows` rows together.
+    pub fn bytes_for(&self, capacity: u64, table_rows: u64) -> u64 {
+        self.rows_for(capacity, table_rows) * u64::from(self.element_bytes)
     }
 }
 

@@ -164,7 +164,10 @@ pub(super) fn pipeline_to_kernel<'ctx>(
             }
             _ => Extent::Tiles,
         },
-        runs_in_pieces: folds_rows && tile_counter.is_none(),
+        // A pipeline over a grouping's slots reads no table, so nothing of it is streamed.
+        runs_in_pieces: folds_rows
+            && tile_counter.is_none()
+            && !matches!(pipeline.input, Input::Groups(_)),
     })
 }
 

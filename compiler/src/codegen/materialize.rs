@@ -79,7 +79,9 @@ pub(super) fn row_placement(
         .iter()
         .filter(|p| matches!(&p.sink, Sink::Materialize { columns: c } if c == columns))
         .count();
-    match keeps_every_row && writers == 1 {
+    // A pipeline over a grouping's slots writes only the slots that hold a group.
+    let over_table = !matches!(pipeline.input, Input::Groups(_));
+    match keeps_every_row && writers == 1 && over_table {
         true => RowPlacement::InPlace { counts: true },
         false => RowPlacement::Reserved { record: None },
     }
@@ -134,13 +136,22 @@ pub(super) struct WrittenColumn {
     pub validity: Option<usize>,
 }
 
-/// Allocates the buffers of the rows `columns` of a pipeline over `table`; returns them with
-/// the row counter's buffer, and how the result reads them.
+/// Allocates the buffers of the rows `columns` of `pipeline`; returns them with the row
+/// counter's buffer, and how the result reads them. The buffers hold a row per row of the
+/// pipeline's table, or over a grouping's slots, a row per slot.
 pub(super) fn plan_rows(
     qc: &mut QueryContext<'_>,
-    table: &str,
+    pipeline: &Pipeline,
     columns: &[ColumnId],
 ) -> Result<(Vec<WrittenColumn>, usize, ResultShape), Diagnostic> {
+    let slots = match pipeline.input {
+        Input::Groups(_) => {
+            let groups = qc.groups.as_ref().ok_or_else(super::groups::not_grouped);
+            let groups = groups.map_err(|e| Diagnostic::internal(qc.query.span, e.to_string()))?;
+            Some(super::groups::dense_slots(groups))
+        }
+        _ => None,
+    };
     let query = qc.query;
     let sink = qc.sink(columns);
     let count_buffer = qc.sink_buffer(sink, "rows written", |qc| {
@@ -174,8 +185,14 @@ pub(super) fn plan_rows(
                 qc.buffers[index].output = true;
                 index
             });
-            // Pipelines sharing the buffers (a `union all`) each add their table's rows.
-            qc.buffers[index].per_row_of.push(table.to_string());
+            let buffer = &mut qc.buffers[index];
+            match slots {
+                // A dense grouping's slots are known; a hash table's when the query runs.
+                Some(Some(slots)) => buffer.elements = slots,
+                Some(None) => buffer.per_group_slot = true,
+                // Pipelines sharing the buffers (a `union all`) each add their table's rows.
+                None => buffer.per_row_of.push(pipeline.table.clone()),
+            }
             index
         };
         let buffer = row_buffer(qc, info.name.clone(), info.ty.width() as u32);

@@ -272,7 +272,7 @@ pub(super) fn plan_sink(
         Sink::KeepGroups => Ok((SinkPlan::KeepGroups, None)),
         Sink::Materialize { columns } => {
             let placement = row_placement(query, pipeline, columns);
-            let (columns, count_buffer, shape) = plan_rows(qc, &pipeline.table, columns)?;
+            let (columns, count_buffer, shape) = plan_rows(qc, pipeline, columns)?;
             Ok((
                 SinkPlan::Materialize {
                     columns,

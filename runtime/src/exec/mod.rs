@@ -502,10 +502,14 @@ fn run_with_capacity(
             rows += table_rows(catalog, table)?;
         }
         if spec.output {
-            rows = output_rows.unwrap_or(rows);
+            // A row per element: as many as the buffer holds at first, as many as the last
+            // run wrote when it wrote more.
+            rows = output_rows.unwrap_or_else(|| spec.rows_for(capacity, rows));
             output_capacity = rows;
+            sizes.push(rows * u64::from(spec.element_bytes));
+        } else {
+            sizes.push(spec.bytes_for(capacity, rows));
         }
-        sizes.push(spec.bytes_for(capacity, rows));
     }
     let mut buffers = Vec::with_capacity(query.buffers.len());
     for (spec, bytes) in query.buffers.iter().zip(&sizes) {
