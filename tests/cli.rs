@@ -1622,3 +1622,30 @@ fn groupings_of_many_groups_are_sorted_on_the_device() {
     let plan = compile(few, "physical");
     assert!(!plan.contains("the groups of pipeline"), "{plan}");
 }
+
+/// An average of decimals is their exact sum over the count, as DuckDB computes it: the digits
+/// printed are DuckDB's to the last (the conformance file's expected rows, compared here as
+/// text rather than with the conformance files' tolerance), where a float sum's last digits
+/// depended on the order of its additions. The plan shows the decimal summed as it is.
+#[test]
+fn averages_of_decimals_are_exact() {
+    let data = common::tpch_data().to_str().expect("utf-8 path");
+    let test = common::repo().join("tests/conformance/decimals/exact_average_of_all_rows.test");
+    let test = std::fs::read_to_string(test).expect("the conformance file");
+    let script = test
+        .split("script:\n")
+        .nth(1)
+        .and_then(|rest| rest.split("sql:").next())
+        .expect("a script");
+    let expected = test.split("----\n").nth(1).expect("expected rows");
+    let output = run_csv(script, data);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout).trim(), expected.trim());
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    let path = scratch.path().join("averages.tq");
+    std::fs::write(&path, script).expect("written");
+    let path = path.to_str().expect("utf-8 path");
+    let plan = tessera(&["compile", path, "--data", data, "--emit", "physical"]);
+    let plan = text(&plan.stdout);
+    assert!(plan.contains("price = avg(l_extendedprice)"), "{plan}");
+}

@@ -1018,6 +1018,13 @@ fn key_value(ty: DataType, raw: i64, dictionary: Option<&Arc<Dictionary>>) -> Va
     }
 }
 
+/// The average of `count` decimals of `scale` whose raw units sum to `raw`: the sum over the
+/// count times the scale's unit, in floating point (as DuckDB divides a decimal's exact sum).
+/// Pipelines over a grouping's slots divide the same way (`codegen::groups`).
+pub fn average(raw: i64, scale: u8, count: i64) -> f64 {
+    raw as f64 / (count as f64 * 10i64.pow(u32::from(scale)) as f64)
+}
+
 fn aggregate_value(
     slot: &AggregateSlot,
     values: &[u8],
@@ -1038,6 +1045,9 @@ fn aggregate_value(
     let value = element(values, slot.accumulator, index)?;
     Ok(match (slot.kind, value) {
         (AggregateKind::Avg, Value::Float(sum)) => Value::Float(sum / count.unwrap_or(1) as f64),
+        (AggregateKind::Avg, Value::Decimal(raw, scale)) => {
+            Value::Float(average(raw, scale, count.unwrap_or(1)))
+        }
         (_, Value::Int(code)) if slot.ty == DataType::Str => {
             let text = dictionary
                 .and_then(|d| d.value(code as i32))

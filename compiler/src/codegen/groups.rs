@@ -391,10 +391,14 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         values: TileArray<'ctx>,
         valid: TileArray<'ctx>,
     ) -> CodegenResult<()> {
-        // Read back as the host's decoder reads it: an average is a float sum over its count,
-        // any other aggregate its accumulator as it is.
+        // Read back as the host's decoder reads it: an average is a float sum (or a decimal's
+        // exact one) over its count, any other aggregate its accumulator as it is.
         let as_held = match slot.kind {
-            AggregateKind::Avg => slot.ty == DataType::F64 && slot.count.is_some(),
+            AggregateKind::Avg => {
+                slot.ty == DataType::F64
+                    && slot.count.is_some()
+                    && (slot.accumulator == DataType::F64 || slot.accumulator.is_decimal())
+            }
             _ => slot.accumulator == slot.ty,
         };
         if !as_held {
@@ -425,8 +429,20 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 (AggregateKind::Avg, Some(count)) => {
                     let f64t = em.ctx.f64_type();
                     let count = b.build_signed_int_to_float(count, f64t, "")?;
-                    b.build_float_div(accumulator.into_float_value(), count, "average")?
-                        .into()
+                    match slot.accumulator {
+                        // Raw units over the count and the scale, as the host divides them
+                        // (`tessera_runtime::result::average`).
+                        DataType::Decimal(decimal) => {
+                            let sum = accumulator.into_int_value();
+                            let sum = b.build_signed_int_to_float(sum, f64t, "")?;
+                            let unit = f64t.const_float(decimal.unit() as f64);
+                            let divisor = b.build_float_mul(count, unit, "")?;
+                            b.build_float_div(sum, divisor, "average")?.into()
+                        }
+                        _ => b
+                            .build_float_div(accumulator.into_float_value(), count, "average")?
+                            .into(),
+                    }
                 }
                 _ => accumulator,
             };

@@ -312,7 +312,11 @@ pub(super) fn plan_sink(
                 let accumulator = match kind {
                     AggregateKind::Sum => aggregate.ty,
                     AggregateKind::Count => DataType::I64,
-                    AggregateKind::Avg => DataType::F64,
+                    // A decimal's raw units, summed exactly (`Planner::exact_average`).
+                    AggregateKind::Avg => match aggregate.arg.as_ref().map(|a| a.ty) {
+                        Some(decimal @ DataType::Decimal(_)) => decimal,
+                        _ => DataType::F64,
+                    },
                     AggregateKind::Min | AggregateKind::Max => {
                         aggregate.arg.as_ref().map_or(aggregate.ty, |a| a.ty)
                     }

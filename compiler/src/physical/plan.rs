@@ -531,18 +531,22 @@ impl Planner<'_> {
         else {
             return false;
         };
-        // A dense grouping's groups are expected to fill its slots, and often fill few: SSB
-        // q3.2's 437,500 slots (cities by cities by years) hold 600 groups. Its slots are
-        // also few (`MAX_DENSE_GROUPS`), so it is read back. A hash table's size comes from
-        // the rows expected to reach it.
+        // A hash table's size comes from the rows expected to reach it. A dense grouping's
+        // groups are expected to fill its slots, and often fill few: SSB q3.2's 437,500 slots
+        // (cities by cities by years) hold 600 groups; its slots are few anyway
+        // (`MAX_DENSE_GROUPS`), so it is read back. So is a grouping of another's groups,
+        // expected to hold as many, though keyed by aggregates it holds far fewer (TPC-H Q13's
+        // 1.5 million customers by their order count make 46 groups).
+        let grouped = &self.pipelines[grouping];
         let hashed = matches!(
-            self.pipelines[grouping].sink,
+            grouped.sink,
             Sink::Aggregate {
                 layout: GroupLayout::Hash { .. },
                 ..
             }
         );
-        if !hashed || groups < GROUPS_SORTED_ON_DEVICE {
+        let regrouped = matches!(grouped.input, Input::Groups(_));
+        if !hashed || regrouped || groups < GROUPS_SORTED_ON_DEVICE {
             return false;
         }
         let mut readable = numbers;
@@ -657,8 +661,12 @@ impl Planner<'_> {
     ) -> Vec<(ColumnId, AggregateExpr)> {
         let row_bits = 64 - rows.leading_zeros();
         let mut checked = aggregates.to_vec();
-        for (id, aggregate) in aggregates {
+        for (at, (id, aggregate)) in aggregates.iter().enumerate() {
             let Some(arg) = &aggregate.arg else { continue };
+            if let Some(exact) = self.exact_average(aggregate, repeats_rows, row_bits) {
+                checked[at].1.arg = Some(exact);
+                continue;
+            }
             // Decimals sum their raw units as integers.
             let integer_sum = aggregate.function == Aggregate::Sum
                 && aggregate.ty.physical() == DataType::I64
@@ -700,6 +708,41 @@ impl Planner<'_> {
             });
         }
         checked
+    }
+
+    /// The decimal an average of a decimal sums exactly, its raw units as a 64-bit integer,
+    /// when that sum cannot wrap over `row_bits` bits of rows (by its type, or by the value
+    /// ranges of its columns, which the program then relies on); `None` otherwise, and the
+    /// average sums floats as analysis typed it (`avg(x as f64)`). A float sum of many rows
+    /// depends on the order the device adds them in, so its last digits changed from run to
+    /// run (TPC-H Q1); the exact sum is divided by its count and scale once read.
+    fn exact_average(
+        &mut self,
+        aggregate: &AggregateExpr,
+        repeats_rows: bool,
+        row_bits: u32,
+    ) -> Option<Expr> {
+        let arg = aggregate.arg.as_ref()?;
+        let ExprKind::Cast(decimal) = &arg.kind else {
+            return None;
+        };
+        if aggregate.function != Aggregate::Avg || !decimal.ty.is_decimal() || repeats_rows {
+            return None;
+        }
+        let mut relied = Vec::new();
+        let estimator = &self.estimator;
+        let bits = decimal.bits_needed_with(&mut |column| {
+            let (min, max) = estimator.int_range(column)?;
+            relied.push((column, min, max));
+            Some(signed_bits(min).max(signed_bits(max)))
+        });
+        if bits + row_bits > 63 {
+            return None;
+        }
+        for assumption in relied {
+            self.assume(assumption);
+        }
+        Some((**decimal).clone())
     }
 
     /// Groups the rows of `input` (or of the open pipelines `opened`, when given) by `keys`
