@@ -62,19 +62,23 @@ pub fn catalog_for(source: &str) -> Catalog {
 }
 
 /// The catalog the script of file `path` sees: a conformance file's checked-in data folder
-/// (`data: folder PATH`, relative to the repository), else as [`catalog_for`].
+/// (`data: folder PATH`, relative to the repository) or generated benchmark (`data: tpch SF`,
+/// at the scale of [`tpch_data`]; likewise `ssb` and `wisconsin`), else as [`catalog_for`].
 pub fn catalog_for_file(path: &str, source: &str) -> Catalog {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    let folder = text
-        .lines()
-        .find_map(|line| line.strip_prefix("data: folder "))
-        .map(|folder| repo().join(folder.trim()));
+    let data = text.lines().find_map(|line| line.strip_prefix("data: "));
+    let ast = || source_to_ast(source).unwrap_or_else(|_| source_to_ast("").expect("empty parses"));
+    let folder = match data.and_then(|data| data.split_whitespace().next()) {
+        Some("folder") => data
+            .and_then(|data| data.strip_prefix("folder "))
+            .map(|folder| repo().join(folder.trim())),
+        Some("tpch") => Some(tpch_data().to_path_buf()),
+        Some("wisconsin") => Some(wisconsin_data().to_path_buf()),
+        Some("ssb") => Some(ssb_data().to_path_buf()),
+        _ => None,
+    };
     match folder {
-        Some(folder) => {
-            let ast =
-                source_to_ast(source).unwrap_or_else(|_| source_to_ast("").expect("empty parses"));
-            open_catalog(&ast, &folder).expect("the data folder opens")
-        }
+        Some(folder) => open_catalog(&ast(), &folder).expect("the data folder opens"),
         None => catalog_for(source),
     }
 }

@@ -106,6 +106,81 @@ pub(super) fn common(left: &Expr, right: &Expr) -> Option<DataType> {
     Some(DataType::Decimal(finer(acts_as(left)?, acts_as(right)?)))
 }
 
+/// `left op right` compared as the decimal `common` (see [`common`]). A side converted to
+/// `common`'s finer scale can leave its 18 digits (`decimal(18, 2)` beside `decimal(18, 12)`:
+/// values from 10^6 on); such a value lies beyond every value the other side can hold, so the
+/// comparison is decided by its sign, as DuckDB's wider arithmetic decides it:
+/// `case when other is null then null when side >= limit then (side above) when side <= -limit
+/// then (side below) else left op right end`, where the `else` converts only values that fit.
+pub(super) fn compare(op: BinaryOp, left: Expr, right: Expr, common: DataType, span: Span) -> Expr {
+    let compared = |left: Expr, right: Expr| {
+        Expr::binary(
+            op,
+            at_scale(left, common),
+            at_scale(right, common),
+            DataType::Bool,
+            span,
+        )
+    };
+    let Some(target) = common.decimal() else {
+        return compared(left, right);
+    };
+    let (side, other, side_op, limit) =
+        match (leaving_at(&left, target), leaving_at(&right, target)) {
+            (Some(limit), _) => (left.clone(), right.clone(), op, limit),
+            (None, Some(limit)) => (right.clone(), left.clone(), crate::expr::mirror(op), limit),
+            (None, None) => return compared(left, right),
+        };
+    let truth = |value: bool| Expr::literal(Value::Bool(value), DataType::Bool, span);
+    let above = matches!(side_op, BinaryOp::Gt | BinaryOp::Ge | BinaryOp::Ne);
+    let below = matches!(side_op, BinaryOp::Lt | BinaryOp::Le | BinaryOp::Ne);
+    let at_side = |raw: i64| {
+        let value = match side.ty {
+            DataType::Decimal(decimal) => Value::Decimal(raw, decimal.scale),
+            _ => Value::Int(raw),
+        };
+        Expr::literal(value, side.ty, span)
+    };
+    let (limit, negated) = (at_side(limit), at_side(-limit));
+    let mut branches = Vec::with_capacity(3);
+    if other.nullable {
+        let unknown = ExprKind::IsNull {
+            operand: Box::new(other.clone()),
+            negated: false,
+        };
+        branches.push((
+            Expr::new(unknown, DataType::Bool, false, span),
+            Expr::null(DataType::Bool, span),
+        ));
+    }
+    let at_least = Expr::binary(BinaryOp::Ge, side.clone(), limit, DataType::Bool, span);
+    let at_most = Expr::binary(BinaryOp::Le, side.clone(), negated, DataType::Bool, span);
+    branches.push((at_least, truth(above)));
+    branches.push((at_most, truth(below)));
+    let case = ExprKind::Case {
+        branches,
+        otherwise: Some(Box::new(compared(left, right))),
+    };
+    Expr::new(case, DataType::Bool, true, span)
+}
+
+/// The least magnitude of `side` (raw, in its own units) that leaves 18 digits at the scale of
+/// `target`, when it can hold one: a value read from rows acting as a decimal of a coarser
+/// scale with too many whole digits. Constants are converted when folded, and fail there.
+fn leaving_at(side: &Expr, target: DecimalType) -> Option<i64> {
+    if side.columns_used().is_empty() {
+        return None;
+    }
+    let acting = acts_as(side)?;
+    let whole = u32::from(acting.precision - acting.scale);
+    if acting.scale >= target.scale || whole + u32::from(target.scale) <= u32::from(MAX) {
+        return None;
+    }
+    // 10^(18 - target scale) in the side's units.
+    let digits = u32::from(MAX - target.scale + acting.scale);
+    10i64.checked_pow(digits)
+}
+
 /// [`common`] for all of a `case`'s results: the decimal they are converted to when one of them
 /// is a decimal and every other acts as one (a float literal as the decimal it is written as).
 pub(super) fn common_of_all(results: &[&Expr]) -> Option<DataType> {

@@ -472,6 +472,9 @@ impl Analyzer<'_> {
             }
             return Err(d);
         };
+        if common.is_decimal() {
+            return Ok(decimals::compare(op, left, right, common, span));
+        }
         Ok(Expr::binary(
             op,
             adapt(left, common),

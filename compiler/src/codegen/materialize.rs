@@ -2,8 +2,9 @@
 //! steps) writes them out, one column per buffer. Each tile ranks its selected rows (`scan`),
 //! takes room for them with one atomic (`reserve`) and writes them compacted and coalesced
 //! (`shuffle` and `store`). The buffers hold as many rows as the scanned table has when the
-//! query runs, the most a pipeline of filters and key-unique probes can pass, so the rows are
-//! written in one pass without counting them first. A probe that matches several rows can
+//! query runs, the most a pipeline of filters and key-unique probes can pass (over a
+//! grouping's slots, a row per slot), so the rows are written in one pass without counting
+//! them first. A probe that matches several rows can
 //! pass more: rows past the buffers' end are counted, not written, and the runtime runs the
 //! query again with room for all of them. A pipeline that drops no row (a projection)
 //! writes each row where it was read, with no ranks and no atomics beyond one count per tile.

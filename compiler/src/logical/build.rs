@@ -55,10 +55,12 @@ impl Builder<'_> {
                 TypedStageKind::Where(predicate) => LogicalPlan::Filter(Filter {
                     input: Box::new(plan),
                     predicate: predicate.clone(),
+                    span: stage.span,
                 }),
                 TypedStageKind::Select(bindings) => LogicalPlan::Project(Project {
                     input: Box::new(plan),
                     outputs: bindings.iter().map(|b| (b.id, b.expr.clone())).collect(),
+                    span: stage.span,
                 }),
                 TypedStageKind::Derive(bindings) => {
                     let mut outputs = self.pass_through(&plan.output(), stage.span);
@@ -66,6 +68,7 @@ impl Builder<'_> {
                     LogicalPlan::Project(Project {
                         input: Box::new(plan),
                         outputs,
+                        span: stage.span,
                     })
                 }
                 TypedStageKind::Join {
@@ -102,13 +105,16 @@ impl Builder<'_> {
                 TypedStageKind::Sort(keys) => LogicalPlan::Sort(Sort {
                     input: Box::new(plan),
                     keys: keys.clone(),
+                    span: stage.span,
                 }),
                 TypedStageKind::Take(count) => LogicalPlan::Limit(Limit {
                     input: Box::new(plan),
                     count: *count,
+                    span: stage.span,
                 }),
                 TypedStageKind::Distinct => LogicalPlan::Distinct(Distinct {
                     input: Box::new(plan),
+                    span: stage.span,
                 }),
                 TypedStageKind::SetOp { op, all, relation } => {
                     LogicalPlan::SetOperation(SetOperation {
@@ -117,11 +123,13 @@ impl Builder<'_> {
                         op: *op,
                         all: *all,
                         outputs: stage.output.ids(),
+                        span: stage.span,
                     })
                 }
                 TypedStageKind::Product(relation) => LogicalPlan::Product(Product {
                     left: Box::new(plan),
                     right: Box::new(self.relation(relation)),
+                    span: stage.span,
                 }),
             };
         }
@@ -132,6 +140,7 @@ impl Builder<'_> {
             plan = LogicalPlan::Project(Project {
                 outputs: self.pass_through(&visible, pipeline.span),
                 input: Box::new(plan),
+                span: pipeline.span,
             });
         }
         plan

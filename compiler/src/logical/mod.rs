@@ -55,6 +55,7 @@ pub struct Scan {
 pub struct Filter {
     pub input: Box<LogicalPlan>,
     pub predicate: Expr,
+    pub span: Span,
 }
 
 /// Produces exactly `outputs`, in order; an output whose expression is its own column passes
@@ -63,6 +64,7 @@ pub struct Filter {
 pub struct Project {
     pub input: Box<LogicalPlan>,
     pub outputs: Vec<(ColumnId, Expr)>,
+    pub span: Span,
 }
 
 /// `left` joined with `right` on `keys` (each `left_expr == right_expr`).
@@ -92,17 +94,20 @@ pub struct Aggregate {
 pub struct Sort {
     pub input: Box<LogicalPlan>,
     pub keys: Vec<SortKey>,
+    pub span: Span,
 }
 
 #[derive(Clone, Debug)]
 pub struct Limit {
     pub input: Box<LogicalPlan>,
     pub count: u64,
+    pub span: Span,
 }
 
 #[derive(Clone, Debug)]
 pub struct Distinct {
     pub input: Box<LogicalPlan>,
+    pub span: Span,
 }
 
 /// `union`, `intersect` or `except` of two inputs with columns matched by position; the
@@ -114,12 +119,14 @@ pub struct SetOperation {
     pub op: SetOp,
     pub all: bool,
     pub outputs: Vec<ColumnId>,
+    pub span: Span,
 }
 
 #[derive(Clone, Debug)]
 pub struct Product {
     pub left: Box<LogicalPlan>,
     pub right: Box<LogicalPlan>,
+    pub span: Span,
 }
 
 impl LogicalPlan {

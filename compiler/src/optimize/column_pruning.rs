@@ -38,6 +38,7 @@ impl Rule for ColumnPruning {
                 .map(|&id| (id, Expr::column(id, query.columns, query.span)))
                 .collect(),
             input: Box::new(plan),
+            span: query.span,
         });
         (root, Transformed::Yes)
     }

@@ -205,5 +205,6 @@ fn filter_over(plan: LogicalPlan, predicates: Vec<Expr>) -> LogicalPlan {
     LogicalPlan::Filter(Filter {
         input: Box::new(plan),
         predicate: Expr::conjunction(predicates, span),
+        span,
     })
 }

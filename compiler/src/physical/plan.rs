@@ -290,14 +290,14 @@ impl Planner<'_> {
             // Every pair of rows: a join on a key that is the same for every row, so each left
             // row matches the whole right side through one chained list.
             LogicalPlan::Product(product) => {
-                let same = Expr::literal(Value::Int(0), DataType::I32, self.span);
+                let same = Expr::literal(Value::Int(0), DataType::I32, product.span);
                 self.join(&crate::logical::Join {
                     left: product.left.clone(),
                     right: product.right.clone(),
                     kind: JoinKind::Inner,
                     keys: vec![(same.clone(), same)],
                     residual: None,
-                    span: self.span,
+                    span: product.span,
                 })
             }
         }
@@ -829,7 +829,7 @@ impl Planner<'_> {
             };
             let Flow::Pipelined(mut side_opens) = self.plan(input)? else {
                 return Err(Diagnostic::unsupported(
-                    self.span,
+                    set.span,
                     "joining or combining a grouped or sorted relation is not supported yet",
                 )
                 .with_label(format!("`{keyword}` of a grouped or sorted result")));
