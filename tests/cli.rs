@@ -1613,6 +1613,10 @@ fn groupings_of_many_groups_are_sorted_on_the_device() {
         plan.contains("materialize l_orderkey, l_partkey, qty, half"),
         "{plan}"
     );
+    assert!(
+        plan.contains("device: sort half desc, l_orderkey"),
+        "{plan}"
+    );
     let kernels = compile(many, "kernels");
     assert!(kernels.contains("sort_scatter"), "{kernels}");
     assert!(kernels.contains("result: rows of 4 columns"), "{kernels}");
@@ -1621,6 +1625,10 @@ fn groupings_of_many_groups_are_sorted_on_the_device() {
                | sort l_returnflag, l_linestatus";
     let plan = compile(few, "physical");
     assert!(!plan.contains("the groups of pipeline"), "{plan}");
+    assert!(
+        plan.contains("host: sort l_returnflag, l_linestatus"),
+        "{plan}"
+    );
 }
 
 /// An average of decimals is their exact sum over the count, as DuckDB computes it: the digits

@@ -449,7 +449,7 @@ pub(super) fn query_to_llvm(
     let mut next_id = query.columns.len() as u32;
     for step in &query.host_steps {
         steps.push(match step {
-            HostStep::Sort(keys) => {
+            HostStep::Sort { keys, .. } => {
                 let mut ids = Vec::with_capacity(keys.len());
                 let mut computed = Vec::new();
                 for key in keys {
@@ -520,8 +520,19 @@ pub(super) fn query_to_llvm(
             }
         });
     }
-    let (shape, steps) =
-        super::sort::sort_rows_on_device(index, &mut qc, shape, steps, &mut kernels, modules)?;
+    let device_sort = matches!(
+        query.host_steps.first(),
+        Some(HostStep::Sort {
+            on_device: true,
+            ..
+        })
+    );
+    let (shape, steps) = match device_sort {
+        true => {
+            super::sort::sort_rows_on_device(index, &mut qc, shape, steps, &mut kernels, modules)?
+        }
+        false => (shape, steps),
+    };
     Ok(QueryProgram {
         kernels,
         buffers: qc.buffers,

@@ -19,8 +19,9 @@ use tessera_storage::DataType;
 use super::query::QueryContext;
 use super::KernelModule;
 
-/// Sorts the rows of `shape` on the device when the first host step sorts them, returning the
-/// shape to read back (the sorted copies of its columns) and the host steps still to apply.
+/// Sorts the rows of `shape` on the device, the first host step sorting them by their columns
+/// (the planner's `HostStep::Sort { on_device }`), returning the shape to read back (the sorted
+/// copies of its columns) and the host steps still to apply.
 pub(super) fn sort_rows_on_device(
     index: usize,
     qc: &mut QueryContext<'_>,
@@ -37,12 +38,18 @@ pub(super) fn sort_rows_on_device(
         Some(HostOp::Sort(keys)),
     ) = (&shape, steps.first())
     else {
-        return Ok((shape, steps));
+        return Err(Diagnostic::internal(
+            qc.query.span,
+            "a sort on the device follows no rows written out",
+        ));
     };
     let mut sort_keys = Vec::with_capacity(keys.len());
     for &(id, descending) in keys {
         let Some(column) = columns.iter().find(|c| c.id == id) else {
-            return Ok((shape, steps));
+            return Err(Diagnostic::internal(
+                qc.query.span,
+                "a key of a sort on the device is not a column written out",
+            ));
         };
         sort_keys.push((column.clone(), descending));
     }

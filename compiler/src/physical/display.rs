@@ -264,7 +264,7 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                     .collect();
                 writeln!(out, "  host: project {}", outputs.join(", "))
             }
-            HostStep::Sort(keys) => {
+            HostStep::Sort { keys, on_device } => {
                 let keys: Vec<String> = keys
                     .iter()
                     .map(|k| {
@@ -275,7 +275,8 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                         )
                     })
                     .collect();
-                writeln!(out, "  host: sort {}", keys.join(", "))
+                let place = if *on_device { "device" } else { "host" };
+                writeln!(out, "  {place}: sort {}", keys.join(", "))
             }
             HostStep::Limit(n) => writeln!(out, "  host: take {n}"),
             HostStep::CheckSum { exact, approximate } => writeln!(

@@ -400,7 +400,12 @@ pub enum HostStep {
     /// Each row as many times as the expression says (none when it is 0 or less).
     Repeat(Expr),
     Project(Vec<(ColumnId, Expr)>),
-    Sort(Vec<SortKey>),
+    /// Orders the rows by `keys`: on the device (`on_device`, `codegen::sort`) when they are
+    /// the rows the last pipeline writes out and each key is one of their columns, else here.
+    Sort {
+        keys: Vec<SortKey>,
+        on_device: bool,
+    },
     Limit(u64),
     /// Fails the query when the 64-bit integer sum `exact` wrapped: when it lies farther than
     /// 2^63 from `approximate`, the same sum in floating point (a wrap moves it by 2^64).

@@ -101,6 +101,7 @@ fn plan_query(
         planner.finish_all(opens, &Sink::Materialize { columns });
     }
     planner.filter_groups_on_device();
+    planner.sort_on_device();
     let mut physical = PhysicalQuery {
         pipelines: planner.pipelines,
         hash_tables: planner.hash_tables,
@@ -273,7 +274,10 @@ impl Planner<'_> {
                 if !self.materialize_for_host(&sort.input)? {
                     self.write_groups_for_sort(&sort.input.output(), &sort.keys);
                 }
-                self.host_steps.push(HostStep::Sort(sort.keys.clone()));
+                self.host_steps.push(HostStep::Sort {
+                    keys: sort.keys.clone(),
+                    on_device: false,
+                });
                 Ok(Flow::OnHost)
             }
             LogicalPlan::Limit(limit) => {
@@ -571,6 +575,20 @@ impl Planner<'_> {
         };
         self.push_over_groups(grouping, table, slots, steps, sink);
         true
+    }
+
+    /// Sorts on the device when the host's first step sorts the rows the last pipeline writes
+    /// out by columns of theirs: a sort by a computed value is computed and sorted here.
+    fn sort_on_device(&mut self) {
+        let Some(Sink::Materialize { columns }) = self.pipelines.last().map(|p| &p.sink) else {
+            return;
+        };
+        let columns = columns.clone();
+        if let Some(HostStep::Sort { keys, on_device }) = self.host_steps.first_mut() {
+            *on_device = keys
+                .iter()
+                .all(|key| key.expr.as_column().is_some_and(|c| columns.contains(&c)));
+        }
     }
 
     /// Moves the filters leading the host's steps after a grouping (SQL's `having`) into a
