@@ -563,10 +563,7 @@ impl Planner<'_> {
             readable.contains(id)
                 || (string_keys.contains(id) && self.columns.get(*id).origin.is_some())
         };
-        let sorted_by_columns = keys
-            .iter()
-            .all(|key| key.expr.as_column().is_some_and(|c| columns.contains(&c)));
-        if !sorted_by_columns || !columns.iter().all(written) {
+        if !sorts_by_columns(keys, columns) || !columns.iter().all(written) {
             return false;
         }
         self.host_steps.clear();
@@ -585,9 +582,7 @@ impl Planner<'_> {
         };
         let columns = columns.clone();
         if let Some(HostStep::Sort { keys, on_device }) = self.host_steps.first_mut() {
-            *on_device = keys
-                .iter()
-                .all(|key| key.expr.as_column().is_some_and(|c| columns.contains(&c)));
+            *on_device = sorts_by_columns(keys, &columns);
         }
     }
 
@@ -1744,6 +1739,12 @@ impl Planner<'_> {
             self.assumptions.push(assumption);
         }
     }
+}
+
+/// Whether every sort key is one of `columns` (not a value computed to sort by).
+fn sorts_by_columns(keys: &[crate::typed::SortKey], columns: &[ColumnId]) -> bool {
+    keys.iter()
+        .all(|key| key.expr.as_column().is_some_and(|c| columns.contains(&c)))
 }
 
 /// The bits, sign included, that `value` needs.
