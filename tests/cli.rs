@@ -34,6 +34,20 @@ fn run_csv(script: &str, data: &str) -> Output {
     ])
 }
 
+/// What `tessera compile SCRIPT --data DATA --emit EMIT --target host` prints for `script`
+/// (written to a file, as `compile` reads one), after checking that it compiled.
+fn emitted(script: &str, data: &str, emit: &str) -> String {
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    let path = scratch.path().join("script.tq");
+    std::fs::write(&path, script).expect("written");
+    let path = path.to_str().expect("utf-8 path");
+    let output = tessera(&[
+        "compile", path, "--data", data, "--emit", emit, "--target", "host",
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    text(&output.stdout)
+}
+
 #[test]
 fn a_misspelled_column_is_reported_with_the_right_name() {
     let scratch = tempfile::tempdir().unwrap();
@@ -1544,12 +1558,7 @@ fn a_sum_over_grouped_results_that_overflows_is_an_error() {
     let folder = common::repo().join("tests/data/wide");
     let folder = folder.to_str().expect("utf-8 path");
     let script = "from events | where account > 0 | group id { m = max(account) } | aggregate { total = sum(m) }";
-    let scratch = tempfile::tempdir().expect("a temporary folder");
-    let path = scratch.path().join("sums.tq");
-    std::fs::write(&path, script).expect("written");
-    let path = path.to_str().expect("utf-8 path");
-    let plan = tessera(&["compile", path, "--data", folder, "--emit", "physical"]);
-    let plan = text(&plan.stdout);
+    let plan = emitted(script, folder, "physical");
     assert!(plan.contains("the groups of pipeline 0"), "{plan}");
     assert!(plan.contains("host: check"), "{plan}");
     let output = run_csv(script, folder);
@@ -1569,16 +1578,11 @@ fn a_sum_over_grouped_results_that_overflows_is_an_error() {
 fn groupings_by_wide_and_float_keys_are_grouped_again_on_the_device() {
     let folder = common::repo().join("tests/data/wide");
     let folder = folder.to_str().expect("utf-8 path");
-    let scratch = tempfile::tempdir().expect("a temporary folder");
     for script in [
         "from events | select account, session | distinct | group account { n = count(), low = min(session) }",
         "from events | group score, ratio { n = count() } | group ratio { groups = count(), top = max(score) }",
     ] {
-        let path = scratch.path().join("regroup.tq");
-        std::fs::write(&path, script).expect("written");
-        let path = path.to_str().expect("utf-8 path");
-        let plan = tessera(&["compile", path, "--data", folder, "--emit", "physical"]);
-        let plan = text(&plan.stdout);
+        let plan = emitted(script, folder, "physical");
         assert!(plan.contains("the groups of pipeline 0"), "{plan}");
         assert!(!plan.contains("host: group"), "{plan}");
     }
@@ -1590,17 +1594,7 @@ fn groupings_by_wide_and_float_keys_are_grouped_again_on_the_device() {
 #[test]
 fn groupings_of_many_groups_are_sorted_on_the_device() {
     let data = common::tpch_data().to_str().expect("utf-8 path");
-    let scratch = tempfile::tempdir().expect("a temporary folder");
-    let compile = |script: &str, emit: &str| {
-        let path = scratch.path().join("sorted.tq");
-        std::fs::write(&path, script).expect("written");
-        let path = path.to_str().expect("utf-8 path");
-        let output = tessera(&[
-            "compile", path, "--data", data, "--emit", emit, "--target", "host",
-        ]);
-        assert!(output.status.success(), "{}", text(&output.stderr));
-        text(&output.stdout)
-    };
+    let compile = |script: &str, emit: &str| emitted(script, data, emit);
     // 60,175 rows into a hash table of 131,072 slots.
     let many = "from lineitem | group l_orderkey, l_partkey { qty = sum(l_quantity) } \
                 | where qty > 10 | derive half = qty / 2 | sort half desc, l_orderkey | take 5";
@@ -1649,11 +1643,6 @@ fn averages_of_decimals_are_exact() {
     let output = run_csv(script, data);
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert_eq!(text(&output.stdout).trim(), expected.trim());
-    let scratch = tempfile::tempdir().expect("a temporary folder");
-    let path = scratch.path().join("averages.tq");
-    std::fs::write(&path, script).expect("written");
-    let path = path.to_str().expect("utf-8 path");
-    let plan = tessera(&["compile", path, "--data", data, "--emit", "physical"]);
-    let plan = text(&plan.stdout);
+    let plan = emitted(script, data, "physical");
     assert!(plan.contains("price = avg(l_extendedprice)"), "{plan}");
 }

@@ -397,7 +397,7 @@ pub struct BufferSpec {
 impl BufferSpec {
     /// Elements for a grouping table of `capacity` slots, when the buffer's tables (if it has
     /// any) have `table_rows` rows together.
-    pub fn rows_for(&self, capacity: u64, table_rows: u64) -> u64 {
+    pub fn elements_for(&self, capacity: u64, table_rows: u64) -> u64 {
         if self.per_group_slot {
             capacity + 1
         } else if !self.per_row_of.is_empty() {
@@ -405,12 +405,6 @@ impl BufferSpec {
         } else {
             self.elements
         }
-    }
-
-    /// Bytes for a grouping table of `capacity` slots, when the buffer's tables (if it has any)
-    /// have `table_rows` rows together.
-    pub fn bytes_for(&self, capacity: u64, table_rows: u64) -> u64 {
-        self.rows_for(capacity, table_rows) * u64::from(self.element_bytes)
     }
 }
 

@@ -684,20 +684,7 @@ impl Planner<'_> {
             let integer_sum = aggregate.function == Aggregate::Sum
                 && aggregate.ty.physical() == DataType::I64
                 && arg.computes_as_integer();
-            if !integer_sum || (!repeats_rows && arg.bits_needed() + row_bits <= 63) {
-                continue;
-            }
-            let mut relied = Vec::new();
-            let estimator = &self.estimator;
-            let bits = arg.bits_needed_with(&mut |column| {
-                let (min, max) = estimator.int_range(column)?;
-                relied.push((column, min, max));
-                Some(signed_bits(min).max(signed_bits(max)))
-            });
-            if !repeats_rows && bits + row_bits <= 63 {
-                for assumption in relied {
-                    self.assume(assumption);
-                }
+            if !integer_sum || self.sum_fits(arg, repeats_rows, row_bits) {
                 continue;
             }
             let approximate = self.columns.add(ColumnInfo {
@@ -739,23 +726,39 @@ impl Planner<'_> {
         let ExprKind::Cast(decimal) = &arg.kind else {
             return None;
         };
-        if aggregate.function != Aggregate::Avg || !decimal.ty.is_decimal() || repeats_rows {
+        if aggregate.function != Aggregate::Avg
+            || !decimal.ty.is_decimal()
+            || !self.sum_fits(decimal, repeats_rows, row_bits)
+        {
             return None;
+        }
+        Some((**decimal).clone())
+    }
+
+    /// Whether a 64-bit sum of `arg` over `row_bits` bits of rows, none repeated by a join,
+    /// cannot wrap: by its types, or else by its columns' value ranges, which the program then
+    /// relies on (the assumptions are recorded only then).
+    fn sum_fits(&mut self, arg: &Expr, repeats_rows: bool, row_bits: u32) -> bool {
+        if repeats_rows {
+            return false;
+        }
+        if arg.bits_needed() + row_bits <= 63 {
+            return true;
         }
         let mut relied = Vec::new();
         let estimator = &self.estimator;
-        let bits = decimal.bits_needed_with(&mut |column| {
+        let bits = arg.bits_needed_with(&mut |column| {
             let (min, max) = estimator.int_range(column)?;
             relied.push((column, min, max));
             Some(signed_bits(min).max(signed_bits(max)))
         });
         if bits + row_bits > 63 {
-            return None;
+            return false;
         }
         for assumption in relied {
             self.assume(assumption);
         }
-        Some((**decimal).clone())
+        true
     }
 
     /// Groups the rows of `input` (or of the open pipelines `opened`, when given) by `keys`

@@ -501,15 +501,14 @@ fn run_with_capacity(
         for table in &spec.per_row_of {
             rows += table_rows(catalog, table)?;
         }
+        let mut elements = spec.elements_for(capacity, rows);
         if spec.output {
             // A row per element: as many as the buffer holds at first, as many as the last
             // run wrote when it wrote more.
-            rows = output_rows.unwrap_or_else(|| spec.rows_for(capacity, rows));
-            output_capacity = rows;
-            sizes.push(rows * u64::from(spec.element_bytes));
-        } else {
-            sizes.push(spec.bytes_for(capacity, rows));
+            elements = output_rows.unwrap_or(elements);
+            output_capacity = elements;
         }
+        sizes.push(elements * u64::from(spec.element_bytes));
     }
     let mut buffers = Vec::with_capacity(query.buffers.len());
     for (spec, bytes) in query.buffers.iter().zip(&sizes) {
