@@ -1646,3 +1646,37 @@ fn averages_of_decimals_are_exact() {
     let plan = emitted(script, data, "physical");
     assert!(plan.contains("price = avg(l_extendedprice)"), "{plan}");
 }
+
+/// A small dense grouping sums each thread's rows per slot first, holding one value per
+/// distinct computation in registers for every slot: `sum(age)` and `count(age)` share the
+/// count of non-null ages. On a GPU its kernel runs in blocks of at most 256 threads, each of
+/// which may then have the 255 registers a thread can, whatever the query's tile (the values
+/// spilled to memory in blocks of 512); smaller tiles stay as they are.
+#[test]
+fn groupings_summed_per_thread_share_values_and_fit_registers() {
+    let folder = common::repo().join("tests/data/nullable");
+    let folder = folder.to_str().expect("utf-8 path");
+    let script =
+        "from people | group city { total = sum(age), aged = count(age), people = count() }";
+    let plan = emitted(script, folder, "physical");
+    assert!(
+        plan.contains("per thread first (3 values a slot)"),
+        "{plan}"
+    );
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    let path = scratch.path().join("script.tq");
+    std::fs::write(&path, script).expect("written");
+    let path = path.to_str().expect("utf-8 path");
+    for (tile, kernel_tile) in [("512x4", "256x4"), ("128x8", "128x8")] {
+        let output = tessera(&[
+            "compile", path, "--data", folder, "--emit", "kernels", "--target", "sm_90", "--tile",
+            tile,
+        ]);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let kernels = text(&output.stdout);
+        assert!(
+            kernels.contains(&format!("on people: tiles of {kernel_tile}")),
+            "{kernels}"
+        );
+    }
+}

@@ -465,6 +465,18 @@ impl Expr {
         }
     }
 
+    /// Whether `other` computes the same value for every row: the same expression, wherever in
+    /// the script each was written.
+    pub fn same_computation(&self, other: &Expr) -> bool {
+        let unplaced = |e: &Expr| {
+            e.clone().transform(&mut |mut e| {
+                e.span = Span::default();
+                e
+            })
+        };
+        unplaced(self) == unplaced(other)
+    }
+
     /// Rebuilds the expression bottom-up, letting `rewrite` replace each node after its
     /// children were rewritten.
     pub fn transform(self, rewrite: &mut impl FnMut(Expr) -> Expr) -> Expr {

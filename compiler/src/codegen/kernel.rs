@@ -17,7 +17,7 @@ use tessera_runtime::primitives::unpack_fixed::{
 };
 use tessera_runtime::primitives::{load, unpack};
 use tessera_runtime::program::{Extent, Fill, KernelLaunch, Param, ResultShape};
-use tessera_runtime::{CodegenError, CodegenResult, Emitter, KernelArgs, Target};
+use tessera_runtime::{CodegenError, CodegenResult, Emitter, KernelArgs, Target, TileShape};
 use tessera_storage::compress::Scheme;
 
 use crate::columns::ColumnId;
@@ -133,12 +133,13 @@ pub(super) fn pipeline_to_kernel<'ctx>(
     let tile_counter = (qc.target.is_gpu()
         && (matches!(pipeline.input, Input::Partitioned(_)) || qc.probes_chains(pipeline)))
     .then(|| qc.buffer(format!("{name} tiles taken"), 1, 4, Fill::Zero));
-    let mut params = collect_params(qc, pipeline, &sink)?;
+    let tile = sink.tile(qc.target, qc.tile);
+    let mut params = collect_params(qc, pipeline, &sink, tile)?;
     if let Some(counter) = tile_counter {
         params.push(Param::Buffer(counter));
     }
-    let tile = qc.tile;
-    let mut kernel = Kernel::new(context, module, qc, pipeline, params, name).map_err(internal)?;
+    let mut kernel =
+        Kernel::new(context, module, qc, pipeline, params, tile, name).map_err(internal)?;
     kernel.tile_counter = tile_counter;
     if let Input::Partitioned(partitioning) = pipeline.input {
         kernel.partitioned = Some(qc.partitions[partitioning].clone());
@@ -182,6 +183,7 @@ fn collect_params(
     qc: &QueryContext<'_>,
     pipeline: &Pipeline,
     sink: &SinkPlan,
+    tile: TileShape,
 ) -> Result<Vec<Param>, Diagnostic> {
     let columns = &qc.query.columns;
     let mut params = vec![Param::Rows {
@@ -229,7 +231,7 @@ fn collect_params(
             };
             let mut scheme = qc.catalog.scheme(&table, &column).map_err(data_error)?;
             // Tiles that cannot read blocks (not whole 128-value blocks) read them plain.
-            if scheme.has_blocks() && !unpack::fits(qc.target, qc.tile) {
+            if scheme.has_blocks() && !unpack::fits(qc.target, tile) {
                 scheme = Scheme::None;
             }
             // On the GPU every column packed in blocks takes its own shared memory: room for a
@@ -245,7 +247,7 @@ fn collect_params(
                     .packed(&table, &column, scheme)
                     .map_err(data_error)?
                     .widest_block();
-                let bytes = unpack::shared_bytes(qc.tile, scheme, unpack::MAX_BLOCK_WORDS);
+                let bytes = unpack::shared_bytes(tile, scheme, unpack::MAX_BLOCK_WORDS);
                 let counted = packed.contains(&(table.as_str(), column.as_str()));
                 if !counted && packed_bytes + bytes > PACKED_SHARED_BYTES {
                     scheme = Scheme::None;
@@ -355,10 +357,10 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
         qc: &QueryContext<'k>,
         pipeline: &'k Pipeline,
         params: Vec<Param>,
+        tile: TileShape,
         name: &str,
     ) -> CodegenResult<Kernel<'k, 'ctx, 'm>> {
         let target = qc.target;
-        let tile = qc.tile;
         let pointers: Vec<bool> = params.iter().map(Param::is_pointer).collect();
         let (em, args) = Emitter::new_kernel(context, module, target, tile, name, &pointers)?;
         let flags = em.tile_array(em.i8().into(), "flags")?;

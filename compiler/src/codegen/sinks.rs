@@ -14,15 +14,15 @@ use tessera_runtime::primitives::reduce::{self, ReduceOp};
 use tessera_runtime::program::{
     wide_key, AggregateKind, AggregateSlot, DenseKey, Fill, HashKey, Param, ResultShape,
 };
-use tessera_runtime::{CodegenError, CodegenResult};
+use tessera_runtime::{CodegenError, CodegenResult, Target, TileShape};
 use tessera_stdlib::Aggregate;
 use tessera_storage::DataType;
 
 use crate::columns::ColumnId;
-use crate::expr::Expr;
+use crate::expr::{AggregateExpr, Expr};
 use crate::physical::{
-    hash_key_bits, hash_key_words, DenseUpdates, GroupLayout, KeyDomain, PartitionPass, Pipeline,
-    Sink,
+    accumulator_type, counts_rows, hash_key_bits, hash_key_words, DenseUpdates, GroupLayout,
+    KeyDomain, PartitionPass, Pipeline, Sink, ThreadValue, ThreadValues,
 };
 
 use super::expr::code_origin;
@@ -68,6 +68,8 @@ pub(super) enum SinkPlan {
 }
 
 pub(super) struct AggregatePlan {
+    /// The aggregate as planned.
+    aggregate: AggregateExpr,
     kind: AggregateKind,
     arg: Option<Expr>,
     accumulator: DataType,
@@ -94,7 +96,28 @@ pub(super) struct PackedKey {
 /// the same keys may place them in different slots.
 pub(super) const AGGREGATES_PER_KERNEL: usize = 32;
 
+/// The most threads of a block whose threads each hold a per-thread grouping's values for
+/// every slot: a GPU thread has at most 255 registers, and a block's threads share the 65,536
+/// of a multiprocessor, so larger blocks leave each thread fewer and its values spill to memory
+/// (TPC-H Q1 at SF 10 on the H100: 8.0 ms in blocks of 512 threads, 2.7 ms in blocks of 256).
+const PER_THREAD_BLOCK_THREADS: u32 = 256;
+
 impl SinkPlan {
+    /// The tile shape of the kernel running this sink: the query's `tile`, in blocks of at most
+    /// [`PER_THREAD_BLOCK_THREADS`] where each thread sums its rows per slot first.
+    pub fn tile(&self, target: Target, tile: TileShape) -> TileShape {
+        match self {
+            SinkPlan::Aggregate {
+                updates: DenseUpdates::PerThread,
+                ..
+            } if target.is_gpu() => TileShape {
+                threads: tile.threads.min(PER_THREAD_BLOCK_THREADS),
+                ..tile
+            },
+            _ => tile,
+        }
+    }
+
     /// This sink as the sinks of the kernels that compute it: itself, an aggregate sink's
     /// aggregates in kernels of at most [`AGGREGATES_PER_KERNEL`], or the columns of rows in
     /// kernels of at most [`super::materialize::row_columns_per_kernel`].
@@ -309,23 +332,11 @@ pub(super) fn plan_sink(
             let mut slots_out = Vec::with_capacity(aggregates.len());
             for (id, aggregate) in aggregates {
                 let kind = aggregate_kind(aggregate.function);
-                let accumulator = match kind {
-                    AggregateKind::Sum => aggregate.ty,
-                    AggregateKind::Count => DataType::I64,
-                    // A decimal's raw units, summed exactly (`Planner::exact_average`).
-                    AggregateKind::Avg => match aggregate.arg.as_ref().map(|a| a.ty) {
-                        Some(decimal @ DataType::Decimal(_)) => decimal,
-                        _ => DataType::F64,
-                    },
-                    AggregateKind::Min | AggregateKind::Max => {
-                        aggregate.arg.as_ref().map_or(aggregate.ty, |a| a.ty)
-                    }
-                };
-                let arg_nullable = aggregate.arg.as_ref().is_some_and(|a| a.nullable);
-                let needs_count = match kind {
-                    AggregateKind::Count => false,
-                    AggregateKind::Avg => true,
-                    _ => !grouped || arg_nullable,
+                let accumulator = accumulator_type(aggregate);
+                // One row's worth counts every aggregate but a count: with no rows, it is null.
+                let needs_count = match grouped {
+                    true => counts_rows(aggregate),
+                    false => kind != AggregateKind::Count,
                 };
                 let name = query.columns.get(*id).name.clone();
                 let fill = identity_fill(kind, accumulator);
@@ -369,6 +380,7 @@ pub(super) fn plan_sink(
                     dictionary,
                 });
                 plans.push(AggregatePlan {
+                    aggregate: aggregate.clone(),
                     kind,
                     arg: aggregate.arg.clone(),
                     accumulator,
@@ -566,10 +578,14 @@ pub(super) enum SinkState<'ctx> {
     Partition(PartCounts<'ctx>),
 }
 
-/// A thread's accumulators for each slot of a small dense grouping, and the slots a row of the
-/// thread reached, as bits of one integer (so the block reduces one value for all of them).
+/// A thread's values for each slot of a small dense grouping (`values.values`, shared by the
+/// aggregates that read them), and the slots a row of the thread reached, as bits of one
+/// integer (so the block reduces one value for all of them).
 pub(super) struct PerThreadSlots<'ctx> {
-    accumulators: Vec<Vec<Accumulator<'ctx>>>,
+    values: ThreadValues,
+    /// Each value's type, and per slot where each value is kept.
+    types: Vec<BasicTypeEnum<'ctx>>,
+    slots: Vec<Vec<PointerValue<'ctx>>>,
     reached: PointerValue<'ctx>,
 }
 
@@ -1200,33 +1216,51 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         Ok((index, inside))
     }
 
-    /// Each thread's accumulators for every slot, and the bits of the slots a row reached.
+    /// Each thread's values for every slot (one per distinct computation of the aggregates,
+    /// [`ThreadValues`]), and the bits of the slots a row reached.
     fn per_thread_prologue(
         &mut self,
         keys: &[(ColumnId, Expr, KeyDomain)],
         aggregates: &[AggregatePlan],
     ) -> CodegenResult<SinkState<'ctx>> {
-        let slots: u64 = keys.iter().map(|(_, _, d)| d.slots()).product();
-        if slots > 64 {
+        let slot_count: u64 = keys.iter().map(|(_, _, d)| d.slots()).product();
+        if slot_count > 64 {
             return Err(CodegenError::Invalid(format!(
-                "{slots} slots summed in each thread (at most 64)"
+                "{slot_count} slots summed in each thread (at most 64)"
             )));
         }
-        let mut accumulators = Vec::with_capacity(slots as usize);
-        for _ in 0..slots {
-            accumulators.push(self.scalar_prologue(aggregates)?);
-        }
+        let values = ThreadValues::of(aggregates.iter().map(|plan| &plan.aggregate));
         let em = &self.em;
+        let types: Vec<BasicTypeEnum<'ctx>> = values
+            .values
+            .iter()
+            .map(|value| match value {
+                ThreadValue::Fold { accumulator, .. } => em.value_type(*accumulator),
+                ThreadValue::Count(_) => em.i64().into(),
+            })
+            .collect();
+        let mut slots = Vec::with_capacity(slot_count as usize);
+        for _ in 0..slot_count {
+            let mut kept = Vec::with_capacity(types.len());
+            for (value, ty) in values.values.iter().zip(&types) {
+                let at = em.alloca(*ty, "acc")?;
+                em.b.build_store(at, reduce::identity(thread_value_op(value), *ty)?)?;
+                kept.push(at);
+            }
+            slots.push(kept);
+        }
         let reached = em.alloca(em.i64().into(), "reached")?;
         em.b.build_store(reached, em.const_i64(0))?;
         Ok(SinkState::PerThread(PerThreadSlots {
-            accumulators,
+            values,
+            types,
+            slots,
             reached,
         }))
     }
 
-    /// Folds each item into its slot's accumulators: every slot's are updated with a select,
-    /// so they stay in registers.
+    /// Folds each item into its slot's values: every slot's are updated with a select, so they
+    /// stay in registers.
     fn per_thread_tile(
         &mut self,
         qc: &QueryContext<'_>,
@@ -1254,30 +1288,79 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             let seen =
                 em.b.build_or(seen.into_int_value(), bit.into_int_value(), "")?;
             em.b.build_store(slots.reached, seen)?;
-            // Each aggregate's value is computed once, then offered to every slot.
-            let mut contributions = Vec::with_capacity(aggregates.len());
-            for plan in aggregates {
-                contributions.push(self.contribution(plan, item, counted)?);
+            // Each value is computed once, then offered to every slot.
+            let mut contributions = Vec::with_capacity(slots.values.values.len());
+            for value in &slots.values.values {
+                contributions.push(self.thread_contribution(value, item, counted)?);
             }
-            for (slot, accumulators) in slots.accumulators.iter().enumerate() {
+            for (slot, kept) in slots.slots.iter().enumerate() {
                 let here =
                     em.b.build_int_compare(IntPredicate::EQ, index, em.const_i64(slot as i64), "")?;
-                for ((plan, acc), (value, take)) in
-                    aggregates.iter().zip(accumulators).zip(&contributions)
+                for (((value, at), ty), (contribution, take)) in slots
+                    .values
+                    .values
+                    .iter()
+                    .zip(kept)
+                    .zip(&slots.types)
+                    .zip(&contributions)
                 {
                     let take = em.b.build_and(*take, here, "")?;
-                    self.accumulate(plan, acc, *value, take)?;
+                    let current = em.b.build_load(*ty, *at, "")?;
+                    let next = match contribution {
+                        Some(contribution) => {
+                            let op = thread_value_op(value);
+                            let combined = reduce::combine(em, op, current, *contribution)?;
+                            em.b.build_select(take, combined, current, "")?
+                        }
+                        None => {
+                            let one = em.b.build_int_z_extend(take, em.i64(), "")?;
+                            em.b.build_int_add(current.into_int_value(), one, "")?
+                                .into()
+                        }
+                    };
+                    em.b.build_store(*at, next)?;
                 }
             }
             Ok(())
         })
     }
 
-    /// Reduces the reached slots and each slot's accumulators over the block; thread 0 marks
-    /// the slots a row reached present and folds their totals into them. Each reduction is a
-    /// call ([`reduce::block_reduce_call`]): inlined, the slots times the values made as many
-    /// copies of a two-round reduction, and the driver's compiler took 323 ms over seven slots
-    /// of two sums (89 ms with calls; the H100's `ptxas`, SSB at SF 20).
+    /// What an item brings to a thread value, and whether it brings it: a fold's argument (in
+    /// the accumulator's type), or `None` for a count, which counts the item when it is taken.
+    fn thread_contribution(
+        &self,
+        value: &ThreadValue,
+        item: Item<'ctx>,
+        counted: IntValue<'ctx>,
+    ) -> CodegenResult<(Option<BasicValueEnum<'ctx>>, IntValue<'ctx>)> {
+        let em = &self.em;
+        let (arg, accumulator) = match value {
+            ThreadValue::Fold {
+                arg, accumulator, ..
+            } => (Some(arg), Some(*accumulator)),
+            ThreadValue::Count(arg) => (arg.as_ref(), None),
+        };
+        let Some(arg) = arg else {
+            return Ok((None, counted));
+        };
+        let v = self.eval(arg, item)?;
+        let take = match v.valid {
+            Some(valid) => em.b.build_and(counted, valid, "")?,
+            None => counted,
+        };
+        let contribution = match accumulator {
+            Some(accumulator) => Some(self.cast(v.value, arg.ty, accumulator)?),
+            None => None,
+        };
+        Ok((contribution, take))
+    }
+
+    /// Reduces the reached slots and each slot's values over the block, each value once; thread
+    /// 0 marks the slots a row reached present and folds their totals into every aggregate
+    /// reading them. Each reduction is a call ([`reduce::block_reduce_call`]): inlined, the
+    /// slots times the values made as many copies of a two-round reduction, and the driver's
+    /// compiler took 323 ms over seven slots of two sums (89 ms with calls; the H100's `ptxas`,
+    /// SSB at SF 20).
     fn per_thread_epilogue(
         &mut self,
         aggregates: &[AggregatePlan],
@@ -1291,11 +1374,35 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let reached = em.b.build_load(em.i64(), slots.reached, "")?;
         let reached = reduce(em, ReduceOp::Or, reached)?.into_int_value();
         let marks = self.buffer(presence)?;
-        let totals = slots
-            .accumulators
-            .iter()
-            .map(|accumulators| self.totals(aggregates, accumulators, reduce))
-            .collect::<CodegenResult<Vec<_>>>()?;
+        let mut totals = Vec::with_capacity(slots.slots.len());
+        for kept in &slots.slots {
+            let mut reduced = Vec::with_capacity(kept.len());
+            for ((value, at), ty) in slots.values.values.iter().zip(kept).zip(&slots.types) {
+                let op = thread_value_op(value);
+                let held = em.b.build_load(*ty, *at, "")?;
+                reduced.push((op, *ty, reduce(em, op, held)?));
+            }
+            let mut slot_totals = Vec::with_capacity(aggregates.len());
+            for (plan, (value, count)) in aggregates.iter().zip(&slots.values.of_aggregate) {
+                let (op, ty, total) = reduced[*value];
+                slot_totals.push(Total {
+                    op,
+                    ty,
+                    total,
+                    buffer: self.buffer(plan.buffer)?,
+                });
+                if let (Some(count), Some(count_buffer)) = (count, plan.count) {
+                    let (op, ty, total) = reduced[*count];
+                    slot_totals.push(Total {
+                        op,
+                        ty,
+                        total,
+                        buffer: self.buffer(count_buffer)?,
+                    });
+                }
+            }
+            totals.push(slot_totals);
+        }
         em.if_then(first_thread, || {
             for (slot, slot_totals) in totals.iter().enumerate() {
                 let at = em.const_i64(slot as i64);
@@ -1574,6 +1681,14 @@ fn atomic<'ctx>(
     value: BasicValueEnum<'ctx>,
 ) -> CodegenResult<()> {
     reduce::atomic_combine(em, op, ptr, value)
+}
+
+/// How a thread value folds rows in: its function's combination, or a count's addition.
+fn thread_value_op(value: &ThreadValue) -> ReduceOp {
+    match value {
+        ThreadValue::Fold { function, .. } => aggregate_kind(*function).reduce_op(),
+        ThreadValue::Count(_) => ReduceOp::Add,
+    }
 }
 
 /// The runtime's name for an aggregate function (device slots and host steps alike).

@@ -11,7 +11,7 @@ use super::constants::Constant;
 
 use super::{
     BuildKeys, DenseUpdates, GroupLayout, HashLayout, HostStep, Input, PartitionPass,
-    PhysicalQuery, Sink, Step,
+    PhysicalQuery, Sink, Step, ThreadValues,
 };
 
 pub fn physical_to_string(queries: &[PhysicalQuery]) -> String {
@@ -141,6 +141,7 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                 aggregates,
                 layout,
             } => {
+                let thread_values = ThreadValues::of(aggregates.iter().map(|(_, a)| a));
                 let aggregates = aggregates_text(aggregates, columns);
                 let layout = match layout {
                     GroupLayout::Scalar => String::new(),
@@ -155,7 +156,10 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                         let local = match updates {
                             DenseUpdates::Global => "",
                             DenseUpdates::BlockLocal => ", block-local first",
-                            DenseUpdates::PerThread => ", per thread first",
+                            DenseUpdates::PerThread => &match thread_values.values.len() {
+                                1 => ", per thread first (1 value a slot)".to_string(),
+                                n => format!(", per thread first ({n} values a slot)"),
+                            },
                         };
                         format!(
                             "  [dense {} = {} slots{local}]",

@@ -6,11 +6,13 @@
 //! that keeps the groups it selects. What remains after the last pipeline (sorting a small
 //! result, `take`) runs on the host.
 
+mod accumulators;
 pub mod constants;
 mod display;
 mod estimate;
 mod plan;
 
+pub use accumulators::{accumulator_type, counts_rows, ThreadValue, ThreadValues};
 pub use display::physical_to_string;
 pub use estimate::Estimates;
 pub use plan::{logical_to_pipelines, logical_to_pipelines_remembering};

@@ -20,7 +20,7 @@ use super::estimate::{Estimates, Estimator};
 use super::{
     range_slots, BuildKeys, DenseUpdates, GroupLayout, HashLayout, HashTable, HostStep, Input,
     KeyDomain, PartitionJoins, PartitionPass, Partitioning, PhysicalQuery, Pipeline, Sink, Step,
-    MAX_PARTITION_PARTS, PARTITION_PART_BYTES,
+    ThreadValues, MAX_PARTITION_PARTS, PARTITION_PART_BYTES,
 };
 
 /// Dense group arrays up to this many slots; a hash table beyond.
@@ -1802,14 +1802,10 @@ const PER_THREAD_VALUES: u64 = 112;
 /// Where a dense grouping of `slots` slots over `rows` rows sums rows first: in each thread
 /// for a handful of slots, else in each block when [`block_local_pays`].
 fn dense_updates(slots: u64, aggregates: &[(ColumnId, AggregateExpr)], rows: f64) -> DenseUpdates {
-    let values: u64 = aggregates
-        .iter()
-        .map(|(_, a)| {
-            let counted = a.function == tessera_stdlib::Aggregate::Avg
-                || a.arg.as_ref().is_some_and(|e| e.nullable);
-            1 + u64::from(counted)
-        })
-        .sum::<u64>()
+    // The values each thread keeps per slot, and the word of the slots its rows reached.
+    let values = ThreadValues::of(aggregates.iter().map(|(_, a)| a))
+        .values
+        .len() as u64
         + 1;
     if slots <= PER_THREAD_SLOTS && slots * values <= PER_THREAD_VALUES {
         DenseUpdates::PerThread
