@@ -1680,3 +1680,21 @@ fn groupings_summed_per_thread_share_values_and_fit_registers() {
         );
     }
 }
+
+/// A join on two key pairs packs them into one key; where the built side holds no pair twice
+/// (TPC-H's `partsupp` on its part and supplier, checked on the data), its table is built with
+/// unique keys, probed once per row instead of walked along chains of rows.
+#[test]
+fn joins_on_keys_unique_together_build_unique_tables() {
+    let data = common::tpch_data().to_str().expect("utf-8 path");
+    let script =
+        "from lineitem | join partsupp on ps_partkey == l_partkey and ps_suppkey == l_suppkey \
+                  | aggregate { cost = sum(ps_supplycost * l_quantity) }";
+    let plan = emitted(script, data, "physical");
+    let build = plan
+        .lines()
+        .find(|line| line.contains("build") && line.contains("ps_partkey"))
+        .unwrap_or_else(|| panic!("no build of partsupp: {plan}"));
+    assert!(build.contains("open addressing"), "{plan}");
+    assert!(!build.contains("chained rows"), "{plan}");
+}

@@ -536,6 +536,32 @@ impl Catalog {
         })
     }
 
+    /// Whether `columns` of `table` together hold no combination of values twice among the
+    /// rows where none is null: as a key recorded among them says, or one of them alone, else
+    /// checked once on the loaded columns (TPC-H's `ps_partkey, ps_suppkey`). `false` where it
+    /// cannot be told (a type other than integers, ranges past 64 bits together).
+    pub fn unique_together(&self, table: &str, columns: &[&str]) -> Result<bool, StorageError> {
+        if self.is_unique_key(table, columns) {
+            return Ok(true);
+        }
+        for column in columns {
+            if self.unique(table, column)? == Some(true) {
+                return Ok(true);
+            }
+        }
+        // Each combination is checked once, under its names joined by a character no name
+        // holds.
+        let key = (table.to_string(), columns.join("\0"));
+        if let Some(&known) = lock(&self.unique_values).get(&key) {
+            return Ok(known == Some(true));
+        }
+        let loaded = self.columns(table, columns)?;
+        let loaded: Vec<&Column> = loaded.iter().map(|c| c.as_ref()).collect();
+        let unique = crate::column::unique_combinations(&loaded);
+        lock(&self.unique_values).insert(key, unique);
+        Ok(unique == Some(true))
+    }
+
     /// Whether no value of a key column occurs twice (`None` where the type has no such
     /// notion): taken from the file's record of it, else checked once on the loaded column,
     /// else settled by the statistics when there are more values than the range holds, else

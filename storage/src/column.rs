@@ -371,6 +371,39 @@ fn pair<T>(range: Option<(T, T)>, wrap: impl Fn(T) -> Value) -> (Value, Value) {
 /// Value ranges up to this many values are checked for repeats with a bitmap (32 MB).
 const UNIQUE_BITMAP_BITS: u64 = 1 << 28;
 
+/// Whether no combination of the values of `columns` (of one table, each integers underneath)
+/// occurs twice among the rows where none is null: those a join on them matches. `None` when a
+/// column is of another type, or their ranges take more than 64 bits together.
+pub fn unique_combinations(columns: &[&Column]) -> Option<bool> {
+    let rows = columns.first()?.len();
+    let mut packed = vec![0u64; rows];
+    let mut shift = 0u32;
+    for column in columns {
+        let values = column.integers()?;
+        if values.len() != rows {
+            return None;
+        }
+        let min = values.iter().copied().min().unwrap_or(0);
+        let max = values.iter().copied().max().unwrap_or(0);
+        let bits = 64 - (max.checked_sub(min)? as u64).leading_zeros();
+        if shift + bits > 64 {
+            return None;
+        }
+        for (word, value) in packed.iter_mut().zip(values) {
+            *word |= (value.wrapping_sub(min) as u64) << shift;
+        }
+        shift += bits;
+    }
+    let mut packed: Vec<u64> = packed
+        .into_iter()
+        .enumerate()
+        .filter(|(row, _)| columns.iter().all(|c| c.is_valid(*row)))
+        .map(|(_, word)| word)
+        .collect();
+    packed.par_sort_unstable();
+    Some(packed.windows(2).all(|w| w[0] != w[1]))
+}
+
 /// A loaded column: its values, which rows are valid (`None`: all), and its statistics.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Column {
@@ -417,12 +450,7 @@ impl Column {
     /// copy: the planner asks this of join keys, to know whether a probe can match more than
     /// one row.
     pub fn has_unique_values(&self) -> Option<bool> {
-        let values: Vec<i64> = match &self.data {
-            ColumnData::I32(v) | ColumnData::Date(v) => v.iter().map(|&x| i64::from(x)).collect(),
-            ColumnData::Str { codes, .. } => codes.iter().map(|&x| i64::from(x)).collect(),
-            ColumnData::I64(v) | ColumnData::Timestamp(v) | ColumnData::Time(v) => v.to_vec(),
-            _ => return None,
-        };
+        let values = self.integers()?;
         let mut values: Vec<i64> = match &self.validity {
             Some(valid) => values
                 .into_iter()
@@ -447,6 +475,17 @@ impl Column {
         }
         values.par_sort_unstable();
         Some(values.windows(2).all(|w| w[0] != w[1]))
+    }
+
+    /// The values as 64-bit integers (a null row's as its placeholder), for the types that are
+    /// integers underneath (strings as their codes); `None` for the others.
+    fn integers(&self) -> Option<Vec<i64>> {
+        Some(match &self.data {
+            ColumnData::I32(v) | ColumnData::Date(v) => v.iter().map(|&x| i64::from(x)).collect(),
+            ColumnData::Str { codes, .. } => codes.iter().map(|&x| i64::from(x)).collect(),
+            ColumnData::I64(v) | ColumnData::Timestamp(v) | ColumnData::Time(v) => v.to_vec(),
+            _ => return None,
+        })
     }
 
     pub fn ty(&self) -> DataType {
@@ -610,6 +649,31 @@ impl ColumnBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn combinations_of_columns_are_unique_where_no_pair_repeats() {
+        let ints = |v: Vec<i32>| Column::new(ColumnData::I32(v.into()), None);
+        let part = ints(vec![1, 1, 2, 2, 3]);
+        let supplier = ints(vec![10, 20, 10, 20, 10]);
+        assert_eq!(unique_combinations(&[&part, &supplier]), Some(true));
+        // (2, 10) twice.
+        let repeated = ints(vec![10, 20, 10, 10, 10]);
+        assert_eq!(unique_combinations(&[&part, &repeated]), Some(false));
+        // Rows with a null key match nothing in a join, so they repeat nothing.
+        let nullable = Column::new(
+            ColumnData::I64(vec![10, 20, 10, 10, 10].into()),
+            Some(vec![true, true, true, false, true]),
+        );
+        assert_eq!(unique_combinations(&[&part, &nullable]), Some(true));
+        // Ranges wider than 64 bits together cannot be told.
+        let wide = Column::new(
+            ColumnData::I64(vec![i64::MIN, 0, 1, 2, i64::MAX].into()),
+            None,
+        );
+        assert_eq!(unique_combinations(&[&wide, &supplier]), None);
+        let floats = Column::new(ColumnData::F64(vec![0.0; 5].into()), None);
+        assert_eq!(unique_combinations(&[&part, &floats]), None);
+    }
 
     #[test]
     fn a_builder_keeps_values_and_nulls_in_order_across_appended_runs() {

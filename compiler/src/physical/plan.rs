@@ -95,6 +95,7 @@ fn plan_query(
         hash_tables: Vec::new(),
         host_steps: Vec::new(),
         assumptions: Vec::new(),
+        unique_packed_keys: Vec::new(),
     };
     if let Flow::Pipelined(opens) = planner.plan(&query.plan)? {
         let columns = query.plan.output();
@@ -169,6 +170,9 @@ struct Planner<'a> {
     host_steps: Vec<HostStep>,
     /// Value ranges the plan relies on beyond those of group keys.
     assumptions: Vec<(ColumnId, i64, i64)>,
+    /// Keys of several columns packed into one (`packed_join_keys`) whose columns hold no
+    /// combination twice, so that the packed key holds no value twice.
+    unique_packed_keys: Vec<Expr>,
 }
 
 impl Planner<'_> {
@@ -1021,12 +1025,22 @@ impl Planner<'_> {
             return self.join_with_residual(join, residual);
         }
         if join.keys.len() > 1 {
+            // The probe side's keys matter only where the build side's repeat (which side
+            // builds), and checking them may sort every row of a fact table.
+            let right_unique = self.unique_together(&join.right, join.keys.iter().map(|(_, r)| r));
+            let left_unique =
+                !right_unique && self.unique_together(&join.left, join.keys.iter().map(|(l, _)| l));
             let Some(packed) = self.packed_join_keys(&join.keys) else {
                 return Err(Diagnostic::unsupported(
                     join.span,
                     "joins on more than one pair of keys are not supported yet",
                 ));
             };
+            for (unique, key) in [(left_unique, &packed.0), (right_unique, &packed.1)] {
+                if unique {
+                    self.unique_packed_keys.push(key.clone());
+                }
+            }
             return self.join(&crate::logical::Join {
                 keys: vec![packed],
                 ..join.clone()
@@ -1336,13 +1350,13 @@ impl Planner<'_> {
     fn unique_in(&self, plan: &LogicalPlan, key: &Expr) -> bool {
         match key.as_column() {
             Some(column) => self.unique_key(key) && self.kept_once(plan, column),
-            None => false,
+            None => self.unique_packed_keys.contains(key),
         }
     }
 
     /// Whether `keys` together hold no combination of values twice among the rows `plan`
-    /// produces: they are columns of one table that the catalog knows to be a key of it
-    /// (a grouped stage's keys), and no join in `plan` repeats their rows.
+    /// produces: they are columns of one table that hold none twice (a grouped stage's keys,
+    /// or as checked on the data), and no join in `plan` repeats their rows.
     fn unique_together<'k>(
         &self,
         plan: &LogicalPlan,
@@ -1363,7 +1377,11 @@ impl Planner<'_> {
             }
             names.push(origin.column.as_str());
         }
-        table.is_some_and(|table| self.estimator.catalog.is_unique_key(table, &names))
+        // A column that cannot be read is reported where the plan reads it.
+        table.is_some_and(|table| {
+            let unique = self.estimator.catalog.unique_together(table, &names);
+            unique.unwrap_or(false)
+        })
     }
 
     /// Whether each row that `column` comes from appears at most once in `plan`'s rows. An
