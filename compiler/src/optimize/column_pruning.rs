@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::columns::ColumnId;
+use crate::columns::{ColumnId, Columns};
 use crate::expr::Expr;
 use crate::logical::LogicalPlan;
 
@@ -27,7 +27,7 @@ impl Rule for ColumnPruning {
         let wanted: Vec<ColumnId> = query.output.iter().map(|(_, id)| *id).collect();
         let required: BTreeSet<ColumnId> = wanted.iter().copied().collect();
         let mut pruned = Transformed::No;
-        let plan = prune(plan, &required, &mut pruned);
+        let plan = prune(query.columns, plan, &required, &mut pruned);
         // The root must produce exactly the query's output, in order.
         if plan.output() == wanted {
             return (plan, pruned);
@@ -51,6 +51,7 @@ fn used_by<'a>(exprs: impl IntoIterator<Item = &'a Expr>) -> BTreeSet<ColumnId> 
 /// `plan` producing only what `required` needs of it (more where it must); `pruned` is set
 /// when anything was dropped.
 fn prune(
+    columns: &Columns,
     plan: LogicalPlan,
     required: &BTreeSet<ColumnId>,
     pruned: &mut Transformed,
@@ -64,7 +65,7 @@ fn prune(
         LogicalPlan::Filter(mut filter) => {
             let mut needed = required.clone();
             needed.extend(filter.predicate.columns_used());
-            filter.input = Box::new(prune(*filter.input, &needed, pruned));
+            filter.input = Box::new(prune(columns, *filter.input, &needed, pruned));
             LogicalPlan::Filter(filter)
         }
         LogicalPlan::Project(mut project) => {
@@ -74,7 +75,7 @@ fn prune(
                 pruned,
             );
             let needed = used_by(project.outputs.iter().map(|(_, e)| e));
-            let input = prune(*project.input, &needed, pruned);
+            let input = prune(columns, *project.input, &needed, pruned);
             let passes_through = input.output().len() == project.outputs.len()
                 && input
                     .output()
@@ -97,13 +98,14 @@ fn prune(
                     .flat_map(|(l, r)| [l, r])
                     .chain(&join.residual),
             ));
-            join.left = Box::new(prune(*join.left, &needed, pruned));
-            join.right = Box::new(prune(*join.right, &needed, pruned));
+            join.left = Box::new(prune(columns, *join.left, &needed, pruned));
+            let right = prune(columns, *join.right, &needed, pruned);
+            join.right = Box::new(built_of(columns, right, &needed, pruned));
             LogicalPlan::Join(join)
         }
         LogicalPlan::Product(mut product) => {
-            product.left = Box::new(prune(*product.left, required, pruned));
-            product.right = Box::new(prune(*product.right, required, pruned));
+            product.left = Box::new(prune(columns, *product.left, required, pruned));
+            product.right = Box::new(prune(columns, *product.right, required, pruned));
             LogicalPlan::Product(product)
         }
         LogicalPlan::Aggregate(mut aggregate) => {
@@ -120,36 +122,65 @@ fn prune(
                         .filter_map(|(_, a)| a.arg.as_ref()),
                 ),
             );
-            aggregate.input = Box::new(prune(*aggregate.input, &needed, pruned));
+            aggregate.input = Box::new(prune(columns, *aggregate.input, &needed, pruned));
             LogicalPlan::Aggregate(aggregate)
         }
         LogicalPlan::Sort(mut sort) => {
             let mut needed = required.clone();
             needed.extend(used_by(sort.keys.iter().map(|k| &k.expr)));
-            sort.input = Box::new(prune(*sort.input, &needed, pruned));
+            sort.input = Box::new(prune(columns, *sort.input, &needed, pruned));
             LogicalPlan::Sort(sort)
         }
         LogicalPlan::Limit(mut limit) => {
-            limit.input = Box::new(prune(*limit.input, required, pruned));
+            limit.input = Box::new(prune(columns, *limit.input, required, pruned));
             LogicalPlan::Limit(limit)
         }
         LogicalPlan::Distinct(mut distinct) => {
             // Which rows are distinct depends on every column.
             let all: BTreeSet<ColumnId> = distinct.input.output().into_iter().collect();
-            distinct.input = Box::new(prune(*distinct.input, &all, pruned));
+            distinct.input = Box::new(prune(columns, *distinct.input, &all, pruned));
             LogicalPlan::Distinct(distinct)
         }
         LogicalPlan::SetOperation(mut set) => {
             let left: BTreeSet<ColumnId> = set.left.output().into_iter().collect();
             let right: BTreeSet<ColumnId> = set.right.output().into_iter().collect();
-            set.left = Box::new(prune(*set.left, &left, pruned));
-            set.right = Box::new(prune(*set.right, &right, pruned));
+            set.left = Box::new(prune(columns, *set.left, &left, pruned));
+            set.right = Box::new(prune(columns, *set.right, &right, pruned));
             LogicalPlan::SetOperation(set)
         }
     }
 }
 
 /// `items.retain(keep)`, noting in `pruned` whether it dropped any.
+/// A join's built side producing only what `needed` names: a join inside it (a dimension
+/// chain, `optimize::dimension_chains`) produces the columns its own keys read, which the table
+/// built of it would otherwise carry as payload for every row.
+fn built_of(
+    columns: &Columns,
+    plan: LogicalPlan,
+    needed: &BTreeSet<ColumnId>,
+    pruned: &mut Transformed,
+) -> LogicalPlan {
+    let LogicalPlan::Join(join) = &plan else {
+        return plan;
+    };
+    let output = plan.output();
+    if output.iter().all(|c| needed.contains(c)) {
+        return plan;
+    }
+    *pruned = Transformed::Yes;
+    let span = join.span;
+    LogicalPlan::Project(crate::logical::Project {
+        outputs: output
+            .into_iter()
+            .filter(|c| needed.contains(c))
+            .map(|id| (id, Expr::column(id, columns, span)))
+            .collect(),
+        input: Box::new(plan),
+        span,
+    })
+}
+
 fn retain<T>(items: &mut Vec<T>, keep: impl FnMut(&T) -> bool, pruned: &mut Transformed) {
     let before = items.len();
     items.retain(keep);

@@ -7,6 +7,7 @@
 
 mod column_pruning;
 mod constant_folding;
+mod dimension_chains;
 mod predicate_pushdown;
 mod schema;
 #[cfg(test)]
@@ -19,6 +20,7 @@ use crate::logical::{logical_to_string, LogicalPlan, LogicalQuery};
 
 pub use column_pruning::ColumnPruning;
 pub use constant_folding::ConstantFolding;
+pub use dimension_chains::DimensionChains;
 pub use predicate_pushdown::PredicatePushdown;
 
 /// Whether a rule changed the plan.
@@ -74,6 +76,9 @@ pub fn rules() -> Vec<Box<dyn Rule>> {
         // Moves filters into scans, in particular into the build sides of joins, so that a
         // dimension's filter runs once per dimension row and not once per fact row.
         Box::new(PredicatePushdown),
+        // Once filters are in their scans: a filtered table joined through another table's
+        // column joins that table first, which is then built of the rows it keeps.
+        Box::new(DimensionChains),
         // Last: only once filters are where they will run is it known which columns each
         // scan must read.
         Box::new(ColumnPruning),

@@ -4,12 +4,15 @@
 use tessera_grammar::source_to_ast;
 use tessera_storage::{Catalog, Column, ColumnData, DictionaryBuilder};
 
-use super::{apply, optimize_with, ColumnPruning, ConstantFolding, PredicatePushdown, Rule};
+use super::{
+    apply, optimize_with, ColumnPruning, ConstantFolding, DimensionChains, PredicatePushdown, Rule,
+};
 use super::{Order, QueryView, Transformed};
 use crate::logical::{logical_to_string, LogicalPlan, LogicalQuery};
 use crate::{ast_to_typed, typed_to_logical};
 
-/// `orders` (`o_id`, `o_customer`, `o_total`) and `customers` (`c_id`, `c_region`).
+/// `orders` (`o_id`, `o_customer`, `o_total`), `customers` (`c_id`, `c_region`) and `zones`
+/// (`z_id`, `z_size`).
 fn catalog() -> Catalog {
     let ints = |values: &[i32]| Column::new(ColumnData::I32(values.to_vec().into()), None);
     let mut regions = DictionaryBuilder::default();
@@ -30,6 +33,13 @@ fn catalog() -> Catalog {
             vec![
                 ("c_id".into(), ints(&[1, 2, 3])),
                 ("c_region".into(), Column::new(regions.finish(), None)),
+            ],
+        ),
+        (
+            "zones".into(),
+            vec![
+                ("z_id".into(), ints(&[1, 2])),
+                ("z_size".into(), ints(&[5, 7])),
             ],
         ),
     ])
@@ -121,6 +131,62 @@ fn column_pruning_reads_only_what_is_used() {
         join on o_customer == c_id
           scan orders [o_id, o_customer] rows=4
           scan customers [c_id] rows=3
+    ");
+}
+
+#[test]
+fn dimension_chains_join_a_filtered_table_to_the_one_it_is_joined_through() {
+    let plan = after(
+        &DimensionChains,
+        "from orders | join customers on o_customer == c_id \
+         | join (from zones | where z_size > 6) on c_id == z_id | select o_id",
+    );
+    insta::assert_snapshot!(plan, @r"
+    query 0 -> o_id: i32
+      project o_id
+        join on o_customer == c_id
+          scan orders [o_id, o_customer, o_total] rows=4
+          join on c_id == z_id
+            scan customers [c_id, c_region] rows=3
+            filter z_size > 6
+              scan zones [z_id, z_size] rows=2
+    ");
+    // Joined through the orders' own column, or unfiltered: the joins stay as written.
+    for script in [
+        "from orders | join customers on o_customer == c_id \
+         | join (from zones | where z_size > 6) on o_id == z_id | select o_id",
+        "from orders | join customers on o_customer == c_id | join zones on c_id == z_id \
+         | select o_id",
+    ] {
+        let mut query = logical(script);
+        assert_eq!(
+            apply(&DimensionChains, &mut query),
+            Transformed::No,
+            "{script}"
+        );
+    }
+}
+
+#[test]
+fn column_pruning_keeps_a_built_join_to_the_columns_used_above_it() {
+    let mut query = logical(
+        "from orders | join customers on o_customer == c_id \
+         | join (from zones | where z_size > 6) on c_id == z_id | select o_id, c_region",
+    );
+    assert_eq!(apply(&DimensionChains, &mut query), Transformed::Yes);
+    assert_eq!(apply(&ColumnPruning, &mut query), Transformed::Yes);
+    super::schema::check(&query).expect("the rule keeps the plan's invariants");
+    assert_eq!(apply(&ColumnPruning, &mut query), Transformed::No);
+    insta::assert_snapshot!(logical_to_string(&[query]), @r"
+    query 0 -> o_id: i32, c_region: str
+      project o_id, c_region
+        join on o_customer == c_id
+          scan orders [o_id, o_customer] rows=4
+          project c_id, c_region
+            join on c_id == z_id
+              scan customers [c_id, c_region] rows=3
+              filter z_size > 6
+                scan zones [z_id, z_size] rows=2
     ");
 }
 
