@@ -1391,14 +1391,23 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                     total,
                     buffer: self.buffer(plan.buffer)?,
                 });
-                if let (Some(count), Some(count_buffer)) = (count, plan.count) {
-                    let (op, ty, total) = reduced[*count];
-                    slot_totals.push(Total {
-                        op,
-                        ty,
-                        total,
-                        buffer: self.buffer(count_buffer)?,
-                    });
+                match (count, plan.count) {
+                    (Some(count), Some(count_buffer)) => {
+                        let (op, ty, total) = reduced[*count];
+                        slot_totals.push(Total {
+                            op,
+                            ty,
+                            total,
+                            buffer: self.buffer(count_buffer)?,
+                        });
+                    }
+                    (None, None) => {}
+                    // The planner's `counts_rows` and the sink's count buffers disagree.
+                    _ => {
+                        return Err(CodegenError::Invalid(
+                            "a per-thread grouping's counts do not match its aggregates".into(),
+                        ))
+                    }
                 }
             }
             totals.push(slot_totals);
