@@ -529,7 +529,7 @@ impl Catalog {
 
     /// Whether `columns` of `table` together hold no combination of values twice, as a key
     /// recorded with [`Catalog::add_unique_key`] among them says.
-    pub fn is_unique_key(&self, table: &str, columns: &[&str]) -> bool {
+    fn is_unique_key(&self, table: &str, columns: &[&str]) -> bool {
         self.unique_keys.get(table).is_some_and(|keys| {
             keys.iter()
                 .any(|key| key.iter().all(|c| columns.contains(&c.as_str())))

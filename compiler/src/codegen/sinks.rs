@@ -71,7 +71,6 @@ pub(super) struct AggregatePlan {
     /// The aggregate as planned.
     aggregate: AggregateExpr,
     kind: AggregateKind,
-    arg: Option<Expr>,
     accumulator: DataType,
     buffer: usize,
     count: Option<usize>,
@@ -169,7 +168,7 @@ impl SinkPlan {
             } => keys
                 .iter()
                 .map(|key| &key.expr)
-                .chain(aggregates.iter().filter_map(|a| a.arg.as_ref()))
+                .chain(aggregates.iter().filter_map(|a| a.aggregate.arg.as_ref()))
                 .collect(),
             SinkPlan::Build { key, .. } => vec![key],
             SinkPlan::Materialize { .. } | SinkPlan::Partition { .. } | SinkPlan::KeepGroups => {
@@ -180,7 +179,7 @@ impl SinkPlan {
             } => keys
                 .iter()
                 .map(|(_, e, _)| e)
-                .chain(aggregates.iter().filter_map(|a| a.arg.as_ref()))
+                .chain(aggregates.iter().filter_map(|a| a.aggregate.arg.as_ref()))
                 .collect(),
         }
     }
@@ -382,7 +381,6 @@ pub(super) fn plan_sink(
                 plans.push(AggregatePlan {
                     aggregate: aggregate.clone(),
                     kind,
-                    arg: aggregate.arg.clone(),
                     accumulator,
                     buffer,
                     count,
@@ -878,7 +876,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         flag: IntValue<'ctx>,
     ) -> CodegenResult<(BasicValueEnum<'ctx>, IntValue<'ctx>)> {
         let em = &self.em;
-        match &plan.arg {
+        match &plan.aggregate.arg {
             None => Ok((em.i64().const_int(1, false).into(), flag)),
             Some(arg) => {
                 let v = self.eval(arg, item)?;
@@ -925,7 +923,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     ) -> CodegenResult<()> {
         let mut needed = Vec::new();
         for a in aggregates {
-            if let Some(arg) = &a.arg {
+            if let Some(arg) = &a.aggregate.arg {
                 needed.extend(arg.columns_used());
             }
         }
@@ -1442,7 +1440,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     ) -> CodegenResult<()> {
         let mut needed: Vec<ColumnId> = keys.flat_map(Expr::columns_used).collect();
         for a in aggregates {
-            if let Some(arg) = &a.arg {
+            if let Some(arg) = &a.aggregate.arg {
                 needed.extend(arg.columns_used());
             }
         }

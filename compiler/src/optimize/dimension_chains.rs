@@ -8,6 +8,7 @@
 
 use tessera_grammar::ast::JoinKind;
 
+use crate::expr::Expr;
 use crate::logical::{Join, LogicalPlan};
 
 use super::{Order, QueryView, Rule, Transformed};
@@ -26,22 +27,38 @@ impl Rule for DimensionChains {
     }
 
     fn rewrite(&self, plan: LogicalPlan, _: &QueryView<'_>) -> (LogicalPlan, Transformed) {
-        let LogicalPlan::Join(outer) = plan else {
-            return (plan, Transformed::No);
-        };
-        if !chains_through_its_left_input(&outer) {
-            return (LogicalPlan::Join(outer), Transformed::No);
-        }
-        let Join {
+        let LogicalPlan::Join(Join {
             left,
             right: filtered,
             kind,
             keys,
             residual,
             span,
-        } = outer;
-        let inner = match *left {
-            LogicalPlan::Join(inner) => inner,
+        }) = plan
+        else {
+            return (plan, Transformed::No);
+        };
+        let plain = kind == JoinKind::Inner && residual.is_none();
+        match *left {
+            LogicalPlan::Join(inner) if plain && joins_through(&inner, &keys, &filtered) => {
+                let through = LogicalPlan::Join(Join {
+                    left: inner.right,
+                    right: filtered,
+                    kind,
+                    keys,
+                    residual,
+                    span,
+                });
+                let joined = LogicalPlan::Join(Join {
+                    left: inner.left,
+                    right: Box::new(through),
+                    kind: inner.kind,
+                    keys: inner.keys,
+                    residual: inner.residual,
+                    span: inner.span,
+                });
+                (joined, Transformed::Yes)
+            }
             left => {
                 let outer = Join {
                     left: Box::new(left),
@@ -51,46 +68,25 @@ impl Rule for DimensionChains {
                     residual,
                     span,
                 };
-                return (LogicalPlan::Join(outer), Transformed::No);
+                (LogicalPlan::Join(outer), Transformed::No)
             }
-        };
-        let through = LogicalPlan::Join(Join {
-            left: inner.right,
-            right: filtered,
-            kind,
-            keys,
-            residual,
-            span,
-        });
-        let joined = LogicalPlan::Join(Join {
-            left: inner.left,
-            right: Box::new(through),
-            kind: inner.kind,
-            keys: inner.keys,
-            residual: inner.residual,
-            span: inner.span,
-        });
-        (joined, Transformed::Yes)
+        }
     }
 }
 
-/// Whether `outer` is an inner join of a filtered relation whose keys on the left all come
-/// from the right input of an inner join: `(a ⋈ s) ⋈ n` on columns of `s` alone, which
-/// `a ⋈ (s ⋈ n)` joins alike.
-fn chains_through_its_left_input(outer: &Join) -> bool {
-    let LogicalPlan::Join(inner) = outer.left.as_ref() else {
-        return false;
-    };
-    let plain = |join: &Join| join.kind == JoinKind::Inner && join.residual.is_none();
-    if !plain(outer) || !plain(inner) || !filters_rows(&outer.right) {
+/// Whether an inner join of `filtered` on `keys`, over `inner`, joins through `inner`'s right
+/// input: `inner` is an inner join `a ⋈ s` and the keys' left sides read columns of `s` alone,
+/// so that `a ⋈ (s ⋈ filtered)` joins alike.
+fn joins_through(inner: &Join, keys: &[(Expr, Expr)], filtered: &LogicalPlan) -> bool {
+    if inner.kind != JoinKind::Inner || inner.residual.is_some() || !filters_rows(filtered) {
         return false;
     }
     let through = inner.right.output();
-    outer.keys.iter().all(|(left, _)| {
+    keys.iter().all(|(left, _)| {
         let used = left.columns_used();
         !used.is_empty() && used.iter().all(|c| through.contains(c))
     }) && pipelined(&inner.right)
-        && pipelined(&outer.right)
+        && pipelined(filtered)
 }
 
 /// Whether `plan` keeps fewer rows than its tables hold: a filter somewhere in it.

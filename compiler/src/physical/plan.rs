@@ -1025,17 +1025,17 @@ impl Planner<'_> {
             return self.join_with_residual(join, residual);
         }
         if join.keys.len() > 1 {
-            // The probe side's keys matter only where the build side's repeat (which side
-            // builds), and checking them may sort every row of a fact table.
-            let right_unique = self.unique_together(&join.right, join.keys.iter().map(|(_, r)| r));
-            let left_unique =
-                !right_unique && self.unique_together(&join.left, join.keys.iter().map(|(l, _)| l));
             let Some(packed) = self.packed_join_keys(&join.keys) else {
                 return Err(Diagnostic::unsupported(
                     join.span,
                     "joins on more than one pair of keys are not supported yet",
                 ));
             };
+            // The probe side's keys matter only where the build side's repeat (which side
+            // builds), and checking them may sort every row of a fact table.
+            let right_unique = self.unique_together(&join.right, join.keys.iter().map(|(_, r)| r));
+            let left_unique =
+                !right_unique && self.unique_together(&join.left, join.keys.iter().map(|(l, _)| l));
             for (unique, key) in [(left_unique, &packed.0), (right_unique, &packed.1)] {
                 if unique {
                     self.unique_packed_keys.push(key.clone());
