@@ -206,6 +206,11 @@ fn same_value(expected: &str, actual: &str) -> bool {
     if expected == actual {
         return true;
     }
+    // A number written with more significant digits than a float's shortest form has (17) is an
+    // exact decimal: equal only digit for digit.
+    if exact_digits(expected) || exact_digits(actual) {
+        return false;
+    }
     match (expected.parse::<f64>(), actual.parse::<f64>()) {
         (Ok(x), Ok(y)) => {
             if x.is_nan() && y.is_nan() {
@@ -217,9 +222,42 @@ fn same_value(expected: &str, actual: &str) -> bool {
     }
 }
 
+/// Whether `text` is a plain number (no exponent) of more than 17 significant digits.
+fn exact_digits(text: &str) -> bool {
+    let digits = text.trim_start_matches('-');
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return false;
+    }
+    let significant = digits
+        .bytes()
+        .filter(u8::is_ascii_digit)
+        .skip_while(|&b| b == b'0')
+        .count();
+    significant > 17
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimals_beyond_a_float_compare_digit_for_digit() {
+        assert!(same_value(
+            "123456789012345678901234567890",
+            "123456789012345678901234567890"
+        ));
+        assert!(!same_value(
+            "123456789012345678901234567890",
+            "123456789012345678901234567891"
+        ));
+        assert!(!same_value(
+            "1.000000000000000000001",
+            "1.000000000000000000002"
+        ));
+        // Floats, however written, keep their tolerance.
+        assert!(same_value("0.30000000000000004", "0.3"));
+        assert!(same_value("1.2345678901234568e29", "1.2345678901234567e29"));
+    }
 
     #[test]
     fn parses_quoted_fields() {

@@ -1698,3 +1698,111 @@ fn joins_on_keys_unique_together_build_unique_tables() {
     assert!(build.contains("open addressing"), "{plan}");
     assert!(!build.contains("chained rows"), "{plan}");
 }
+
+/// A decimal of more than 18 digits keeps every digit through the text formats and a Parquet
+/// file written and read back: DuckDB's answers for `huge` (a DECIMAL(38, 0) of 30 digits), as in
+/// tests/conformance/decimals/wide_thirty_digits.test.
+#[test]
+fn decimals_of_more_than_eighteen_digits_keep_every_digit_in_every_format() {
+    let script = "from huge | derive next = value + 1";
+    let csv = run_csv(script, "tests/data/decimals");
+    assert!(csv.status.success(), "{}", text(&csv.stderr));
+    assert_eq!(
+        text(&csv.stdout),
+        "id,value,next\n1,123456789012345678901234567890,123456789012345678901234567891\n"
+    );
+    let json = tessera(&[
+        "run",
+        "-c",
+        script,
+        "--data",
+        "tests/data/decimals",
+        "--device",
+        "cpu",
+        "--format",
+        "json",
+    ]);
+    assert!(json.status.success(), "{}", text(&json.stderr));
+    assert_eq!(
+        text(&json.stdout),
+        "[\n  {\"id\": 1, \"value\": 123456789012345678901234567890, \"next\": 123456789012345678901234567891}\n]\n"
+    );
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    let written = scratch.path().join("out.parquet");
+    let output = tessera(&[
+        "run",
+        "-c",
+        script,
+        "--data",
+        "tests/data/decimals",
+        "--device",
+        "cpu",
+        "--output",
+        written.to_str().expect("utf-8 path"),
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let back = run_csv("from out", scratch.path().to_str().expect("utf-8 path"));
+    assert!(back.status.success(), "{}", text(&back.stderr));
+    assert_eq!(text(&back.stdout), text(&csv.stdout));
+    let described = tessera(&[
+        "describe",
+        scratch.path().to_str().expect("utf-8 path"),
+        "out",
+    ]);
+    assert!(
+        text(&described.stdout).contains("decimal(38, 0)"),
+        "{}",
+        text(&described.stdout)
+    );
+}
+
+/// Hash tables and the device's sorts hold keys of up to 64 bits: grouping or joining on a
+/// decimal of more than 18 digits is refused at the key, with a way around it; sorting by one
+/// sorts on the host.
+#[test]
+fn keys_of_more_than_eighteen_digits_are_refused_at_the_key() {
+    let group = run_csv(
+        "from big | group balance { n = count() }",
+        "tests/data/decimals",
+    );
+    assert_eq!(group.status.code(), Some(1));
+    let stderr = text(&group.stderr);
+    assert!(
+        stderr.contains("grouping by a decimal of more than 18 digits is not supported yet")
+            && stderr.contains("x as decimal(18, 2)"),
+        "{stderr}"
+    );
+    let join = run_csv(
+        "from big | join (from big | select key = amount, other = id) on amount == key",
+        "tests/data/decimals",
+    );
+    assert_eq!(join.status.code(), Some(1));
+    assert!(
+        text(&join.stderr).contains("joining on a decimal of more than 18 digits"),
+        "{}",
+        text(&join.stderr)
+    );
+    let sorted = run_csv(
+        "from big | sort amount desc | take 2 | select id",
+        "tests/data/decimals",
+    );
+    assert!(sorted.status.success(), "{}", text(&sorted.stderr));
+    assert_eq!(text(&sorted.stdout), "id\n126\n125\n");
+}
+
+/// A 128-bit decimal's sum leaves its type at 38 digits (DuckDB's "Overflow in SUM"): here
+/// beyond 128 bits too, where the device's two-word sum wraps and its check in floating point
+/// catches it.
+#[test]
+fn a_decimal_sum_beyond_thirty_eight_digits_is_an_error() {
+    let output = run_csv(
+        "from big | aggregate { total = sum(amount * 1000000) }",
+        "tests/data/decimals",
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("integer overflow: the sum `total` is beyond what its type holds"),
+        "{stderr}"
+    );
+}

@@ -151,6 +151,8 @@ impl Expr {
     pub fn fits_its_type(&self) -> bool {
         let width = match self.ty {
             DataType::I32 | DataType::Date | DataType::Str => 32,
+            // Below 2^126 in magnitude, so within 38 digits.
+            DataType::Decimal(decimal) if decimal.is_wide() => 127,
             DataType::I64 | DataType::Decimal(_) => 64,
             _ => return true,
         };
@@ -164,16 +166,21 @@ impl Expr {
     /// more bits than `10^18`). Code generation checks exactly these.
     pub fn cast_may_fail(&self, to: DataType) -> bool {
         if let DataType::Decimal(target) = to {
+            let most = match target.is_wide() {
+                true => DecimalType::MAX_PRECISION,
+                false => DecimalType::NARROW_PRECISION,
+            };
             let from_scale = self.ty.decimal().map_or(0, |d| d.scale);
             let more_digits = u32::from(target.scale.saturating_sub(from_scale));
             let bits = self.bits_needed() + power_of_ten_bits(more_digits);
             return self.ty.is_float()
-                || target.precision < DecimalType::MAX_PRECISION
-                || bits > power_of_ten_bits(u32::from(DecimalType::MAX_PRECISION));
+                || target.precision < most
+                || bits > power_of_ten_bits(u32::from(most));
         }
         matches!(to, DataType::I32 | DataType::I64 | DataType::Date)
             && (self.ty.is_float() || self.ty.is_integer() && !self.fits_in(to))
             || to == DataType::I32 && self.ty.is_decimal() && self.bits_needed() > 32
+            || to == DataType::I64 && self.ty.is_wide_decimal() && self.bits_needed() > 64
             // A day past ±106,751,991 (2^26.7) is beyond 64 bits of microseconds.
             || self.ty == DataType::Date && to == DataType::Timestamp && self.bits_needed() > 27
     }
@@ -232,6 +239,7 @@ impl Expr {
         let width = |ty: DataType| match ty {
             DataType::Bool => 2,
             DataType::I32 | DataType::Date | DataType::Str => 32,
+            DataType::Decimal(decimal) if decimal.is_wide() => 128,
             _ => 64,
         };
         let bits = match &expr.kind {
@@ -239,6 +247,10 @@ impl Expr {
             ExprKind::Literal(Value::Int(i) | Value::Decimal(i, _)) => {
                 let magnitude = if *i < 0 { !*i } else { *i };
                 65 - magnitude.leading_zeros()
+            }
+            ExprKind::Literal(Value::WideDecimal(i, _)) => {
+                let magnitude = if *i < 0 { !*i } else { *i };
+                129 - magnitude.leading_zeros()
             }
             ExprKind::Constant { bits, .. } => *bits,
             // A decimal given more digits after the point is multiplied by a power of ten;
@@ -250,7 +262,7 @@ impl Expr {
                 let to_scale = expr.ty.decimal().map_or(0, |d| d.scale);
                 let more_digits = u32::from(to_scale.saturating_sub(from_scale));
                 let bits = operand.bits_needed_with(column_bits);
-                (bits + power_of_ten_bits(more_digits)).min(64)
+                (bits + power_of_ten_bits(more_digits)).min(width(expr.ty))
             }
             ExprKind::Cast(operand) if operand.ty.is_decimal() && expr.ty.is_integer() => {
                 operand.bits_needed_with(column_bits).min(width(expr.ty))

@@ -236,13 +236,14 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         self.ctx.i64_type()
     }
 
-    /// The integer type of `bits` bits (1, 8, 16, 32 or 64).
+    /// The integer type of `bits` bits (1, 8, 16, 32, 64 or 128).
     pub fn int_type(&self, bits: u32) -> IntType<'ctx> {
         match bits {
             1 => self.ctx.bool_type(),
             8 => self.ctx.i8_type(),
             16 => self.ctx.i16_type(),
             32 => self.ctx.i32_type(),
+            128 => self.ctx.i128_type(),
             _ => self.ctx.i64_type(),
         }
     }
@@ -276,6 +277,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
     /// The register type of a column type (strings are codes, dates are day numbers).
     pub fn value_type(&self, ty: DataType) -> BasicTypeEnum<'ctx> {
         match ty {
+            DataType::Decimal(decimal) if decimal.is_wide() => self.ctx.i128_type().into(),
             DataType::Bool => self.i8().into(),
             DataType::I32 | DataType::Date | DataType::Str => self.i32().into(),
             DataType::I64 | DataType::Decimal(_) | DataType::Timestamp | DataType::Time => {
@@ -654,6 +656,11 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         value: BasicValueEnum<'ctx>,
     ) -> CodegenResult<()> {
         use inkwell::llvm_sys::core::LLVMBuildAtomicRMW;
+        if let BasicValueEnum::IntValue(wide) = value {
+            if wide.get_type().get_bit_width() == 128 {
+                return crate::wide_atomics::update(self, op, ptr, wide);
+            }
+        }
         use inkwell::llvm_sys::LLVMAtomicOrdering;
         use inkwell::values::AsValueRef;
         if self.b.get_insert_block().is_none() {

@@ -14,6 +14,7 @@ pub mod primitives;
 pub mod program;
 pub mod result;
 pub mod tile;
+pub mod wide_atomics;
 
 pub use emit::{CodegenError, CodegenResult, Emitter, KernelArgs};
 pub use tile::{Target, TileShape};

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use tessera_stdlib::scalar::{self, Binary, ScalarError};
 use tessera_storage::column::ColumnBuilder;
 use tessera_storage::derived::DerivedString;
-use tessera_storage::{decimal, Catalog, DataType, Dictionary, Value};
+use tessera_storage::{decimal, Catalog, DataType, DecimalType, Dictionary, Value};
 
 use crate::exec::RuntimeError;
 use crate::program::wide_key;
@@ -621,6 +621,16 @@ fn element(bytes: &[u8], ty: DataType, index: usize) -> Result<Value, RuntimeErr
     let raw = bytes
         .get(at..at + width)
         .ok_or_else(|| RuntimeError::Malformed("a result buffer is too short".into()))?;
+    if let DataType::Decimal(decimal) = ty {
+        if decimal.is_wide() {
+            let mut words = [0u8; 16];
+            words.copy_from_slice(raw);
+            return Ok(Value::WideDecimal(
+                i128::from_le_bytes(words),
+                decimal.scale,
+            ));
+        }
+    }
     let mut word = [0u8; 8];
     word[..width].copy_from_slice(raw);
     let bits = u64::from_le_bytes(word);
@@ -955,17 +965,30 @@ fn check_row(op: &HostOp, row: &[Value], header: &Rows) -> Result<bool, RuntimeE
             name,
         } => {
             let (exact, approximate) = (header.position(*exact)?, header.position(*approximate)?);
-            // A wrapped sum is 2^64 units away from the true one; float rounding is far less.
-            let (sum, unit) = match &row[exact] {
-                Value::Int(sum) => (*sum as f64, 1.0),
+            // A wrapped sum is 2^64 units away from the true one (2^128 for a 128-bit one);
+            // float rounding is far less.
+            let (sum, unit, wrap_bits) = match &row[exact] {
+                Value::Int(sum) => (*sum as f64, 1.0, 64),
                 Value::Decimal(raw, scale) => (
                     decimal::to_float(*raw, *scale),
                     decimal::to_float(1, *scale),
+                    64,
                 ),
+                Value::WideDecimal(raw, scale) => {
+                    // A 128-bit decimal's sum leaves its type at 38 digits.
+                    if !decimal::fits_precision_wide(*raw, DecimalType::MAX_PRECISION) {
+                        return Err(RuntimeError::SumOverflow(name.clone()));
+                    }
+                    (
+                        decimal::to_float(*raw, *scale),
+                        decimal::to_float(1, *scale),
+                        128,
+                    )
+                }
                 _ => return Ok(true),
             };
             if let Value::Float(estimate) = row[approximate] {
-                if (sum - estimate).abs() > 2f64.powi(63) * unit {
+                if (sum - estimate).abs() > 2f64.powi(wrap_bits - 1) * unit {
                     return Err(RuntimeError::SumOverflow(name.clone()));
                 }
             }
@@ -1047,6 +1070,9 @@ fn aggregate_value(
         (AggregateKind::Avg, Value::Float(sum)) => Value::Float(sum / count.unwrap_or(1) as f64),
         (AggregateKind::Avg, Value::Decimal(raw, scale)) => {
             Value::Float(average(raw, scale, count.unwrap_or(1)))
+        }
+        (AggregateKind::Avg, Value::WideDecimal(raw, scale)) => {
+            Value::Float(decimal::to_float(raw, scale) / count.unwrap_or(1) as f64)
         }
         (_, Value::Int(code)) if slot.ty == DataType::Str => {
             let text = dictionary
@@ -1346,6 +1372,7 @@ fn same_group_key(a: &Value, b: &Value) -> bool {
 enum GroupKey<'a> {
     Null,
     Int(i64),
+    Wide(i128),
     Float(u64),
     Str(&'a str),
     Date(i32),
@@ -1359,6 +1386,7 @@ impl<'a> GroupKey<'a> {
             Value::Int(i) | Value::Decimal(i, _) | Value::Timestamp(i) | Value::Time(i) => {
                 GroupKey::Int(*i)
             }
+            Value::WideDecimal(i, _) => GroupKey::Wide(*i),
             Value::Float(x) if x.is_nan() => GroupKey::Float(f64::NAN.to_bits()),
             Value::Float(x) if *x == 0.0 => GroupKey::Float(0),
             Value::Float(x) => GroupKey::Float(x.to_bits()),
@@ -1389,6 +1417,17 @@ impl Accumulator {
         match (aggregate.kind, value) {
             (AggregateKind::Avg, Value::Decimal(raw, scale)) => {
                 self.float_sum += decimal::to_float(*raw, *scale);
+            }
+            (AggregateKind::Avg, Value::WideDecimal(raw, scale)) => {
+                self.float_sum += decimal::to_float(*raw, *scale);
+            }
+            // A 128-bit decimal's sum stays within 38 digits, as on the device.
+            (AggregateKind::Sum, Value::WideDecimal(raw, _)) => {
+                self.int_sum = self
+                    .int_sum
+                    .checked_add(*raw)
+                    .filter(|&sum| decimal::fits_precision_wide(sum, DecimalType::MAX_PRECISION))
+                    .ok_or_else(|| RuntimeError::SumOverflow(aggregate.name.clone()))?;
             }
             (AggregateKind::Sum | AggregateKind::Avg, Value::Int(i) | Value::Decimal(i, _)) => {
                 self.int_sum += i128::from(*i);
@@ -1425,6 +1464,9 @@ impl Accumulator {
         match aggregate.kind {
             AggregateKind::Sum if aggregate.ty.is_float() => Value::Float(self.float_sum),
             AggregateKind::Sum => match aggregate.ty {
+                DataType::Decimal(decimal) if decimal.is_wide() => {
+                    Value::WideDecimal(self.int_sum, decimal.scale)
+                }
                 DataType::Decimal(decimal) => Value::Decimal(self.int_sum as i64, decimal.scale),
                 _ => Value::Int(self.int_sum as i64),
             },

@@ -328,6 +328,10 @@ fn parse_row(body: &[u8], columns: &[(String, DataType)]) -> Result<Vec<Value>, 
             DataType::Timestamp => Value::Timestamp(date::parse_timestamp(text).ok_or_else(bad)?),
             DataType::Time => Value::Time(date::parse_time(text).ok_or_else(bad)?),
             DataType::Str => Value::Str(text.to_string()),
+            DataType::Decimal(d) if d.is_wide() => Value::WideDecimal(
+                tessera_storage::decimal::parse_wide(text, d.scale).ok_or_else(bad)?,
+                d.scale,
+            ),
             DataType::Decimal(d) => Value::Decimal(
                 tessera_storage::decimal::parse(text, d.scale).ok_or_else(bad)?,
                 d.scale,

@@ -7,8 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow_array::{
-    ArrayRef, BooleanArray, Date32Array, Decimal64Array, Float32Array, Float64Array, Int32Array,
-    Int64Array, RecordBatch, StringArray, Time64MicrosecondArray, TimestampMicrosecondArray,
+    ArrayRef, BooleanArray, Date32Array, Decimal128Array, Decimal64Array, Float32Array,
+    Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, Time64MicrosecondArray,
+    TimestampMicrosecondArray,
 };
 use arrow_schema::{Field as ArrowField, Schema as ArrowSchema};
 use tessera_runtime::output::{TableLimits, TextFormat};
@@ -142,6 +143,16 @@ fn columns_of(table: &ResultTable) -> (Schema, Vec<ColumnData>, Vec<Option<Vec<b
                 ColumnData::I32(values.map(|v| int(v) as i32).collect::<Vec<_>>().into())
             }
             DataType::I64 => ColumnData::I64(values.map(int).collect::<Vec<_>>().into()),
+            DataType::Decimal(d) if d.is_wide() => ColumnData::WideDecimal(
+                values
+                    .map(|v| match v {
+                        Value::WideDecimal(raw, _) => *raw,
+                        _ => 0,
+                    })
+                    .collect::<Vec<_>>()
+                    .into(),
+                *d,
+            ),
             DataType::Decimal(d) => ColumnData::Decimal(
                 values
                     .map(|v| match v {
@@ -214,6 +225,13 @@ fn record_batch(table: &ResultTable) -> Result<RecordBatch, arrow_schema::ArrowE
                 Value::Int(i) => Some(*i),
                 _ => None,
             }))),
+            DataType::Decimal(d) if d.is_wide() => Arc::new(
+                Decimal128Array::from_iter(values.map(|v| match v {
+                    Value::WideDecimal(raw, _) => Some(*raw),
+                    _ => None,
+                }))
+                .with_precision_and_scale(d.precision, d.scale as i8)?,
+            ),
             DataType::Decimal(d) => Arc::new(
                 Decimal64Array::from_iter(values.map(|v| match v {
                     Value::Decimal(raw, _) => Some(*raw),

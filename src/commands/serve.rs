@@ -584,6 +584,10 @@ fn encode(encoder: &mut DataRowEncoder, value: &Value, ty: DataType) -> PgWireRe
         (Value::Time(micros), _) => encoder.encode_field(&PgValue::Time(*micros)),
         (Value::Str(s), _) => encoder.encode_field(&s.as_str()),
         (Value::Decimal(raw, scale), _) => encoder.encode_field(&PgValue::Numeric {
+            raw: i128::from(*raw),
+            scale: *scale,
+        }),
+        (Value::WideDecimal(raw, scale), _) => encoder.encode_field(&PgValue::Numeric {
             raw: *raw,
             scale: *scale,
         }),
@@ -598,7 +602,7 @@ enum PgValue {
     Date(i32),
     Timestamp(i64),
     Time(i64),
-    Numeric { raw: i64, scale: u8 },
+    Numeric { raw: i128, scale: u8 },
 }
 
 /// Days from 1970-01-01 to 2000-01-01, PostgreSQL's epoch for dates and timestamps.
@@ -651,7 +655,7 @@ impl ToSqlText for PgValue {
 
 /// `numeric`'s binary form: base-10000 digits around the point, with their count, the weight
 /// of the first, the sign and the scale.
-fn put_numeric(out: &mut BytesMut, raw: i64, scale: u8) {
+fn put_numeric(out: &mut BytesMut, raw: i128, scale: u8) {
     let text = tessera_storage::decimal::format(raw.abs(), scale);
     let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
     let whole = whole.trim_start_matches('0');

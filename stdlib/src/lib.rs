@@ -171,7 +171,8 @@ impl Aggregate {
     }
 
     /// The result type over an argument of type `arg` (`None`: `count()` with no argument).
-    /// Sums of integers are 64-bit, of decimals 18 digits at their scale; `min` and `max` of
+    /// Sums of integers are 64-bit, of decimals 18 digits at their scale (38 for
+    /// decimals of more than 18); `min` and `max` of
     /// strings work on the sorted dictionary.
     pub fn return_type(self, arg: Option<DataType>) -> Result<DataType, SignatureError> {
         match (self, arg) {
@@ -182,9 +183,13 @@ impl Aggregate {
             }),
             (Aggregate::Sum, Some(ty)) if ty.is_integer() => Ok(DataType::I64),
             (Aggregate::Sum, Some(ty)) if ty.is_float() => Ok(DataType::F64),
-            // A decimal sums exactly, at its scale, with all 18 digits.
+            // A decimal sums exactly, at its scale, with all the digits of its width: 18 for
+            // 64-bit values, 38 for 128-bit ones.
+            (Aggregate::Sum, Some(DataType::Decimal(decimal))) if decimal.is_wide() => Ok(
+                DataType::Decimal(DecimalType::widest(u32::from(decimal.scale)).unwrap_or(decimal)),
+            ),
             (Aggregate::Sum, Some(DataType::Decimal(decimal))) => Ok(DataType::Decimal(
-                DecimalType::widest(u32::from(decimal.scale)).unwrap_or(decimal),
+                DecimalType::widest_narrow(u32::from(decimal.scale)).unwrap_or(decimal),
             )),
             (Aggregate::Avg, Some(ty)) if ty.is_numeric() => Ok(DataType::F64),
             (Aggregate::Min | Aggregate::Max, Some(ty)) if ty != DataType::Bool => Ok(ty),

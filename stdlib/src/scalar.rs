@@ -89,6 +89,8 @@ pub fn unary(op: Unary, v: Value) -> Result<Value, ScalarError> {
         (Unary::Neg, Value::Decimal(i, scale)) => {
             Value::Decimal(i.checked_neg().ok_or(ScalarError::Overflow)?, scale)
         }
+        // Within 38 digits either way.
+        (Unary::Neg, Value::WideDecimal(i, scale)) => Value::WideDecimal(-i, scale),
         (Unary::Neg, Value::Float(x)) => Value::Float(-x),
         (op, v) => return Err(unsupported(format!("{op:?} of {v}"))),
     })
@@ -117,6 +119,12 @@ pub fn binary(op: Binary, l: Value, r: Value) -> Result<Value, ScalarError> {
         return Ok(Value::Bool(truth));
     }
     let overflow = |v: Option<i64>| v.ok_or(ScalarError::Overflow);
+    let is_wide = |v: &Value| matches!(v, Value::WideDecimal(..));
+    if is_wide(&l) || is_wide(&r) {
+        if let (Some(x), Some(y)) = (any_decimal(&l), any_decimal(&r)) {
+            return wide_arithmetic(op, x, y);
+        }
+    }
     Ok(match (l, r) {
         (Value::Int(x), Value::Int(y)) => match op {
             Binary::Add => Value::Int(overflow(x.checked_add(y))?),
@@ -159,16 +167,63 @@ pub fn binary(op: Binary, l: Value, r: Value) -> Result<Value, ScalarError> {
     })
 }
 
+/// `+`, `-`, `*`, `%` and `/` of decimals of more than 18 digits: exact within 38 digits (an
+/// overflow beyond), `/` as floats.
+fn wide_arithmetic(
+    op: Binary,
+    (x, s): (i128, u8),
+    (y, t): (i128, u8),
+) -> Result<Value, ScalarError> {
+    let within = |raw: Option<i128>, scale: u8| {
+        raw.filter(|&raw| decimal::fits_precision_wide(raw, DecimalType::MAX_PRECISION))
+            .map(|raw| Value::WideDecimal(raw, scale))
+            .ok_or(ScalarError::Overflow)
+    };
+    match op {
+        Binary::Mul => within(x.checked_mul(y), s + t),
+        Binary::Div => Ok(Value::Float(
+            decimal::to_float(x, s) / decimal::to_float(y, t),
+        )),
+        _ if s != t => Err(unsupported(format!(
+            "`{}` on decimals of scales {s} and {t}",
+            op.symbol()
+        ))),
+        Binary::Add => within(x.checked_add(y), s),
+        Binary::Sub => within(x.checked_sub(y), s),
+        Binary::Rem if y == 0 => Ok(Value::Null),
+        Binary::Rem => within(Some(x % y), s),
+        _ => Err(unsupported(format!("`{}` on decimals", op.symbol()))),
+    }
+}
+
+/// A decimal of either width as its raw value and scale.
+fn any_decimal(v: &Value) -> Option<(i128, u8)> {
+    match v {
+        Value::Decimal(raw, scale) => Some((i128::from(*raw), *scale)),
+        Value::WideDecimal(raw, scale) => Some((*raw, *scale)),
+        _ => None,
+    }
+}
+
 /// How two values order: numbers by value (decimals exactly, at the finer scale), strings by
 /// bytes, dates and times by time; `None` for values of kinds that do not compare.
 pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
+    if let (Some((x, s)), Some((y, t))) = (any_decimal(a), any_decimal(b)) {
+        // A value scaled past 128 bits is beyond every decimal of 38 digits: its sign decides.
+        let at = |raw: i128, scale: u8| {
+            10i128
+                .checked_pow(u32::from(s.max(t) - scale))
+                .and_then(|factor| raw.checked_mul(factor))
+                .ok_or(raw.signum())
+        };
+        return Some(match (at(x, s), at(y, t)) {
+            (Ok(x), Ok(y)) => x.cmp(&y),
+            (Err(sign), _) => sign.cmp(&0),
+            (Ok(_), Err(sign)) => 0.cmp(&sign),
+        });
+    }
     match (a, b) {
         (Value::Int(x), Value::Int(y)) => Some(x.cmp(y)),
-        (Value::Decimal(x, s), Value::Decimal(y, t)) => {
-            let at =
-                |raw: i64, scale: u8| i128::from(raw) * 10i128.pow(u32::from(*s.max(t) - scale));
-            Some(at(*x, *s).cmp(&at(*y, *t)))
-        }
         (Value::Float(x), Value::Float(y)) => Some(compare_floats(*x, *y)),
         (Value::Int(x), Value::Float(y)) => Some(compare_floats(*x as f64, *y)),
         (Value::Float(x), Value::Int(y)) => Some(compare_floats(*x, *y as f64)),
@@ -204,6 +259,39 @@ pub fn cast(v: Value, ty: DataType) -> Result<Value, ScalarError> {
             .map(|raw| Value::Decimal(raw, to.scale))
             .ok_or(ScalarError::Overflow)
     };
+    let to_wide = |raw: i128, from: u8, to: DecimalType| {
+        decimal::convert_wide(raw, from, to)
+            .map(|raw| Value::WideDecimal(raw, to.scale))
+            .ok_or(ScalarError::Overflow)
+    };
+    if let DataType::Decimal(to) = ty {
+        if to.is_wide() {
+            return match v {
+                Value::Decimal(raw, scale) => to_wide(i128::from(raw), scale, to),
+                Value::WideDecimal(raw, scale) => to_wide(raw, scale, to),
+                Value::Int(i) => to_wide(i128::from(i), 0, to),
+                Value::Float(x) => decimal::from_float_wide(x, to)
+                    .map(|raw| Value::WideDecimal(raw, to.scale))
+                    .ok_or(ScalarError::Overflow),
+                Value::Bool(b) => to_wide(i128::from(b), 0, to),
+                other => Ok(other),
+            };
+        }
+    }
+    if let Value::WideDecimal(raw, scale) = v {
+        let whole = || i64::try_from(decimal::divide_rounding_wide(raw, u32::from(scale)));
+        return Ok(match ty {
+            DataType::Decimal(to) => decimal::convert_wide(raw, scale, to)
+                .and_then(|raw| i64::try_from(raw).ok())
+                .map(|raw| Value::Decimal(raw, to.scale))
+                .ok_or(ScalarError::Overflow)?,
+            DataType::F32 => Value::Float(f64::from(decimal::to_float(raw, scale) as f32)),
+            DataType::F64 => Value::Float(decimal::to_float(raw, scale)),
+            DataType::I64 => Value::Int(whole().map_err(|_| ScalarError::Overflow)?),
+            DataType::I32 => Value::Int(narrow(whole().map_err(|_| ScalarError::Overflow)?)?),
+            _ => Value::WideDecimal(raw, scale),
+        });
+    }
     Ok(match (v, ty) {
         (Value::Null, _) => Value::Null,
         (Value::Decimal(raw, scale), DataType::Decimal(to)) => to_decimal(raw, scale, to)?,
@@ -258,6 +346,7 @@ pub fn call(function: Function, v: Value) -> Result<Value, ScalarError> {
         (Function::Abs, Value::Decimal(i, scale)) => {
             Value::Decimal(i.checked_abs().ok_or(ScalarError::Overflow)?, scale)
         }
+        (Function::Abs, Value::WideDecimal(i, scale)) => Value::WideDecimal(i.abs(), scale),
         (Function::Year, Value::Date(d)) => Value::Int(i64::from(date::civil_from_days(d).0)),
         (Function::Month, Value::Date(d)) => Value::Int(i64::from(date::civil_from_days(d).1)),
         (Function::Day, Value::Date(d)) => Value::Int(i64::from(date::civil_from_days(d).2)),
@@ -284,6 +373,7 @@ fn as_float(v: &Value) -> Option<f64> {
         Value::Int(i) => Some(*i as f64),
         Value::Float(x) => Some(*x),
         Value::Decimal(raw, scale) => Some(decimal::to_float(*raw, *scale)),
+        Value::WideDecimal(raw, scale) => Some(decimal::to_float(*raw, *scale)),
         _ => None,
     }
 }
@@ -370,6 +460,60 @@ mod tests {
         assert_eq!(
             binary(Binary::Mul, Value::Decimal(150, 2), Value::Decimal(15, 1)),
             Ok(Value::Decimal(2250, 3))
+        );
+    }
+
+    #[test]
+    fn decimals_of_more_than_18_digits_compute_within_38() {
+        let big = 10i128.pow(30);
+        let wide = DecimalType::new(38, 2).expect("a decimal type");
+        assert_eq!(
+            binary(
+                Binary::Add,
+                Value::WideDecimal(big, 2),
+                Value::WideDecimal(1, 2)
+            ),
+            Ok(Value::WideDecimal(big + 1, 2))
+        );
+        // Beyond 38 digits, though within 128 bits, is an overflow.
+        assert_eq!(
+            binary(
+                Binary::Mul,
+                Value::WideDecimal(big, 2),
+                Value::WideDecimal(big, 2)
+            ),
+            Err(ScalarError::Overflow)
+        );
+        assert_eq!(
+            binary(
+                Binary::Mul,
+                Value::WideDecimal(10i128.pow(20), 0),
+                Value::WideDecimal(10i128.pow(17), 0)
+            ),
+            Ok(Value::WideDecimal(10i128.pow(37), 0))
+        );
+        assert_eq!(
+            compare(&Value::WideDecimal(150, 2), &Value::Decimal(15, 1)),
+            Some(Ordering::Equal)
+        );
+        assert_eq!(
+            compare(&Value::WideDecimal(-big, 0), &Value::Decimal(1, 18)),
+            Some(Ordering::Less)
+        );
+        assert_eq!(
+            cast(Value::Decimal(150, 2), DataType::Decimal(wide)),
+            Ok(Value::WideDecimal(150, 2))
+        );
+        assert_eq!(
+            cast(
+                Value::WideDecimal(big, 2),
+                DataType::Decimal(DecimalType::new(18, 2).expect("type"))
+            ),
+            Err(ScalarError::Overflow)
+        );
+        assert_eq!(
+            cast(Value::WideDecimal(-1250, 2), DataType::I64),
+            Ok(Value::Int(-13))
         );
     }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
-    Date32Type, Decimal64Type, Float32Type, Float64Type, Int32Type, Int64Type,
+    Date32Type, Decimal128Type, Decimal64Type, Float32Type, Float64Type, Int32Type, Int64Type,
     Time64MicrosecondType, TimestampMicrosecondType,
 };
 use arrow_array::{Array, RecordBatch};
@@ -52,8 +52,9 @@ pub(crate) fn tessera_type(ty: &ArrowType) -> Result<DataType, String> {
     })
 }
 
-/// The decimal type a stored `decimal(precision, scale)` is read as: itself up to 18 digits;
-/// wider, as `decimal(18, scale)`, each value then checked to fit when read.
+/// The decimal type a stored `decimal(precision, scale)` is read as: itself up to 38 digits;
+/// wider (Arrow's 256-bit decimals), as `decimal(38, scale)`, each value then checked to fit
+/// when read.
 pub(crate) fn read_decimal(precision: u64, scale: i64) -> Result<DecimalType, String> {
     let scale = u64::try_from(scale)
         .map_err(|_| format!("decimals of negative scale ({scale}) are not supported"))?;
@@ -80,6 +81,9 @@ pub(crate) fn arrow_type(ty: DataType) -> ArrowType {
         DataType::Timestamp => ArrowType::Timestamp(TimeUnit::Microsecond, None),
         DataType::Time => ArrowType::Time64(TimeUnit::Microsecond),
         DataType::Str => ArrowType::Utf8,
+        DataType::Decimal(decimal) if decimal.is_wide() => {
+            ArrowType::Decimal128(decimal.precision, decimal.scale as i8)
+        }
         DataType::Decimal(decimal) => ArrowType::Decimal64(decimal.precision, decimal.scale as i8),
     }
 }
@@ -96,6 +100,7 @@ pub(crate) enum Values {
     Time(Vec<i64>),
     Str(Vec<ChunkStrings>),
     Decimal(Vec<i64>, DecimalType),
+    WideDecimal(Vec<i128>, DecimalType),
 }
 
 impl Values {
@@ -110,6 +115,9 @@ impl Values {
             DataType::Timestamp => Values::Timestamp(Vec::new()),
             DataType::Time => Values::Time(Vec::new()),
             DataType::Str => Values::Str(Vec::new()),
+            DataType::Decimal(decimal) if decimal.is_wide() => {
+                Values::WideDecimal(Vec::new(), decimal)
+            }
             DataType::Decimal(decimal) => Values::Decimal(Vec::new(), decimal),
         }
     }
@@ -157,6 +165,9 @@ impl Values {
             Values::Date(values) => {
                 extend_primitive::<Date32Type>(values, array).ok_or_else(wrong)?
             }
+            Values::WideDecimal(values, _) => {
+                extend_primitive::<Decimal128Type>(values, array).ok_or_else(wrong)?
+            }
             Values::Decimal(values, _) => {
                 extend_primitive::<Decimal64Type>(values, array).ok_or_else(wrong)?
             }
@@ -189,7 +200,9 @@ impl Values {
             Values::Timestamp(_) => DataType::Timestamp,
             Values::Time(_) => DataType::Time,
             Values::Str(_) => DataType::Str,
-            Values::Decimal(_, decimal) => DataType::Decimal(*decimal),
+            Values::Decimal(_, decimal) | Values::WideDecimal(_, decimal) => {
+                DataType::Decimal(*decimal)
+            }
         }
     }
 
@@ -205,6 +218,7 @@ impl Values {
             Values::Time(v) => ColumnData::Time(v.into()),
             Values::Str(chunks) => string_chunks::merge(chunks),
             Values::Decimal(v, decimal) => ColumnData::Decimal(v.into(), decimal),
+            Values::WideDecimal(v, decimal) => ColumnData::WideDecimal(v.into(), decimal),
         }
     }
 }

@@ -1474,6 +1474,7 @@ fn extreme(a: &Value, b: &Value, wanted: std::cmp::Ordering) -> Option<Value> {
         (_, Value::Null) => return Some(a.clone()),
         (Value::Int(x), Value::Int(y)) => x.cmp(y),
         (Value::Decimal(x, s), Value::Decimal(y, t)) if s == t => x.cmp(y),
+        (Value::WideDecimal(x, s), Value::WideDecimal(y, t)) if s == t => x.cmp(y),
         (Value::Date(x), Value::Date(y)) => x.cmp(y),
         (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
         (Value::Float(x), Value::Float(y)) => x.partial_cmp(y)?,

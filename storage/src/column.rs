@@ -29,6 +29,8 @@ pub enum ColumnData {
     },
     /// Raw decimal values: counts of `10^-scale`.
     Decimal(Values<i64>, DecimalType),
+    /// Raw values of a decimal of more than 18 digits.
+    WideDecimal(Values<i128>, DecimalType),
 }
 
 impl ColumnData {
@@ -43,7 +45,9 @@ impl ColumnData {
             ColumnData::Timestamp(_) => DataType::Timestamp,
             ColumnData::Time(_) => DataType::Time,
             ColumnData::Str { .. } => DataType::Str,
-            ColumnData::Decimal(_, decimal) => DataType::Decimal(*decimal),
+            ColumnData::Decimal(_, decimal) | ColumnData::WideDecimal(_, decimal) => {
+                DataType::Decimal(*decimal)
+            }
         }
     }
 
@@ -57,6 +61,7 @@ impl ColumnData {
             | ColumnData::Time(v) => v.len(),
             ColumnData::F32(v) => v.len(),
             ColumnData::F64(v) => v.len(),
+            ColumnData::WideDecimal(v, _) => v.len(),
             ColumnData::Str { codes, .. } => codes.len(),
         }
     }
@@ -86,6 +91,7 @@ impl ColumnData {
             | ColumnData::Time(v) => bytes(v),
             ColumnData::F32(v) => bytes(v),
             ColumnData::F64(v) => bytes(v),
+            ColumnData::WideDecimal(v, _) => bytes(v),
             ColumnData::Str { codes, .. } => bytes(codes),
         }
     }
@@ -101,6 +107,7 @@ impl ColumnData {
             | ColumnData::Time(v) => v.is_mapped(),
             ColumnData::F32(v) => v.is_mapped(),
             ColumnData::F64(v) => v.is_mapped(),
+            ColumnData::WideDecimal(v, _) => v.is_mapped(),
             ColumnData::Str { codes, .. } => codes.is_mapped(),
         }
     }
@@ -128,6 +135,7 @@ impl ColumnData {
             ColumnData::I32(v) => Value::Int(i64::from(v[row])),
             ColumnData::I64(v) => Value::Int(v[row]),
             ColumnData::Decimal(v, decimal) => Value::Decimal(v[row], decimal.scale),
+            ColumnData::WideDecimal(v, decimal) => Value::WideDecimal(v[row], decimal.scale),
             ColumnData::F32(v) => Value::Float(f64::from(v[row])),
             ColumnData::F64(v) => Value::Float(v[row]),
             ColumnData::Date(v) => Value::Date(v[row]),
@@ -330,6 +338,9 @@ impl ColumnStats {
             ColumnData::Decimal(v, decimal) => {
                 pair(range(v, valid), |x| Value::Decimal(x, decimal.scale))
             }
+            ColumnData::WideDecimal(v, decimal) => {
+                pair(range(v, valid), |x| Value::WideDecimal(x, decimal.scale))
+            }
             ColumnData::F32(v) => pair(range(v, valid), |x| Value::Float(f64::from(x))),
             ColumnData::F64(v) => pair(range(v, valid), Value::Float),
             ColumnData::Date(v) => pair(range(v, valid), Value::Date),
@@ -516,6 +527,7 @@ enum BuiltValues {
     Timestamp(Vec<i64>),
     Time(Vec<i64>),
     Decimal(Vec<i64>),
+    WideDecimal(Vec<i128>, DecimalType),
     /// A null row holds `None` until the end, when it takes the code of a string the column
     /// holds anyway (its validity hides it), so the dictionary holds only the column's strings.
     Str(Vec<Option<String>>),
@@ -532,6 +544,9 @@ impl ColumnBuilder {
             DataType::Date => BuiltValues::Date(Vec::with_capacity(capacity)),
             DataType::Timestamp => BuiltValues::Timestamp(Vec::with_capacity(capacity)),
             DataType::Time => BuiltValues::Time(Vec::with_capacity(capacity)),
+            DataType::Decimal(decimal) if decimal.is_wide() => {
+                BuiltValues::WideDecimal(Vec::with_capacity(capacity), decimal)
+            }
             DataType::Decimal(_) => BuiltValues::Decimal(Vec::with_capacity(capacity)),
             DataType::Str => BuiltValues::Str(Vec::with_capacity(capacity)),
         };
@@ -584,6 +599,12 @@ impl ColumnBuilder {
             (BuiltValues::Decimal(v), Value::Decimal(raw, scale)) if matches!(self.ty, DataType::Decimal(d) if d.scale == *scale) => {
                 v.push(*raw)
             }
+            (BuiltValues::WideDecimal(v, decimal), Value::WideDecimal(raw, scale))
+                if decimal.scale == *scale =>
+            {
+                v.push(*raw)
+            }
+            (BuiltValues::WideDecimal(v, _), Value::Null) => v.push(0),
             (BuiltValues::Str(v), Value::Str(s)) => v.push(Some(s.clone())),
             (BuiltValues::Str(v), Value::Null) => v.push(None),
             _ => return Err(mismatch()),
@@ -604,6 +625,7 @@ impl ColumnBuilder {
             | (BuiltValues::Time(a), BuiltValues::Time(b)) => a.extend(b),
             (BuiltValues::F32(a), BuiltValues::F32(b)) => a.extend(b),
             (BuiltValues::F64(a), BuiltValues::F64(b)) => a.extend(b),
+            (BuiltValues::WideDecimal(a, _), BuiltValues::WideDecimal(b, _)) => a.extend(b),
             (BuiltValues::Str(a), BuiltValues::Str(b)) => a.extend(b),
             // Builders of one type only are joined.
             _ => return,
@@ -633,6 +655,9 @@ impl ColumnBuilder {
                 DataType::Decimal(decimal) => ColumnData::Decimal(Values::from(v), decimal),
                 _ => ColumnData::I64(Values::from(v)),
             },
+            BuiltValues::WideDecimal(v, decimal) => {
+                ColumnData::WideDecimal(Values::from(v), decimal)
+            }
             BuiltValues::Str(strings) => {
                 let filler = strings.iter().flatten().next().cloned().unwrap_or_default();
                 let mut builder = DictionaryBuilder::with_capacity(strings.len());

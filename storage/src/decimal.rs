@@ -1,7 +1,7 @@
 //! Exact decimal values: their text, and the conversions every backend computes alike (the
 //! kernels' code, the host's evaluation of grouped results, constant folding). A decimal is a
-//! 64-bit count of `10^-scale` units; a conversion that drops digits rounds half away from
-//! zero, as DuckDB and PostgreSQL do.
+//! count of `10^-scale` units, 64-bit up to 18 digits and 128-bit beyond (up to 38); a
+//! conversion that drops digits rounds half away from zero, as DuckDB and PostgreSQL do.
 
 use crate::types::DecimalType;
 
@@ -10,9 +10,15 @@ pub fn power_of_ten(digits: u32) -> i64 {
     10i64.pow(digits)
 }
 
+/// `10^digits`, for up to 38 digits.
+pub fn power_of_ten_wide(digits: u32) -> i128 {
+    10i128.pow(digits)
+}
+
 /// Writes the decimal whose raw value is `raw` at `scale` as SQL prints it: every digit of the
 /// scale, a leading `0` before the point, `-` for a negative value (`-0.50` for -50 at scale 2).
-pub fn format(raw: i64, scale: u8) -> String {
+pub fn format(raw: impl Into<i128>, scale: u8) -> String {
+    let raw: i128 = raw.into();
     let digits = raw.unsigned_abs().to_string();
     let scale = usize::from(scale);
     let sign = if raw < 0 { "-" } else { "" };
@@ -28,6 +34,13 @@ pub fn format(raw: i64, scale: u8) -> String {
 /// when it has more fractional digits than `scale` (trailing zeros aside) or more than 18
 /// digits in all.
 pub fn parse(text: &str, scale: u8) -> Option<i64> {
+    parse_wide(text, scale)
+        .filter(|&raw| fits_precision_wide(raw, DecimalType::NARROW_PRECISION))
+        .and_then(|raw| i64::try_from(raw).ok())
+}
+
+/// [`parse`] for decimals of up to 38 digits.
+pub fn parse_wide(text: &str, scale: u8) -> Option<i128> {
     let (negative, digits) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text.strip_prefix('+').unwrap_or(text)),
@@ -42,12 +55,12 @@ pub fn parse(text: &str, scale: u8) -> Option<i64> {
     }
     let fraction = fraction.trim_end_matches('0');
     let missing = usize::from(scale).checked_sub(fraction.len())?;
-    let mut raw: i64 = 0;
+    let mut raw: i128 = 0;
     for b in whole.bytes().chain(fraction.bytes()) {
-        raw = raw.checked_mul(10)?.checked_add(i64::from(b - b'0'))?;
+        raw = raw.checked_mul(10)?.checked_add(i128::from(b - b'0'))?;
     }
-    let raw = raw.checked_mul(10i64.checked_pow(u32::try_from(missing).ok()?)?)?;
-    if !fits_precision(raw, DecimalType::MAX_PRECISION) {
+    let raw = raw.checked_mul(10i128.checked_pow(u32::try_from(missing).ok()?)?)?;
+    if !fits_precision_wide(raw, DecimalType::MAX_PRECISION) {
         return None;
     }
     Some(if negative { -raw } else { raw })
@@ -73,12 +86,23 @@ pub fn literal_type(x: f64) -> Option<(i64, DecimalType)> {
 
 /// Whether `raw` has at most `precision` digits.
 pub fn fits_precision(raw: i64, precision: u8) -> bool {
-    raw.unsigned_abs() < 10u64.pow(u32::from(precision))
+    fits_precision_wide(i128::from(raw), precision)
+}
+
+/// Whether `raw` has at most `precision` digits (up to 38).
+pub fn fits_precision_wide(raw: i128, precision: u8) -> bool {
+    raw.unsigned_abs() < 10u128.pow(u32::from(precision))
 }
 
 /// `raw / 10^digits`, rounded half away from zero.
 pub fn divide_rounding(raw: i64, digits: u32) -> i64 {
-    let divisor = power_of_ten(digits);
+    // The quotient of a 64-bit value is one too.
+    divide_rounding_wide(i128::from(raw), digits) as i64
+}
+
+/// [`divide_rounding`] of a 128-bit value.
+pub fn divide_rounding_wide(raw: i128, digits: u32) -> i128 {
+    let divisor = power_of_ten_wide(digits);
     let (quotient, remainder) = (raw / divisor, raw % divisor);
     if remainder.unsigned_abs() * 2 >= divisor.unsigned_abs() {
         quotient + raw.signum()
@@ -90,10 +114,15 @@ pub fn divide_rounding(raw: i64, digits: u32) -> i64 {
 /// The raw value at `to` of `raw` at scale `from`: more digits multiply (`None` past 64 bits),
 /// fewer round half away from zero.
 pub fn rescale(raw: i64, from: u8, to: u8) -> Option<i64> {
+    rescale_wide(i128::from(raw), from, to).and_then(|raw| i64::try_from(raw).ok())
+}
+
+/// [`rescale`] of a 128-bit value (`None` past 128 bits).
+pub fn rescale_wide(raw: i128, from: u8, to: u8) -> Option<i128> {
     if to >= from {
-        raw.checked_mul(power_of_ten(u32::from(to - from)))
+        raw.checked_mul(10i128.checked_pow(u32::from(to - from))?)
     } else {
-        Some(divide_rounding(raw, u32::from(from - to)))
+        Some(divide_rounding_wide(raw, u32::from(from - to)))
     }
 }
 
@@ -101,20 +130,30 @@ pub fn rescale(raw: i64, from: u8, to: u8) -> Option<i64> {
 /// as a cast computes it: rescaled, then checked against `to`'s precision; `None` when it does
 /// not fit.
 pub fn convert(raw: i64, from: u8, to: DecimalType) -> Option<i64> {
-    rescale(raw, from, to.scale).filter(|&raw| fits_precision(raw, to.precision))
+    convert_wide(i128::from(raw), from, to).and_then(|raw| i64::try_from(raw).ok())
+}
+
+/// [`convert`] of a 128-bit value, to a decimal of up to 38 digits.
+pub fn convert_wide(raw: i128, from: u8, to: DecimalType) -> Option<i128> {
+    rescale_wide(raw, from, to.scale).filter(|&raw| fits_precision_wide(raw, to.precision))
 }
 
 /// The decimal as a float (the nearest `f64` to the quotient).
-pub fn to_float(raw: i64, scale: u8) -> f64 {
-    raw as f64 / power_of_ten(u32::from(scale)) as f64
+pub fn to_float(raw: impl Into<i128>, scale: u8) -> f64 {
+    raw.into() as f64 / power_of_ten_wide(u32::from(scale)) as f64
 }
 
 /// `x` at `scale`, rounded half away from zero; `None` for NaN, infinities and values beyond
 /// `precision` digits.
 pub fn from_float(x: f64, decimal: DecimalType) -> Option<i64> {
-    let scaled = (x * power_of_ten(u32::from(decimal.scale)) as f64).round();
+    from_float_wide(x, decimal).and_then(|raw| i64::try_from(raw).ok())
+}
+
+/// [`from_float`] to a decimal of up to 38 digits.
+pub fn from_float_wide(x: f64, decimal: DecimalType) -> Option<i128> {
+    let scaled = (x * power_of_ten_wide(u32::from(decimal.scale)) as f64).round();
     let limit = 10f64.powi(i32::from(decimal.precision));
-    (scaled.abs() < limit).then_some(scaled as i64)
+    (scaled.abs() < limit).then_some(scaled as i128)
 }
 
 #[cfg(test)]
@@ -146,6 +185,37 @@ mod tests {
         assert_eq!(divide_rounding(125, 1), 13);
         assert_eq!(from_float(0.125, DecimalType::new(3, 2).unwrap()), Some(13));
         assert_eq!(from_float(1e30, DecimalType::new(18, 2).unwrap()), None);
+    }
+
+    #[test]
+    fn decimals_of_38_digits_read_write_and_convert_exactly() {
+        let raw = 123_456_789_012_345_678_901_234_567_890i128;
+        assert_eq!(format(raw, 6), "123456789012345678901234.567890");
+        assert_eq!(format(-raw, 0), "-123456789012345678901234567890");
+        assert_eq!(parse_wide("123456789012345678901234.56789", 6), Some(raw));
+        // 38 digits at most, and a narrow parse refuses more than 18.
+        assert!(parse_wide(&"9".repeat(38), 0).is_some());
+        assert_eq!(parse_wide(&"9".repeat(39), 0), None);
+        assert_eq!(parse("1234567890123456789", 0), None);
+        assert_eq!(
+            rescale_wide(raw, 6, 2),
+            Some(12_345_678_901_234_567_890_123_457)
+        );
+        assert_eq!(rescale_wide(-125, 2, 1), Some(-13));
+        assert_eq!(rescale_wide(raw, 0, 20), None);
+        let wide = DecimalType::new(38, 4).unwrap();
+        assert_eq!(
+            convert_wide(raw, 6, wide),
+            Some(1_234_567_890_123_456_789_012_345_679)
+        );
+        assert_eq!(convert_wide(raw, 0, DecimalType::new(30, 2).unwrap()), None);
+        // The float's own value, every digit of it.
+        assert_eq!(
+            from_float_wide(1e30, DecimalType::new(38, 2).unwrap()),
+            Some(1e32 as i128)
+        );
+        assert_eq!(to_float(raw, 6), 1.2345678901234568e23);
+        assert!(wide.is_wide() && !DecimalType::new(18, 2).unwrap().is_wide());
     }
 
     #[test]

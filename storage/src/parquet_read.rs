@@ -20,6 +20,7 @@ use parquet::schema::types::Type as SchemaType;
 use rayon::prelude::*;
 
 use crate::column::{Column, ColumnData, Dictionary};
+use crate::decimal as decimals;
 use crate::error::StorageError;
 use crate::progress::Progress;
 use crate::spill::{filled_vec, Buffers};
@@ -86,8 +87,8 @@ enum Decoding {
     /// A `DECIMAL` stored as `INT32` or `INT64` raw values.
     Decimal32(DecimalType),
     Decimal64(DecimalType),
-    /// A `DECIMAL` stored as big-endian two's complement bytes (fixed-length or not): read
-    /// when every value fits 18 digits, refused at the first that does not.
+    /// A `DECIMAL` stored as big-endian two's complement bytes (fixed-length or not), each
+    /// value checked to fit the precision (38 digits for a wider declared one).
     DecimalBytes {
         decimal: DecimalType,
         fixed: bool,
@@ -396,12 +397,12 @@ fn footer_stats(metadata: &ParquetMetaData, name: &str, decoding: Decoding) -> O
             (Statistics::Int32(s), Decoding::Time(unit)) => pair(s.min_opt(), s.max_opt(), |v| {
                 Value::Time(unit.micros(i64::from(*v)))
             }),
-            (Statistics::Int32(s), Decoding::Decimal32(decimal)) => {
+            (Statistics::Int32(s), Decoding::Decimal32(decimal)) if !decimal.is_wide() => {
                 pair(s.min_opt(), s.max_opt(), |v| {
                     Value::Decimal(i64::from(*v), decimal.scale)
                 })
             }
-            (Statistics::Int64(s), Decoding::Decimal64(decimal)) => {
+            (Statistics::Int64(s), Decoding::Decimal64(decimal)) if !decimal.is_wide() => {
                 pair(s.min_opt(), s.max_opt(), |v| {
                     Value::Decimal(*v, decimal.scale)
                 })
@@ -672,60 +673,78 @@ fn read_column(
         Decoding::Str => task.strings(table, &field.name)?,
         Decoding::Decimal32(decimal) => {
             let (v, valid) = task.primitive::<Int32Type, i64>(|x| i64::from(*x))?;
-            (ColumnData::Decimal(v, decimal), valid)
+            (decimal_data(v, decimal), valid)
         }
         Decoding::Decimal64(decimal) => {
             let (v, valid) = task.primitive::<Int64Type, i64>(|x| *x)?;
-            (ColumnData::Decimal(v, decimal), valid)
+            (decimal_data(v, decimal), valid)
         }
         Decoding::DecimalBytes { decimal, fixed } => {
             let (v, valid) = if fixed {
-                task.primitive::<FixedLenByteArrayType, i64>(|x| decimal_from_bytes(x.data()))?
+                task.primitive::<FixedLenByteArrayType, i128>(|x| decimal_from_bytes(x.data()))?
             } else {
-                task.primitive::<ByteArrayType, i64>(|x| decimal_from_bytes(x.data()))?
+                task.primitive::<ByteArrayType, i128>(|x| decimal_from_bytes(x.data()))?
             };
-            let beyond = v
-                .iter()
-                .enumerate()
-                .any(|(row, &x)| x == BEYOND_18_DIGITS && valid.as_ref().is_none_or(|v| v[row]));
-            if beyond {
+            let is_valid = |row: usize| valid.as_ref().is_none_or(|v| v[row]);
+            let beyond = v.iter().enumerate().find(|&(row, &x)| {
+                is_valid(row) && !decimals::fits_precision_wide(x, decimal.precision)
+            });
+            if let Some((_, &x)) = beyond {
+                let shown = match x {
+                    BEYOND_38_DIGITS => "a value of more than 38 digits".to_string(),
+                    x => decimals::format(x, decimal.scale),
+                };
                 return Err(StorageError::UnsupportedColumn {
                     table: table.into(),
                     column: field.name.clone(),
-                    reason: format!(
-                        "it holds a value of more than {} digits, the most a decimal holds",
-                        DecimalType::MAX_PRECISION
-                    ),
+                    reason: format!("it holds {shown}, more digits than its type, {decimal}"),
                 });
             }
-            (ColumnData::Decimal(v, decimal), valid)
+            let data = if decimal.is_wide() {
+                ColumnData::WideDecimal(v, decimal)
+            } else {
+                // Within the precision checked above, so within 64 bits.
+                let narrow: Vec<i64> = v.iter().map(|&x| x as i64).collect();
+                ColumnData::Decimal(narrow.into(), decimal)
+            };
+            (data, valid)
         }
     };
     Ok(Column::new(data, validity))
 }
 
-/// What [`decimal_from_bytes`] reads a value of more than 18 digits as: no decimal of 18
+/// What [`decimal_from_bytes`] reads a value of more than 38 digits as: no decimal of 38
 /// digits is this far from zero.
-const BEYOND_18_DIGITS: i64 = i64::MIN;
+const BEYOND_38_DIGITS: i128 = i128::MIN;
+
+/// A decimal column of the values of `decimal` stored as 32- or 64-bit integers: 128-bit
+/// where the declared precision is more than 18 digits.
+fn decimal_data(values: Values<i64>, decimal: DecimalType) -> ColumnData {
+    if decimal.is_wide() {
+        let wide: Vec<i128> = values.iter().map(|&x| i128::from(x)).collect();
+        ColumnData::WideDecimal(wide.into(), decimal)
+    } else {
+        ColumnData::Decimal(values, decimal)
+    }
+}
 
 /// A decimal's raw value from Parquet's big-endian two's complement bytes, or
-/// [`BEYOND_18_DIGITS`].
-fn decimal_from_bytes(bytes: &[u8]) -> i64 {
+/// [`BEYOND_38_DIGITS`].
+fn decimal_from_bytes(bytes: &[u8]) -> i128 {
     let negative = bytes.first().is_some_and(|b| b & 0x80 != 0);
     let mut value: i128 = if negative { -1 } else { 0 };
     for &byte in bytes {
         // Shifting out the sign bits of a value wider than i128 is caught below: such a value
         // leaves bytes that are neither all zero nor all one.
         if value >> 119 != 0 && value >> 119 != -1 {
-            return BEYOND_18_DIGITS;
+            return BEYOND_38_DIGITS;
         }
         value = (value << 8) | i128::from(byte);
     }
-    let limit = 10i128.pow(u32::from(DecimalType::MAX_PRECISION));
-    if value.abs() >= limit {
-        return BEYOND_18_DIGITS;
+    if !decimals::fits_precision_wide(value, DecimalType::MAX_PRECISION) {
+        return BEYOND_38_DIGITS;
     }
-    value as i64
+    value
 }
 
 /// Decodes one column across all row groups.

@@ -13,7 +13,9 @@ use std::sync::Arc;
 use parquet::basic::{Compression, LogicalType, Repetition, Type as PhysicalType};
 use parquet::column::writer::ColumnWriterImpl;
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DataType as ParquetType, DoubleType};
-use parquet::data_type::{FloatType, Int32Type, Int64Type};
+use parquet::data_type::{
+    FixedLenByteArray, FixedLenByteArrayType, FloatType, Int32Type, Int64Type,
+};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
@@ -52,6 +54,9 @@ pub enum WriteValues<'a> {
     Words(&'a [&'static str]),
     /// Raw decimal values, written as `INT64` annotated `DECIMAL`.
     Decimal(&'a [i64], DecimalType),
+    /// Raw values of a decimal of more than 18 digits, written as 16 big-endian bytes
+    /// (`FIXED_LEN_BYTE_ARRAY`) annotated `DECIMAL`, as DuckDB and Arrow write them.
+    WideDecimal(&'a [i128], DecimalType),
 }
 
 impl WriteValues<'_> {
@@ -65,6 +70,7 @@ impl WriteValues<'_> {
             | WriteValues::Time(v) => v.len(),
             WriteValues::F32(v) => v.len(),
             WriteValues::F64(v) => v.len(),
+            WriteValues::WideDecimal(v, _) => v.len(),
             WriteValues::Codes { codes, .. } => codes.len(),
             WriteValues::Text(v) => v.len(),
             WriteValues::Words(v) => v.len(),
@@ -80,7 +86,9 @@ impl WriteValues<'_> {
             WriteValues::Bool(_) => DataType::Bool,
             WriteValues::I32(_) => DataType::I32,
             WriteValues::I64(_) => DataType::I64,
-            WriteValues::Decimal(_, decimal) => DataType::Decimal(*decimal),
+            WriteValues::Decimal(_, decimal) | WriteValues::WideDecimal(_, decimal) => {
+                DataType::Decimal(*decimal)
+            }
             WriteValues::F32(_) => DataType::F32,
             WriteValues::F64(_) => DataType::F64,
             WriteValues::Date(_) => DataType::Date,
@@ -100,6 +108,7 @@ impl<'a> From<&'a ColumnData> for WriteValues<'a> {
             ColumnData::I32(v) => WriteValues::I32(v),
             ColumnData::I64(v) => WriteValues::I64(v),
             ColumnData::Decimal(v, decimal) => WriteValues::Decimal(v, *decimal),
+            ColumnData::WideDecimal(v, decimal) => WriteValues::WideDecimal(v, *decimal),
             ColumnData::F32(v) => WriteValues::F32(v),
             ColumnData::F64(v) => WriteValues::F64(v),
             ColumnData::Date(v) => WriteValues::Date(v),
@@ -276,7 +285,11 @@ fn parquet_schema(schema: &Schema) -> parquet::errors::Result<SchemaType> {
             ),
             DataType::Str => (PhysicalType::BYTE_ARRAY, Some(LogicalType::String)),
             DataType::Decimal(decimal) => (
-                PhysicalType::INT64,
+                if decimal.is_wide() {
+                    PhysicalType::FIXED_LEN_BYTE_ARRAY
+                } else {
+                    PhysicalType::INT64
+                },
                 Some(LogicalType::Decimal(parquet::basic::DecimalType {
                     scale: i32::from(decimal.scale),
                     precision: i32::from(decimal.precision),
@@ -294,6 +307,7 @@ fn parquet_schema(schema: &Schema) -> parquet::errors::Result<SchemaType> {
             .with_logical_type(logical)
             .with_precision(decimal.map_or(-1, |d| i32::from(d.precision)))
             .with_scale(decimal.map_or(-1, |d| i32::from(d.scale)))
+            .with_length(if field.ty.is_wide_decimal() { 16 } else { -1 })
             .build()?;
         fields.push(Arc::new(column));
     }
@@ -409,6 +423,7 @@ fn worth_a_dictionary(values: WriteValues<'_>) -> bool {
         | WriteValues::Time(v) => sampled(v, |&x| x as u64),
         WriteValues::F32(v) => sampled(v, |x| u64::from(x.to_bits())),
         WriteValues::F64(v) => sampled(v, |x| x.to_bits()),
+        WriteValues::WideDecimal(v, _) => sampled(v, |&x| (x ^ (x >> 64)) as u64),
         WriteValues::Codes { codes, .. } => sampled(codes, |&x| x as u64),
         WriteValues::Text(v) => sampled(v, text_hash),
         WriteValues::Words(v) => sampled(v, text_hash),
@@ -432,6 +447,13 @@ fn write_slice(
         | WriteValues::Time(v) => write_typed::<Int64Type>(out.typed(), &v[rows], validity),
         WriteValues::F32(v) => write_typed::<FloatType>(out.typed(), &v[rows], validity),
         WriteValues::F64(v) => write_typed::<DoubleType>(out.typed(), &v[rows], validity),
+        WriteValues::WideDecimal(v, _) => {
+            let bytes: Vec<FixedLenByteArray> = v[rows]
+                .iter()
+                .map(|x| FixedLenByteArray::from(x.to_be_bytes().to_vec()))
+                .collect();
+            write_typed::<FixedLenByteArrayType>(out.typed(), &bytes, validity)
+        }
         WriteValues::Codes { codes, dictionary } => {
             // One byte array per dictionary entry; rows share it (a reference count, no copy).
             let entries: Vec<ByteArray> = dictionary

@@ -188,6 +188,7 @@ enum ColumnValues {
     Time(Vec<i64>),
     Str(ChunkStrings),
     Decimal(Vec<i64>, DecimalType),
+    WideDecimal(Vec<i128>, DecimalType),
 }
 
 impl ColumnValues {
@@ -202,6 +203,9 @@ impl ColumnValues {
             DataType::Timestamp => ColumnValues::Timestamp(Vec::with_capacity(rows)),
             DataType::Time => ColumnValues::Time(Vec::with_capacity(rows)),
             DataType::Str => ColumnValues::Str(ChunkStrings::with_capacity(rows)),
+            DataType::Decimal(decimal) if decimal.is_wide() => {
+                ColumnValues::WideDecimal(Vec::with_capacity(rows), decimal)
+            }
             DataType::Decimal(decimal) => ColumnValues::Decimal(Vec::with_capacity(rows), decimal),
         }
     }
@@ -271,6 +275,12 @@ impl ColumnValues {
                     .and_then(|t| crate::decimal::parse(t, decimal.scale))
                     .ok_or_else(|| bad(&format!("a {decimal}")))?,
             ),
+            ColumnValues::WideDecimal(v, decimal) => v.push(
+                text()
+                    .and_then(|t| crate::decimal::parse_wide(t, decimal.scale))
+                    .filter(|&raw| crate::decimal::fits_precision_wide(raw, decimal.precision))
+                    .ok_or_else(|| bad(&format!("a {decimal}")))?,
+            ),
             ColumnValues::Str(_) => {}
         }
         Ok(true)
@@ -286,6 +296,7 @@ impl ColumnValues {
             | ColumnValues::Time(v) => v.push(0),
             ColumnValues::F32(v) => v.push(0.0),
             ColumnValues::F64(v) => v.push(0.0),
+            ColumnValues::WideDecimal(v, _) => v.push(0),
             ColumnValues::Str(s) => s.push_null(),
         }
     }
@@ -483,6 +494,13 @@ fn concat_values(parts: Vec<ColumnValues>, ty: DataType) -> ColumnData {
             ColumnValues::Time(v) => Some(v),
             _ => None,
         })),
+        DataType::Decimal(decimal) if decimal.is_wide() => ColumnData::WideDecimal(
+            gather(parts, |p| match p {
+                ColumnValues::WideDecimal(v, _) => Some(v),
+                _ => None,
+            }),
+            decimal,
+        ),
         DataType::Decimal(decimal) => ColumnData::Decimal(
             gather(parts, |p| match p {
                 ColumnValues::Decimal(v, _) => Some(v),

@@ -20,13 +20,15 @@ pub enum DataType {
     Time,
     /// Dictionary-encoded string: an `i32` code into a sorted dictionary.
     Str,
-    /// An exact decimal number: an `i64` count of `10^-scale` units.
+    /// An exact decimal number: a count of `10^-scale` units, `i64` up to 18 digits and `i128`
+    /// beyond ([`DecimalType::is_wide`]).
     Decimal(DecimalType),
 }
 
 /// The precision (digits in all) and scale (digits after the point) of a decimal, as SQL's
-/// `decimal(p, s)`. Values are 64-bit integers counting units of `10^-scale`, so a decimal holds
-/// at most [`DecimalType::MAX_PRECISION`] digits.
+/// `decimal(p, s)`. Values are integers counting units of `10^-scale`: 64-bit up to
+/// [`DecimalType::NARROW_PRECISION`] digits, 128-bit beyond, up to
+/// [`DecimalType::MAX_PRECISION`] digits (DuckDB's and Parquet's `DECIMAL(38, s)`).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
@@ -36,8 +38,11 @@ pub struct DecimalType {
 }
 
 impl DecimalType {
-    /// The most digits a 64-bit integer holds in full.
-    pub const MAX_PRECISION: u8 = 18;
+    /// The most digits a decimal holds: those of a 128-bit integer in full.
+    pub const MAX_PRECISION: u8 = 38;
+
+    /// The most digits a 64-bit integer holds in full: decimals up to this are 64-bit.
+    pub const NARROW_PRECISION: u8 = 18;
 
     /// `decimal(precision, scale)`, or why it cannot be one.
     pub fn new(precision: u64, scale: u64) -> Result<DecimalType, String> {
@@ -58,9 +63,19 @@ impl DecimalType {
         })
     }
 
-    /// A decimal of `scale` with the most digits; `None` beyond them.
+    /// The 64-bit decimal of `scale` with the most digits; `None` beyond them.
+    pub fn widest_narrow(scale: u32) -> Option<DecimalType> {
+        DecimalType::new(u64::from(Self::NARROW_PRECISION), u64::from(scale)).ok()
+    }
+
+    /// The decimal of `scale` with the most digits (38); `None` beyond them.
     pub fn widest(scale: u32) -> Option<DecimalType> {
         DecimalType::new(u64::from(Self::MAX_PRECISION), u64::from(scale)).ok()
+    }
+
+    /// Whether values are 128-bit: more than [`DecimalType::NARROW_PRECISION`] digits.
+    pub fn is_wide(self) -> bool {
+        self.precision > Self::NARROW_PRECISION
     }
 
     /// `10^scale`: the raw value of 1.
@@ -118,6 +133,7 @@ impl DataType {
     /// Bytes one value occupies in memory (codes for strings).
     pub fn width(self) -> usize {
         match self {
+            DataType::Decimal(decimal) if decimal.is_wide() => 16,
             DataType::Bool => 1,
             DataType::I32 | DataType::F32 | DataType::Date | DataType::Str => 4,
             DataType::I64
@@ -128,10 +144,12 @@ impl DataType {
         }
     }
 
-    /// The type of the values kernels and files hold: `i64` for a decimal (its raw units),
-    /// a timestamp and a time (microseconds), the type itself otherwise.
+    /// The type of the values kernels and files hold: `i64` for a decimal of up to 18 digits
+    /// (its raw units), a timestamp and a time (microseconds), the type itself otherwise (a
+    /// wide decimal is its own 128-bit type).
     pub fn physical(self) -> DataType {
         match self {
+            DataType::Decimal(decimal) if decimal.is_wide() => self,
             DataType::Decimal(_) | DataType::Timestamp | DataType::Time => DataType::I64,
             other => other,
         }
@@ -159,6 +177,11 @@ impl DataType {
 
     pub fn is_decimal(self) -> bool {
         matches!(self, DataType::Decimal(_))
+    }
+
+    /// Whether this is a decimal of more than 18 digits, whose values are 128-bit.
+    pub fn is_wide_decimal(self) -> bool {
+        matches!(self, DataType::Decimal(decimal) if decimal.is_wide())
     }
 }
 
@@ -241,8 +264,10 @@ pub enum Value {
     /// Microseconds since midnight.
     Time(i64),
     Str(String),
-    /// A decimal: its raw value (units of `10^-scale`) and its scale.
+    /// A decimal of up to 18 digits: its raw value (units of `10^-scale`) and its scale.
     Decimal(i64, u8),
+    /// A decimal of more than 18 digits (up to 38): its raw value and its scale.
+    WideDecimal(i128, u8),
 }
 
 impl fmt::Display for Value {
@@ -257,6 +282,7 @@ impl fmt::Display for Value {
             Value::Time(t) => f.write_str(&crate::date::format_time(*t)),
             Value::Str(s) => f.write_str(s),
             Value::Decimal(raw, scale) => f.write_str(&crate::decimal::format(*raw, *scale)),
+            Value::WideDecimal(raw, scale) => f.write_str(&crate::decimal::format(*raw, *scale)),
         }
     }
 }

@@ -21,6 +21,7 @@ unsafe impl Plain for i32 {}
 unsafe impl Plain for u32 {}
 unsafe impl Plain for i64 {}
 unsafe impl Plain for u64 {}
+unsafe impl Plain for i128 {}
 unsafe impl Plain for f32 {}
 unsafe impl Plain for f64 {}
 

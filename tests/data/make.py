@@ -34,6 +34,10 @@ decimals/: exact decimals, as DuckDB writes them (INT32 and INT64 values) and as
   ledger(entry, amount, fee): 50 rows written by pyarrow: `amount` DECIMAL(12,2) and `fee`
     DECIMAL(38,10) whose values fit 18 digits, both as fixed-length bytes.
   huge(id, value): a DECIMAL(38,0) holding a 30-digit value.
+  big(id, grp, amount, balance, small): 200 rows of decimals of more than 18 digits, as DuckDB
+    writes them (16 fixed bytes): `amount` DECIMAL(38,6) of up to 32 digits, `balance`
+    DECIMAL(30,2) with nulls, `small` DECIMAL(20,4) whose values fit 18 digits; negative
+    values in each.
 
 times/: timestamps and times of day as DuckDB writes them.
   events(id, kind, at, at_ms, at_ns, at_tz, clock, day, amount): 300 rows; `at` TIMESTAMP
@@ -241,6 +245,7 @@ def write_decimals(con, folder):
         f"COPY (SELECT 1 AS id, 123456789012345678901234567890::DECIMAL(38, 0) AS value) "
         f"TO '{folder / 'huge.parquet'}' (FORMAT parquet)"
     )
+    write_wide_decimals(con, folder)
     n = range(50)
     table = pa.table(
         {
@@ -254,6 +259,33 @@ def write_decimals(con, folder):
         }
     )
     pq.write_table(table, folder / "ledger.parquet")
+
+
+def write_wide_decimals(con, folder):
+    con.execute(
+        """
+        CREATE OR REPLACE TABLE big AS
+        SELECT
+            i::INTEGER AS id,
+            ['a', 'b', 'c', 'd'][1 + i % 4] AS grp,
+            ((((i * 7919) % 1000003) - 500000)::HUGEINT * 100000000000000000000 + i * 123457)::VARCHAR
+                || '.' || lpad(((i * 37) % 1000000)::VARCHAR, 6, '0')
+                AS amount_text,
+            CASE WHEN i % 7 = 3 THEN NULL
+                ELSE ((i - 100)::HUGEINT * 1234567890123456789012345)::VARCHAR
+                    || '.' || lpad((i % 100)::VARCHAR, 2, '0') END AS balance_text,
+            ((i * 31 - 5000)::VARCHAR || '.' || lpad(((i * 7) % 10000)::VARCHAR, 4, '0')) AS small_text
+        FROM range(200) t(i)
+        """
+    )
+    con.execute(
+        f"""
+        COPY (SELECT id, grp, amount_text::DECIMAL(38, 6) AS amount,
+                     balance_text::DECIMAL(30, 2) AS balance, small_text::DECIMAL(20, 4) AS small
+              FROM big ORDER BY id)
+        TO '{folder / 'big.parquet'}' (FORMAT parquet)
+        """
+    )
 
 
 def write_arrow(folder):

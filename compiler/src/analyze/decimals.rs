@@ -13,7 +13,18 @@ use crate::expr::{Expr, ExprKind};
 
 use super::Result;
 
-const MAX: u8 = DecimalType::MAX_PRECISION;
+const MAX: u8 = DecimalType::NARROW_PRECISION;
+const WIDE_MAX: u8 = DecimalType::MAX_PRECISION;
+
+/// The most digits an operation on `a` and `b` keeps: 38 where either is a 128-bit decimal,
+/// 18 otherwise.
+fn most_digits(a: DecimalType, b: DecimalType) -> u8 {
+    if a.is_wide() || b.is_wide() {
+        WIDE_MAX
+    } else {
+        MAX
+    }
+}
 
 /// The decimal `expr` acts as beside a decimal; `None` when it does not (a float column,
 /// a date, a float literal needing more than 18 digits).
@@ -31,10 +42,10 @@ fn acts_as(expr: &Expr) -> Option<DecimalType> {
     }
 }
 
-/// A decimal of `scale` with `whole` digits before the point, capped at 18 digits.
-fn capped(whole: u8, scale: u8) -> DecimalType {
+/// A decimal of `scale` with `whole` digits before the point, capped at `max` digits.
+fn capped(whole: u8, scale: u8, max: u8) -> DecimalType {
     DecimalType {
-        precision: (whole + scale).clamp(scale.max(1), MAX),
+        precision: whole.saturating_add(scale).clamp(scale.max(1), max),
         scale,
     }
 }
@@ -65,14 +76,15 @@ pub(super) fn arithmetic(
     let (Some(a), Some(b)) = (acts_as(left), acts_as(right)) else {
         return Ok(None);
     };
-    let at = |scale: u8| DataType::Decimal(capped(MAX, scale));
+    let max = most_digits(a, b);
+    let at = |scale: u8| DataType::Decimal(capped(max, scale, max));
     Ok(Some(match op {
         BinaryOp::Mul => {
             let scale = a.scale + b.scale;
-            if scale > MAX {
+            if scale > max {
                 return Err(Diagnostic::type_error(
                     span,
-                    format!("the product has {scale} digits after the point, more than the {MAX} a decimal holds"),
+                    format!("the product has {scale} digits after the point, more than the {max} a decimal holds"),
                 )
                 .with_hint("cast a side to `f64`, or to a decimal of fewer digits after the point"));
             }
@@ -80,7 +92,7 @@ pub(super) fn arithmetic(
                 left: at(a.scale),
                 right: at(b.scale),
                 result: DataType::Decimal(DecimalType {
-                    precision: (a.precision + b.precision).clamp(scale.max(1), MAX),
+                    precision: (a.precision + b.precision).clamp(scale.max(1), max),
                     scale,
                 }),
             }
@@ -91,7 +103,7 @@ pub(super) fn arithmetic(
             Typed {
                 left: at(scale),
                 right: at(scale),
-                result: DataType::Decimal(capped(whole_digits(a, b) + carry, scale)),
+                result: DataType::Decimal(capped(whole_digits(a, b) + carry, scale, max)),
             }
         }
     }))
@@ -134,10 +146,14 @@ pub(super) fn compare(op: BinaryOp, left: Expr, right: Expr, common: DataType, s
     let truth = |value: bool| Expr::literal(Value::Bool(value), DataType::Bool, span);
     let above = matches!(side_op, BinaryOp::Gt | BinaryOp::Ge | BinaryOp::Ne);
     let below = matches!(side_op, BinaryOp::Lt | BinaryOp::Le | BinaryOp::Ne);
-    let at_side = |raw: i64| {
+    // `limit` fits the side's values (see `leaving_at`).
+    let at_side = |raw: i128| {
         let value = match side.ty {
-            DataType::Decimal(decimal) => Value::Decimal(raw, decimal.scale),
-            _ => Value::Int(raw),
+            DataType::Decimal(decimal) if decimal.is_wide() => {
+                Value::WideDecimal(raw, decimal.scale)
+            }
+            DataType::Decimal(decimal) => Value::Decimal(raw as i64, decimal.scale),
+            _ => Value::Int(raw as i64),
         };
         Expr::literal(value, side.ty, span)
     };
@@ -164,21 +180,28 @@ pub(super) fn compare(op: BinaryOp, left: Expr, right: Expr, common: DataType, s
     Expr::new(case, DataType::Bool, true, span)
 }
 
-/// The least magnitude of `side` (raw, in its own units) that leaves 18 digits at the scale of
-/// `target`, when it can hold one: a value read from rows acting as a decimal of a coarser
-/// scale with too many whole digits. Constants are converted when folded, and fail there.
-fn leaving_at(side: &Expr, target: DecimalType) -> Option<i64> {
+/// The least magnitude of `side` (raw, in its own units) that leaves `target`'s digits (18, or
+/// 38 for a 128-bit decimal) at the scale of `target`, when it can hold one: a value read from
+/// rows acting as a decimal of a coarser scale with too many whole digits. Constants are
+/// converted when folded, and fail there.
+fn leaving_at(side: &Expr, target: DecimalType) -> Option<i128> {
     if side.columns_used().is_empty() {
         return None;
     }
     let acting = acts_as(side)?;
+    let max = if target.is_wide() { WIDE_MAX } else { MAX };
     let whole = u32::from(acting.precision - acting.scale);
-    if acting.scale >= target.scale || whole + u32::from(target.scale) <= u32::from(MAX) {
+    if acting.scale >= target.scale || whole + u32::from(target.scale) <= u32::from(max) {
         return None;
     }
-    // 10^(18 - target scale) in the side's units.
-    let digits = u32::from(MAX - target.scale + acting.scale);
-    10i64.checked_pow(digits)
+    // 10^(max - target scale) in the side's units; a side of 64 bits never reaches one past
+    // them.
+    let digits = u32::from(max - target.scale + acting.scale);
+    let limit = 10i128.checked_pow(digits)?;
+    match side.ty.is_wide_decimal() {
+        true => Some(limit),
+        false => i64::try_from(limit).is_ok().then_some(limit),
+    }
 }
 
 /// [`common`] for all of a `case`'s results: the decimal they are converted to when one of them
@@ -195,17 +218,18 @@ pub(super) fn common_of_all(results: &[&Expr]) -> Option<DataType> {
 
 /// The decimal holding both: the finer scale, the most digits before the point.
 fn finer(a: DecimalType, b: DecimalType) -> DecimalType {
-    capped(whole_digits(a, b), a.scale.max(b.scale))
+    capped(whole_digits(a, b), a.scale.max(b.scale), most_digits(a, b))
 }
 
 /// `expr` converted to the decimal `to` for an operation: unchanged when it already counts
-/// units of `to`'s scale (a precision is only ever widened here), a literal when it is one.
+/// units of `to`'s scale in values of `to`'s width (a precision is only ever widened here), a
+/// literal when it is one.
 pub(super) fn at_scale(expr: Expr, to: DataType) -> Expr {
     let Some(target) = to.decimal() else {
         return expr;
     };
     match expr.ty.decimal() {
-        Some(d) if d.scale == target.scale => expr,
+        Some(d) if d.scale == target.scale && d.is_wide() == target.is_wide() => expr,
         _ => match literal(&expr, target) {
             Some(literal) => literal,
             None => expr.cast(to),
@@ -216,23 +240,26 @@ pub(super) fn at_scale(expr: Expr, to: DataType) -> Expr {
 /// A literal as a literal of decimal type `to`, when it is exactly one.
 fn literal(expr: &Expr, to: DecimalType) -> Option<Expr> {
     let raw = match expr.kind {
-        ExprKind::Literal(Value::Int(i)) => i.checked_mul(to.unit())?,
+        ExprKind::Literal(Value::Int(i)) => decimal::rescale_wide(i128::from(i), 0, to.scale)?,
         ExprKind::Literal(Value::Float(x)) => {
             let (raw, written) = decimal::literal_type(x)?;
-            decimal::rescale(raw, written.scale, to.scale).filter(|_| written.scale <= to.scale)?
+            decimal::rescale_wide(i128::from(raw), written.scale, to.scale)
+                .filter(|_| written.scale <= to.scale)?
         }
         ExprKind::Literal(Value::Decimal(raw, scale)) if scale <= to.scale => {
-            decimal::rescale(raw, scale, to.scale)?
+            decimal::rescale_wide(i128::from(raw), scale, to.scale)?
+        }
+        ExprKind::Literal(Value::WideDecimal(raw, scale)) if scale <= to.scale => {
+            decimal::rescale_wide(raw, scale, to.scale)?
         }
         _ => return None,
     };
-    decimal::fits_precision(raw, MAX).then(|| {
-        Expr::literal(
-            Value::Decimal(raw, to.scale),
-            DataType::Decimal(to),
-            expr.span,
-        )
-    })
+    let value = if to.is_wide() {
+        decimal::fits_precision_wide(raw, WIDE_MAX).then_some(Value::WideDecimal(raw, to.scale))?
+    } else {
+        decimal::fits_precision_wide(raw, MAX).then_some(Value::Decimal(raw as i64, to.scale))?
+    };
+    Some(Expr::literal(value, DataType::Decimal(to), expr.span))
 }
 
 /// `value op literal` at the value's own scale, when the literal has more digits after the point
@@ -280,9 +307,14 @@ pub(super) fn at_value_scale(op: BinaryOp, value: &Expr, literal: &Expr) -> Opti
         _ => return None,
     };
     let literal = match value.ty {
+        DataType::Decimal(decimal) if decimal.is_wide() => Expr::literal(
+            Value::WideDecimal(i128::from(rounded), coarse.scale),
+            DataType::Decimal(capped(WIDE_MAX, coarse.scale, WIDE_MAX)),
+            literal.span,
+        ),
         DataType::Decimal(_) => Expr::literal(
             Value::Decimal(rounded, coarse.scale),
-            DataType::Decimal(capped(MAX, coarse.scale)),
+            DataType::Decimal(capped(MAX, coarse.scale, MAX)),
             literal.span,
         ),
         _ => Expr::literal(Value::Int(rounded), DataType::I64, literal.span),

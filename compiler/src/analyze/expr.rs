@@ -874,6 +874,7 @@ fn is_nonzero_literal(e: &Expr) -> bool {
         ExprKind::Literal(Value::Int(i)) => i != 0,
         ExprKind::Literal(Value::Float(x)) => x != 0.0,
         ExprKind::Literal(Value::Decimal(raw, _)) => raw != 0,
+        ExprKind::Literal(Value::WideDecimal(raw, _)) => raw != 0,
         _ => false,
     }
 }

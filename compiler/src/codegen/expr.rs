@@ -163,7 +163,25 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                             overflow: self.either(l.overflow, r.overflow)?,
                         })
                     }
-                    op => self.arithmetic(*op, l, r, expr.fits_its_type()),
+                    op => {
+                        let mut v = self.arithmetic(*op, l, r, expr.fits_its_type())?;
+                        // A 128-bit decimal leaves its type at 38 digits, before 128 bits.
+                        if expr.ty.is_wide_decimal()
+                            && !expr.fits_its_type()
+                            && *op != BinaryOp::Rem
+                        {
+                            let limit = decimal::power_of_ten_wide(u32::from(
+                                tessera_storage::DecimalType::MAX_PRECISION,
+                            ));
+                            let outside = self.beyond(v.value.into_int_value(), limit)?;
+                            let outside = match v.valid {
+                                Some(valid) => em.b.build_and(outside, valid, "")?,
+                                None => outside,
+                            };
+                            v.overflow = self.either(v.overflow, Some(outside))?;
+                        }
+                        Ok(v)
+                    }
                 }
             }
             ExprKind::Cast(operand) => {
@@ -408,6 +426,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             (Value::Decimal(raw, _) | Value::Timestamp(raw) | Value::Time(raw), _) => {
                 em.const_i64(*raw).into()
             }
+            (Value::WideDecimal(raw, _), _) => wide_constant(em, *raw).into(),
             (Value::Null | Value::Str(_), _) => {
                 return Err(invalid("a null or text literal reached code generation"))
             }
@@ -742,7 +761,8 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
 
     /// A conversion to or from a decimal, and whether the value does not fit (see
     /// [`Expr::cast_may_fail`]). Integers are decimals of scale 0; digits dropped round half
-    /// away from zero, as in `tessera_storage::decimal`.
+    /// away from zero, as in `tessera_storage::decimal`. A conversion from or to a decimal of
+    /// more than 18 digits works in 128 bits.
     fn decimal_cast(
         &self,
         v: BasicValueEnum<'ctx>,
@@ -751,14 +771,17 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     ) -> CodegenResult<(BasicValueEnum<'ctx>, Option<IntValue<'ctx>>)> {
         let em = &self.em;
         let b = &em.b;
-        let i64t = em.i64();
         let f64t = em.ctx.f64_type();
-        let power = |digits: u32| decimal::power_of_ten(digits);
+        let work = if from.is_wide_decimal() || to.is_wide_decimal() {
+            em.ctx.i128_type()
+        } else {
+            em.i64()
+        };
         let from_scale = u32::from(from.decimal().map_or(0, |d| d.scale));
         match (v, to) {
             (BasicValueEnum::IntValue(i), _) => {
-                let x = if i.get_type().get_bit_width() < 64 {
-                    b.build_int_s_extend(i, i64t, "")?
+                let x = if i.get_type().get_bit_width() < work.get_bit_width() {
+                    b.build_int_s_extend(i, work, "")?
                 } else {
                     i
                 };
@@ -766,19 +789,22 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                     DataType::Decimal(target) => {
                         let to_scale = u32::from(target.scale);
                         let (raw, mut lost) = if to_scale > from_scale {
-                            let factor = em.const_i64(power(to_scale - from_scale));
+                            let factor = wide_power(work, to_scale - from_scale);
                             let (raw, lost) = self.checked_int(BinaryOp::Mul, x, factor)?;
                             (raw, Some(lost))
                         } else {
                             (self.divide_rounding(x, from_scale - to_scale)?, None)
                         };
-                        let outside = self.beyond(raw, power(u32::from(target.precision)))?;
+                        let limit = decimal::power_of_ten_wide(u32::from(target.precision));
+                        let outside = self.beyond(raw, limit)?;
                         lost = self.either(lost, Some(outside))?;
+                        // Within the target's precision, so within its width.
+                        let raw = narrowed(em, raw, em.value_type(to).into_int_type())?;
                         Ok((raw.into(), lost))
                     }
                     DataType::F32 | DataType::F64 => {
-                        let x = b.build_signed_int_to_float(x, f64t, "")?;
-                        let unit = f64t.const_float(power(from_scale) as f64);
+                        let x = self.int_to_f64(x)?;
+                        let unit = f64t.const_float(decimal::power_of_ten_wide(from_scale) as f64);
                         let value = b.build_float_div(x, unit, "")?;
                         let value = if to == DataType::F32 {
                             b.build_float_trunc(value, em.ctx.f32_type(), "")?
@@ -787,11 +813,14 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                         };
                         Ok((value.into(), None))
                     }
-                    DataType::I64 => Ok((self.divide_rounding(x, from_scale)?.into(), None)),
-                    DataType::I32 => {
+                    DataType::I64 | DataType::I32 => {
                         let whole = self.divide_rounding(x, from_scale)?;
-                        let narrow = b.build_int_truncate(whole, em.i32(), "")?;
-                        let back = b.build_int_s_extend(narrow, i64t, "")?;
+                        let target = em.value_type(to).into_int_type();
+                        if target.get_bit_width() == work.get_bit_width() {
+                            return Ok((whole.into(), None));
+                        }
+                        let narrow = b.build_int_truncate(whole, target, "")?;
+                        let back = b.build_int_s_extend(narrow, work, "")?;
                         let lost = b.build_int_compare(IntPredicate::NE, back, whole, "")?;
                         Ok((narrow.into(), Some(lost)))
                     }
@@ -804,7 +833,8 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 } else {
                     b.build_float_ext(x, f64t, "")?
                 };
-                let unit = f64t.const_float(power(u32::from(target.scale)) as f64);
+                let unit =
+                    f64t.const_float(decimal::power_of_ten_wide(u32::from(target.scale)) as f64);
                 let scaled = b.build_float_mul(x, unit, "")?;
                 let f = em.intrinsic("llvm.round.f64", f64t.fn_type(&[f64t.into()], false));
                 let call = b.build_call(f, &[scaled.into()], "")?;
@@ -825,11 +855,102 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                     "",
                 )?;
                 let lost = b.build_not(b.build_and(above, below, "")?, "")?;
-                let raw = self.saturating_float_to_int_rounded(rounded, i64t)?;
+                let raw = if target.is_wide() {
+                    self.integral_f64_to_i128(rounded)?
+                } else {
+                    self.saturating_float_to_int_rounded(rounded, em.i64())?
+                };
                 Ok((raw.into(), Some(lost)))
             }
             _ => Err(invalid("a decimal cast of an unexpected value")),
         }
+    }
+
+    /// A 64- or 128-bit integer as the nearest `f64`, ties to even (as Rust's `as f64`, which
+    /// constant folding uses). The GPU has no 128-bit conversion: a magnitude whose high word
+    /// is not zero is shifted to its top 64 bits (a funnel shift of its two words), any bit
+    /// shifted out kept as the lowest one (it only breaks ties, far below the 53 bits a float
+    /// keeps), converted, and scaled back up by the power of two.
+    fn int_to_f64(&self, x: IntValue<'ctx>) -> CodegenResult<FloatValue<'ctx>> {
+        let em = &self.em;
+        let b = &em.b;
+        let f64t = em.ctx.f64_type();
+        let i64t = em.i64();
+        if x.get_type().get_bit_width() <= 64 {
+            return Ok(b.build_signed_int_to_float(x, f64t, "")?);
+        }
+        let ty = x.get_type();
+        let negative = b.build_int_compare(IntPredicate::SLT, x, ty.const_zero(), "")?;
+        let magnitude = b
+            .build_select(negative, b.build_int_neg(x, "")?, x, "")?
+            .into_int_value();
+        let low = b.build_int_truncate(magnitude, i64t, "")?;
+        let high = b.build_right_shift(magnitude, ty.const_int(64, false), false, "")?;
+        let high = b.build_int_truncate(high, i64t, "")?;
+        let call = |name: &str, args: &[BasicValueEnum<'ctx>]| -> CodegenResult<IntValue<'ctx>> {
+            let types: Vec<_> = args.iter().map(|a| a.get_type().into()).collect();
+            let f = em.intrinsic(name, i64t.fn_type(&types, false));
+            let args: Vec<_> = args.iter().map(|&a| a.into()).collect();
+            let call = b.build_call(f, &args, "")?;
+            Ok(tessera_runtime::emit::basic(call.try_as_basic_value().basic())?.into_int_value())
+        };
+        // Leading zeros of the high word: 64 when it is zero, and then the low word converts
+        // alone.
+        let zeros = call("llvm.ctlz.i64", &[high.into(), em.i1().const_zero().into()])?;
+        let top = call("llvm.fshl.i64", &[high.into(), low.into(), zeros.into()])?;
+        let dropped = b.build_left_shift(low, zeros, "")?;
+        let sticky = b.build_int_compare(IntPredicate::NE, dropped, i64t.const_zero(), "")?;
+        let top = b.build_or(top, b.build_int_z_extend(sticky, i64t, "")?, "")?;
+        let large = b.build_unsigned_int_to_float(top, f64t, "")?;
+        // 2^(64 - zeros), from its exponent bits.
+        let exponent = b.build_int_sub(em.const_i64(64 + 1023), zeros, "")?;
+        let exponent = b.build_left_shift(exponent, em.const_i64(52), "")?;
+        let scale = b.build_bit_cast(exponent, f64t, "")?.into_float_value();
+        let large = b.build_float_mul(large, scale, "")?;
+        let small = b.build_unsigned_int_to_float(low, f64t, "")?;
+        let fits = b.build_int_compare(IntPredicate::EQ, high, i64t.const_zero(), "")?;
+        let value = b.build_select(fits, small, large, "")?.into_float_value();
+        let negated = b.build_float_neg(value, "")?;
+        Ok(b.build_select(negative, negated, value, "")?
+            .into_float_value())
+    }
+
+    /// An integral `f64` within 2^127 as a 128-bit integer, exactly: within 2^63 through a
+    /// 64-bit integer; beyond, its high word is the floor of its quotient by 2^64 and its low
+    /// word the remainder (exact, since such a float is a multiple of 2^11).
+    fn integral_f64_to_i128(&self, x: FloatValue<'ctx>) -> CodegenResult<IntValue<'ctx>> {
+        let em = &self.em;
+        let b = &em.b;
+        let f64t = em.ctx.f64_type();
+        let i128t = em.ctx.i128_type();
+        let small = self.saturating_float_to_int_rounded(x, em.i64())?;
+        let small = b.build_int_s_extend(small, i128t, "")?;
+        let fabs = em.intrinsic("llvm.fabs.f64", f64t.fn_type(&[f64t.into()], false));
+        let call = b.build_call(fabs, &[x.into()], "")?;
+        let magnitude =
+            tessera_runtime::emit::basic(call.try_as_basic_value().basic())?.into_float_value();
+        let within = b.build_float_compare(
+            FloatPredicate::OLT,
+            magnitude,
+            f64t.const_float(2f64.powi(63)),
+            "",
+        )?;
+        let two_64 = f64t.const_float(2f64.powi(64));
+        let quotient = b.build_float_div(x, two_64, "")?;
+        let floor = em.intrinsic("llvm.floor.f64", f64t.fn_type(&[f64t.into()], false));
+        let call = b.build_call(floor, &[quotient.into()], "")?;
+        let high =
+            tessera_runtime::emit::basic(call.try_as_basic_value().basic())?.into_float_value();
+        let low = b.build_float_sub(x, b.build_float_mul(high, two_64, "")?, "")?;
+        let high = self.saturating_float_to_int_rounded(high, em.i64())?;
+        let name = format!("llvm.fptoui.sat.i64.{}", float_suffix(f64t));
+        let to_unsigned = em.intrinsic(&name, em.i64().fn_type(&[f64t.into()], false));
+        let call = b.build_call(to_unsigned, &[low.into()], "")?;
+        let low = tessera_runtime::emit::basic(call.try_as_basic_value().basic())?.into_int_value();
+        let high = b.build_int_s_extend(high, i128t, "")?;
+        let high = b.build_left_shift(high, i128t.const_int(64, false), "")?;
+        let large = b.build_or(high, b.build_int_z_extend(low, i128t, "")?, "")?;
+        Ok(b.build_select(within, small, large, "")?.into_int_value())
     }
 
     /// `x / 10^digits` rounded half away from zero (`x` itself for no digits).
@@ -839,27 +960,36 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         }
         let em = &self.em;
         let b = &em.b;
-        let divisor = em.const_i64(decimal::power_of_ten(digits));
+        let ty = x.get_type();
+        let divisor = wide_power(ty, digits);
         let quotient = b.build_int_signed_div(x, divisor, "")?;
-        let remainder = b.build_int_signed_rem(x, divisor, "")?;
-        let negative = b.build_int_compare(IntPredicate::SLT, remainder, em.const_i64(0), "")?;
+        // A 128-bit division is a loop on the GPU: the remainder is taken from the quotient
+        // rather than by a second one.
+        let remainder = if ty.get_bit_width() > 64 {
+            b.build_int_sub(x, b.build_int_mul(quotient, divisor, "")?, "")?
+        } else {
+            b.build_int_signed_rem(x, divisor, "")?
+        };
+        let zero = ty.const_zero();
+        let negative = b.build_int_compare(IntPredicate::SLT, remainder, zero, "")?;
         let magnitude = b.build_select(negative, b.build_int_neg(remainder, "")?, remainder, "")?;
-        // |remainder| < 10^18, so twice it stays in range.
+        // |remainder| < 10^18 (10^38 in 128 bits), so twice it stays in range.
         let twice = b.build_int_add(magnitude.into_int_value(), magnitude.into_int_value(), "")?;
         let half_or_more = b.build_int_compare(IntPredicate::SGE, twice, divisor, "")?;
-        let x_negative = b.build_int_compare(IntPredicate::SLT, x, em.const_i64(0), "")?;
-        let step = b.build_select(x_negative, em.const_i64(-1), em.const_i64(1), "")?;
-        let step = b.build_select(half_or_more, step, em.const_i64(0).into(), "")?;
+        let x_negative = b.build_int_compare(IntPredicate::SLT, x, zero, "")?;
+        let step = b.build_select(x_negative, ty.const_all_ones(), ty.const_int(1, false), "")?;
+        let step = b.build_select(half_or_more, step, zero.into(), "")?;
         Ok(b.build_int_add(quotient, step.into_int_value(), "")?)
     }
 
     /// Whether `|x| >= limit`.
-    fn beyond(&self, x: IntValue<'ctx>, limit: i64) -> CodegenResult<IntValue<'ctx>> {
+    fn beyond(&self, x: IntValue<'ctx>, limit: i128) -> CodegenResult<IntValue<'ctx>> {
         let em = &self.em;
+        let ty = x.get_type();
         let high =
-            em.b.build_int_compare(IntPredicate::SGE, x, em.const_i64(limit), "")?;
+            em.b.build_int_compare(IntPredicate::SGE, x, int_constant(ty, limit), "")?;
         let low =
-            em.b.build_int_compare(IntPredicate::SLE, x, em.const_i64(-limit), "")?;
+            em.b.build_int_compare(IntPredicate::SLE, x, int_constant(ty, -limit), "")?;
         Ok(em.b.build_or(high, low, "")?)
     }
 
@@ -1246,5 +1376,34 @@ fn float_suffix(ty: inkwell::types::FloatType<'_>) -> &'static str {
         "f32"
     } else {
         "f64"
+    }
+}
+
+/// The 128-bit constant `raw`.
+fn wide_constant<'ctx>(em: &tessera_runtime::Emitter<'ctx, '_>, raw: i128) -> IntValue<'ctx> {
+    int_constant(em.ctx.i128_type(), raw)
+}
+
+/// `value` as a constant of the integer type `ty` (64 or 128 bits; truncated to the type).
+fn int_constant<'ctx>(ty: inkwell::types::IntType<'ctx>, value: i128) -> IntValue<'ctx> {
+    let words = [value as u64, (value >> 64) as u64];
+    ty.const_int_arbitrary_precision(&words)
+}
+
+/// `10^digits` as a constant of `ty`.
+fn wide_power<'ctx>(ty: inkwell::types::IntType<'ctx>, digits: u32) -> IntValue<'ctx> {
+    int_constant(ty, decimal::power_of_ten_wide(digits))
+}
+
+/// `x` truncated to `ty` when it is wider (its value known to fit).
+fn narrowed<'ctx>(
+    em: &tessera_runtime::Emitter<'ctx, '_>,
+    x: IntValue<'ctx>,
+    ty: inkwell::types::IntType<'ctx>,
+) -> CodegenResult<IntValue<'ctx>> {
+    if x.get_type().get_bit_width() > ty.get_bit_width() {
+        Ok(em.b.build_int_truncate(x, ty, "")?)
+    } else {
+        Ok(x)
     }
 }

@@ -14,7 +14,7 @@ use tessera_runtime::primitives::reduce::{self, ReduceOp};
 use tessera_runtime::program::{
     wide_key, AggregateKind, AggregateSlot, DenseKey, Fill, HashKey, Param, ResultShape,
 };
-use tessera_runtime::{CodegenError, CodegenResult, Target, TileShape};
+use tessera_runtime::{wide_atomics, CodegenError, CodegenResult, Target, TileShape};
 use tessera_stdlib::Aggregate;
 use tessera_storage::DataType;
 
@@ -545,6 +545,14 @@ fn field_value<'ctx>(
 
 /// Accumulators start at the identity of their operation.
 fn identity_fill(kind: AggregateKind, ty: DataType) -> Fill {
+    // A 128-bit accumulator's identity repeats one word (see `wide_atomics`).
+    if ty.is_wide_decimal() {
+        return match kind {
+            AggregateKind::Min => Fill::Pattern(wide_atomics::MIN_IDENTITY_WORD),
+            AggregateKind::Max => Fill::Pattern(wide_atomics::MAX_IDENTITY_WORD),
+            _ => Fill::Zero,
+        };
+    }
     let pattern = match (kind, ty.physical()) {
         (AggregateKind::Min, DataType::F32) => {
             u64::from((reduce::float_identity(ReduceOp::Min) as f32).to_bits())

@@ -134,7 +134,12 @@ fn holds(ty: DataType, value: &Value) -> bool {
         | (DataType::Date, Value::Date(_))
         | (DataType::Timestamp, Value::Timestamp(_))
         | (DataType::Time, Value::Time(_)) => true,
-        (DataType::Decimal(decimal), Value::Decimal(_, scale)) => decimal.scale == *scale,
+        (DataType::Decimal(decimal), Value::Decimal(_, scale)) => {
+            !decimal.is_wide() && decimal.scale == *scale
+        }
+        (DataType::Decimal(decimal), Value::WideDecimal(_, scale)) => {
+            decimal.is_wide() && decimal.scale == *scale
+        }
         _ => false,
     }
 }

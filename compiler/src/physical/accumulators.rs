@@ -5,7 +5,7 @@
 use tessera_stdlib::Aggregate;
 use tessera_storage::DataType;
 
-use crate::expr::{AggregateExpr, Expr};
+use crate::expr::{AggregateExpr, Expr, ExprKind};
 
 /// The type an aggregate folds its values in: a sum's own type, a decimal average's raw units
 /// (summed exactly, `Planner::exact_average`) or any other average's float, a min's or max's
@@ -73,9 +73,21 @@ impl ThreadValue {
                 f1 == f2 && same_units && a1.same_computation(a2)
             }
             (ThreadValue::Count(None), ThreadValue::Count(None)) => true,
-            (ThreadValue::Count(Some(a)), ThreadValue::Count(Some(b))) => a.same_computation(b),
+            (ThreadValue::Count(Some(a)), ThreadValue::Count(Some(b))) => {
+                null_source(a).same_computation(null_source(b))
+            }
             _ => false,
         }
+    }
+}
+
+/// What decides whether `expr` is null: a cast is null exactly where its operand is (a value it
+/// cannot convert is an error, not a null), so the rows `sum(x)` and the float sum checking it,
+/// `sum(x as f64)`, count are one count.
+fn null_source(expr: &Expr) -> &Expr {
+    match &expr.kind {
+        ExprKind::Cast(operand) => null_source(operand),
+        _ => expr,
     }
 }
 
@@ -159,6 +171,7 @@ mod tests {
     fn aggregates_of_the_same_values_share_them() {
         let price = DataType::Decimal(DecimalType::new(15, 2).unwrap());
         let sum = DataType::Decimal(DecimalType::new(18, 2).unwrap());
+        let wide = DataType::Decimal(DecimalType::new(38, 2).unwrap());
         let values = ThreadValues::of(&[
             // sum(price) and avg(price), written apart: one sum, and avg's count is count()'s.
             aggregate(Aggregate::Sum, Some(column(0, price, false, 10)), sum),
@@ -196,8 +209,15 @@ mod tests {
                 Some(column(2, DataType::I64, false, 80).cast(DataType::F64)),
                 DataType::F64,
             ),
+            // A nullable decimal's sum and the float sum checking it count the same rows.
+            aggregate(Aggregate::Sum, Some(column(3, wide, true, 90)), wide),
+            aggregate(
+                Aggregate::Sum,
+                Some(column(3, wide, true, 100).cast(DataType::F64)),
+                DataType::F64,
+            ),
         ]);
-        assert_eq!(values.values.len(), 7);
+        assert_eq!(values.values.len(), 10);
         assert_eq!(
             values.of_aggregate,
             vec![
@@ -210,6 +230,8 @@ mod tests {
                 (4, None),
                 (5, None),
                 (6, Some(1)),
+                (7, Some(8)),
+                (9, Some(8)),
             ]
         );
     }

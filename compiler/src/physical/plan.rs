@@ -10,7 +10,7 @@ use tessera_grammar::ast::{BinaryOp, JoinKind, SetOp};
 use tessera_grammar::{Diagnostic, Span};
 use tessera_runtime::program::wide_key;
 use tessera_stdlib::Aggregate;
-use tessera_storage::{Catalog, DataType, Value};
+use tessera_storage::{Catalog, DataType, DecimalType, Value};
 
 use crate::columns::{ColumnId, ColumnInfo, Columns};
 use crate::expr::{AggregateExpr, Expr, ExprKind};
@@ -684,9 +684,9 @@ impl Planner<'_> {
                 checked[at].1.arg = Some(exact);
                 continue;
             }
-            // Decimals sum their raw units as integers.
+            // Decimals sum their raw units as integers (128-bit ones in 128 bits).
             let integer_sum = aggregate.function == Aggregate::Sum
-                && aggregate.ty.physical() == DataType::I64
+                && (aggregate.ty.physical() == DataType::I64 || aggregate.ty.is_wide_decimal())
                 && arg.computes_as_integer();
             if !integer_sum || self.sum_fits(arg, repeats_rows, row_bits) {
                 continue;
@@ -741,9 +741,10 @@ impl Planner<'_> {
 
     /// Whether a 64-bit sum of `arg` over `row_bits` bits of rows, none repeated by a join,
     /// cannot wrap: by its types, or else by its columns' value ranges, which the program then
-    /// relies on (the assumptions are recorded only then).
+    /// relies on (the assumptions are recorded only then). A 128-bit decimal's sum is checked
+    /// always: it must also stay within 38 digits.
     fn sum_fits(&mut self, arg: &Expr, repeats_rows: bool, row_bits: u32) -> bool {
-        if repeats_rows {
+        if repeats_rows || arg.ty.is_wide_decimal() {
             return false;
         }
         if arg.bits_needed() + row_bits <= 63 {
@@ -1021,6 +1022,7 @@ impl Planner<'_> {
     }
 
     fn join(&mut self, join: &crate::logical::Join) -> Result<Flow, Diagnostic> {
+        refuse_wide_keys(join.keys.iter().flat_map(|(l, r)| [l, r]), "joining on")?;
         if let Some(residual) = &join.residual {
             return self.join_with_residual(join, residual);
         }
@@ -1764,8 +1766,31 @@ impl Planner<'_> {
 
 /// Whether every sort key is one of `columns` (not a value computed to sort by).
 fn sorts_by_columns(keys: &[crate::typed::SortKey], columns: &[ColumnId]) -> bool {
-    keys.iter()
-        .all(|key| key.expr.as_column().is_some_and(|c| columns.contains(&c)))
+    // The device sorts keys of up to 64 bits; 128-bit decimals sort on the host.
+    keys.iter().all(|key| {
+        !key.expr.ty.is_wide_decimal() && key.expr.as_column().is_some_and(|c| columns.contains(&c))
+    })
+}
+
+/// An error at the first key that is a decimal of more than 18 digits: hash tables and the
+/// device's sorts hold keys of up to 64 bits each (`what` says what the keys are for).
+fn refuse_wide_keys<'a>(
+    mut keys: impl Iterator<Item = &'a Expr>,
+    what: &str,
+) -> Result<(), Diagnostic> {
+    match keys.find(|key| key.ty.is_wide_decimal()) {
+        Some(key) => Err(Diagnostic::unsupported(
+            key.span,
+            format!(
+                "{what} a decimal of more than {} digits is not supported yet",
+                DecimalType::NARROW_PRECISION
+            ),
+        )
+        .with_hint(
+            "cast it to a decimal of 18 digits or fewer (`x as decimal(18, 2)`), or to `f64`",
+        )),
+        None => Ok(()),
+    }
 }
 
 /// The bits, sign included, that `value` needs.
@@ -1892,6 +1917,7 @@ fn grouping(
     aggregates: Vec<(ColumnId, AggregateExpr)>,
     layout: GroupLayout,
 ) -> Result<Sink, Diagnostic> {
+    refuse_wide_keys(keys.iter().map(|(_, e)| e), "grouping by")?;
     if let GroupLayout::Hash { ranges, .. } = &layout {
         if super::hash_key_bits(&keys, ranges.as_deref()).is_none() {
             let span = keys.first().map(|(_, e)| e.span).unwrap_or_default();

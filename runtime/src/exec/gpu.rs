@@ -856,7 +856,8 @@ impl Backend for GpuBackend {
         let address = self.address(&slice);
         if let Fill::Pattern(pattern) = spec.fill {
             let stream = self.stream.cu_stream();
-            let count = elements as usize;
+            // A 16-byte element repeats the 8-byte pattern (see `wide_atomics`): two of them.
+            let count = elements as usize * (spec.element_bytes as usize).div_ceil(8).max(1);
             // SAFETY: the pattern is written within the buffer just allocated, on its stream.
             unsafe {
                 match spec.element_bytes {

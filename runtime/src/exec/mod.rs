@@ -54,7 +54,7 @@ pub enum RuntimeError {
     Output(std::io::Error),
     #[error("integer overflow: a row's `+`, `-`, `*`, negation, `abs` or cast gives a value its type cannot hold (write `x as i64` to compute in 64 bits, or `x as f64`)")]
     Overflow,
-    #[error("integer overflow: the sum `{0}` is beyond the 64-bit integer range (sum `x as f64` for an approximate total)")]
+    #[error("integer overflow: the sum `{0}` is beyond what its type holds (64 bits; 38 digits for a decimal of more than 18) (sum `x as f64` for an approximate total)")]
     SumOverflow(String),
     #[error("canceling statement due to user request")]
     Cancelled,
@@ -1145,7 +1145,8 @@ pub(crate) fn filled(spec: &BufferSpec, bytes: u64) -> Vec<u8> {
     match spec.fill {
         Fill::Zero => vec![0; bytes],
         Fill::Pattern(pattern) => {
-            let width = spec.element_bytes as usize;
+            // A 16-byte element repeats the 8-byte pattern (see `wide_atomics`).
+            let width = (spec.element_bytes as usize).min(8);
             let pattern = pattern.to_le_bytes();
             let mut out = Vec::with_capacity(bytes);
             while out.len() < bytes {

@@ -436,6 +436,7 @@ fn json_value(v: &Value, ty: DataType) -> String {
         Value::Str(s) => json_string(s),
         // Exact in JSON, which has no fixed precision for numbers.
         Value::Decimal(raw, scale) => tessera_storage::decimal::format(*raw, *scale),
+        Value::WideDecimal(raw, scale) => tessera_storage::decimal::format(*raw, *scale),
     }
 }
 

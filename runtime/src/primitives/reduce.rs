@@ -7,6 +7,7 @@ use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::{FloatPredicate, IntPredicate};
 
 use crate::emit::{basic, CodegenError, CodegenResult, Emitter};
+use crate::wide_atomics;
 
 use super::load::type_name;
 use super::{primitive_called, Inlining};
@@ -105,27 +106,84 @@ fn reduce_block_gpu<'ctx>(
     let warp = p.b.build_right_shift(tid, p.const_i32(5), false, "warp")?;
     let leader =
         p.b.build_int_compare(IntPredicate::EQ, lane, p.const_i32(0), "")?;
-    p.if_then(leader, || {
-        let slot = slot_ptr(p, scratch, warp)?;
-        p.b.build_store(slot, reduced)?;
-        Ok(())
-    })?;
-    p.barrier()?;
-    let partial = p.alloca(ty, "partial")?;
-    p.b.build_store(partial, identity(op, ty)?)?;
-    let has_partial =
-        p.b.build_int_compare(IntPredicate::ULT, tid, p.const_i32(i64::from(warps)), "")?;
-    p.if_then(has_partial, || {
-        let slot = slot_ptr(p, scratch, tid)?;
-        let value = p.b.build_load(ty, slot, "")?;
-        p.b.build_store(partial, value)?;
-        Ok(())
-    })?;
+    // The warps' partials pass through 8-byte slots: a 128-bit one in two rounds, its low
+    // word, then its high word.
+    let words = bit_width(ty)?.div_ceil(64);
+    let mut partial = None;
+    for word in 0..words {
+        p.if_then(leader, || {
+            let slot = slot_ptr(p, scratch, warp)?;
+            p.b.build_store(slot, word_of(p, reduced, word, words)?)?;
+            Ok(())
+        })?;
+        p.barrier()?;
+        let into = match partial {
+            Some(into) => into,
+            None => {
+                let into = p.alloca(ty, "partial")?;
+                p.b.build_store(into, identity(op, ty)?)?;
+                partial = Some(into);
+                into
+            }
+        };
+        let has_partial =
+            p.b.build_int_compare(IntPredicate::ULT, tid, p.const_i32(i64::from(warps)), "")?;
+        p.if_then(has_partial, || {
+            let slot = slot_ptr(p, scratch, tid)?;
+            let value = if words == 1 {
+                p.b.build_load(ty, slot, "")?
+            } else {
+                let stored = p.b.build_load(p.i64(), slot, "")?;
+                with_word(p, p.b.build_load(ty, into, "")?, stored, word)?
+            };
+            p.b.build_store(into, value)?;
+            Ok(())
+        })?;
+        if word + 1 < words {
+            // The slots are rewritten for the next word once everyone has read them.
+            p.barrier()?;
+        }
+    }
+    let partial = partial.ok_or_else(|| CodegenError::Invalid("a reduction of no words".into()))?;
     let partial = p.b.build_load(ty, partial, "")?;
     let total = reduce_warp(p, op, partial)?;
     // The scratch may be reused by the next reduction once everyone has read it.
     p.barrier()?;
     Ok(total)
+}
+
+/// Word `word` of `value` (the value itself when it is one word).
+fn word_of<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    value: BasicValueEnum<'ctx>,
+    word: u32,
+    words: u32,
+) -> CodegenResult<BasicValueEnum<'ctx>> {
+    if words == 1 {
+        return Ok(value);
+    }
+    let value = value.into_int_value();
+    let shift = value.get_type().const_int(u64::from(word * 64), false);
+    let shifted = p.b.build_right_shift(value, shift, false, "")?;
+    Ok(p.b.build_int_truncate(shifted, p.i64(), "")?.into())
+}
+
+/// The 128-bit `value` with its 64-bit word `word` replaced by `stored`.
+fn with_word<'ctx>(
+    p: &Emitter<'ctx, '_>,
+    value: BasicValueEnum<'ctx>,
+    stored: BasicValueEnum<'ctx>,
+    word: u32,
+) -> CodegenResult<BasicValueEnum<'ctx>> {
+    let value = value.into_int_value();
+    let ty = value.get_type();
+    let shift = ty.const_int(u64::from(word * 64), false);
+    let mask =
+        p.b.build_left_shift(ty.const_int(u64::MAX, false), shift, "")?;
+    let kept = p.b.build_and(value, p.b.build_not(mask, "")?, "")?;
+    let placed = p.b.build_int_z_extend(stored.into_int_value(), ty, "")?;
+    let placed = p.b.build_left_shift(placed, shift, "")?;
+    Ok(p.b.build_or(kept, placed, "")?.into())
 }
 
 /// A warp-wide reduction with shuffles; the result is valid in lane 0.
@@ -145,7 +203,7 @@ fn reduce_warp<'ctx>(
     Ok(v)
 }
 
-/// Shuffles any 32- or 64-bit value down by `offset` lanes, 32 bits at a time.
+/// Shuffles any 32-, 64- or 128-bit value down by `offset` lanes, 32 bits at a time.
 fn shuffle_down<'ctx>(
     p: &Emitter<'ctx, '_>,
     value: BasicValueEnum<'ctx>,
@@ -157,7 +215,7 @@ fn shuffle_down<'ctx>(
     let as_int = p.b.build_bit_cast(value, int_ty, "")?.into_int_value();
     let shuffled: IntValue = if bits == 32 {
         p.shfl_down_i32(as_int, offset)?
-    } else {
+    } else if bits == 64 {
         let low = p.b.build_int_truncate(as_int, p.i32(), "lo")?;
         let high =
             p.b.build_right_shift(as_int, p.i64().const_int(32, false), false, "")?;
@@ -169,6 +227,18 @@ fn shuffle_down<'ctx>(
         let high =
             p.b.build_left_shift(high, p.i64().const_int(32, false), "")?;
         p.b.build_or(high, low, "")?
+    } else {
+        let mut shuffled = int_ty.const_zero();
+        for part in 0..bits / 32 {
+            let shift = int_ty.const_int(u64::from(part * 32), false);
+            let piece = p.b.build_right_shift(as_int, shift, false, "")?;
+            let piece = p.b.build_int_truncate(piece, p.i32(), "")?;
+            let piece = p.shfl_down_i32(piece, offset)?;
+            let piece = p.b.build_int_z_extend(piece, int_ty, "")?;
+            let piece = p.b.build_left_shift(piece, shift, "")?;
+            shuffled = p.b.build_or(shuffled, piece, "")?;
+        }
+        shuffled
     };
     Ok(p.b.build_bit_cast(shuffled, ty, "")?)
 }
@@ -304,6 +374,15 @@ pub fn identity<'ctx>(
     ty: BasicTypeEnum<'ctx>,
 ) -> CodegenResult<BasicValueEnum<'ctx>> {
     Ok(match ty {
+        BasicTypeEnum::IntType(t) if t.get_bit_width() == 128 => {
+            let value = match op {
+                ReduceOp::Add | ReduceOp::Or => 0,
+                ReduceOp::Min => wide_atomics::identity(wide_atomics::MIN_IDENTITY_WORD),
+                ReduceOp::Max => wide_atomics::identity(wide_atomics::MAX_IDENTITY_WORD),
+            };
+            let words = [value as u64, (value >> 64) as u64];
+            t.const_int_arbitrary_precision(&words).into()
+        }
         BasicTypeEnum::IntType(t) => {
             let bits = t.get_bit_width();
             let value: u64 = match op {
@@ -321,14 +400,16 @@ pub fn identity<'ctx>(
 
 fn bit_width(ty: BasicTypeEnum<'_>) -> CodegenResult<u32> {
     match ty {
-        BasicTypeEnum::IntType(t) if matches!(t.get_bit_width(), 32 | 64) => Ok(t.get_bit_width()),
+        BasicTypeEnum::IntType(t) if matches!(t.get_bit_width(), 32 | 64 | 128) => {
+            Ok(t.get_bit_width())
+        }
         BasicTypeEnum::FloatType(t) => Ok(if t == t.get_context().f32_type() {
             32
         } else {
             64
         }),
         _ => Err(CodegenError::Invalid(
-            "reductions take 32- or 64-bit values".into(),
+            "reductions take 32-, 64- or 128-bit values".into(),
         )),
     }
 }

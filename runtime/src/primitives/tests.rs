@@ -691,3 +691,114 @@ fn parts_are_ranges_of_consecutive_slots() {
     }
     assert!(seen.iter().all(|n| *n > 100), "{seen:?}");
 }
+
+/// 128-bit sums, minima and maxima built from 64-bit atomics (`wide_atomics`) stay exact while
+/// threads update one accumulator at once: carries between the words, and values whose words
+/// each win or lose on their own.
+#[test]
+fn wide_atomic_updates_are_exact_under_contention() {
+    use crate::wide_atomics::{self, MAX_IDENTITY_WORD, MIN_IDENTITY_WORD};
+    let context = Context::create();
+    let module = context.create_module("wide_atomics");
+    for (name, op) in [
+        ("wide_add", inkwell::AtomicRMWBinOp::Add),
+        ("wide_min", inkwell::AtomicRMWBinOp::Min),
+        ("wide_max", inkwell::AtomicRMWBinOp::Max),
+    ] {
+        // a: the accumulator; b: n values; each value is added in turn.
+        function(&context, &module, name, |em| {
+            let i128t = em.ctx.i128_type();
+            let i64t = em.i64();
+            let accumulator = arg(em, 0).into_pointer_value();
+            let values = arg(em, 1).into_pointer_value();
+            let count = arg(em, 3).into_int_value();
+            let index = em.alloca(i64t.into(), "index").expect("alloca");
+            em.b.build_store(index, i64t.const_zero()).expect("store");
+            let head = em.ctx.append_basic_block(em.function, "head");
+            let step = em.ctx.append_basic_block(em.function, "step");
+            let done = em.ctx.append_basic_block(em.function, "done");
+            em.b.build_unconditional_branch(head).expect("branch");
+            em.b.position_at_end(head);
+            let at =
+                em.b.build_load(i64t, index, "")
+                    .expect("load")
+                    .into_int_value();
+            let more =
+                em.b.build_int_compare(inkwell::IntPredicate::SLT, at, count, "")
+                    .expect("compare");
+            em.b.build_conditional_branch(more, step, done)
+                .expect("branch");
+            em.b.position_at_end(step);
+            let value =
+                em.b.build_load(
+                    i128t,
+                    em.offset_ptr(i128t.into(), values, at).expect("ptr"),
+                    "",
+                )
+                .expect("load")
+                .into_int_value();
+            wide_atomics::update(em, op, accumulator, value).expect("update");
+            let next =
+                em.b.build_int_add(at, i64t.const_int(1, false), "")
+                    .expect("add");
+            em.b.build_store(index, next).expect("store");
+            em.b.build_unconditional_branch(head).expect("branch");
+            em.b.position_at_end(done);
+        });
+    }
+    let object = link(&module);
+    // Values near both ends of 38 digits and across the low word's wrap, per thread.
+    let threads = 8;
+    let per_thread: Vec<Vec<i128>> = (0..threads)
+        .map(|t| {
+            (0..2000i128)
+                .map(|i| {
+                    let big = 10i128.pow(37) - i * 7_919 * (t + 1);
+                    match i % 4 {
+                        0 => big,
+                        1 => -big,
+                        2 => (u64::MAX as i128) - i,
+                        _ => -(i * 1_000_003 + t),
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let all: Vec<i128> = per_thread.iter().flatten().copied().collect();
+    for (name, start, expected) in [
+        ("wide_add", 0, all.iter().sum::<i128>()),
+        (
+            "wide_min",
+            wide_atomics::identity(MIN_IDENTITY_WORD),
+            *all.iter().min().expect("values"),
+        ),
+        (
+            "wide_max",
+            wide_atomics::identity(MAX_IDENTITY_WORD),
+            *all.iter().max().expect("values"),
+        ),
+    ] {
+        let mut accumulator = [start];
+        let target = accumulator.as_mut_ptr() as usize;
+        // Looked up once: the JIT materializes a symbol at its first lookup.
+        let address = object.symbol(name).expect("symbol") as usize;
+        std::thread::scope(|scope| {
+            for values in &per_thread {
+                scope.spawn(move || {
+                    let mut values = values.clone();
+                    // SAFETY: `function` built this with the signature `Function4`; the
+                    // accumulator outlives the scope, and each thread passes its own values.
+                    unsafe {
+                        std::mem::transmute::<usize, Function4>(address)(
+                            target as *mut u8,
+                            values.as_mut_ptr().cast(),
+                            std::ptr::null_mut(),
+                            values.len() as i64,
+                        )
+                    }
+                });
+            }
+        });
+        assert_eq!(accumulator[0], expected, "{name}");
+    }
+}

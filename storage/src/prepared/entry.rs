@@ -94,6 +94,12 @@ pub enum StoredValue {
     Time(i64),
     Str(String),
     Decimal(i64, u8),
+    /// A wide decimal's raw value as its high and low 64 bits.
+    WideDecimal {
+        high: i64,
+        low: u64,
+        scale: u8,
+    },
 }
 
 impl From<&ColumnStats> for StoredStats {
@@ -108,6 +114,11 @@ impl From<&ColumnStats> for StoredStats {
             Value::Time(t) => StoredValue::Time(*t),
             Value::Str(s) => StoredValue::Str(s.clone()),
             Value::Decimal(raw, scale) => StoredValue::Decimal(*raw, *scale),
+            Value::WideDecimal(raw, scale) => StoredValue::WideDecimal {
+                high: (*raw >> 64) as i64,
+                low: *raw as u64,
+                scale: *scale,
+            },
         };
         StoredStats {
             rows: stats.rows,
@@ -131,6 +142,9 @@ impl From<&StoredStats> for ColumnStats {
             StoredValue::Time(t) => Value::Time(*t),
             StoredValue::Str(s) => Value::Str(s.clone()),
             StoredValue::Decimal(raw, scale) => Value::Decimal(*raw, *scale),
+            StoredValue::WideDecimal { high, low, scale } => {
+                Value::WideDecimal(i128::from(*high) << 64 | i128::from(*low), *scale)
+            }
         };
         ColumnStats {
             rows: stats.rows,

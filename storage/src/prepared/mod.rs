@@ -485,6 +485,9 @@ fn read_column(entry: &MappedEntry) -> Result<Column, EntryError> {
         DataType::Date => ColumnData::Date(entry.values("values", rows)?),
         DataType::Timestamp => ColumnData::Timestamp(entry.values("values", rows)?),
         DataType::Time => ColumnData::Time(entry.values("values", rows)?),
+        DataType::Decimal(decimal) if decimal.is_wide() => {
+            ColumnData::WideDecimal(entry.values("values", rows)?, decimal)
+        }
         DataType::Decimal(decimal) => ColumnData::Decimal(entry.values("values", rows)?, decimal),
         DataType::Str => ColumnData::Str {
             codes: entry.values("values", rows)?,

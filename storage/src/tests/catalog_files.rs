@@ -521,3 +521,90 @@ fn encoding_a_table_held_in_memory_while_preparing_keeps_its_columns() {
     assert!(catalog.is_loaded("stage#1", "k"));
     assert_eq!(catalog.column("stage#1", "k").unwrap().len(), 5000);
 }
+
+/// Big-endian two's complement bytes of `value` in `width` bytes (sign-extended).
+fn decimal_bytes(value: i128, width: usize) -> Vec<u8> {
+    let fill = if value < 0 { 0xff } else { 0 };
+    let mut bytes = vec![fill; width.saturating_sub(16)];
+    let own = value.to_be_bytes();
+    bytes.extend_from_slice(&own[16 - width.min(16)..]);
+    bytes
+}
+
+/// Writes one row group of `d.parquet` in `dir`: a variable-length `wide` DECIMAL(38, 4) and a
+/// 17-byte `wider` DECIMAL(38, 2), as other writers store them.
+fn write_wide_decimals(dir: &std::path::Path, wide: &[i128], wider: &[i128]) {
+    let schema = parse_message_type(
+        "message m { required binary wide (DECIMAL(38, 4)); \
+         required fixed_len_byte_array(17) wider (DECIMAL(38, 2)); }",
+    )
+    .unwrap();
+    let file = File::create(dir.join("d.parquet")).unwrap();
+    let mut writer = SerializedFileWriter::new(
+        file,
+        Arc::new(schema),
+        Arc::new(WriterProperties::builder().build()),
+    )
+    .unwrap();
+    let mut group = writer.next_row_group().unwrap();
+    let mut column = group.next_column().unwrap().unwrap();
+    let values: Vec<ByteArray> = wide
+        .iter()
+        .map(|&v| ByteArray::from(decimal_bytes(v, 16)))
+        .collect();
+    column
+        .typed::<ByteArrayType>()
+        .write_batch(&values, None, None)
+        .unwrap();
+    column.close().unwrap();
+    let mut column = group.next_column().unwrap().unwrap();
+    let values: Vec<FixedLenByteArray> = wider
+        .iter()
+        .map(|&v| FixedLenByteArray::from(decimal_bytes(v, 17)))
+        .collect();
+    column
+        .typed::<FixedLenByteArrayType>()
+        .write_batch(&values, None, None)
+        .unwrap();
+    column.close().unwrap();
+    group.close().unwrap();
+    writer.close().unwrap();
+}
+
+#[test]
+fn decimals_of_38_digits_read_exactly_from_any_byte_width() {
+    let dir = TempDir::new("wide_decimals");
+    let nines = 10i128.pow(38) - 1;
+    let wide = [123_456_789_012_345_678_901_234_567_891_234, -1, 0];
+    let wider = [-nines, nines, 10i128.pow(20) + 7];
+    write_wide_decimals(dir.path(), &wide, &wider);
+    let catalog = Catalog::open(dir.path(), &[]).unwrap();
+    let column = catalog.column("d", "wide").unwrap();
+    assert_eq!(column.ty().name(), "decimal(38, 4)");
+    assert_eq!(
+        column.data.value(0).to_string(),
+        "12345678901234567890123456789.1234"
+    );
+    assert_eq!(column.data.value(1), Value::WideDecimal(-1, 4));
+    let column = catalog.column("d", "wider").unwrap();
+    assert_eq!(
+        column.data,
+        ColumnData::WideDecimal(
+            wider.to_vec().into(),
+            crate::DecimalType::new(38, 2).unwrap()
+        )
+    );
+    assert_eq!(column.stats.min, Value::WideDecimal(-nines, 2));
+
+    // A value of 39 digits is more than the type holds: the column is unreadable, saying why.
+    let beyond = TempDir::new("beyond_38_digits");
+    write_wide_decimals(beyond.path(), &[0], &[10i128.pow(38)]);
+    let catalog = Catalog::open(beyond.path(), &[]).unwrap();
+    let error = catalog.column("d", "wider").expect_err("39 digits");
+    assert!(
+        error
+            .to_string()
+            .contains("more digits than its type, decimal(38, 2)"),
+        "{error}"
+    );
+}
