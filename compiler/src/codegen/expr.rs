@@ -351,7 +351,8 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     ) -> CodegenResult<IntValue<'ctx>> {
         let b = &self.em.b;
         let ty = i.get_type();
-        let minimum = ty.const_int(1u64 << (ty.get_bit_width() - 1), false);
+        // -2^(bits - 1): the sign bit alone (128-bit values included).
+        let minimum = int_constant(ty, i128::MIN >> (128 - ty.get_bit_width()));
         let is = b.build_int_compare(IntPredicate::EQ, i, minimum, "")?;
         Ok(match valid {
             Some(valid) => b.build_and(is, valid, "")?,
