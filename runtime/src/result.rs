@@ -876,16 +876,19 @@ impl Collected for ByColumn {
     }
 
     fn join(runs: Vec<Self>) -> Self {
-        let mut runs = runs.into_iter();
-        let Some(ByColumn(mut columns)) = runs.next() else {
-            return ByColumn(Vec::new());
-        };
-        for ByColumn(more) in runs {
-            for (column, values) in columns.iter_mut().zip(more) {
-                column.append(values);
+        let width = runs.first().map_or(0, |ByColumn(columns)| columns.len());
+        let mut by_column: Vec<Vec<ColumnBuilder>> = (0..width).map(|_| Vec::new()).collect();
+        for ByColumn(columns) in runs {
+            for (parts, column) in by_column.iter_mut().zip(columns) {
+                parts.push(column);
             }
         }
-        ByColumn(columns)
+        ByColumn(
+            by_column
+                .into_iter()
+                .filter_map(ColumnBuilder::concat)
+                .collect(),
+        )
     }
 }
 

@@ -39,42 +39,126 @@ impl Gathered {
                 return Err(malformed("a column has the wrong length"));
             }
         }
-        if self.slots.iter().any(|&slot| u64::from(slot) >= slots) {
+        if self.slots.par_iter().any(|&slot| u64::from(slot) >= slots) {
             return Err(malformed("a slot lies outside the table"));
         }
-        // Each slot beside its place, as one word: sorting plain words is several times faster
-        // than sorting places by a slot looked up elsewhere.
-        let mut keyed: Vec<u64> = self
-            .slots
-            .par_iter()
-            .enumerate()
-            .map(|(i, &slot)| (u64::from(slot) << 32) | i as u64)
-            .collect();
-        keyed.par_sort_unstable();
-        let order: Vec<usize> = keyed
-            .par_iter()
-            .map(|&k| (k & 0xffff_ffff) as usize)
-            .collect();
+        let order = slot_order(&self.slots);
         let columns = self
             .columns
             .par_iter()
             .zip(widths)
-            .map(|(column, &width)| {
-                let width = width as usize;
-                let mut sorted = vec![0u8; column.len()];
-                sorted
-                    .par_chunks_mut(width.max(1))
-                    .zip(&order)
-                    .for_each(|(to, &i)| to.copy_from_slice(&column[i * width..(i + 1) * width]));
-                sorted
+            .map(|(column, &width)| match width {
+                4 => permuted::<4>(column, &order),
+                8 => permuted::<8>(column, &order),
+                16 => permuted::<16>(column, &order),
+                _ => permuted_by(width as usize, column, &order),
             })
             .collect();
         Ok(PresentSlots {
-            slots: keyed.par_iter().map(|&k| k >> 32).collect(),
+            slots: order
+                .par_iter()
+                .with_min_len(ELEMENTS_PER_TASK)
+                .map(|&i| u64::from(self.slots[i]))
+                .collect(),
             columns,
             gathered: true,
         })
     }
+}
+
+/// Elements a thread moves at a time when gathered groups are put in order.
+const ELEMENTS_PER_TASK: usize = 1 << 12;
+
+/// The `W`-byte elements of `column` in `order` (their places in it).
+fn permuted<const W: usize>(column: &[u8], order: &[usize]) -> Vec<u8> {
+    let mut moved = vec![0u8; column.len()];
+    moved
+        .par_chunks_exact_mut(W)
+        .with_min_len(ELEMENTS_PER_TASK)
+        .zip(order)
+        .for_each(|(to, &i)| to.copy_from_slice(&column[i * W..i * W + W]));
+    moved
+}
+
+/// [`permuted`] for elements of a width known only when the query runs.
+fn permuted_by(width: usize, column: &[u8], order: &[usize]) -> Vec<u8> {
+    let mut moved = vec![0u8; column.len()];
+    if width == 0 {
+        return moved;
+    }
+    moved
+        .par_chunks_exact_mut(width)
+        .with_min_len(ELEMENTS_PER_TASK)
+        .zip(order)
+        .for_each(|(to, &i)| to.copy_from_slice(&column[i * width..(i + 1) * width]));
+    moved
+}
+
+/// Slots a warp of the device's gathering looks at together: it writes the present ones among
+/// them side by side, in increasing order, at a place it takes for all of them.
+const SLOTS_PER_RUN: u32 = 32;
+
+/// The places in `slots` (distinct slot numbers) in the order of their slots. Gathered on the
+/// device, the slots come in runs, one per group of [`SLOTS_PER_RUN`], each in order: ordering
+/// the runs orders them all, a sort of many times fewer items than the slots. Slots that do
+/// not come so are sorted whole.
+fn slot_order(slots: &[u32]) -> Vec<usize> {
+    let group = |slot: u32| slot / SLOTS_PER_RUN;
+    let starts_run = |i: usize| i == 0 || group(slots[i]) != group(slots[i - 1]);
+    let runs_in_order = (1..slots.len())
+        .into_par_iter()
+        .all(|i| starts_run(i) || slots[i] > slots[i - 1]);
+    if runs_in_order {
+        let starts: Vec<usize> = (0..slots.len())
+            .into_par_iter()
+            .filter(|&i| starts_run(i))
+            .collect();
+        // Each run's group beside its number among the runs, as one word.
+        let mut runs: Vec<u64> = starts
+            .par_iter()
+            .enumerate()
+            .map(|(run, &start)| (u64::from(group(slots[start])) << 32) | run as u64)
+            .collect();
+        runs.par_sort_unstable();
+        if runs
+            .par_windows(2)
+            .all(|pair| pair[0] >> 32 != pair[1] >> 32)
+        {
+            // Each run's places, written where the runs before it in slot order end.
+            let mut order = vec![0usize; slots.len()];
+            let mut rest = order.as_mut_slice();
+            let mut places = Vec::with_capacity(runs.len());
+            for &word in &runs {
+                let run = (word & 0xffff_ffff) as usize;
+                let from = starts[run];
+                let to = starts.get(run + 1).copied().unwrap_or(slots.len());
+                let (place, after) = std::mem::take(&mut rest).split_at_mut(to - from);
+                places.push((place, from));
+                rest = after;
+            }
+            places
+                .into_par_iter()
+                .with_min_len(ELEMENTS_PER_TASK / 8)
+                .for_each(|(place, from)| {
+                    for (at, i) in place.iter_mut().zip(from..) {
+                        *at = i;
+                    }
+                });
+            return order;
+        }
+    }
+    // Each slot beside its place, as one word: sorting plain words is several times faster
+    // than sorting places by a slot looked up elsewhere.
+    let mut keyed: Vec<u64> = slots
+        .par_iter()
+        .enumerate()
+        .map(|(i, &slot)| (u64::from(slot) << 32) | i as u64)
+        .collect();
+    keyed.par_sort_unstable();
+    keyed
+        .par_iter()
+        .map(|&k| (k & 0xffff_ffff) as usize)
+        .collect()
 }
 
 /// A query's buffers (by index: their addresses and sizes) on the backend that ran it.
@@ -160,6 +244,36 @@ mod tests {
             .collect();
         assert_eq!(firsts, vec![1, 4, 7]);
         assert_eq!(present.columns[1], b"abc");
+    }
+
+    /// The order of `slots` as a sort gives it.
+    fn sorted_order(slots: &[u32]) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..slots.len()).collect();
+        order.sort_by_key(|&i| slots[i]);
+        order
+    }
+
+    #[test]
+    fn runs_of_gathered_slots_are_ordered_by_their_groups() {
+        // Runs of the groups 3, 0, 2 and 1 of 32 slots, each in order, as warps write them.
+        let slots = vec![97, 100, 127, 0, 5, 31, 64, 70, 40];
+        let order = slot_order(&slots);
+        assert_eq!(order, sorted_order(&slots));
+        assert_eq!(order, vec![3, 4, 5, 8, 6, 7, 0, 1, 2]);
+    }
+
+    #[test]
+    fn slots_not_in_runs_are_sorted_whole() {
+        // Out of order within a group; a group in two runs; no runs at all.
+        for slots in [
+            vec![5u32, 3, 40, 1],
+            vec![1, 2, 40, 3, 4],
+            vec![900, 7, 64, 33, 1000, 2],
+            vec![],
+            vec![9],
+        ] {
+            assert_eq!(slot_order(&slots), sorted_order(&slots), "{slots:?}");
+        }
     }
 
     #[test]
