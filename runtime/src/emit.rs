@@ -10,7 +10,9 @@ use inkwell::module::{Linkage, Module};
 use inkwell::types::{
     BasicMetadataTypeEnum, BasicType, BasicTypeEnum, FunctionType, IntType, PointerType,
 };
-use inkwell::values::{BasicValue, BasicValueEnum, FunctionValue, IntValue, PointerValue};
+use inkwell::values::{
+    BasicMetadataValueEnum, BasicValue, BasicValueEnum, FunctionValue, IntValue, PointerValue,
+};
 use inkwell::{AddressSpace, IntPredicate};
 use tessera_storage::DataType;
 
@@ -317,6 +319,22 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         self.module
             .get_function(name)
             .unwrap_or_else(|| self.module.add_function(name, ty, None))
+    }
+
+    /// The value of LLVM intrinsic `name` returning `returns`, called with `args` (whose types
+    /// are its parameters').
+    pub fn call_intrinsic(
+        &self,
+        name: &str,
+        returns: BasicTypeEnum<'ctx>,
+        args: &[BasicValueEnum<'ctx>],
+    ) -> CodegenResult<BasicValueEnum<'ctx>> {
+        let parameters: Vec<BasicMetadataTypeEnum<'ctx>> =
+            args.iter().map(|arg| arg.get_type().into()).collect();
+        let f = self.intrinsic(name, returns.fn_type(&parameters, false));
+        let args: Vec<BasicMetadataValueEnum<'ctx>> = args.iter().map(|&arg| arg.into()).collect();
+        let call = self.b.build_call(f, &args, "")?;
+        basic(call.try_as_basic_value().basic())
     }
 
     /// Waits for every thread of the block (nothing to wait for on the host).
@@ -649,6 +667,21 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
     }
 
     /// `*ptr = *ptr op value` atomically (relaxed), for integer and floating-point values.
+    /// A relaxed atomic load of the integer of type `ty` at `ptr`, aligned to its width (an
+    /// atomic access the back end cannot prove aligned becomes a library call): read whole,
+    /// and read again each time, as a retry loop needs.
+    pub fn atomic_load(
+        &self,
+        ty: inkwell::types::IntType<'ctx>,
+        ptr: PointerValue<'ctx>,
+    ) -> CodegenResult<IntValue<'ctx>> {
+        let load = self.b.build_load(ty, ptr, "")?.into_int_value();
+        if let Some(instruction) = load.as_instruction_value() {
+            relaxed_and_aligned(instruction, ty.get_bit_width() / 8)?;
+        }
+        Ok(load)
+    }
+
     pub fn atomic_update(
         &self,
         op: inkwell::AtomicRMWBinOp,
@@ -656,13 +689,14 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         value: BasicValueEnum<'ctx>,
     ) -> CodegenResult<()> {
         use inkwell::llvm_sys::core::LLVMBuildAtomicRMW;
+        use inkwell::llvm_sys::LLVMAtomicOrdering;
+        use inkwell::values::AsValueRef;
+        // No GPU atomic is 128 bits wide: those are built of 64-bit ones.
         if let BasicValueEnum::IntValue(wide) = value {
             if wide.get_type().get_bit_width() == 128 {
                 return crate::wide_atomics::update(self, op, ptr, wide);
             }
         }
-        use inkwell::llvm_sys::LLVMAtomicOrdering;
-        use inkwell::values::AsValueRef;
         if self.b.get_insert_block().is_none() {
             return Err(CodegenError::Invalid(
                 "the builder is not positioned".into(),
@@ -689,6 +723,25 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             .b
             .build_int_z_extend_or_bit_cast(truth, self.i8(), "")?)
     }
+}
+
+/// Makes a load or store atomic (relaxed) and aligned to `bytes`.
+pub fn relaxed_and_aligned(
+    instruction: inkwell::values::InstructionValue<'_>,
+    bytes: u32,
+) -> CodegenResult<()> {
+    let invalid = |e: &dyn std::fmt::Display| CodegenError::Invalid(e.to_string());
+    instruction.set_alignment(bytes).map_err(|e| invalid(&e))?;
+    instruction
+        .set_atomic_ordering(inkwell::AtomicOrdering::Monotonic)
+        .map_err(|e| invalid(&e))
+}
+
+/// `value` as a constant of the integer type `ty` (64 or 128 bits; truncated to the type),
+/// built from two 64-bit words, which a constant of 128 bits needs.
+pub fn int_constant<'ctx>(ty: inkwell::types::IntType<'ctx>, value: i128) -> IntValue<'ctx> {
+    let words = [value as u64, (value >> 64) as u64];
+    ty.const_int_arbitrary_precision(&words)
 }
 
 /// The value of a call that must return one.

@@ -11,10 +11,10 @@
 //! are [`MIN_IDENTITY_WORD`] and [`MAX_IDENTITY_WORD`] repeated, beyond every decimal but not
 //! the lock.
 
-use inkwell::values::{InstructionValue, IntValue, PointerValue};
+use inkwell::values::{IntValue, PointerValue};
 use inkwell::{AtomicOrdering, AtomicRMWBinOp, IntPredicate};
 
-use crate::emit::{CodegenError, CodegenResult, Emitter};
+use crate::emit::{relaxed_and_aligned, CodegenError, CodegenResult, Emitter};
 
 /// The high word of an accumulator while a thread holds it.
 pub const LOCKED: i64 = i64::MIN;
@@ -112,8 +112,7 @@ fn exchange_if<'ctx>(
     b.build_unconditional_branch(retry)?;
 
     b.position_at_end(retry);
-    let high = b.build_load(i64t, words.high_ptr, "")?.into_int_value();
-    set_ordering(&high)?;
+    let high = em.atomic_load(i64t, words.high_ptr)?;
     let is_locked = b.build_int_compare(IntPredicate::EQ, high, locked, "")?;
     b.build_conditional_branch(is_locked, retry, unlocked)?;
 
@@ -139,8 +138,7 @@ fn exchange_if<'ctx>(
 
     b.position_at_end(held);
     fence(em)?;
-    let low = b.build_load(i64t, words.low_ptr, "")?.into_int_value();
-    set_ordering(&low)?;
+    let low = em.atomic_load(i64t, words.low_ptr)?;
     let high_part = b.build_int_s_extend(high, i128t, "")?;
     let high_part = b.build_left_shift(high_part, i128t.const_int(64, false), "")?;
     let current = b.build_or(high_part, b.build_int_z_extend(low, i128t, "")?, "")?;
@@ -148,11 +146,11 @@ fn exchange_if<'ctx>(
     let kept_low = b.build_select(wins, words.low, low, "")?.into_int_value();
     let kept_high = b.build_select(wins, words.high, high, "")?.into_int_value();
     let store = b.build_store(words.low_ptr, kept_low)?;
-    set_ordering_of(store)?;
+    relaxed_and_aligned(store, 8)?;
     // The low word is written before the high word gives the lock back.
     fence(em)?;
     let release = b.build_store(words.high_ptr, kept_high)?;
-    set_ordering_of(release)?;
+    relaxed_and_aligned(release, 8)?;
     b.build_unconditional_branch(done)?;
 
     b.position_at_end(done);
@@ -170,23 +168,4 @@ fn fence(em: &Emitter<'_, '_>) -> CodegenResult<()> {
         em.b.build_fence(AtomicOrdering::SequentiallyConsistent, false, "")?;
     }
     Ok(())
-}
-
-/// Makes a load of one word atomic (relaxed), so it is read whole and not cached across the
-/// retry loop.
-fn set_ordering(load: &IntValue<'_>) -> CodegenResult<()> {
-    match inkwell::values::BasicValue::as_instruction_value(load) {
-        Some(instruction) => set_ordering_of(instruction),
-        None => Ok(()),
-    }
-}
-
-/// Makes a load or store of one word atomic (relaxed) and aligned to its 8 bytes (an atomic
-/// access the back end cannot prove aligned becomes a library call).
-fn set_ordering_of(instruction: InstructionValue<'_>) -> CodegenResult<()> {
-    let invalid = |e: &dyn std::fmt::Display| CodegenError::Invalid(e.to_string());
-    instruction.set_alignment(8).map_err(|e| invalid(&e))?;
-    instruction
-        .set_atomic_ordering(AtomicOrdering::Monotonic)
-        .map_err(|e| invalid(&e))
 }

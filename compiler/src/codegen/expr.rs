@@ -15,6 +15,7 @@ use inkwell::values::{BasicValue, BasicValueEnum, FloatValue, IntValue};
 use inkwell::{FloatPredicate, IntPredicate};
 use tessera_grammar::ast::{BinaryOp, UnaryOp};
 use tessera_grammar::Diagnostic;
+use tessera_runtime::emit::int_constant;
 use tessera_runtime::emit::Item;
 use tessera_runtime::primitives::hash::{self, status};
 use tessera_runtime::primitives::math;
@@ -603,13 +604,13 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         };
         let bits = ty.get_bit_width();
         let pair = em.ctx.struct_type(&[ty.into(), em.i1().into()], false);
-        let f = em.intrinsic(
-            &format!("llvm.{name}.with.overflow.i{bits}"),
-            pair.fn_type(&[ty.into(), ty.into()], false),
-        );
-        let call = em.b.build_call(f, &[x.into(), y.into()], "")?;
-        let both =
-            tessera_runtime::emit::basic(call.try_as_basic_value().basic())?.into_struct_value();
+        let both = em
+            .call_intrinsic(
+                &format!("llvm.{name}.with.overflow.i{bits}"),
+                pair.into(),
+                &[x.into(), y.into()],
+            )?
+            .into_struct_value();
         let result = em.b.build_extract_value(both, 0, "")?.into_int_value();
         let lost = em.b.build_extract_value(both, 1, "")?.into_int_value();
         Ok((result, lost))
@@ -837,9 +838,8 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 let unit =
                     f64t.const_float(decimal::power_of_ten_wide(u32::from(target.scale)) as f64);
                 let scaled = b.build_float_mul(x, unit, "")?;
-                let f = em.intrinsic("llvm.round.f64", f64t.fn_type(&[f64t.into()], false));
-                let call = b.build_call(f, &[scaled.into()], "")?;
-                let rounded = tessera_runtime::emit::basic(call.try_as_basic_value().basic())?
+                let rounded = em
+                    .call_intrinsic("llvm.round.f64", f64t.into(), &[scaled.into()])?
                     .into_float_value();
                 let limit = 10f64.powi(i32::from(target.precision));
                 // Ordered comparisons: NaN is outside too.
@@ -889,11 +889,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let high = b.build_right_shift(magnitude, ty.const_int(64, false), false, "")?;
         let high = b.build_int_truncate(high, i64t, "")?;
         let call = |name: &str, args: &[BasicValueEnum<'ctx>]| -> CodegenResult<IntValue<'ctx>> {
-            let types: Vec<_> = args.iter().map(|a| a.get_type().into()).collect();
-            let f = em.intrinsic(name, i64t.fn_type(&types, false));
-            let args: Vec<_> = args.iter().map(|&a| a.into()).collect();
-            let call = b.build_call(f, &args, "")?;
-            Ok(tessera_runtime::emit::basic(call.try_as_basic_value().basic())?.into_int_value())
+            Ok(em.call_intrinsic(name, i64t.into(), args)?.into_int_value())
         };
         // Leading zeros of the high word: 64 when it is zero, and then the low word converts
         // alone.
@@ -903,10 +899,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let sticky = b.build_int_compare(IntPredicate::NE, dropped, i64t.const_zero(), "")?;
         let top = b.build_or(top, b.build_int_z_extend(sticky, i64t, "")?, "")?;
         let large = b.build_unsigned_int_to_float(top, f64t, "")?;
-        // 2^(64 - zeros), from its exponent bits.
-        let exponent = b.build_int_sub(em.const_i64(64 + 1023), zeros, "")?;
-        let exponent = b.build_left_shift(exponent, em.const_i64(52), "")?;
-        let scale = b.build_bit_cast(exponent, f64t, "")?.into_float_value();
+        let scale = math::pow2(em, b.build_int_sub(em.const_i64(64), zeros, "")?)?;
         let large = b.build_float_mul(large, scale, "")?;
         let small = b.build_unsigned_int_to_float(low, f64t, "")?;
         let fits = b.build_int_compare(IntPredicate::EQ, high, i64t.const_zero(), "")?;
@@ -926,10 +919,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let i128t = em.ctx.i128_type();
         let small = self.saturating_float_to_int_rounded(x, em.i64())?;
         let small = b.build_int_s_extend(small, i128t, "")?;
-        let fabs = em.intrinsic("llvm.fabs.f64", f64t.fn_type(&[f64t.into()], false));
-        let call = b.build_call(fabs, &[x.into()], "")?;
-        let magnitude =
-            tessera_runtime::emit::basic(call.try_as_basic_value().basic())?.into_float_value();
+        let magnitude = em
+            .call_intrinsic("llvm.fabs.f64", f64t.into(), &[x.into()])?
+            .into_float_value();
         let within = b.build_float_compare(
             FloatPredicate::OLT,
             magnitude,
@@ -938,16 +930,15 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         )?;
         let two_64 = f64t.const_float(2f64.powi(64));
         let quotient = b.build_float_div(x, two_64, "")?;
-        let floor = em.intrinsic("llvm.floor.f64", f64t.fn_type(&[f64t.into()], false));
-        let call = b.build_call(floor, &[quotient.into()], "")?;
-        let high =
-            tessera_runtime::emit::basic(call.try_as_basic_value().basic())?.into_float_value();
+        let high = em
+            .call_intrinsic("llvm.floor.f64", f64t.into(), &[quotient.into()])?
+            .into_float_value();
         let low = b.build_float_sub(x, b.build_float_mul(high, two_64, "")?, "")?;
         let high = self.saturating_float_to_int_rounded(high, em.i64())?;
         let name = format!("llvm.fptoui.sat.i64.{}", float_suffix(f64t));
-        let to_unsigned = em.intrinsic(&name, em.i64().fn_type(&[f64t.into()], false));
-        let call = b.build_call(to_unsigned, &[low.into()], "")?;
-        let low = tessera_runtime::emit::basic(call.try_as_basic_value().basic())?.into_int_value();
+        let low = em
+            .call_intrinsic(&name, em.i64().into(), &[low.into()])?
+            .into_int_value();
         let high = b.build_int_s_extend(high, i128t, "")?;
         let high = b.build_left_shift(high, i128t.const_int(64, false), "")?;
         let large = b.build_or(high, b.build_int_z_extend(low, i128t, "")?, "")?;
@@ -1019,9 +1010,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             ty.get_bit_width(),
             float_suffix(source)
         );
-        let f = em.intrinsic(&name, ty.fn_type(&[source.into()], false));
-        let call = em.b.build_call(f, &[rounded.into()], "")?;
-        Ok(tessera_runtime::emit::basic(call.try_as_basic_value().basic())?.into_int_value())
+        Ok(em
+            .call_intrinsic(&name, ty.into(), &[rounded.into()])?
+            .into_int_value())
     }
 
     /// `x` rounded to the nearest integer, ties to even.
@@ -1029,9 +1020,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let em = &self.em;
         let source = x.get_type();
         let name = format!("llvm.roundeven.{}", float_suffix(source));
-        let f = em.intrinsic(&name, source.fn_type(&[source.into()], false));
-        let call = em.b.build_call(f, &[x.into()], "")?;
-        Ok(tessera_runtime::emit::basic(call.try_as_basic_value().basic())?.into_float_value())
+        Ok(em
+            .call_intrinsic(&name, source.into(), &[x.into()])?
+            .into_float_value())
     }
 
     fn call(
@@ -1070,18 +1061,14 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                     } else {
                         "llvm.fabs.f64"
                     };
-                    let f = em.intrinsic(name, x.get_type().fn_type(&[x.get_type().into()], false));
-                    let call = b.build_call(f, &[x.into()], "")?;
-                    tessera_runtime::emit::basic(call.try_as_basic_value().basic())?
+                    em.call_intrinsic(name, x.get_type().into(), &[x.into()])?
                 }
                 _ => return Err(invalid("abs of an unexpected value")),
             }),
             Function::Sqrt => {
                 let x = as_f64(*arg)?;
-                let f = em.intrinsic("llvm.sqrt.f64", f64t.fn_type(&[f64t.into()], false));
-                let call = b.build_call(f, &[x.into()], "")?;
                 finish(
-                    tessera_runtime::emit::basic(call.try_as_basic_value().basic())?
+                    em.call_intrinsic("llvm.sqrt.f64", f64t.into(), &[x.into()])?
                         .into_float_value(),
                 )
             }
@@ -1383,12 +1370,6 @@ fn float_suffix(ty: inkwell::types::FloatType<'_>) -> &'static str {
 /// The 128-bit constant `raw`.
 fn wide_constant<'ctx>(em: &tessera_runtime::Emitter<'ctx, '_>, raw: i128) -> IntValue<'ctx> {
     int_constant(em.ctx.i128_type(), raw)
-}
-
-/// `value` as a constant of the integer type `ty` (64 or 128 bits; truncated to the type).
-fn int_constant<'ctx>(ty: inkwell::types::IntType<'ctx>, value: i128) -> IntValue<'ctx> {
-    let words = [value as u64, (value >> 64) as u64];
-    ty.const_int_arbitrary_precision(&words)
 }
 
 /// `10^digits` as a constant of `ty`.

@@ -158,7 +158,7 @@ fn call_unary<'ctx>(
 }
 
 /// 2^n for -1022 <= n <= 1023, built from its bits.
-fn pow2<'ctx>(p: &Emitter<'ctx, '_>, n: IntValue<'ctx>) -> CodegenResult<FloatValue<'ctx>> {
+pub fn pow2<'ctx>(p: &Emitter<'ctx, '_>, n: IntValue<'ctx>) -> CodegenResult<FloatValue<'ctx>> {
     let biased = p.b.build_int_add(n, p.const_i64(1023), "")?;
     let bits = p.b.build_left_shift(biased, p.const_i64(52), "")?;
     Ok(p.b

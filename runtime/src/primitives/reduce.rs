@@ -6,7 +6,7 @@ use inkwell::types::{BasicType, BasicTypeEnum};
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::{FloatPredicate, IntPredicate};
 
-use crate::emit::{basic, CodegenError, CodegenResult, Emitter};
+use crate::emit::{basic, int_constant, CodegenError, CodegenResult, Emitter};
 use crate::wide_atomics;
 
 use super::load::type_name;
@@ -333,12 +333,7 @@ pub fn atomic_combine<'ctx>(
     let header = p.ctx.append_basic_block(p.function, "cas");
     let attempt = p.ctx.append_basic_block(p.function, "cas_try");
     let done = p.ctx.append_basic_block(p.function, "cas_done");
-    let load = p.b.build_load(bits_type, ptr, "")?;
-    if let Some(instruction) = inkwell::values::BasicValue::as_instruction_value(&load) {
-        instruction
-            .set_atomic_ordering(inkwell::AtomicOrdering::Monotonic)
-            .map_err(|e| CodegenError::Invalid(e.to_string()))?;
-    }
+    let load = p.atomic_load(bits_type, ptr)?;
     p.b.build_unconditional_branch(header)?;
     p.b.position_at_end(header);
     let old = p.b.build_phi(bits_type, "old")?;
@@ -380,8 +375,7 @@ pub fn identity<'ctx>(
                 ReduceOp::Min => wide_atomics::identity(wide_atomics::MIN_IDENTITY_WORD),
                 ReduceOp::Max => wide_atomics::identity(wide_atomics::MAX_IDENTITY_WORD),
             };
-            let words = [value as u64, (value >> 64) as u64];
-            t.const_int_arbitrary_precision(&words).into()
+            int_constant(t, value).into()
         }
         BasicTypeEnum::IntType(t) => {
             let bits = t.get_bit_width();
