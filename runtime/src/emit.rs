@@ -666,7 +666,6 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
             .build_int_compare(IntPredicate::NE, value, value.get_type().const_zero(), "")?)
     }
 
-    /// `*ptr = *ptr op value` atomically (relaxed), for integer and floating-point values.
     /// A relaxed atomic load of the integer of type `ty` at `ptr`, aligned to its width (an
     /// atomic access the back end cannot prove aligned becomes a library call): read whole,
     /// and read again each time, as a retry loop needs.
@@ -682,6 +681,7 @@ impl<'ctx, 'm> Emitter<'ctx, 'm> {
         Ok(load)
     }
 
+    /// `*ptr = *ptr op value` atomically (relaxed), for integer and floating-point values.
     pub fn atomic_update(
         &self,
         op: inkwell::AtomicRMWBinOp,

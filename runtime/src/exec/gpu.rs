@@ -669,16 +669,14 @@ impl GpuBackend {
             self.stream.synchronize().map_err(cuda)?;
             return Ok(host);
         }
-        if self.landing.is_none() {
+        let landing = match &mut self.landing {
+            Some(landing) => landing,
             // SAFETY: only bytes a copy wrote are read. Not write-combined: the host reads it.
-            let landing = unsafe { self.context.alloc_pinned_with_flags::<u8>(LANDING_BYTES, 0) }
-                .map_err(|e| {
-                memory(e, "page-locked memory to read results into", LANDING_BYTES)
-            })?;
-            self.landing = Some(landing);
-        }
-        let Some(landing) = self.landing.as_mut() else {
-            return Err(RuntimeError::Malformed("no page-locked memory".into()));
+            none => none.insert(
+                unsafe { self.context.alloc_pinned_with_flags::<u8>(LANDING_BYTES, 0) }.map_err(
+                    |e| memory(e, "page-locked memory to read results into", LANDING_BYTES),
+                )?,
+            ),
         };
         // Zeroed pages are mapped as the threads below first write them, on every core.
         let mut host = vec![0u8; bytes];

@@ -47,11 +47,12 @@ impl Gathered {
             .columns
             .par_iter()
             .zip(widths)
+            // The usual widths as constants, so that each element's copy is a move of them.
             .map(|(column, &width)| match width {
-                4 => permuted::<4>(column, &order),
-                8 => permuted::<8>(column, &order),
-                16 => permuted::<16>(column, &order),
-                _ => permuted_by(width as usize, column, &order),
+                4 => permuted(4, column, &order),
+                8 => permuted(8, column, &order),
+                16 => permuted(16, column, &order),
+                _ => permuted(width as usize, column, &order),
             })
             .collect();
         Ok(PresentSlots {
@@ -69,19 +70,9 @@ impl Gathered {
 /// Elements a thread moves at a time when gathered groups are put in order.
 const ELEMENTS_PER_TASK: usize = 1 << 12;
 
-/// The `W`-byte elements of `column` in `order` (their places in it).
-fn permuted<const W: usize>(column: &[u8], order: &[usize]) -> Vec<u8> {
-    let mut moved = vec![0u8; column.len()];
-    moved
-        .par_chunks_exact_mut(W)
-        .with_min_len(ELEMENTS_PER_TASK)
-        .zip(order)
-        .for_each(|(to, &i)| to.copy_from_slice(&column[i * W..i * W + W]));
-    moved
-}
-
-/// [`permuted`] for elements of a width known only when the query runs.
-fn permuted_by(width: usize, column: &[u8], order: &[usize]) -> Vec<u8> {
+/// The `width`-byte elements of `column` in `order` (their places in it).
+#[inline(always)]
+fn permuted(width: usize, column: &[u8], order: &[usize]) -> Vec<u8> {
     let mut moved = vec![0u8; column.len()];
     if width == 0 {
         return moved;
