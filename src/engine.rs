@@ -354,10 +354,23 @@ impl Engine {
                 retired: Arc::clone(&self.retired),
             }
         };
-        if ast.declares_tables()
-            || tessera_compiler::staging::runs_in_stages(&ast)
-            || tessera_compiler::decorrelate::candidate(&ast)
-        {
+        // A decorrelated join, and a grouped relation joined, run in the engine's catalog
+        // when the planner runs the script whole.
+        let declares = ast.declares_tables();
+        let ast = match !declares && tessera_compiler::decorrelate::candidate(&ast) {
+            true => tessera_compiler::decorrelate::rewrite(ast, &self.catalog),
+            false => ast,
+        };
+        let staged = || {
+            tessera_compiler::staging::split_unless_planned(
+                &ast,
+                &self.catalog,
+                self.options.partition_joins,
+                &mut |n| n.to_string(),
+            )
+            .is_some()
+        };
+        if declares || staged() {
             // Declarations change how the data is read, and stages (which decorrelating a join
             // makes) add tables: the script gets a catalog of its own. Each stage takes the
             // device like a query, where the columns it reads may be resident already.

@@ -128,7 +128,11 @@ pub fn emit_for_tile(
         stage,
         Stage::Physical | Stage::Kernels | Stage::Llvm | Stage::Ptx
     ) {
-        if let Some(staged) = crate::staging::split(&ast, &mut |n| format!("stage#{n}")) {
+        if let Some(staged) =
+            crate::staging::split_unless_planned(&ast, catalog, partition_joins, &mut |n| {
+                format!("stage#{n}")
+            })
+        {
             return Ok(crate::staging::describe(&staged, source));
         }
     }

@@ -9,11 +9,18 @@
 //! or left join builds its hash table from is staged too: the table then holds its rows once, in
 //! one relation, as a join on keys that may repeat needs.
 //!
+//! A script is split only when the planner cannot run it whole: a grouping joined as it is
+//! read from its slots on the device needs no stage (`split_unless_planned`).
+//!
 //! The rewrite keeps every span, so diagnostics of a stage point into the script as written.
 
 use tessera_grammar::ast::{
     ExprKind, Ident, Item, JoinKind, Pipeline, Relation, RelationSource, Script, SetOp, StageKind,
 };
+use tessera_storage::Catalog;
+
+use crate::physical::PartitionJoins;
+use crate::script::Compilation;
 
 /// A query to run before the script, and the table its result becomes.
 #[derive(Clone, Debug, PartialEq)]
@@ -50,6 +57,9 @@ impl Stage {
 pub struct Staged {
     pub stages: Vec<Stage>,
     pub script: Script,
+    /// Why the planner could not run the script whole, when it was asked
+    /// ([`split_unless_planned`]).
+    pub unplanned: Option<String>,
 }
 
 /// The stages `script` needs, or `None` when every relation it combines flows through the
@@ -91,12 +101,33 @@ pub fn split(script: &Script, table_name: &mut dyn FnMut(usize) -> String) -> Op
         script: Script {
             items: splitter.items,
         },
+        unplanned: None,
     })
 }
 
-/// Whether `script` runs in stages: [`split`] would find some.
+/// Whether `script` may run in stages: [`split`] would find some.
 pub fn runs_in_stages(script: &Script) -> bool {
     split(script, &mut |n| n.to_string()).is_some()
+}
+
+/// The stages `script` runs in against `catalog`: none when the planner runs it whole, reading
+/// each grouped relation it joins from its grouping's slots on the device (see
+/// `physical::plan`'s `plan_over_groups`), else [`split`]'s.
+pub fn split_unless_planned(
+    script: &Script,
+    catalog: &Catalog,
+    partition_joins: PartitionJoins,
+    table_name: &mut dyn FnMut(usize) -> String,
+) -> Option<Staged> {
+    let mut staged = split(script, table_name)?;
+    match Compilation::run_with(script.clone(), catalog, partition_joins) {
+        Ok(_) => None,
+        // What it cannot plan whole (or cannot plan at all: the stages then say more).
+        Err(diagnostics) => {
+            staged.unplanned = diagnostics.first().map(|d| d.message.clone());
+            Some(staged)
+        }
+    }
 }
 
 /// The split in words, for `--emit physical` and after: each stage's relation as written in
@@ -116,6 +147,9 @@ pub fn describe(staged: &Staged, source: &str) -> String {
     let mut text = format!(
         "runs in {count} before its queries, each planned once those before it have run; `tessera run --timing` lists their kernels\n"
     );
+    if let Some(reason) = &staged.unplanned {
+        text += &format!("not planned whole: {reason}\n");
+    }
     for stage in &staged.stages {
         if let Some(Item::Query(pipeline)) = stage.script.items.last() {
             text += &format!("{} = {}\n", stage.table, written(pipeline.span));

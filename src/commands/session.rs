@@ -255,8 +255,15 @@ pub fn compile_script(
     options: &CompileOptions,
     use_cache: bool,
 ) -> Result<Compiled, Failure> {
-    let (ast, opened) = parse_decorrelated(script, data, options)?;
+    let (ast, mut opened) = parse_decorrelated(script, data, options)?;
     if staging::runs_in_stages(&ast) {
+        let catalog = match opened.take() {
+            Some(catalog) => catalog,
+            None => open_for(script, &ast, data, options)?,
+        };
+        if split_into_stages(&ast, &catalog, options).is_none() {
+            return compile_ast(script, ast, Arc::new(catalog), options, use_cache);
+        }
         // A program holds the stages' code but not their results, and its main query's code
         // is made for those results.
         return Err(Failure::Message(format!(
@@ -345,10 +352,13 @@ fn compile_parsed(
     cached: &mut dyn FnMut(Option<Arc<Catalog>>) -> Option<Arc<Catalog>>,
     stages: &mut StageRunner<'_>,
 ) -> Result<Compiled, Failure> {
-    if let Some(staged) = split_into_stages(&ast) {
+    if staging::runs_in_stages(&ast) {
         let catalog = match opened {
             Some(catalog) => catalog,
             None => open_for(script, &ast, data, options)?,
+        };
+        let Some(staged) = split_into_stages(&ast, &catalog, options) else {
+            return compile_ast(script, ast, Arc::new(catalog), options, use_cache);
         };
         let mut reports = Vec::new();
         let catalog = run_stages(
@@ -409,12 +419,16 @@ fn compile_ast(
     )
 }
 
-/// The stages `ast` splits into (`tessera_compiler::staging`), their tables named `stage#N`
-/// with `N` counted over the process, so that the tables of two scripts a resident engine
-/// runs never share a name (its device keeps columns by name).
-fn split_into_stages(ast: &tessera_grammar::ast::Script) -> Option<staging::Staged> {
+/// The stages `ast` runs in against `catalog` (`tessera_compiler::staging`), their tables
+/// named `stage#N` with `N` counted over the process, so that the tables of two scripts a
+/// resident engine runs never share a name (its device keeps columns by name).
+fn split_into_stages(
+    ast: &tessera_grammar::ast::Script,
+    catalog: &Catalog,
+    options: &CompileOptions,
+) -> Option<staging::Staged> {
     static STAGES: AtomicUsize = AtomicUsize::new(0);
-    staging::split(ast, &mut |_| {
+    staging::split_unless_planned(ast, catalog, options.partition_joins, &mut |_| {
         format!("stage#{}", STAGES.fetch_add(1, Ordering::Relaxed) + 1)
     })
 }

@@ -49,6 +49,11 @@ wide/: group keys whose bits do not fit one 64-bit word, and floating-point keys
     ends of the 64-bit range, `session` the same with nulls, `score` a DOUBLE with nulls, NaN,
     -0.0 and 0.0, `ratio` a FLOAT, `tag` a string.
 
+sparse/: keys spread wider than a dense grouping's slots, over few rows.
+  visits(account, amount): 40,000 rows; `account` takes 8,000 values from 1 to 4,399,451
+    (too wide a range to group in a dense array, narrow enough for a perfect hash table).
+  accounts(a_account, a_tier): 9,000 accounts, 8,000 of them visiting; `a_tier` a string.
+
 csv/: a CSV file as DuckDB writes one (a header, empty fields for nulls, quotes where needed).
   weather(station, day, temp, rain, note): 200 rows of integers, dates, floats, booleans and
     strings (some with commas and quotes), each column with nulls.
@@ -100,6 +105,7 @@ def main():
     write_decimals(con, ROOT / "decimals")
     write_wide(con, ROOT / "wide")
     write_times(con, ROOT / "times")
+    write_sparse(con, ROOT / "sparse")
 
     folder = ROOT / "csv"
     folder.mkdir(exist_ok=True)
@@ -216,6 +222,30 @@ def write_wide(con, folder):
         """
     )
     con.execute(f"COPY events TO '{folder / 'events.parquet'}' (FORMAT parquet)")
+
+
+def write_sparse(con, folder):
+    folder.mkdir(exist_ok=True)
+    con.execute(
+        """
+        CREATE TABLE visits AS
+        SELECT
+            ((i * 7919) % 8000 * 550 + 1)::BIGINT AS account,
+            (i * 37 % 101)::INTEGER AS amount
+        FROM range(40000) t(i)
+        """
+    )
+    con.execute(
+        """
+        CREATE TABLE accounts AS
+        SELECT
+            (i * 550 + 1)::BIGINT AS a_account,
+            ['gold', 'silver', 'bronze'][1 + i % 3] AS a_tier
+        FROM range(9000) t(i)
+        """
+    )
+    for table in ("visits", "accounts"):
+        con.execute(f"COPY {table} TO '{folder / (table + '.parquet')}' (FORMAT parquet)")
 
 
 def write_decimals(con, folder):

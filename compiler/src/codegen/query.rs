@@ -142,8 +142,8 @@ fn coded_key(
             }
             let id = key.as_column()?;
             let info = query.columns.get(id);
-            let read_from_table =
-                pipeline.scanned.contains(&id) && !matches!(pipeline.input, Input::Partitioned(_));
+            // Not a partitioning's rows or a grouping's slots, which hold values, not codes.
+            let read_from_table = pipeline.scanned.contains(&id) && pipeline.input == Input::Table;
             let integer = matches!(info.ty, DataType::I32 | DataType::Date);
             if !read_from_table || !integer || info.nullable {
                 return None;

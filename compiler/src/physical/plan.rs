@@ -49,6 +49,39 @@ fn pipeline_joins(plan: &LogicalPlan) -> bool {
     }
 }
 
+/// Whether `plan`'s rows are groups whose keys are exactly `columns` (in any order), so that
+/// no combination of their values occurs twice: a grouping (or `distinct`) under filters,
+/// sorts, limits and projections that pass its keys through.
+fn grouped_by(plan: &LogicalPlan, columns: &[ColumnId]) -> bool {
+    match plan {
+        LogicalPlan::Aggregate(aggregate) => {
+            aggregate.keys.len() == columns.len()
+                && aggregate.keys.iter().all(|(id, _)| columns.contains(id))
+        }
+        LogicalPlan::Distinct(distinct) => {
+            let output = distinct.input.output();
+            output.len() == columns.len() && output.iter().all(|id| columns.contains(id))
+        }
+        LogicalPlan::Filter(filter) => grouped_by(&filter.input, columns),
+        LogicalPlan::Sort(sort) => grouped_by(&sort.input, columns),
+        LogicalPlan::Limit(limit) => grouped_by(&limit.input, columns),
+        LogicalPlan::Project(project) => {
+            let sources: Option<Vec<ColumnId>> = columns
+                .iter()
+                .map(|column| {
+                    project
+                        .outputs
+                        .iter()
+                        .find(|(id, _)| id == column)
+                        .and_then(|(_, expr)| expr.as_column())
+                })
+                .collect();
+            sources.is_some_and(|sources| grouped_by(&project.input, &sources))
+        }
+        _ => false,
+    }
+}
+
 /// The most rows a build side whose keys may repeat can have.
 const MAX_CHAINED_ROWS: u64 = (1 << 30) - 1;
 
@@ -99,7 +132,7 @@ fn plan_query(
     };
     if let Flow::Pipelined(opens) = planner.plan(&query.plan)? {
         let columns = query.plan.output();
-        planner.finish_all(opens, &Sink::Materialize { columns });
+        planner.finish_all(opens, &Sink::Materialize { columns })?;
     }
     planner.filter_groups_on_device();
     planner.sort_on_device();
@@ -150,11 +183,14 @@ struct Scan {
     scanned: Vec<ColumnId>,
 }
 
+#[derive(Clone)]
 struct OpenPipeline {
     table: String,
     rows: u64,
+    /// A table's columns it reads, or over a grouping's slots the columns those hold.
     scanned: Vec<ColumnId>,
     steps: Vec<Step>,
+    input: Input,
 }
 
 struct Planner<'a> {
@@ -212,6 +248,7 @@ impl Planner<'_> {
                     rows: scan.rows,
                     scanned,
                     steps,
+                    input: Input::Table,
                 }]))
             }
             LogicalPlan::Filter(filter) => match self.plan(&filter.input)? {
@@ -271,7 +308,7 @@ impl Planner<'_> {
                 let aggregates = self.checked_sums(&aggregate.aggregates, &opens);
                 let keys = constant_keys(&aggregate.input, aggregate.keys.clone());
                 let layout = self.group_layout(&keys, &aggregates, rows);
-                self.finish_all(opens, &grouping(keys, aggregates, layout)?);
+                self.finish_all(opens, &grouping(keys, aggregates, layout)?)?;
                 Ok(Flow::OnHost)
             }
             LogicalPlan::Sort(sort) => {
@@ -470,6 +507,94 @@ impl Planner<'_> {
         let sink = grouping(keys.to_vec(), aggregates, layout)?;
         self.push_over_groups(grouped, table, slots, steps, sink);
         Ok(true)
+    }
+
+    /// Plans `plan` as rows flowing through pipelines: a grouped result (`Flow::OnHost`)
+    /// flows on from its grouping's slots (`Input::Groups`) where what follows the grouping
+    /// can run there, so that joining a grouped relation — TPC-H Q17's average per part, Q18's
+    /// large orders, the groupings Q21's `exists` becomes — needs no stage read back to the
+    /// host. `None` when it cannot.
+    fn plan_over_groups(
+        &mut self,
+        plan: &LogicalPlan,
+    ) -> Result<Option<Vec<OpenPipeline>>, Diagnostic> {
+        let first_pipeline = self.pipelines.len();
+        let steps_before = self.host_steps.len();
+        match self.plan(plan)? {
+            Flow::Pipelined(opens) => Ok(Some(opens)),
+            // Only a grouping of `plan` itself, with only its own steps after it.
+            Flow::OnHost if steps_before == 0 => {
+                Ok(self.reopen_groups(first_pipeline).map(|open| vec![open]))
+            }
+            Flow::OnHost => Ok(None),
+        }
+    }
+
+    /// The query's grouping, made pipeline `first_pipeline` or later, as the start of a
+    /// pipeline over its slots running the host's steps since (see
+    /// [`Self::host_steps_over_groups`]), which it takes; `None` when there is no such
+    /// grouping or its steps cannot run there. Its columns are the numbers the slots hold.
+    fn reopen_groups(&mut self, first_pipeline: usize) -> Option<OpenPipeline> {
+        let GroupColumns {
+            grouping,
+            table,
+            slots,
+            numbers,
+            ..
+        } = self.group_columns()?;
+        if grouping < first_pipeline {
+            return None;
+        }
+        let mut readable = numbers;
+        let steps = self.host_steps_over_groups(&mut readable)?;
+        self.host_steps.clear();
+        Some(OpenPipeline {
+            table,
+            rows: slots,
+            scanned: readable,
+            steps,
+            input: Input::Groups(grouping),
+        })
+    }
+
+    /// Whether grouping pipeline `grouping` may hold more groups than its slots when planned:
+    /// a hash table grows as the query runs (the whole query then runs again).
+    fn grows(&self, grouping: usize) -> bool {
+        matches!(
+            self.pipelines[grouping].sink,
+            Sink::Aggregate {
+                layout: GroupLayout::Hash { .. },
+                ..
+            }
+        )
+    }
+
+    /// Refuses to build a join's table from the slots of grouping pipeline `grouping` where
+    /// its groups may outgrow the table ([`Self::grows`]), as a table sized by its slots when
+    /// planned would not. A perfect table holds any key of its range.
+    fn check_built_from_groups(
+        &mut self,
+        grouping: usize,
+        key: &Expr,
+        layout: &HashLayout,
+        keys: BuildKeys,
+        span: Span,
+    ) -> Result<(), Diagnostic> {
+        let grows = self.grows(grouping);
+        match layout {
+            HashLayout::Perfect { min, max } if keys != BuildKeys::Chained => {
+                // The keys are read from the slots, not from the column whose range sized it.
+                if let Some(column) = key.as_column() {
+                    self.assume((column, *min, *max));
+                }
+                Ok(())
+            }
+            _ if !grows => Ok(()),
+            _ => Err(Diagnostic::unsupported(
+                span,
+                "a join's table built from a grouping of unknown size is not supported yet",
+            )),
+        }
     }
 
     /// The host's steps since the query's grouping (filters and computed columns) as steps of
@@ -781,7 +906,7 @@ impl Planner<'_> {
         if keys.is_empty() {
             let columns = input.output();
             match opened {
-                Some((opens, _)) => self.finish_all(opens, &Sink::Materialize { columns }),
+                Some((opens, _)) => self.finish_all(opens, &Sink::Materialize { columns })?,
                 None => {
                     self.materialize_for_host(input)?;
                 }
@@ -809,7 +934,7 @@ impl Planner<'_> {
                 (opens, layout)
             }
         };
-        self.finish_all(opens, &grouping(keys, Vec::new(), layout)?);
+        self.finish_all(opens, &grouping(keys, Vec::new(), layout)?)?;
         Ok(Flow::OnHost)
     }
 
@@ -911,7 +1036,7 @@ impl Planner<'_> {
             seen.push(Expr::column(id, &self.columns, self.span));
         }
         let layout = self.set_layout(set, &aggregates, rows);
-        self.finish_all(opens, &grouping(keys, aggregates, layout)?);
+        self.finish_all(opens, &grouping(keys, aggregates, layout)?)?;
         if set.all {
             self.host_steps
                 .push(HostStep::Repeat(self.copies(set.op, &seen)));
@@ -1017,7 +1142,7 @@ impl Planner<'_> {
             &Sink::Materialize {
                 columns: input.output(),
             },
-        );
+        )?;
         Ok(true)
     }
 
@@ -1074,7 +1199,7 @@ impl Planner<'_> {
                 span: join.span,
             });
         }
-        let Flow::Pipelined(builds) = self.plan(&join.right)? else {
+        let Some(builds) = self.plan_over_groups(&join.right)? else {
             return Err(Diagnostic::unsupported(
                 join.span,
                 "joining or combining a grouped or sorted relation is not supported yet",
@@ -1132,7 +1257,20 @@ impl Planner<'_> {
             ));
         }
         let table = self.hash_tables.len();
-        let layout = self.hash_layout(right_key, build_rows);
+        let from_groups = builds.iter().find_map(|open| match open.input {
+            Input::Groups(grouping) => Some(grouping),
+            _ => None,
+        });
+        // Groups of a grouping that grows as the query runs are bounded only by the key's
+        // range: a perfect table wherever the range allows one.
+        let sized_for = match from_groups {
+            Some(grouping) if self.grows(grouping) => MAX_PERFECT_SLOTS,
+            _ => build_rows,
+        };
+        let layout = self.hash_layout(right_key, sized_for);
+        if let Some(grouping) = from_groups {
+            self.check_built_from_groups(grouping, right_key, &layout, keys, join.span)?;
+        }
         self.hash_tables.push(HashTable {
             id: table,
             built_by: self.pipelines.len(),
@@ -1151,9 +1289,9 @@ impl Planner<'_> {
                 table,
                 key: right_key.clone(),
             },
-        );
+        )?;
 
-        let Flow::Pipelined(mut probes) = self.plan(&join.left)? else {
+        let Some(mut probes) = self.plan_over_groups(&join.left)? else {
             return Err(Diagnostic::unsupported(join.span, "stages after a `group` or `sort` other than `where`, `select`, `derive`, `group`, `aggregate`, `sort` and `take` are not supported yet")
                 .with_label("this joins a grouped or sorted result"));
         };
@@ -1246,11 +1384,17 @@ impl Planner<'_> {
                 "a join that is not pipelined",
             ));
         };
-        let Flow::Pipelined(mut unmatched) = self.join(&with(JoinKind::Anti))? else {
-            return Err(Diagnostic::internal(
-                join.span,
-                "a join that is not pipelined",
-            ));
+        let mut unmatched = match self.unmatched_from(&matched, join) {
+            Some(unmatched) => unmatched,
+            None => {
+                let Flow::Pipelined(unmatched) = self.join(&with(JoinKind::Anti))? else {
+                    return Err(Diagnostic::internal(
+                        join.span,
+                        "a join that is not pipelined",
+                    ));
+                };
+                unmatched
+            }
         };
         for open in &mut unmatched {
             for column in join.right.output() {
@@ -1263,6 +1407,50 @@ impl Planner<'_> {
         }
         matched.append(&mut unmatched);
         Ok(Flow::Pipelined(matched))
+    }
+
+    /// The left rows of `join` that match nothing, from the pipelines of its inner join
+    /// (`matched`) as they were before their probe, which look into the same table: built
+    /// once from the right side, it serves both halves (a grouped right side is grouped once).
+    /// `None` where that table may hold a key twice, or was built from the left side.
+    fn unmatched_from(
+        &self,
+        matched: &[OpenPipeline],
+        join: &crate::logical::Join,
+    ) -> Option<Vec<OpenPipeline>> {
+        let [(left_key, _)] = join.keys.as_slice() else {
+            return None;
+        };
+        matched
+            .iter()
+            .map(|open| {
+                let at = open
+                    .steps
+                    .iter()
+                    .rposition(|step| matches!(step, Step::Probe { .. }))?;
+                let Step::Probe {
+                    table,
+                    key,
+                    kind: JoinKind::Inner,
+                    selectivity,
+                } = &open.steps[at]
+                else {
+                    return None;
+                };
+                if key != left_key || self.hash_tables[*table].keys != BuildKeys::Unique {
+                    return None;
+                }
+                let mut unmatched = open.clone();
+                unmatched.steps.truncate(at);
+                unmatched.steps.push(Step::Probe {
+                    table: *table,
+                    key: left_key.clone(),
+                    kind: JoinKind::Anti,
+                    selectivity: 1.0 - selectivity,
+                });
+                Some(unmatched)
+            })
+            .collect()
     }
 
     /// Several pairs of integer or date keys as one pair of 64-bit keys: each pair's offset
@@ -1351,7 +1539,10 @@ impl Planner<'_> {
     /// in its table, and no join in `plan` repeats the rows the column comes from.
     fn unique_in(&self, plan: &LogicalPlan, key: &Expr) -> bool {
         match key.as_column() {
-            Some(column) => self.unique_key(key) && self.kept_once(plan, column),
+            Some(column) => {
+                (self.unique_key(key) && self.kept_once(plan, column))
+                    || grouped_by(plan, &[column])
+            }
             None => self.unique_packed_keys.contains(key),
         }
     }
@@ -1364,6 +1555,11 @@ impl Planner<'_> {
         plan: &LogicalPlan,
         keys: impl Iterator<Item = &'k Expr>,
     ) -> bool {
+        let keys: Vec<&Expr> = keys.collect();
+        let columns: Option<Vec<ColumnId>> = keys.iter().map(|key| key.as_column()).collect();
+        if columns.is_some_and(|columns| grouped_by(plan, &columns)) {
+            return true;
+        }
         let mut table = None;
         let mut names = Vec::new();
         for key in keys {
@@ -1447,19 +1643,23 @@ impl Planner<'_> {
     }
 
     /// Ends each of `opens` with its own copy of `sink`.
-    fn finish_all(&mut self, opens: Vec<OpenPipeline>, sink: &Sink) {
+    fn finish_all(&mut self, opens: Vec<OpenPipeline>, sink: &Sink) -> Result<(), Diagnostic> {
         for open in opens {
-            self.finish(open, sink.clone());
+            self.finish(open, sink.clone())?;
         }
+        Ok(())
     }
 
-    fn finish(&mut self, open: OpenPipeline, sink: Sink) {
+    /// Ends `open` in `sink`; an error when it runs over a grouping's slots and reads a column
+    /// they do not hold.
+    fn finish(&mut self, open: OpenPipeline, sink: Sink) -> Result<(), Diagnostic> {
         let mut needed = sink_columns(&sink, &self.hash_tables);
         let OpenPipeline {
             table,
             rows,
             scanned,
             steps,
+            input,
         } = open;
         let steps = drop_unused_computes(steps, &mut needed);
         let probe_costs: Vec<f64> = self
@@ -1468,13 +1668,69 @@ impl Planner<'_> {
             .map(|t| probe_cost(t.bytes(self.estimator.columns)))
             .collect();
         let steps = order_steps(steps, &self.hash_tables, &probe_costs);
+        if let Input::Groups(_) = input {
+            // Its rows are the groups, read where they lie: nothing to partition.
+            let read = self.read_from_input(&steps, &sink);
+            if let Some(missing) = read.iter().find(|c| !scanned.contains(c)) {
+                return Err(Diagnostic::unsupported(
+                    self.span,
+                    format!(
+                        "`{}` after a grouping is not a number its slots hold",
+                        self.columns.get(*missing).name
+                    ),
+                ));
+            }
+            self.pipelines.push(Pipeline {
+                id: self.pipelines.len(),
+                table,
+                rows,
+                input,
+                scanned: read,
+                steps,
+                sink,
+            });
+            return Ok(());
+        }
         let scan = Scan {
             table,
             rows,
-            input: Input::Table,
+            input,
             scanned,
         };
         self.finish_ordered(scan, steps, 0, sink);
+        Ok(())
+    }
+
+    /// The columns `steps` and `sink` read that they do not produce themselves (computed, or
+    /// brought by a probe), in order.
+    fn read_from_input(&self, steps: &[Step], sink: &Sink) -> Vec<ColumnId> {
+        let mut produced = Vec::new();
+        let mut read = Vec::new();
+        for step in steps {
+            read.extend(
+                step.expr()
+                    .columns_used()
+                    .into_iter()
+                    .filter(|c| !produced.contains(c)),
+            );
+            match step {
+                Step::Compute { column, .. } => produced.push(*column),
+                Step::Probe {
+                    table,
+                    kind: JoinKind::Inner,
+                    ..
+                } => produced.extend(self.hash_tables[*table].payload.iter().copied()),
+                _ => {}
+            }
+        }
+        read.extend(
+            sink_columns(sink, &self.hash_tables)
+                .into_iter()
+                .filter(|c| !produced.contains(c)),
+        );
+        read.sort();
+        read.dedup();
+        read
     }
 
     /// Ends a pipeline over `scan` running `steps` (ordered) into `sink`, split before the
