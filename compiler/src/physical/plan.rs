@@ -23,8 +23,17 @@ use super::{
     ThreadValues, MAX_PARTITION_PARTS, PARTITION_PART_BYTES,
 };
 
-/// Dense group arrays up to this many slots; a hash table beyond.
+/// Dense group arrays up to this many slots; a hash table beyond...
 const MAX_DENSE_GROUPS: u64 = 1 << 22;
+/// ...unless the rows expected are at least a quarter of the slots, up to this many slots: TPC-H's
+/// line items grouped by order (60 million slots at SF 10, as many rows) fill the array as
+/// well as a hash table's slots, which would have to grow as the query runs, and run it again.
+const MAX_FILLED_DENSE_GROUPS: u64 = 1 << 27;
+
+/// Whether a dense array of `slots` suits a grouping of `rows` rows.
+fn dense_pays(slots: u64, rows: f64) -> bool {
+    slots <= MAX_DENSE_GROUPS || (slots <= MAX_FILLED_DENSE_GROUPS && slots as f64 <= 4.0 * rows)
+}
 /// A grouping expected to hold at least this many groups is written out and sorted on the
 /// device when a sort follows (`Planner::write_groups_for_sort`); fewer are read back and
 /// sorted on the host. Decoding a group on the host takes about 9 ns (TPC-H Q3, 1.1 million
@@ -671,15 +680,16 @@ impl Planner<'_> {
         // expected to hold as many, though keyed by aggregates it holds far fewer (TPC-H Q13's
         // 1.5 million customers by their order count make 46 groups).
         let grouped = &self.pipelines[grouping];
-        let hashed = matches!(
-            grouped.sink,
+        let large = match &grouped.sink {
             Sink::Aggregate {
                 layout: GroupLayout::Hash { .. },
                 ..
-            }
-        );
+            } => true,
+            Sink::Aggregate { layout, .. } => layout.slots() > MAX_DENSE_GROUPS,
+            _ => false,
+        };
         let regrouped = matches!(grouped.input, Input::Groups(_));
-        if !hashed || regrouped || groups < GROUPS_SORTED_ON_DEVICE {
+        if !large || regrouped || groups < GROUPS_SORTED_ON_DEVICE {
             return false;
         }
         let mut readable = numbers;
@@ -1539,9 +1549,10 @@ impl Planner<'_> {
     /// in its table, and no join in `plan` repeats the rows the column comes from.
     fn unique_in(&self, plan: &LogicalPlan, key: &Expr) -> bool {
         match key.as_column() {
+            // A grouping's keys first: asking the catalog may read the column to find out.
             Some(column) => {
-                (self.unique_key(key) && self.kept_once(plan, column))
-                    || grouped_by(plan, &[column])
+                grouped_by(plan, &[column])
+                    || (self.unique_key(key) && self.kept_once(plan, column))
             }
             None => self.unique_packed_keys.contains(key),
         }
@@ -1948,7 +1959,7 @@ impl Planner<'_> {
             let slots = domains
                 .iter()
                 .try_fold(1u64, |acc, d| acc.checked_mul(d.slots()));
-            if let Some(slots) = slots.filter(|s| *s <= MAX_DENSE_GROUPS) {
+            if let Some(slots) = slots.filter(|&s| dense_pays(s, rows)) {
                 self.assume_key_sources(keys);
                 return GroupLayout::Dense {
                     domains,
@@ -2432,5 +2443,18 @@ mod tests {
         assert!(!block_local_pays(4375, &sum(), 5.5e5));
         // Q2.1's 7,000 slots of 9 bytes do not fit in the shared-memory budget at any volume.
         assert!(!block_local_pays(7000, &sum(), 1e9));
+    }
+
+    #[test]
+    fn dense_groups_past_four_million_slots_need_rows_to_fill_them() {
+        // SSB Q3.2's cities by cities by years, whatever the rows.
+        assert!(dense_pays(437_500, 1.0));
+        // TPC-H's line items by order at SF 10: 60 million slots, as many rows (and a third of
+        // them after Q21's filter); 4.4 million slots for 40,000 rows take a hash table.
+        assert!(dense_pays(60_000_000, 6e7));
+        assert!(dense_pays(60_000_000, 2e7));
+        assert!(!dense_pays(4_400_000, 4e4));
+        // At SF 50, 300 million orders are past any dense array.
+        assert!(!dense_pays(300_000_000, 3e8));
     }
 }
