@@ -1681,7 +1681,8 @@ impl Planner<'_> {
         let steps = order_steps(steps, &self.hash_tables, &probe_costs);
         if let Input::Groups(_) = input {
             // Its rows are the groups, read where they lie: nothing to partition.
-            let read = self.read_from_input(&steps, &sink);
+            let mut read = self.read_from_input(&steps, &sink);
+            read.sort();
             if let Some(missing) = read.iter().find(|c| !scanned.contains(c)) {
                 return Err(Diagnostic::unsupported(
                     self.span,
@@ -1712,18 +1713,14 @@ impl Planner<'_> {
         Ok(())
     }
 
-    /// The columns `steps` and `sink` read that they do not produce themselves (computed, or
-    /// brought by a probe), in order.
+    /// The columns `sink` and `steps` read that the steps do not produce themselves (computed,
+    /// or brought by a probe): what their pipeline's input must hold, each once, the sink's
+    /// first.
     fn read_from_input(&self, steps: &[Step], sink: &Sink) -> Vec<ColumnId> {
         let mut produced = Vec::new();
-        let mut read = Vec::new();
+        let mut read = sink_columns(sink, &self.hash_tables);
         for step in steps {
-            read.extend(
-                step.expr()
-                    .columns_used()
-                    .into_iter()
-                    .filter(|c| !produced.contains(c)),
-            );
+            read.extend(step.expr().columns_used());
             match step {
                 Step::Compute { column, .. } => produced.push(*column),
                 Step::Probe {
@@ -1734,14 +1731,13 @@ impl Planner<'_> {
                 _ => {}
             }
         }
-        read.extend(
-            sink_columns(sink, &self.hash_tables)
-                .into_iter()
-                .filter(|c| !produced.contains(c)),
-        );
-        read.sort();
-        read.dedup();
-        read
+        let mut columns = Vec::new();
+        for column in read {
+            if !produced.contains(&column) && !columns.contains(&column) {
+                columns.push(column);
+            }
+        }
+        columns
     }
 
     /// Ends a pipeline over `scan` running `steps` (ordered) into `sink`, split before the
@@ -1821,23 +1817,9 @@ impl Planner<'_> {
             }
         }
         // What the rest reads and does not produce itself is written out.
-        let mut produced = Vec::new();
-        let mut read = sink_columns(&sink, &self.hash_tables);
-        for step in &after {
-            read.extend(step.expr().columns_used());
-            match step {
-                Step::Compute { column, .. } => produced.push(*column),
-                Step::Probe {
-                    table,
-                    kind: JoinKind::Inner,
-                    ..
-                } => produced.extend(self.hash_tables[*table].payload.iter().copied()),
-                _ => {}
-            }
-        }
         let mut columns = vec![key_column];
-        for column in read {
-            if !produced.contains(&column) && !columns.contains(&column) {
+        for column in self.read_from_input(&after, &sink) {
+            if !columns.contains(&column) {
                 columns.push(column);
             }
         }
