@@ -589,9 +589,17 @@ impl Planner<'_> {
         keys: BuildKeys,
         span: Span,
     ) -> Result<(), Diagnostic> {
+        // A chained table's records are numbered by the rows of the table its build reads,
+        // which a grouping's slots are not.
+        if keys == BuildKeys::Chained {
+            return Err(Diagnostic::unsupported(
+                span,
+                "a join on keys that may repeat, of a grouped relation, is not supported yet",
+            ));
+        }
         let grows = self.grows(grouping);
         match layout {
-            HashLayout::Perfect { min, max } if keys != BuildKeys::Chained => {
+            HashLayout::Perfect { min, max } => {
                 // The keys are read from the slots, not from the column whose range sized it.
                 if let Some(column) = key.as_column() {
                     self.assume((column, *min, *max));
@@ -1679,7 +1687,18 @@ impl Planner<'_> {
             .map(|t| probe_cost(t.bytes(self.estimator.columns)))
             .collect();
         let steps = order_steps(steps, &self.hash_tables, &probe_costs);
-        if let Input::Groups(_) = input {
+        if let Input::Groups(grouping) = input {
+            // Code generation reads the slots of the grouping built last: none may come
+            // between (two groupings' pipelines open side by side, in a set operation).
+            let grouped_since = self.pipelines[grouping + 1..]
+                .iter()
+                .any(|p| matches!(p.sink, Sink::Aggregate { .. }));
+            if grouped_since {
+                return Err(Diagnostic::unsupported(
+                    self.span,
+                    "reading a grouping's slots after another grouping is not supported yet",
+                ));
+            }
             // Its rows are the groups, read where they lie: nothing to partition.
             let mut read = self.read_from_input(&steps, &sink);
             read.sort();
