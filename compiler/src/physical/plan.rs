@@ -429,19 +429,8 @@ impl Planner<'_> {
         steps: Vec<Step>,
         sink: Sink,
     ) {
-        let computed = |c: &ColumnId| {
-            steps
-                .iter()
-                .any(|s| matches!(s, Step::Compute { column, .. } if column == c))
-        };
-        let mut scanned: Vec<ColumnId> = steps
-            .iter()
-            .flat_map(|s| s.expr().columns_used())
-            .chain(sink_columns(&sink, &self.hash_tables))
-            .filter(|c| !computed(c))
-            .collect();
+        let mut scanned = self.read_from_input(&steps, &sink);
         scanned.sort();
-        scanned.dedup();
         self.pipelines.push(Pipeline {
             id: self.pipelines.len(),
             table,
