@@ -1346,6 +1346,13 @@ fn answered_everywhere(script: &str) -> (String, String) {
     (answer, text(&run.stderr))
 }
 
+/// A script that runs in stages: the relation it crosses is sorted and limited, which the
+/// pipelines after it cannot read where it lies.
+const STAGED_BEST_SUPPLIER: &str =
+    "let revenue = from lineorder | group lo_suppkey { total = sum(lo_revenue) }\n\
+     let best = from revenue | sort total desc | take 1 | select top = total\n\
+     from revenue | product best | where total == top | select lo_suppkey, total";
+
 /// `script` written to `name` in `dir`: the file's path.
 fn script_in(dir: &tempfile::TempDir, name: &str, script: &str) -> String {
     let file = dir.path().join(name);
@@ -1353,15 +1360,13 @@ fn script_in(dir: &tempfile::TempDir, name: &str, script: &str) -> String {
     file.to_str().expect("utf-8 path").to_string()
 }
 
-/// A script crossing a one-row aggregate runs in stages on every path a user takes: `run`
-/// reports their time, the resident engine runs it twice with the same answer, `--emit
+/// A script joining a sorted and limited relation runs in stages on every path a user takes:
+/// `run` reports their time, the resident engine runs it twice with the same answer, `--emit
 /// physical` lists the stages and why, and compiling it ahead of time is refused in one line.
-/// Its answer is checked against DuckDB by `tests/conformance/stages`.
+/// Such answers are checked against DuckDB by `tests/conformance/stages`.
 #[test]
-fn a_script_joining_a_grouped_result_runs_in_stages() {
-    let script = "let revenue = from lineorder | group lo_suppkey { total = sum(lo_revenue) }\n\
-                  let best = from revenue | aggregate { top = max(total) }\n\
-                  from revenue | product best | where total == top | select lo_suppkey, total";
+fn a_script_joining_a_sorted_result_runs_in_stages() {
+    let script = STAGED_BEST_SUPPLIER;
     let (answer, timing) = answered_everywhere(script);
     assert!(answer.starts_with("lo_suppkey,total\n"), "{answer}");
     assert_eq!(answer.lines().count(), 2, "{answer}");
@@ -1387,7 +1392,7 @@ fn a_script_joining_a_grouped_result_runs_in_stages() {
          `tessera run --timing` lists their kernels\n\
          not planned whole: joining or combining a grouped or sorted relation is not supported yet\n\
          stage#1 = from lineorder | group lo_suppkey { total = sum(lo_revenue) }\n\
-         stage#2 = from revenue | aggregate { top = max(total) }\n"
+         stage#2 = from revenue | sort total desc | take 1 | select top = total\n"
     );
     let artifact = dir.path().join("best.tqx");
     let compiled = tessera(&[
@@ -1424,14 +1429,37 @@ fn a_semi_join_comparing_both_inputs_is_decorrelated_and_planned_whole() {
 
     let dir = tempfile::tempdir().expect("a scratch folder");
     let file = script_in(&dir, "shared.tq", script);
-    let file = file.as_str();
-    let typed = tessera(&["compile", file, "--data", data(), "--emit", "typed"]);
+    let typed = tessera(&["compile", &file, "--data", data(), "--emit", "typed"]);
     assert!(typed.status.success(), "{}", text(&typed.stderr));
     assert!(
         text(&typed.stdout).contains("min(b.lo_suppkey)"),
         "{}",
         text(&typed.stdout)
     );
+    compiles_ahead_of_time(script, &answer, "the groups of pipeline");
+}
+
+/// A scalar subquery, a one-row aggregate crossed with `product`, is read from the aggregate's
+/// slot by the pipelines after it: no stage runs, and the script compiles ahead of time into a
+/// program that gives the same answer.
+#[test]
+fn a_script_crossing_a_one_row_aggregate_is_planned_whole() {
+    let script = "let revenue = from lineorder | group lo_suppkey { total = sum(lo_revenue) }\n\
+                  let best = from revenue | aggregate { top = max(total) }\n\
+                  from revenue | product best | where total == top | select lo_suppkey, total";
+    let (answer, timing) = answered_everywhere(script);
+    assert!(answer.starts_with("lo_suppkey,total\n"), "{answer}");
+    assert_eq!(answer.lines().count(), 2, "{answer}");
+    assert!(!timing.contains("stage stage#"), "{timing}");
+    compiles_ahead_of_time(script, &answer, "the one row of pipeline 1's aggregate");
+}
+
+/// `script` (whose answer is `answer`) is planned whole: `--emit physical` shows a pipeline
+/// reading `pipeline_input`, and its `.tqx` compiled ahead of time gives the same answer.
+fn compiles_ahead_of_time(script: &str, answer: &str, pipeline_input: &str) {
+    let dir = tempfile::tempdir().expect("a scratch folder");
+    let file = script_in(&dir, "whole.tq", script);
+    let file = file.as_str();
     let physical = tessera(&[
         "compile",
         file,
@@ -1443,11 +1471,11 @@ fn a_semi_join_comparing_both_inputs_is_decorrelated_and_planned_whole() {
         "host",
     ]);
     assert!(
-        text(&physical.stdout).contains("the groups of pipeline"),
+        text(&physical.stdout).contains(pipeline_input),
         "{}",
         text(&physical.stdout)
     );
-    let artifact = dir.path().join("shared.tqx");
+    let artifact = dir.path().join("whole.tqx");
     let artifact = artifact.to_str().expect("utf-8 path");
     let compiled = tessera(&[
         "compile",
@@ -1485,9 +1513,7 @@ fn a_run_within_a_memory_budget_streams_its_largest_table() {
         "let per_supplier = from lineorder | group lo_suppkey { total = sum(lo_revenue) }\n\
          from per_supplier | join supplier on lo_suppkey == s_suppkey \
          | sort total desc | take 3 | select s_name, total",
-        "let per_supplier = from lineorder | group lo_suppkey { total = sum(lo_revenue) }\n\
-         let best = from per_supplier | aggregate { top = max(total) }\n\
-         from per_supplier | product best | where total == top | select lo_suppkey, total",
+        STAGED_BEST_SUPPLIER,
     ];
     for script in scripts {
         let run = |extra: &[&str]| {

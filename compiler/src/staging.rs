@@ -3,11 +3,11 @@
 //! becomes a query of its own that runs first; its result becomes a table, and the rest of the
 //! script reads that table in its place. The planner then sees the relation as it sees any table
 //! — its real rows, value ranges, dictionaries and unique keys — the way adaptive query execution
-//! plans a query again once a stage's output is known. A correlated subquery written as a
-//! grouping joined back on its key (TPC-H Q17, Q20) and a scalar subquery written as a one-row
-//! `aggregate` crossed with `product` (Q11, Q15, Q22) both run so. A `union all` that an inner
-//! or left join builds its hash table from is staged too: the table then holds its rows once, in
-//! one relation, as a join on keys that may repeat needs.
+//! plans a query again once a stage's output is known. A join on a sorted or limited relation,
+//! or on a grouping the planner cannot read from its slots (TPC-H Q20's two keys packed over a
+//! hash grouping), runs so. A `union all` that an inner or left join builds its hash table from
+//! is staged too: the table then holds its rows once, in one relation, as a join on keys that
+//! may repeat needs.
 //!
 //! A script is split only when the planner cannot run it whole: a grouping joined as it is
 //! read from its slots on the device needs no stage (`split_unless_planned`).

@@ -3,8 +3,9 @@
 //! keys, decoded from the slot (a dense array's index digits, or the packed key word of a hash
 //! table), or one of its aggregates, read from the accumulators as the host reads them back
 //! (`tessera_runtime::result`): an average is its sum over its count, and an aggregate no row
-//! reached is null. The sink (`keep_groups_tile`) empties the slots of the groups no longer
-//! selected, so that the result is read back with only the groups kept.
+//! reached is null. A one-row aggregate is a grouping of one slot that always holds its row.
+//! The sink (`keep_groups_tile`) empties the slots of the groups no longer selected, so that
+//! the result is read back with only the groups kept.
 
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::{BasicValueEnum, IntValue};
@@ -21,24 +22,24 @@ use crate::columns::ColumnId;
 use super::kernel::{ColumnTile, Kernel};
 
 /// The buffer saying which slots of grouping `groups` hold a group, and its element bytes: a
-/// hash table's key words (zero where empty), a dense array's presence bytes.
-pub(super) fn group_flags(groups: &ResultShape) -> CodegenResult<(usize, u32)> {
+/// hash table's key words (zero where empty), a dense array's presence bytes; `None` for a
+/// one-row aggregate's one slot, which always holds its row.
+pub(super) fn group_flags(groups: &ResultShape) -> CodegenResult<Option<(usize, u32)>> {
     match groups {
-        ResultShape::Hash { key_buffer, .. } => Ok((*key_buffer, 8)),
-        ResultShape::Dense { presence, .. } => Ok((*presence, 1)),
-        _ => Err(not_grouped()),
+        ResultShape::Hash { key_buffer, .. } => Ok(Some((*key_buffer, 8))),
+        ResultShape::Dense { presence, .. } => Ok(Some((*presence, 1))),
+        ResultShape::Scalar { .. } => Ok(None),
+        ResultShape::Rows { .. } => Err(not_grouped()),
     }
 }
 
 /// The parameters a pipeline over the slots of `groups` reads its `used` columns with: the
 /// slots' flags, each used aggregate's accumulators and counts, and a hash table's slot count.
-pub(super) fn group_params(
-    groups: Option<&ResultShape>,
-    used: &[ColumnId],
-) -> CodegenResult<Vec<Param>> {
-    let groups = groups.ok_or_else(not_grouped)?;
-    let (flags, _) = group_flags(groups)?;
-    let mut params = vec![Param::Buffer(flags)];
+pub(super) fn group_params(groups: &ResultShape, used: &[ColumnId]) -> CodegenResult<Vec<Param>> {
+    let mut params: Vec<Param> = group_flags(groups)?
+        .map(|(flags, _)| Param::Buffer(flags))
+        .into_iter()
+        .collect();
     let aggregates = match groups {
         ResultShape::Hash {
             aggregates, wide, ..
@@ -47,8 +48,8 @@ pub(super) fn group_params(
             params.extend(wide.iter().map(|&words| Param::Buffer(words)));
             aggregates
         }
-        ResultShape::Dense { aggregates, .. } => aggregates,
-        _ => return Err(not_grouped()),
+        ResultShape::Dense { aggregates, .. } | ResultShape::Scalar { aggregates } => aggregates,
+        ResultShape::Rows { .. } => return Err(not_grouped()),
     };
     for slot in aggregates {
         if used.contains(&ColumnId(slot.id)) {
@@ -59,7 +60,8 @@ pub(super) fn group_params(
     Ok(params)
 }
 
-/// The slots of a dense grouping (`None` for a hash table's, known when the query runs).
+/// The slots of a dense grouping or a one-row aggregate (`None` for a hash table's, known
+/// when the query runs).
 pub(super) fn dense_slots(groups: &ResultShape) -> Option<u64> {
     match groups {
         ResultShape::Dense { keys, .. } => Some(
@@ -67,6 +69,7 @@ pub(super) fn dense_slots(groups: &ResultShape) -> Option<u64> {
                 .map(|k| k.size + u64::from(k.nullable))
                 .product(),
         ),
+        ResultShape::Scalar { .. } => Some(1),
         _ => None,
     }
 }
@@ -100,7 +103,10 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
 
     /// Reads the tile's slot flags, and deselects the slots that hold no group.
     pub(super) fn select_groups(&mut self) -> CodegenResult<()> {
-        let (buffer, bytes) = group_flags(self.groups()?)?;
+        // The one slot of a one-row aggregate holds its row: the tile's flags say so already.
+        let Some((buffer, bytes)) = group_flags(self.groups()?)? else {
+            return Ok(());
+        };
         let elem = self.em.int_type(bytes * 8);
         let words = self.em.tile_array(elem.into(), "group_flags")?;
         self.load_into(self.buffer(buffer)?, words)?;
@@ -169,7 +175,8 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 }
                 None => (Some(aggregates), false),
             },
-            _ => return Err(not_grouped()),
+            ResultShape::Scalar { aggregates } => (Some(aggregates), false),
+            ResultShape::Rows { .. } => return Err(not_grouped()),
         };
         let nullable = match aggregates {
             None => nullable,
@@ -457,7 +464,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
 
     /// The sink of a pipeline over groups: empties the slot of each group no longer selected.
     pub(super) fn keep_groups_tile(&self) -> CodegenResult<()> {
-        let (buffer, bytes) = group_flags(self.groups()?)?;
+        let (buffer, bytes) = group_flags(self.groups()?)?.ok_or_else(|| {
+            CodegenError::Invalid("a one-row aggregate's row cannot be dropped".into())
+        })?;
         let present = self
             .group_present
             .ok_or_else(|| CodegenError::Invalid("the groups' flags are not read".into()))?;

@@ -144,10 +144,7 @@ pub(super) fn pipeline_to_kernel<'ctx>(
     if let Input::Partitioned(partitioning) = pipeline.input {
         kernel.partitioned = Some(qc.partitions[partitioning].clone());
     }
-    if let Input::Groups(_) = pipeline.input {
-        let groups = qc.groups.clone().ok_or_else(super::groups::not_grouped);
-        kernel.groups = Some(groups.map_err(internal)?);
-    }
+    kernel.groups = qc.grouping_read(pipeline).map_err(internal)?.cloned();
     let state = kernel.sink_prologue(qc, &sink, name)?;
     kernel.open_tiles().map_err(internal)?;
     kernel.body(qc, &sink, &state)?;
@@ -159,11 +156,9 @@ pub(super) fn pipeline_to_kernel<'ctx>(
         table: pipeline.table.clone(),
         tile,
         params,
-        extent: match pipeline.input {
-            Input::Groups(_) => {
-                Extent::GroupSlots(qc.groups.as_ref().and_then(super::groups::dense_slots))
-            }
-            _ => Extent::Tiles,
+        extent: match qc.grouping_read(pipeline).map_err(internal)? {
+            Some(groups) => Extent::GroupSlots(super::groups::dense_slots(groups)),
+            None => Extent::Tiles,
         },
         // A pipeline over a grouping's slots reads no table, so nothing of it is streamed.
         runs_in_pieces: folds_rows
@@ -213,10 +208,10 @@ fn collect_params(
         }
         used.clear();
     }
-    if let Input::Groups(_) = pipeline.input {
+    let internal = |e: CodegenError| Diagnostic::internal(qc.query.span, e.to_string());
+    if let Some(groups) = qc.grouping_read(pipeline).map_err(internal)? {
         // The scanned columns are the grouping's keys and aggregates.
-        let params = super::groups::group_params(qc.groups.as_ref(), &used)
-            .map_err(|e| Diagnostic::internal(qc.query.span, e.to_string()))?;
+        let params = super::groups::group_params(groups, &used).map_err(internal)?;
         for param in params {
             push(param);
         }

@@ -145,14 +145,10 @@ pub(super) fn plan_rows(
     pipeline: &Pipeline,
     columns: &[ColumnId],
 ) -> Result<(Vec<WrittenColumn>, usize, ResultShape), Diagnostic> {
-    let slots = match pipeline.input {
-        Input::Groups(_) => {
-            let groups = qc.groups.as_ref().ok_or_else(super::groups::not_grouped);
-            let groups = groups.map_err(|e| Diagnostic::internal(qc.query.span, e.to_string()))?;
-            Some(super::groups::dense_slots(groups))
-        }
-        _ => None,
-    };
+    let slots = qc
+        .grouping_read(pipeline)
+        .map_err(|e| Diagnostic::internal(qc.query.span, e.to_string()))?
+        .map(super::groups::dense_slots);
     let query = qc.query;
     let sink = qc.sink(columns);
     let count_buffer = qc.sink_buffer(sink, "rows written", |qc| {

@@ -12,7 +12,7 @@ use tessera_runtime::program::{
     hash_table_buffer, Assumption, BufferSpec, Extent, Fill, HostAggregate, HostOp, KernelLaunch,
     Param, QueryProgram, ResultShape, ResultSpec,
 };
-use tessera_runtime::{Target, TileShape};
+use tessera_runtime::{CodegenResult, Target, TileShape};
 use tessera_storage::compress::Scheme;
 use tessera_storage::{Catalog, DataType};
 
@@ -48,9 +48,9 @@ pub(super) struct QueryContext<'q> {
     /// The first slot count of the query's grouping hash tables, if it has any (a grouping of
     /// another's groups shares it).
     pub group_capacity: Option<u64>,
-    /// The grouped result of the last grouping whose kernels are built: what a pipeline over
-    /// its slots reads.
-    pub groups: Option<ResultShape>,
+    /// The grouped result of each grouping pipeline whose kernels are built (a one-row
+    /// aggregate's included), by pipeline: what a pipeline over its slots reads.
+    pub groupings: HashMap<usize, ResultShape>,
     /// Buffers of sinks that several pipelines share, by the sink's columns and the buffer's name.
     /// Each sink's columns, numbered.
     pub sinks: HashMap<Vec<crate::columns::ColumnId>, usize>,
@@ -212,6 +212,19 @@ impl QueryContext<'_> {
     }
 
     /// A buffer with one element per slot of the grouping hash table, however large it grows.
+    /// The grouped result pipeline `pipeline` reads the slots of, when it runs over a
+    /// grouping's slots (`Input::Groups`).
+    pub fn grouping_read(&self, pipeline: &Pipeline) -> CodegenResult<Option<&ResultShape>> {
+        match pipeline.input {
+            Input::Groups(grouping) => self
+                .groupings
+                .get(&grouping)
+                .map(Some)
+                .ok_or_else(super::groups::not_grouped),
+            _ => Ok(None),
+        }
+    }
+
     pub fn group_buffer(&mut self, name: String, ty_bytes: u32, fill: Fill) -> usize {
         let index = self.buffer(name, 0, ty_bytes, fill);
         self.buffers[index].per_group_slot = true;
@@ -293,7 +306,7 @@ pub(super) fn query_to_llvm(
         partitions: Vec::new(),
         assumptions: Vec::new(),
         group_capacity: None,
-        groups: None,
+        groupings: HashMap::new(),
         sinks: HashMap::new(),
         sink_buffers: HashMap::new(),
     };
@@ -419,10 +432,13 @@ pub(super) fn query_to_llvm(
             });
             kernels.push(launch);
         }
-        // A pipeline over a grouping's slots reads the grouping before it (its own, when it
-        // groups again, comes after it).
-        if let Some(grouped @ (ResultShape::Dense { .. } | ResultShape::Hash { .. })) = &result {
-            qc.groups = Some(grouped.clone());
+        if let Some(
+            grouped @ (ResultShape::Scalar { .. }
+            | ResultShape::Dense { .. }
+            | ResultShape::Hash { .. }),
+        ) = &result
+        {
+            qc.groupings.insert(pipeline.id, grouped.clone());
         }
         if result.is_some() {
             shape = result;

@@ -45,11 +45,21 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                 "  pipeline {}: scan partitioning {id}, in order of its parts (at most {} rows of {})",
                 pipeline.id, pipeline.rows, pipeline.table
             ),
-            Input::Groups(id) => writeln!(
-                out,
-                "  pipeline {}: the groups of pipeline {id}, a row per slot",
-                pipeline.id
-            ),
+            Input::Groups(id) => match query.pipelines.get(id).map(|p| &p.sink) {
+                Some(Sink::Aggregate {
+                    layout: GroupLayout::Scalar,
+                    ..
+                }) => writeln!(
+                    out,
+                    "  pipeline {}: the one row of pipeline {id}'s aggregate",
+                    pipeline.id
+                ),
+                _ => writeln!(
+                    out,
+                    "  pipeline {}: the groups of pipeline {id}, a row per slot",
+                    pipeline.id
+                ),
+            },
         };
         for step in &pipeline.steps {
             let _ = match step {

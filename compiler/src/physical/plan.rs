@@ -91,6 +91,19 @@ fn grouped_by(plan: &LogicalPlan, columns: &[ColumnId]) -> bool {
     }
 }
 
+/// Whether `plan` produces at most one row: an aggregate without keys, under steps that keep
+/// or drop rows one by one.
+fn at_most_one_row(plan: &LogicalPlan) -> bool {
+    match plan {
+        LogicalPlan::Aggregate(aggregate) => aggregate.keys.is_empty(),
+        LogicalPlan::Limit(limit) => limit.count <= 1 || at_most_one_row(&limit.input),
+        LogicalPlan::Filter(_) | LogicalPlan::Project(_) | LogicalPlan::Sort(_) => {
+            plan.inputs().into_iter().all(at_most_one_row)
+        }
+        _ => false,
+    }
+}
+
 /// The most rows a build side whose keys may repeat can have.
 const MAX_CHAINED_ROWS: u64 = (1 << 30) - 1;
 
@@ -182,6 +195,9 @@ struct GroupColumns {
     numbers: Vec<ColumnId>,
     /// String keys, read as codes of their table's dictionary: only grouped by.
     string_keys: Vec<ColumnId>,
+    /// A one-row aggregate's: its one row is kept whatever follows (no slot to empty), and
+    /// it is not grouped again there.
+    one_row: bool,
 }
 
 /// Where a pipeline's rows come from, once its steps are known.
@@ -358,7 +374,8 @@ impl Planner<'_> {
     }
 
     /// What a pipeline over the slots of the query's grouping (its last pipeline, when that
-    /// groups by keys) can read there, or `None` when there is no such grouping.
+    /// groups or aggregates) can read there, or `None` when there is no such grouping. A
+    /// one-row aggregate is a grouping of one slot, which always holds its row.
     fn group_columns(&self) -> Option<GroupColumns> {
         let grouping = self.pipelines.last()?;
         let Sink::Aggregate {
@@ -370,7 +387,7 @@ impl Planner<'_> {
             return None;
         };
         let (slots, groups) = match layout {
-            GroupLayout::Scalar => return None,
+            GroupLayout::Scalar => (1, 1.0),
             GroupLayout::Dense { .. } => (layout.slots(), layout.slots() as f64),
             // The table has room for twice the groups expected.
             GroupLayout::Hash { capacity, .. } => (*capacity, *capacity as f64 / 2.0),
@@ -416,6 +433,7 @@ impl Planner<'_> {
             groups,
             numbers,
             string_keys,
+            one_row: matches!(layout, GroupLayout::Scalar),
         })
     }
 
@@ -462,7 +480,7 @@ impl Planner<'_> {
             groups,
             numbers,
             string_keys,
-            ..
+            one_row: false,
         }) = self.group_columns()
         else {
             return Ok(false);
@@ -666,6 +684,7 @@ impl Planner<'_> {
             groups,
             numbers,
             string_keys,
+            one_row: false,
         }) = self.group_columns()
         else {
             return false;
@@ -734,6 +753,7 @@ impl Planner<'_> {
             table,
             slots,
             numbers: readable,
+            one_row: false,
             ..
         }) = self.group_columns()
         else {
@@ -1551,6 +1571,9 @@ impl Planner<'_> {
                 grouped_by(plan, &[column])
                     || (self.unique_key(key) && self.kept_once(plan, column))
             }
+            // A key every row shares: unique where there is at most one row (a product with
+            // a one-row aggregate, TPC-H Q11's threshold, is a join on such a key).
+            None if matches!(key.kind, ExprKind::Literal(_)) => at_most_one_row(plan),
             None => self.unique_packed_keys.contains(key),
         }
     }
@@ -1676,18 +1699,7 @@ impl Planner<'_> {
             .map(|t| probe_cost(t.bytes(self.estimator.columns)))
             .collect();
         let steps = order_steps(steps, &self.hash_tables, &probe_costs);
-        if let Input::Groups(grouping) = input {
-            // Code generation reads the slots of the grouping built last: none may come
-            // between (two groupings' pipelines open side by side, in a set operation).
-            let grouped_since = self.pipelines[grouping + 1..]
-                .iter()
-                .any(|p| matches!(p.sink, Sink::Aggregate { .. }));
-            if grouped_since {
-                return Err(Diagnostic::unsupported(
-                    self.span,
-                    "reading a grouping's slots after another grouping is not supported yet",
-                ));
-            }
+        if let Input::Groups(_) = input {
             // Its rows are the groups, read where they lie: nothing to partition.
             let mut read = self.read_from_input(&steps, &sink);
             read.sort();
@@ -1871,10 +1883,14 @@ impl Planner<'_> {
     }
 
     fn hash_layout(&self, key: &Expr, rows: u64) -> HashLayout {
-        let range = key
-            .as_column()
-            .filter(|_| key.ty.is_integer() || key.ty.is_decimal() || key.ty == DataType::Date)
-            .and_then(|c| self.estimator.int_range(c));
+        let range = match &key.kind {
+            // The key of a product, which every row shares.
+            ExprKind::Literal(Value::Int(value)) => Some((*value, *value)),
+            _ => key
+                .as_column()
+                .filter(|_| key.ty.is_integer() || key.ty.is_decimal() || key.ty == DataType::Date)
+                .and_then(|c| self.estimator.int_range(c)),
+        };
         if let Some((min, max)) = range {
             let slots = range_slots(min, max);
             let limit = (rows.saturating_mul(PERFECT_SLOTS_PER_ROW)).max(PERFECT_SLOTS_ANYWAY);
