@@ -826,7 +826,7 @@ impl Catalog {
             let dictionary = self.codes_dictionary(of, name)?.ok_or_else(|| {
                 StorageError::Invalid(format!("`{of}.{name}` is not a string column"))
             })?;
-            strings.extend(dictionary.values().iter().cloned());
+            strings.extend(dictionary.iter().map(str::to_string));
         }
         let dictionary = Arc::new(Dictionary::from_unsorted(strings));
         lock(&self.derived_dictionaries)

@@ -148,10 +148,36 @@ impl ColumnData {
     }
 }
 
-/// A sorted set of distinct strings; a string's code is its position.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// A sorted set of distinct strings; a string's code is its position. The strings lie one
+/// after another in one buffer, with each one's end: a prepared entry's dictionary is used as
+/// it is mapped, with no string made for each of its millions (TPC-H's `o_comment` holds one
+/// per row).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dictionary {
-    values: Vec<String>,
+    /// The strings' UTF-8 bytes, one after another, in order.
+    text: Values<u8>,
+    /// Where each string ends in `text`.
+    ends: Values<u64>,
+}
+
+/// Why a dictionary's text and ends do not make a dictionary.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DictionaryError {
+    #[error("a dictionary string lies outside its text")]
+    OutOfBounds,
+    #[error("a dictionary string is not UTF-8")]
+    NotUtf8,
+    #[error("a dictionary is not sorted")]
+    NotSorted,
+}
+
+/// Strings per parallel task when a dictionary's text is checked.
+const DICTIONARY_CHUNK: usize = 1 << 14;
+
+impl Default for Dictionary {
+    fn default() -> Dictionary {
+        Dictionary::from_sorted_distinct(Vec::new())
+    }
 }
 
 impl Dictionary {
@@ -159,52 +185,135 @@ impl Dictionary {
     pub fn from_unsorted(mut values: Vec<String>) -> Dictionary {
         values.sort_unstable();
         values.dedup();
-        Dictionary { values }
+        Dictionary::from_sorted_distinct(values)
     }
 
     /// Wraps values that are already sorted and distinct (checked in debug builds only: the
     /// callers have just sorted and deduplicated them).
     pub(crate) fn from_sorted_distinct(values: Vec<String>) -> Dictionary {
         debug_assert!(values.windows(2).all(|pair| pair[0] < pair[1]));
-        Dictionary { values }
+        let mut text = Vec::with_capacity(values.iter().map(String::len).sum());
+        let mut ends = Vec::with_capacity(values.len());
+        for value in &values {
+            text.extend_from_slice(value.as_bytes());
+            ends.push(text.len() as u64);
+        }
+        Dictionary {
+            text: Values::from(text),
+            ends: Values::from(ends),
+        }
+    }
+
+    /// The dictionary of strings stored as `text` and each one's end, checked on every core:
+    /// each string lies in the text, is UTF-8, and comes after the one before.
+    pub fn from_parts(text: Values<u8>, ends: Values<u64>) -> Result<Dictionary, DictionaryError> {
+        let dictionary = Dictionary { text, ends };
+        let len = dictionary.len();
+        let bytes = |i: usize| -> Result<&[u8], DictionaryError> {
+            let start = match i {
+                0 => 0,
+                _ => dictionary.ends[i - 1],
+            };
+            let (start, end) = (start as usize, dictionary.ends[i] as usize);
+            dictionary
+                .text
+                .get(start..end)
+                .ok_or(DictionaryError::OutOfBounds)
+        };
+        (0..len.div_ceil(DICTIONARY_CHUNK))
+            .into_par_iter()
+            .try_for_each(|chunk| {
+                let first = chunk * DICTIONARY_CHUNK;
+                let mut before: Option<&[u8]> = match first {
+                    0 => None,
+                    _ => Some(bytes(first - 1)?),
+                };
+                for i in first..len.min(first + DICTIONARY_CHUNK) {
+                    let string = bytes(i)?;
+                    std::str::from_utf8(string).map_err(|_| DictionaryError::NotUtf8)?;
+                    if before.is_some_and(|before| before >= string) {
+                        return Err(DictionaryError::NotSorted);
+                    }
+                    before = Some(string);
+                }
+                Ok(())
+            })?;
+        Ok(dictionary)
     }
 
     pub fn len(&self) -> usize {
-        self.values.len()
+        self.ends.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
+        self.ends.is_empty()
     }
 
-    pub fn values(&self) -> &[String] {
-        &self.values
+    /// The strings one after another, and where each ends: how a prepared entry stores them.
+    pub fn parts(&self) -> (&[u8], &[u64]) {
+        (&self.text, &self.ends)
     }
 
+    /// The string of code `code`, when the dictionary has one.
     pub fn value(&self, code: i32) -> Option<&str> {
         usize::try_from(code)
             .ok()
-            .and_then(|i| self.values.get(i))
-            .map(String::as_str)
+            .filter(|&i| i < self.len())
+            .map(|i| self.string(i))
+    }
+
+    /// The string at position `i` (below `len()`).
+    fn string(&self, i: usize) -> &str {
+        let start = match i {
+            0 => 0,
+            _ => self.ends[i - 1] as usize,
+        };
+        let bytes = &self.text[start..self.ends[i] as usize];
+        // SAFETY: every string was checked to be UTF-8 when the dictionary was made
+        // (`from_parts`), or made from `String`s (`from_sorted_distinct`), and neither part
+        // changes after.
+        unsafe { std::str::from_utf8_unchecked(bytes) }
+    }
+
+    /// The strings in code order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        (0..self.len()).map(|i| self.string(i))
+    }
+
+    /// The strings in code order, on every core.
+    pub fn par_iter(&self) -> impl IndexedParallelIterator<Item = &str> + '_ {
+        (0..self.len()).into_par_iter().map(|i| self.string(i))
     }
 
     /// The code of `value`, if the dictionary holds it.
     pub fn code_of(&self, value: &str) -> Option<i32> {
-        self.values
-            .binary_search_by(|probe| probe.as_str().cmp(value))
-            .ok()
-            .map(|i| i as i32)
+        let at = self.lower_bound(value);
+        (self.value(at) == Some(value)).then_some(at)
     }
 
     /// The number of dictionary values strictly less than `value`: the first code whose value
     /// is `>= value`.
     pub fn lower_bound(&self, value: &str) -> i32 {
-        self.values.partition_point(|probe| probe.as_str() < value) as i32
+        self.partition_point(|probe| probe < value)
     }
 
     /// The number of dictionary values `<= value`: the first code whose value is `> value`.
     pub fn upper_bound(&self, value: &str) -> i32 {
-        self.values.partition_point(|probe| probe.as_str() <= value) as i32
+        self.partition_point(|probe| probe <= value)
+    }
+
+    /// The first code whose string `below` is false for (true for a prefix of the codes).
+    fn partition_point(&self, below: impl Fn(&str) -> bool) -> i32 {
+        let (mut low, mut high) = (0, self.len());
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if below(self.string(middle)) {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        low as i32
     }
 }
 
@@ -259,7 +368,7 @@ impl DictionaryBuilder {
         }
         ColumnData::Str {
             codes,
-            dictionary: Arc::new(Dictionary { values: sorted }),
+            dictionary: Arc::new(Dictionary::from_sorted_distinct(sorted)),
         }
     }
 }
@@ -850,7 +959,10 @@ mod tests {
         let ColumnData::Str { codes, dictionary } = builder.finish() else {
             panic!("a dictionary builder makes a string column");
         };
-        assert_eq!(dictionary.values(), ["AFRICA", "AMERICA", "ASIA", "EUROPE"]);
+        assert_eq!(
+            dictionary.iter().collect::<Vec<_>>(),
+            ["AFRICA", "AMERICA", "ASIA", "EUROPE"]
+        );
         assert_eq!(codes, [2, 1, 3, 2, 0]);
         assert_eq!(dictionary.code_of("EUROPE"), Some(3));
         assert_eq!(dictionary.code_of("MIDDLE EAST"), None);

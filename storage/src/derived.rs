@@ -238,7 +238,6 @@ impl DerivedString {
         if let StringFunction::Recode { .. } = self.function {
             let target = target?;
             let codes = dictionary
-                .values()
                 .iter()
                 .map(|text| target.code_of(text))
                 .collect::<Option<Vec<i32>>>()?;
@@ -251,7 +250,6 @@ impl DerivedString {
     fn recode_own(&self, dictionary: &Dictionary) -> (Vec<i32>, Dictionary) {
         if self.function == StringFunction::Length {
             let lengths = dictionary
-                .values()
                 .iter()
                 .map(|text| i32::try_from(length(text)).unwrap_or(i32::MAX))
                 .collect();
@@ -259,7 +257,6 @@ impl DerivedString {
         }
         let mut ids: HashMap<Cow<'_, str>, u32> = HashMap::new();
         let provisional: Vec<u32> = dictionary
-            .values()
             .iter()
             .map(|text| {
                 let next = ids.len() as u32;
@@ -419,7 +416,7 @@ mod tests {
         let name = literal_strings_name(&["small", "b\"ig", "small"]);
         assert_eq!(name, r#"strings["b\"ig","small"]"#);
         let read = literal_strings(&name).expect("a list of strings");
-        assert_eq!(read.values(), ["b\"ig", "small"]);
+        assert_eq!(read.iter().collect::<Vec<_>>(), ["b\"ig", "small"]);
         assert!(literal_strings("strings[1]").is_none());
         assert_eq!(DerivedString::parse("substring(c_phone, x)"), None);
         assert_eq!(DerivedString::parse("upper()"), None);

@@ -456,11 +456,7 @@ fn write_slice(
         }
         WriteValues::Codes { codes, dictionary } => {
             // One byte array per dictionary entry; rows share it (a reference count, no copy).
-            let entries: Vec<ByteArray> = dictionary
-                .values()
-                .iter()
-                .map(|s| ByteArray::from(s.as_str()))
-                .collect();
+            let entries: Vec<ByteArray> = dictionary.iter().map(ByteArray::from).collect();
             let empty = ByteArray::from("");
             let strings: Vec<ByteArray> = codes[rows]
                 .iter()

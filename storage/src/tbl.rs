@@ -606,7 +606,11 @@ mod tests {
         assert_eq!(columns[0].data.value(199), Value::Int(199));
         let names = columns[1].data.dictionary().unwrap();
         assert_eq!(names.len(), 13);
-        assert!(names.values().windows(2).all(|w| w[0] < w[1]));
+        assert!(names
+            .iter()
+            .collect::<Vec<_>>()
+            .windows(2)
+            .all(|w| w[0] < w[1]));
         assert_eq!(columns[1].data.value(27), Value::Str("name1".into()));
         assert_eq!(
             columns[2].data.value(0),

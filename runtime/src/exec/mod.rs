@@ -139,13 +139,16 @@ impl ColumnBytes {
                 pattern,
             } => {
                 use rayon::prelude::*;
-                let matched = |text: &String| i32::from(kind.matches(pattern, text)).to_le_bytes();
-                let strings = dictionary.values();
-                let mut bytes: Vec<u8> = if strings.len() < PARALLEL_MATCHES {
-                    strings.iter().flat_map(matched).collect()
+                let matched = |text: &str| i32::from(kind.matches(pattern, text));
+                let matches: Vec<i32> = if dictionary.len() < PARALLEL_MATCHES {
+                    dictionary.iter().map(matched).collect()
                 } else {
-                    strings.par_iter().flat_map_iter(matched).collect()
+                    dictionary.par_iter().map(matched).collect()
                 };
+                let mut bytes = Vec::with_capacity(matches.len() * 4);
+                for matched in matches {
+                    bytes.extend_from_slice(&matched.to_le_bytes());
+                }
                 if bytes.is_empty() {
                     bytes.extend_from_slice(&(-1i32).to_le_bytes());
                 }
@@ -855,7 +858,6 @@ fn bind(
                     string_dictionary(catalog, &to.0, &to.1)?,
                 );
                 let codes: Vec<i32> = source
-                    .values()
                     .iter()
                     .map(|text| target.code_of(text).unwrap_or(-1))
                     .collect();
@@ -874,7 +876,6 @@ fn bind(
                     string_dictionary(catalog, &among.0, &among.1)?,
                 );
                 let ranks: Vec<i32> = source
-                    .values()
                     .iter()
                     .map(|text| {
                         let missing = i32::from(sorted.code_of(text).is_none());

@@ -22,8 +22,6 @@ pub mod identity;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rayon::prelude::*;
-
 use entry::{map_entry, EntryError, EntryMeta, MappedEntry, SectionBytes, StoredEncoding};
 use identity::SourceFile;
 
@@ -554,13 +552,13 @@ fn read_encoding(entry: &MappedEntry) -> Result<PreparedEncoding, EntryError> {
 }
 
 /// A string dictionary's sections: its strings one after another, and each one's end (u64).
-fn dictionary_sections(dictionary: &Dictionary) -> (Vec<u8>, Vec<u8>) {
-    let mut text = Vec::new();
-    let mut ends = Vec::with_capacity(dictionary.len() * 8);
-    for value in dictionary.values() {
-        text.extend_from_slice(value.as_bytes());
-        ends.extend_from_slice(&(text.len() as u64).to_le_bytes());
-    }
+fn dictionary_sections(dictionary: &Dictionary) -> (&[u8], &[u8]) {
+    let (text, ends) = dictionary.parts();
+    // SAFETY: `u64` is plain data with no padding; the slice borrows the dictionary's ends
+    // (stored little-endian, as the targets are).
+    let ends = unsafe {
+        std::slice::from_raw_parts(ends.as_ptr().cast::<u8>(), std::mem::size_of_val(ends))
+    };
     (text, ends)
 }
 
@@ -577,36 +575,19 @@ fn push_dictionary<'a>(sections: &mut Vec<SectionBytes<'a>>, text: &'a [u8], end
     });
 }
 
+/// The entry's dictionary, used where it is mapped (checked on every core: a near-unique
+/// column's dictionary holds a string per row, TPC-H's `o_comment` 75 M at SF 50).
 fn read_dictionary(entry: &MappedEntry) -> Result<Dictionary, EntryError> {
-    let text = entry.bytes("dictionary.text")?;
-    let ends = entry.bytes("dictionary.ends")?;
-    if !ends.len().is_multiple_of(8) {
+    let text_bytes = entry.bytes("dictionary.text")?.len();
+    let end_bytes = entry.bytes("dictionary.ends")?.len();
+    if !end_bytes.is_multiple_of(8) {
         return Err(EntryError::Corrupt(
             "a dictionary's ends are not whole".into(),
         ));
     }
-    let ends: Vec<usize> = ends
-        .chunks_exact(8)
-        .map(|end| u64::from_le_bytes(end.try_into().unwrap_or([0; 8])) as usize)
-        .collect();
-    // Checked and copied out on every core: a near-unique column's dictionary holds a string
-    // per row (TPC-H's `o_comment`: 75 M at SF 50).
-    let values = (0..ends.len())
-        .into_par_iter()
-        .map(|i| {
-            let start = i.checked_sub(1).map_or(0, |before| ends[before]);
-            let bytes = text.get(start..ends[i]).ok_or_else(|| {
-                EntryError::Corrupt("a dictionary string lies outside its text".into())
-            })?;
-            std::str::from_utf8(bytes)
-                .map(str::to_string)
-                .map_err(|_| EntryError::Corrupt("a dictionary string is not UTF-8".into()))
-        })
-        .collect::<Result<Vec<String>, EntryError>>()?;
-    if values.par_windows(2).any(|pair| pair[0] >= pair[1]) {
-        return Err(EntryError::Corrupt("a dictionary is not sorted".into()));
-    }
-    Ok(Dictionary::from_sorted_distinct(values))
+    let text = entry.values::<u8>("dictionary.text", text_bytes)?;
+    let ends = entry.values::<u64>("dictionary.ends", end_bytes / 8)?;
+    Dictionary::from_parts(text, ends).map_err(|e| EntryError::Corrupt(e.to_string()))
 }
 
 fn bool_bytes(values: &[bool]) -> &[u8] {
@@ -675,7 +656,7 @@ mod tests {
         let many: Vec<String> = (0..100_000).map(|i| format!("value {i:06}")).collect();
         let bytes: Vec<&[u8]> = many.iter().map(|s| s.as_bytes()).collect();
         let read = read_dictionary(&dictionary_entry(&bytes)).expect("a dictionary");
-        assert_eq!(read.values(), many.as_slice());
+        assert_eq!(read.iter().collect::<Vec<_>>(), many.as_slice());
         for bad in [
             &[&b"b"[..], b"a"][..],
             &[&b"a"[..], b"a"],
