@@ -1312,11 +1312,12 @@ fn the_tpch_benchmark_runs_every_query_it_writes() {
     // Q1 has a group per return flag and line status in the data; Q3 takes ten.
     assert_eq!(queries[0]["rows"], 4);
     assert_eq!(queries[2]["rows"], 10);
-    // Q11 runs in stages (it crosses a one-row aggregate), whose time is reported beside its
-    // kernels; Q1 does not, nor does Q2, whose grouped relation is joined from its slots.
-    assert!(queries[10]["stages_ms"].as_f64().is_some_and(|ms| ms > 0.0));
-    assert!(queries[0]["stages_ms"].is_null());
-    assert!(queries[1]["stages_ms"].is_null());
+    // At this scale every query runs as one (Q2's and Q17's grouped relations are joined from
+    // their slots, Q11's one-row aggregate is read from its slot): no stage time is reported.
+    // (A stage's time is checked where `run --timing` reports it.)
+    for query in queries {
+        assert!(query["stages_ms"].is_null(), "{query}");
+    }
 }
 
 /// Runs `script` on the CPU with `--timing` (as CSV), then twice through the shell's resident
