@@ -169,6 +169,8 @@ pub enum DictionaryError {
     NotUtf8,
     #[error("a dictionary is not sorted")]
     NotSorted,
+    #[error("a dictionary's text has bytes after its last string")]
+    TrailingText,
 }
 
 /// Strings per parallel task when a dictionary's text is checked.
@@ -205,19 +207,22 @@ impl Dictionary {
     }
 
     /// The dictionary of strings stored as `text` and each one's end, checked on every core:
-    /// each string lies in the text, is UTF-8, and comes after the one before.
+    /// each string lies in the text, is UTF-8, and comes after the one before, and the last
+    /// one ends where the text does.
     pub fn from_parts(text: Values<u8>, ends: Values<u64>) -> Result<Dictionary, DictionaryError> {
         let dictionary = Dictionary { text, ends };
         let len = dictionary.len();
+        let text_end = dictionary.ends.last().map_or(0, |&end| end);
+        if text_end != dictionary.text.len() as u64 {
+            return Err(match text_end < dictionary.text.len() as u64 {
+                true => DictionaryError::TrailingText,
+                false => DictionaryError::OutOfBounds,
+            });
+        }
         let bytes = |i: usize| -> Result<&[u8], DictionaryError> {
-            let start = match i {
-                0 => 0,
-                _ => dictionary.ends[i - 1],
-            };
-            let (start, end) = (start as usize, dictionary.ends[i] as usize);
             dictionary
                 .text
-                .get(start..end)
+                .get(dictionary.bounds(i))
                 .ok_or(DictionaryError::OutOfBounds)
         };
         (0..len.div_ceil(DICTIONARY_CHUNK))
@@ -262,16 +267,24 @@ impl Dictionary {
             .map(|i| self.string(i))
     }
 
-    /// The string at position `i` (below `len()`).
-    fn string(&self, i: usize) -> &str {
+    /// Where the string at position `i` (below `len()`) lies in `text`: from the end of the
+    /// one before to its own.
+    fn bounds(&self, i: usize) -> std::ops::Range<usize> {
         let start = match i {
             0 => 0,
             _ => self.ends[i - 1] as usize,
         };
-        let bytes = &self.text[start..self.ends[i] as usize];
+        start..self.ends[i] as usize
+    }
+
+    /// The string at position `i` (below `len()`).
+    fn string(&self, i: usize) -> &str {
+        let bytes = &self.text[self.bounds(i)];
         // SAFETY: every string was checked to be UTF-8 when the dictionary was made
         // (`from_parts`), or made from `String`s (`from_sorted_distinct`), and neither part
-        // changes after.
+        // changes after: `Values` are immutable, and a mapped prepared entry is never written
+        // in place (a new entry is written aside and renamed over it, leaving the mapped file
+        // as it was).
         unsafe { std::str::from_utf8_unchecked(bytes) }
     }
 
@@ -971,6 +984,36 @@ mod tests {
         // "B" sorts after ASIA and before EUROPE.
         assert_eq!(dictionary.lower_bound("B"), 3);
         assert_eq!(dictionary.lower_bound("F"), 4);
+    }
+
+    #[test]
+    fn a_dictionary_from_parts_is_checked_whole() {
+        let parts = |text: &[u8], ends: &[u64]| {
+            Dictionary::from_parts(Values::from(text.to_vec()), Values::from(ends.to_vec()))
+        };
+        let dictionary = parts(b"ASIAEUROPE", &[4, 10]).expect("a dictionary");
+        assert_eq!(dictionary.iter().collect::<Vec<_>>(), ["ASIA", "EUROPE"]);
+        assert_eq!(parts(b"", &[]).map(|d| d.len()), Ok(0));
+        assert_eq!(
+            parts(b"ASIAEUROPE", &[4, 11]),
+            Err(DictionaryError::OutOfBounds)
+        );
+        assert_eq!(
+            parts(b"ASIAEUROPE", &[4, 9]),
+            Err(DictionaryError::TrailingText)
+        );
+        assert_eq!(parts(b"x", &[]), Err(DictionaryError::TrailingText));
+        // An end before the one before it makes a range that runs backwards.
+        assert_eq!(
+            parts(b"ASIAEUROPE", &[5, 4, 10]),
+            Err(DictionaryError::OutOfBounds)
+        );
+        assert_eq!(
+            parts(b"EUROPEASIA", &[6, 10]),
+            Err(DictionaryError::NotSorted)
+        );
+        assert_eq!(parts(b"ASIAASIA", &[4, 8]), Err(DictionaryError::NotSorted));
+        assert_eq!(parts(b"A\xffB", &[1, 3]), Err(DictionaryError::NotUtf8));
     }
 
     #[test]

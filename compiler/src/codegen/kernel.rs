@@ -145,6 +145,10 @@ pub(super) fn pipeline_to_kernel<'ctx>(
         kernel.partitioned = Some(qc.partitions[partitioning].clone());
     }
     kernel.groups = qc.grouping_read(pipeline).map_err(internal)?.cloned();
+    let extent = match &kernel.groups {
+        Some(groups) => Extent::GroupSlots(super::groups::dense_slots(groups)),
+        None => Extent::Tiles,
+    };
     let state = kernel.sink_prologue(qc, &sink, name)?;
     kernel.open_tiles().map_err(internal)?;
     kernel.body(qc, &sink, &state)?;
@@ -156,10 +160,7 @@ pub(super) fn pipeline_to_kernel<'ctx>(
         table: pipeline.table.clone(),
         tile,
         params,
-        extent: match qc.grouping_read(pipeline).map_err(internal)? {
-            Some(groups) => Extent::GroupSlots(super::groups::dense_slots(groups)),
-            None => Extent::Tiles,
-        },
+        extent,
         // A pipeline over a grouping's slots reads no table, so nothing of it is streamed.
         runs_in_pieces: folds_rows
             && tile_counter.is_none()

@@ -211,7 +211,6 @@ impl QueryContext<'_> {
         self.buffers.len() - 1
     }
 
-    /// A buffer with one element per slot of the grouping hash table, however large it grows.
     /// The grouped result pipeline `pipeline` reads the slots of, when it runs over a
     /// grouping's slots (`Input::Groups`).
     pub fn grouping_read(&self, pipeline: &Pipeline) -> CodegenResult<Option<&ResultShape>> {
@@ -225,6 +224,7 @@ impl QueryContext<'_> {
         }
     }
 
+    /// A buffer with one element per slot of the grouping hash table, however large it grows.
     pub fn group_buffer(&mut self, name: String, ty_bytes: u32, fill: Fill) -> usize {
         let index = self.buffer(name, 0, ty_bytes, fill);
         self.buffers[index].per_group_slot = true;
