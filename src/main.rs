@@ -435,23 +435,26 @@ enum BenchSuite {
     Micro(MicroBenchArgs),
     /// Each SSB query as a fresh `tessera run` process, cold and warm, timed whole.
     E2e(E2eBenchArgs),
-    /// Many clients at once against a running `tessera serve` (SSB data): latency percentiles
-    /// and throughput, every result checked.
+    /// Many clients at once against a running `tessera serve` (SSB or TPC-H data): latency
+    /// percentiles and throughput, every result checked.
     Serve(ServeBenchArgs),
 }
 
 #[derive(clap::Args)]
 pub struct ServeBenchArgs {
-    /// The server's address (HOST:PORT); it must serve SSB data.
+    /// The server's address (HOST:PORT); it must serve the benchmark's data.
     #[arg(long, default_value = "127.0.0.1:5433")]
     server: String,
+    /// Whose queries the clients send: examples/ssb's or examples/tpch's.
+    #[arg(long, value_enum, default_value = "ssb")]
+    suite: commands::bench_serve::ServedSuite,
     /// Clients at once, each on its own connection.
     #[arg(long, default_value_t = 8)]
     clients: usize,
     /// Scripts each client sends.
     #[arg(long, default_value_t = 500)]
     queries: usize,
-    /// Only the SSB queries whose name contains one of these.
+    /// Only the queries whose name contains one of these.
     #[arg(long)]
     only: Vec<String>,
 }

@@ -628,6 +628,32 @@ fn the_load_generator_checks_every_result() {
     assert!(stdout.contains("\nall "), "{stdout}");
 }
 
+/// The TPC-H mix: each of the 22 queries sent by two clients, each answer equal to the first.
+#[test]
+fn the_load_generator_sends_the_tpch_queries() {
+    let data = common::tpch_data().to_str().expect("utf-8 path");
+    let server = Server::start_serving(data, "127.0.0.1", |_| {});
+    let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args([
+            "bench",
+            "serve",
+            "--suite",
+            "tpch",
+            "--server",
+            &server.address,
+        ])
+        .args(["--clients", "2", "--queries", "22"])
+        .env("TESSERA_CACHE_DIR", "")
+        .output()
+        .expect("tessera runs");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("44 results, all equal"), "{stdout}");
+    for query in ["q01", "q11", "q22"] {
+        assert!(stdout.contains(&format!("\n{query} ")), "{stdout}");
+    }
+}
+
 /// A cancel request (what psql sends on Ctrl-C) answers the running script at once with
 /// SQLSTATE 57014 and stops its work: the same connection's next query is answered without
 /// waiting for the rest of the cancelled script, and the server serves on.

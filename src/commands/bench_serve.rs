@@ -1,6 +1,6 @@
 //! `tessera bench serve`: a load generator for a running `tessera serve` over loopback. Each of
-//! N clients keeps one connection and sends M scripts of the SSB mix in turn; every result must
-//! equal the one a first, untimed pass got for that query. It reports latency percentiles per
+//! N clients keeps one connection and sends M scripts of the SSB or TPC-H mix in turn; every
+//! result must equal the one a first, untimed pass got for that query. It reports latency percentiles per
 //! query and overall, measured by the client from sending a script to its last row, and the
 //! throughput of all clients together.
 
@@ -8,11 +8,18 @@ use std::time::{Duration, Instant};
 
 use tessera_runtime::result::ResultTable;
 
-use super::bench::{median, SSB_QUERIES};
+use super::bench::{median, SSB_QUERIES, TPCH_QUERIES};
 use super::compile::Script;
 use super::remote::Connection;
 use crate::failure::Failure;
 use crate::ServeBenchArgs;
+
+/// The benchmark whose example queries the clients send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServedSuite {
+    Ssb,
+    Tpch,
+}
 
 pub fn run(args: &ServeBenchArgs) -> Result<(), Failure> {
     if args.clients == 0 || args.queries == 0 {
@@ -20,7 +27,11 @@ pub fn run(args: &ServeBenchArgs) -> Result<(), Failure> {
             "--clients and --queries must be at least 1".into(),
         ));
     }
-    let scripts: Vec<Script> = SSB_QUERIES
+    let (suite, queries): (&str, &[(&str, &str)]) = match args.suite {
+        ServedSuite::Ssb => ("SSB", &SSB_QUERIES),
+        ServedSuite::Tpch => ("TPC-H", &TPCH_QUERIES),
+    };
+    let scripts: Vec<Script> = queries
         .iter()
         .filter(|(name, _)| args.only.is_empty() || args.only.iter().any(|o| name.contains(o)))
         .map(|(name, text)| Script {
@@ -29,7 +40,7 @@ pub fn run(args: &ServeBenchArgs) -> Result<(), Failure> {
         })
         .collect();
     if scripts.is_empty() {
-        return Err(Failure::Message("no SSB query matches --only".into()));
+        return Err(Failure::Message(format!("no {suite} query matches --only")));
     }
     // The first pass warms the server (compiles, loads columns) and gives the answers.
     let mut first = Connection::open(&args.server)?;
@@ -125,7 +136,7 @@ fn line(name: &str, mut ms: Vec<f64>) -> String {
     )
 }
 
-/// Whether two answers are the same rows (in the same order: the SSB queries sort theirs).
+/// Whether two answers are the same rows (in the same order: the queries sort theirs).
 fn same(a: &[ResultTable], b: &[ResultTable]) -> bool {
     a.len() == b.len()
         && a.iter()
