@@ -361,6 +361,26 @@ fn decimals_reach_clients_as_numerics() {
     );
 }
 
+/// A sum typed at 18 digits holds any 64-bit count of units: the SSB test data's quantities
+/// as `decimal(18, 12)` sum to 19 digits, which psql and `tessera run --server` (which checks
+/// each value against the declared type) both read as DuckDB gives
+/// `SELECT sum(CAST(lo_quantity AS DECIMAL(18, 12))) FROM lineorder` over the same files.
+#[test]
+fn a_sum_past_18_digits_reaches_clients_whole() {
+    let server = Server::start();
+    let script = "from lineorder | aggregate { total = sum(lo_quantity as decimal(18, 12)) }";
+    let psql = server.psql(script);
+    assert!(psql.status.success(), "{}", text(&psql.stderr));
+    assert_eq!(text(&psql.stdout).trim(), "1533411.000000000000");
+    let remote = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["run", "-c", script, "--server", &server.address])
+        .args(["--format", "csv"])
+        .output()
+        .expect("tessera runs");
+    assert!(remote.status.success(), "{}", text(&remote.stderr));
+    assert_eq!(text(&remote.stdout), "total\n1533411.000000000000\n");
+}
+
 #[test]
 fn timestamps_and_times_reach_clients_typed() {
     let csv = psycopg_and_tessera_get_duckdbs_rows(

@@ -46,7 +46,7 @@ use pgwire::types::ToSqlText;
 use postgres_types::{IsNull, ToSql};
 use tessera_grammar::DiagnosticKind;
 use tessera_runtime::result::ResultTable;
-use tessera_storage::{DataType, Value};
+use tessera_storage::{DataType, DecimalType, Value};
 
 use crate::commands::scram::{self, Credential, Exchange};
 use crate::engine::{Columns, Engine, EngineOptions};
@@ -533,10 +533,19 @@ fn pg_type(ty: DataType) -> Type {
     }
 }
 
-/// PostgreSQL's type modifier of a column: a numeric's precision and scale.
+/// PostgreSQL's type modifier of a column: a numeric's precision and scale. A 64-bit decimal
+/// typed at the most digits a narrow one keeps (18, where analysis caps a sum or a product)
+/// holds any 64-bit count of units, which may have 19 digits (TPC-H Q1's `sum_charge` at SF 10:
+/// 1100937000170.591854), so it is declared with 19.
 fn type_modifier(ty: DataType) -> i32 {
     match ty {
-        DataType::Decimal(d) => ((i32::from(d.precision) << 16) | i32::from(d.scale)) + 4,
+        DataType::Decimal(d) => {
+            let precision = match d.precision {
+                DecimalType::NARROW_PRECISION => DecimalType::NARROW_PRECISION + 1,
+                precision => precision,
+            };
+            ((i32::from(precision) << 16) | i32::from(d.scale)) + 4
+        }
         _ => -1,
     }
 }
