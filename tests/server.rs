@@ -101,6 +101,17 @@ impl Server {
             .expect("psql runs (the postgresql-client package)")
     }
 
+    /// `script`'s result through `tessera run --server`, as CSV.
+    fn run_csv(&self, script: &str) -> String {
+        let remote = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args(["run", "-c", script, "--server", &self.address])
+            .args(["--format", "csv"])
+            .output()
+            .expect("tessera runs");
+        assert!(remote.status.success(), "{}", text(&remote.stderr));
+        text(&remote.stdout)
+    }
+
     /// Whether the server process is still running.
     fn alive(&mut self) -> bool {
         self.child.try_wait().expect("waits").is_none()
@@ -335,13 +346,7 @@ print(len(expected))
         text(&python.stderr)
     );
     assert_eq!(text(&python.stdout).trim(), "40");
-    let remote = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["run", "-c", script, "--server", &server.address])
-        .args(["--format", "csv"])
-        .output()
-        .expect("tessera runs");
-    assert!(remote.status.success(), "{}", text(&remote.stderr));
-    text(&remote.stdout)
+    server.run_csv(script)
 }
 
 #[test]
@@ -372,13 +377,7 @@ fn a_sum_past_18_digits_reaches_clients_whole() {
     let psql = server.psql(script);
     assert!(psql.status.success(), "{}", text(&psql.stderr));
     assert_eq!(text(&psql.stdout).trim(), "1533411.000000000000");
-    let remote = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["run", "-c", script, "--server", &server.address])
-        .args(["--format", "csv"])
-        .output()
-        .expect("tessera runs");
-    assert!(remote.status.success(), "{}", text(&remote.stderr));
-    assert_eq!(text(&remote.stdout), "total\n1533411.000000000000\n");
+    assert_eq!(server.run_csv(script), "total\n1533411.000000000000\n");
 }
 
 #[test]
