@@ -112,6 +112,18 @@ impl Server {
         text(&remote.stdout)
     }
 
+    /// What `tessera bench serve` with `args` prints against this server, when it succeeds.
+    fn bench(&self, args: &[&str]) -> String {
+        let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args(["bench", "serve", "--server", &self.address])
+            .args(args)
+            .env("TESSERA_CACHE_DIR", "")
+            .output()
+            .expect("tessera runs");
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        text(&output.stdout)
+    }
+
     /// Whether the server process is still running.
     fn alive(&mut self) -> bool {
         self.child.try_wait().expect("waits").is_none()
@@ -635,14 +647,7 @@ fn the_shell_works_at_a_terminal() {
 #[test]
 fn the_load_generator_checks_every_result() {
     let server = Server::start();
-    let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["bench", "serve", "--server", &server.address])
-        .args(["--clients", "3", "--queries", "13"])
-        .env("TESSERA_CACHE_DIR", "")
-        .output()
-        .expect("tessera runs");
-    assert!(output.status.success(), "{}", text(&output.stderr));
-    let stdout = text(&output.stdout);
+    let stdout = server.bench(&["--clients", "3", "--queries", "13"]);
     assert!(stdout.contains("39 results, all equal"), "{stdout}");
     assert!(stdout.contains("\nall "), "{stdout}");
 }
@@ -652,21 +657,7 @@ fn the_load_generator_checks_every_result() {
 fn the_load_generator_sends_the_tpch_queries() {
     let data = common::tpch_data().to_str().expect("utf-8 path");
     let server = Server::start_serving(data, "127.0.0.1", |_| {});
-    let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args([
-            "bench",
-            "serve",
-            "--suite",
-            "tpch",
-            "--server",
-            &server.address,
-        ])
-        .args(["--clients", "2", "--queries", "22"])
-        .env("TESSERA_CACHE_DIR", "")
-        .output()
-        .expect("tessera runs");
-    assert!(output.status.success(), "{}", text(&output.stderr));
-    let stdout = text(&output.stdout);
+    let stdout = server.bench(&["--suite", "tpch", "--clients", "2", "--queries", "22"]);
     assert!(stdout.contains("44 results, all equal"), "{stdout}");
     for query in ["q01", "q11", "q22"] {
         assert!(stdout.contains(&format!("\n{query} ")), "{stdout}");

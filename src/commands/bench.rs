@@ -71,7 +71,7 @@ pub const TPCH_QUERIES: [(&str, &str); 22] = [
 /// A benchmark: its queries, its data and what its figures are compared with.
 pub struct Suite {
     pub name: &'static str,
-    title: &'static str,
+    pub title: &'static str,
     pub queries: &'static [(&'static str, &'static str)],
     /// A table whose file says the data folder holds the benchmark.
     marker: &'static str,

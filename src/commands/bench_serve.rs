@@ -1,14 +1,14 @@
 //! `tessera bench serve`: a load generator for a running `tessera serve` over loopback. Each of
 //! N clients keeps one connection and sends M scripts of the SSB or TPC-H mix in turn; every
-//! result must equal the one a first, untimed pass got for that query. It reports latency percentiles per
-//! query and overall, measured by the client from sending a script to its last row, and the
-//! throughput of all clients together.
+//! result must equal the one a first, untimed pass got for that query. It reports latency
+//! percentiles per query and overall, measured by the client from sending a script to its
+//! last row, and the throughput of all clients together.
 
 use std::time::{Duration, Instant};
 
 use tessera_runtime::result::ResultTable;
 
-use super::bench::{median, SSB_QUERIES, TPCH_QUERIES};
+use super::bench::{median, Suite, SSB, TPCH};
 use super::compile::Script;
 use super::remote::Connection;
 use crate::failure::Failure;
@@ -27,11 +27,12 @@ pub fn run(args: &ServeBenchArgs) -> Result<(), Failure> {
             "--clients and --queries must be at least 1".into(),
         ));
     }
-    let (suite, queries): (&str, &[(&str, &str)]) = match args.suite {
-        ServedSuite::Ssb => ("SSB", &SSB_QUERIES),
-        ServedSuite::Tpch => ("TPC-H", &TPCH_QUERIES),
+    let suite: &Suite = match args.suite {
+        ServedSuite::Ssb => &SSB,
+        ServedSuite::Tpch => &TPCH,
     };
-    let scripts: Vec<Script> = queries
+    let scripts: Vec<Script> = suite
+        .queries
         .iter()
         .filter(|(name, _)| args.only.is_empty() || args.only.iter().any(|o| name.contains(o)))
         .map(|(name, text)| Script {
@@ -40,7 +41,10 @@ pub fn run(args: &ServeBenchArgs) -> Result<(), Failure> {
         })
         .collect();
     if scripts.is_empty() {
-        return Err(Failure::Message(format!("no {suite} query matches --only")));
+        return Err(Failure::Message(format!(
+            "no {} query matches --only",
+            suite.title
+        )));
     }
     // The first pass warms the server (compiles, loads columns) and gives the answers.
     let mut first = Connection::open(&args.server)?;
