@@ -1687,6 +1687,32 @@ fn groupings_of_many_groups_are_sorted_on_the_device() {
     );
 }
 
+/// A `count(distinct)` groups twice, the second time by keys of the first grouping: its groups
+/// may be as many as the first's, so sorted they are written out and sorted on the device
+/// (TPC-H Q16's 27,840 at SF 10); grouped by an aggregate, a second grouping holds few groups
+/// (TPC-H Q13's) and is sorted on the host.
+#[test]
+fn distinct_counts_of_many_groups_are_sorted_on_the_device() {
+    let data = common::tpch_data().to_str().expect("utf-8 path");
+    let distinct = "from lineitem | group l_orderkey { suppliers = count(distinct l_suppkey) } \
+                    | sort suppliers desc, l_orderkey | take 5";
+    let plan = emitted(distinct, data, "physical");
+    assert!(
+        plan.contains("pipeline 2: the groups of pipeline 1")
+            && plan.contains("materialize l_orderkey, suppliers"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("device: sort suppliers desc, l_orderkey"),
+        "{plan}"
+    );
+    // Its first grouping is a hash table of 131,072 slots, as above.
+    let by_aggregate = "from lineitem | group l_orderkey, l_partkey { n = count() } \
+                        | group n { pairs = count() } | sort pairs desc, n";
+    let plan = emitted(by_aggregate, data, "physical");
+    assert!(plan.contains("host: sort pairs desc, n"), "{plan}");
+}
+
 /// An average of decimals is their exact sum over the count, as DuckDB computes it: the digits
 /// printed are DuckDB's to the last (the conformance file's expected rows, compared here as
 /// text rather than with the conformance files' tolerance), where a float sum's last digits
