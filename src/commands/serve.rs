@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use futures::{stream, Sink};
 use pgwire::api::auth::mechanism::{AuthMechanism, AuthState};
 use pgwire::api::auth::{
@@ -32,13 +32,14 @@ use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{
-    DataRowEncoder, DescribePortalResponse, DescribeStatementResponse, FieldInfo, QueryResponse,
+    DescribePortalResponse, DescribeStatementResponse, FieldFormat, FieldInfo, QueryResponse,
     Response, Tag,
 };
 use pgwire::api::stmt::{NoopQueryParser, StoredStatement};
 use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionManager, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::data::DataRow;
 use pgwire::messages::startup::{Authentication, PasswordMessageFamily};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::types::format::FormatOptions;
@@ -344,20 +345,38 @@ impl Drop for CancelOnDrop {
 }
 
 impl Tessera {
-    /// Runs `script` on a worker thread (the device is taken in turn there); the worker stops
-    /// at its next check when the query is cancelled.
-    async fn run(&self, script: &str) -> PgWireResult<Vec<ResultTable>> {
+    /// Runs `script` on a worker thread (the device is taken in turn there), which also writes
+    /// each result's rows as DataRow messages in `format` (only the last result's where
+    /// `last_only`): the rows' values are freed by the thread that made them, and the
+    /// connection's task only sends bytes. The worker stops at its next check when the query
+    /// is cancelled.
+    async fn run(
+        &self,
+        script: &str,
+        format: Format,
+        last_only: bool,
+    ) -> PgWireResult<Vec<EncodedResult>> {
         let engine = Arc::clone(&self.engine);
         let text = script.to_string();
         let cancelled = Arc::new(AtomicBool::new(false));
         let mut guard = CancelOnDrop(Some(Arc::clone(&cancelled)));
-        let finished =
-            tokio::task::spawn_blocking(move || engine.run("query", &text, &cancelled)).await;
+        let finished = tokio::task::spawn_blocking(move || {
+            let outcomes = engine.run("query", &text, &cancelled)?;
+            let skipped = match last_only {
+                true => outcomes.len().saturating_sub(1),
+                false => 0,
+            };
+            Ok(outcomes
+                .into_iter()
+                .skip(skipped)
+                .map(|outcome| encode_result(outcome.table, &format))
+                .collect())
+        })
+        .await;
         guard.0 = None;
-        let outcomes = finished
+        finished
             .map_err(|e| internal(&format!("a query's thread failed: {e}")))?
-            .map_err(|failure| error_response(failure, script))?;
-        Ok(outcomes.into_iter().map(|o| o.table).collect())
+            .map_err(|failure| error_response(failure, script))?
     }
 
     /// The columns of `script`'s queries, compiling it on a worker thread.
@@ -383,11 +402,8 @@ impl SimpleQueryHandler for Tessera {
         if let Some(response) = session_command(query) {
             return Ok(vec![response]);
         }
-        let tables = self.run(query).await?;
-        tables
-            .into_iter()
-            .map(|table| respond(table, &Format::UnifiedText))
-            .collect()
+        let results = self.run(query, Format::UnifiedText, false).await?;
+        Ok(results.into_iter().map(EncodedResult::respond).collect())
     }
 }
 
@@ -418,11 +434,9 @@ impl ExtendedQueryHandler for Tessera {
             return Ok(response);
         }
         // A statement answers with one result: a script's last query's.
-        let table = self.run(script).await?.pop();
-        match table {
-            Some(table) => respond(table, &portal.result_column_format),
-            None => Ok(Response::EmptyQuery),
-        }
+        let format = portal.result_column_format.clone();
+        let result = self.run(script, format, true).await?.pop();
+        Ok(result.map_or(Response::EmptyQuery, EncodedResult::respond))
     }
 
     async fn do_describe_statement<C>(
@@ -561,45 +575,145 @@ fn fields(columns: &Columns, format: &Format) -> Vec<FieldInfo> {
         .collect()
 }
 
-/// A result as a query response: its columns typed, its rows encoded in `format`.
-fn respond(table: ResultTable, format: &Format) -> PgWireResult<Response> {
-    let schema = Arc::new(fields(&table.columns, format));
-    let types: Vec<DataType> = table.columns.iter().map(|(_, ty)| *ty).collect();
-    let mut encoder = DataRowEncoder::new(Arc::clone(&schema));
-    let mut rows = Vec::with_capacity(table.rows.len());
-    for row in &table.rows {
-        for (value, ty) in row.iter().zip(&types) {
-            encode(&mut encoder, value, *ty)?;
-        }
-        rows.push(Ok(encoder.take_row()));
-    }
-    Ok(Response::Query(QueryResponse::new(
-        schema,
-        stream::iter(rows),
-    )))
+/// A result's columns as the client is told of them and its rows as DataRow messages.
+struct EncodedResult {
+    schema: Arc<Vec<FieldInfo>>,
+    rows: Vec<DataRow>,
 }
 
-fn encode(encoder: &mut DataRowEncoder, value: &Value, ty: DataType) -> PgWireResult<()> {
-    match (value, ty) {
-        (Value::Null, _) => encoder.encode_field(&None::<i32>),
-        (Value::Bool(b), _) => encoder.encode_field(b),
-        (Value::Int(i), DataType::I32) => encoder.encode_field(&(*i as i32)),
-        (Value::Int(i), DataType::Bool) => encoder.encode_field(&(*i != 0)),
-        (Value::Int(i), _) => encoder.encode_field(i),
-        (Value::Float(x), DataType::F32) => encoder.encode_field(&(*x as f32)),
-        (Value::Float(x), _) => encoder.encode_field(x),
-        (Value::Date(days), _) => encoder.encode_field(&PgValue::Date(*days)),
-        (Value::Timestamp(micros), _) => encoder.encode_field(&PgValue::Timestamp(*micros)),
-        (Value::Time(micros), _) => encoder.encode_field(&PgValue::Time(*micros)),
-        (Value::Str(s), _) => encoder.encode_field(&s.as_str()),
-        (Value::Decimal(raw, scale), _) => encoder.encode_field(&PgValue::Numeric {
-            raw: i128::from(*raw),
-            scale: *scale,
-        }),
-        (Value::WideDecimal(raw, scale), _) => encoder.encode_field(&PgValue::Numeric {
-            raw: *raw,
-            scale: *scale,
-        }),
+impl EncodedResult {
+    fn respond(self) -> Response {
+        let rows = self.rows.into_iter().map(Ok);
+        Response::Query(QueryResponse::new(self.schema, stream::iter(rows)))
+    }
+}
+
+/// How a result's column is written: its type in Tessera and in PostgreSQL, and its format.
+struct WireColumn {
+    ty: DataType,
+    pg: Type,
+    format: FieldFormat,
+    options: Arc<FormatOptions>,
+}
+
+/// `table` with its columns typed and its rows written in `format`, into a few large buffers
+/// that the rows' messages share.
+fn encode_result(table: ResultTable, format: &Format) -> PgWireResult<EncodedResult> {
+    let schema = Arc::new(fields(&table.columns, format));
+    let columns: Vec<WireColumn> = table
+        .columns
+        .iter()
+        .zip(schema.iter())
+        .map(|((_, ty), field)| WireColumn {
+            ty: *ty,
+            pg: field.datatype().clone(),
+            format: field.format(),
+            options: Arc::clone(field.format_options()),
+        })
+        .collect();
+    let field_count = i16::try_from(columns.len())
+        .map_err(|_| internal("a result has more columns than PostgreSQL's 32,767"))?;
+    let mut buffer = BytesMut::new();
+    let mut rows = Vec::with_capacity(table.rows.len());
+    for row in &table.rows {
+        for (value, column) in row.iter().zip(&columns) {
+            put_field(&mut buffer, value, column)?;
+        }
+        rows.push(DataRow::new(buffer.split(), field_count));
+    }
+    Ok(EncodedResult { schema, rows })
+}
+
+/// Appends `value` as a DataRow field: its length (-1 for null), then its bytes. Integers and
+/// strings, most of what results hold, are written here; other values through their
+/// PostgreSQL forms ([`put_typed`]).
+fn put_field(out: &mut BytesMut, value: &Value, column: &WireColumn) -> PgWireResult<()> {
+    let start = out.len();
+    out.put_i32(-1);
+    let text = column.format == FieldFormat::Text;
+    let written = match (value, column.ty) {
+        (Value::Null, _) => IsNull::Yes,
+        (Value::Str(s), _) => {
+            out.put_slice(s.as_bytes());
+            IsNull::No
+        }
+        (Value::Int(i), DataType::I32 | DataType::I64) if text => {
+            put_integer_text(out, *i);
+            IsNull::No
+        }
+        (Value::Int(i), DataType::I64) => {
+            out.put_i64(*i);
+            IsNull::No
+        }
+        _ => put_typed(out, value, column)?,
+    };
+    if matches!(written, IsNull::No) {
+        let length = i32::try_from(out.len() - start - 4)
+            .map_err(|_| internal("a value longer than PostgreSQL's 2 GB"))?;
+        out[start..start + 4].copy_from_slice(&length.to_be_bytes());
+    }
+    Ok(())
+}
+
+/// `n` in decimal digits, as PostgreSQL writes an integer.
+fn put_integer_text(out: &mut BytesMut, n: i64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        out.put_u8(b'-');
+    }
+    out.put_slice(&digits[at..]);
+}
+
+/// Appends `value` in its PostgreSQL form for `column`'s type and format.
+fn put_typed(out: &mut BytesMut, value: &Value, column: &WireColumn) -> PgWireResult<IsNull> {
+    fn put<T: ToSql + ToSqlText>(
+        out: &mut BytesMut,
+        value: &T,
+        column: &WireColumn,
+    ) -> PgWireResult<IsNull> {
+        Ok(match column.format {
+            FieldFormat::Text => value.to_sql_text(&column.pg, out, &column.options)?,
+            FieldFormat::Binary => value.to_sql(&column.pg, out)?,
+        })
+    }
+    match (value, column.ty) {
+        (Value::Null, _) => Ok(IsNull::Yes),
+        (Value::Bool(b), _) => put(out, b, column),
+        (Value::Int(i), DataType::I32) => put(out, &(*i as i32), column),
+        (Value::Int(i), DataType::Bool) => put(out, &(*i != 0), column),
+        (Value::Int(i), _) => put(out, i, column),
+        (Value::Float(x), DataType::F32) => put(out, &(*x as f32), column),
+        (Value::Float(x), _) => put(out, x, column),
+        (Value::Date(days), _) => put(out, &PgValue::Date(*days), column),
+        (Value::Timestamp(micros), _) => put(out, &PgValue::Timestamp(*micros), column),
+        (Value::Time(micros), _) => put(out, &PgValue::Time(*micros), column),
+        (Value::Str(s), _) => put(out, &s.as_str(), column),
+        (Value::Decimal(raw, scale), _) => put(
+            out,
+            &PgValue::Numeric {
+                raw: i128::from(*raw),
+                scale: *scale,
+            },
+            column,
+        ),
+        (Value::WideDecimal(raw, scale), _) => put(
+            out,
+            &PgValue::Numeric {
+                raw: *raw,
+                scale: *scale,
+            },
+            column,
+        ),
     }
 }
 
@@ -624,14 +738,13 @@ impl ToSql for PgValue {
         out: &mut BytesMut,
     ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
         match *self {
-            PgValue::Date(days) => bytes::BufMut::put_i32(out, days - PG_EPOCH_DAYS),
-            PgValue::Timestamp(micros) => bytes::BufMut::put_i64(
-                out,
-                micros.saturating_sub(
+            PgValue::Date(days) => out.put_i32(days - PG_EPOCH_DAYS),
+            PgValue::Timestamp(micros) => {
+                out.put_i64(micros.saturating_sub(
                     i64::from(PG_EPOCH_DAYS) * tessera_storage::date::MICROS_PER_DAY,
-                ),
-            ),
-            PgValue::Time(micros) => bytes::BufMut::put_i64(out, micros),
+                ))
+            }
+            PgValue::Time(micros) => out.put_i64(micros),
             PgValue::Numeric { raw, scale } => put_numeric(out, raw, scale),
         }
         Ok(IsNull::No)
@@ -693,12 +806,12 @@ fn put_numeric(out: &mut BytesMut, raw: i128, scale: u8) {
         weight = 0;
     }
     let sign: u16 = if raw < 0 { 0x4000 } else { 0 };
-    bytes::BufMut::put_i16(out, groups.len() as i16);
-    bytes::BufMut::put_i16(out, weight);
-    bytes::BufMut::put_u16(out, sign);
-    bytes::BufMut::put_i16(out, i16::from(scale));
+    out.put_i16(groups.len() as i16);
+    out.put_i16(weight);
+    out.put_u16(sign);
+    out.put_i16(i16::from(scale));
     for group in groups {
-        bytes::BufMut::put_i16(out, group);
+        out.put_i16(group);
     }
 }
 
@@ -779,6 +892,63 @@ fn internal(message: &str) -> PgWireError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pgwire::api::results::DataRowEncoder;
+
+    /// The rows written here are byte for byte those pgwire's own encoder writes from the same
+    /// values, in text and in binary, nulls and extremes included.
+    #[test]
+    fn rows_are_written_as_pgwire_writes_them() {
+        let columns = vec![
+            ("small".to_string(), DataType::I32),
+            ("large".to_string(), DataType::I64),
+            ("name".to_string(), DataType::Str),
+            ("day".to_string(), DataType::Date),
+        ];
+        let rows = vec![
+            vec![
+                Value::Int(-7),
+                Value::Int(i64::MIN),
+                Value::Str("Brand#45".into()),
+                Value::Date(9_000),
+            ],
+            vec![
+                Value::Int(i64::from(i32::MAX)),
+                Value::Int(0),
+                Value::Str(String::new()),
+                Value::Null,
+            ],
+            vec![
+                Value::Null,
+                Value::Int(i64::MAX),
+                Value::Null,
+                Value::Date(-1),
+            ],
+        ];
+        for format in [Format::UnifiedText, Format::UnifiedBinary] {
+            let schema = Arc::new(fields(&columns, &format));
+            let mut expected = DataRowEncoder::new(Arc::clone(&schema));
+            let table = ResultTable {
+                columns: columns.clone(),
+                rows: rows.clone(),
+            };
+            let encoded = encode_result(table, &format).expect("encodes");
+            assert_eq!(encoded.rows.len(), rows.len());
+            for (row, written) in rows.iter().zip(&encoded.rows) {
+                for (value, (_, ty)) in row.iter().zip(&columns) {
+                    match (value, ty) {
+                        (Value::Null, _) => expected.encode_field(&None::<i32>),
+                        (Value::Int(i), DataType::I32) => expected.encode_field(&(*i as i32)),
+                        (Value::Int(i), _) => expected.encode_field(i),
+                        (Value::Str(s), _) => expected.encode_field(&s.as_str()),
+                        (Value::Date(days), _) => expected.encode_field(&PgValue::Date(*days)),
+                        _ => unreachable!("only the values above are written"),
+                    }
+                    .expect("pgwire encodes");
+                }
+                assert_eq!(written, &expected.take_row(), "{format:?}: {row:?}");
+            }
+        }
+    }
 
     #[test]
     fn dates_count_from_postgresql_epoch() {
