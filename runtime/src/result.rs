@@ -558,31 +558,40 @@ fn fetch_rows(
         .collect()
 }
 
-/// `count` rows from the bytes of their columns.
+/// `count` rows from the bytes of their columns, a row at a time: each row is written whole
+/// while the columns are read in step, rather than every row revisited once per column.
 fn decode_rows(
     columns: &[RowColumn],
     bytes: &[Column],
     count: usize,
     catalog: &Catalog,
 ) -> Result<Rows, RuntimeError> {
-    let mut rows: Vec<Vec<Value>> = (0..count)
-        .map(|_| Vec::with_capacity(columns.len()))
-        .collect();
-    for (column, (values, validity)) in columns.iter().zip(bytes) {
-        let dictionary = dictionary(catalog, column.dictionary.as_ref())?;
-        for (index, row) in rows.iter_mut().enumerate() {
+    let dictionaries = columns
+        .iter()
+        .map(|column| match column.ty {
+            DataType::Str => dictionary(catalog, column.dictionary.as_ref()),
+            _ => Ok(None),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut rows = Vec::with_capacity(count);
+    for index in 0..count {
+        let mut row = Vec::with_capacity(columns.len());
+        for ((column, (values, validity)), dictionary) in
+            columns.iter().zip(bytes).zip(&dictionaries)
+        {
             if validity.as_ref().is_some_and(|v| v.get(index) == Some(&0)) {
                 row.push(Value::Null);
                 continue;
             }
             let value = element(values, column.ty, index)?;
-            row.push(match (&value, &dictionary) {
-                (Value::Int(code), Some(d)) if column.ty == DataType::Str => {
-                    Value::Str(d.value(*code as i32).unwrap_or_default().to_string())
+            row.push(match (value, dictionary) {
+                (Value::Int(code), Some(d)) => {
+                    Value::Str(d.value(code as i32).unwrap_or_default().to_string())
                 }
-                _ => value,
+                (value, _) => value,
             });
         }
+        rows.push(row);
     }
     Ok(Rows {
         ids: columns.iter().map(|c| c.id).collect(),
