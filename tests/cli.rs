@@ -1687,6 +1687,33 @@ fn groupings_of_many_groups_are_sorted_on_the_device() {
     );
 }
 
+/// Rows written out over a grouping's slots that name the grouping's columns in its order (its
+/// keys, then its aggregates) go to buffers of their own: written into the accumulators, as
+/// they once were, a tile's rows overwrote slots another tile had yet to read, and a group
+/// took another's sums now and then (one run in sixty on two cores).
+#[test]
+fn rows_written_over_a_grouping_do_not_overwrite_its_accumulators() {
+    let data = common::ssb_data().to_str().expect("utf-8 path");
+    let script = "from lineorder | derive bucket = lo_orderkey % 97 \
+                  | group bucket { n = count(), revenue = sum(lo_revenue) } | sort bucket";
+    let kernels = emitted(script, data, "kernels");
+    let over_slots = kernels
+        .split("kernel ")
+        .find(|kernel| kernel.contains("over the tiles of the grouping's slots"))
+        .unwrap_or_else(|| panic!("a kernel over the grouping's slots: {kernels}"));
+    for column in ["`n`", "`revenue`"] {
+        let buffers: std::collections::BTreeSet<&str> = over_slots
+            .lines()
+            .filter(|line| line.trim_start().starts_with("buffer ") && line.ends_with(column))
+            .collect();
+        assert_eq!(
+            buffers.len(),
+            2,
+            "{column} read and written apart: {over_slots}"
+        );
+    }
+}
+
 /// A `count(distinct)` groups twice, the second time by keys of the first grouping: its groups
 /// may be as many as the first's, so sorted they are written out and sorted on the device
 /// (TPC-H Q16's 27,840 at SF 10); grouped by an aggregate, a second grouping holds few groups

@@ -369,7 +369,7 @@ impl Tessera {
             Ok(outcomes
                 .into_iter()
                 .skip(skipped)
-                .map(|outcome| encode_result(outcome.table, &format))
+                .map(|outcome| encode_result(outcome.table, &format, &cancelled))
                 .collect())
         })
         .await;
@@ -596,9 +596,19 @@ struct WireColumn {
     options: Arc<FormatOptions>,
 }
 
+/// The bytes of each buffer a result's rows are written into.
+const ROW_BUFFER_BYTES: usize = 64 << 10;
+
+/// How many rows are written between two looks at whether the query was cancelled.
+const ROWS_PER_CANCEL_CHECK: usize = 4096;
+
 /// `table` with its columns typed and its rows written in `format`, into a few large buffers
-/// that the rows' messages share.
-fn encode_result(table: ResultTable, format: &Format) -> PgWireResult<EncodedResult> {
+/// that the rows' messages share; a cancelled query stops within a few thousand rows.
+fn encode_result(
+    table: ResultTable,
+    format: &Format,
+    cancelled: &AtomicBool,
+) -> PgWireResult<EncodedResult> {
     let schema = Arc::new(fields(&table.columns, format));
     let columns: Vec<WireColumn> = table
         .columns
@@ -612,10 +622,14 @@ fn encode_result(table: ResultTable, format: &Format) -> PgWireResult<EncodedRes
         })
         .collect();
     let field_count = i16::try_from(columns.len())
-        .map_err(|_| internal("a result has more columns than PostgreSQL's 32,767"))?;
-    let mut buffer = BytesMut::new();
+        .map_err(|_| internal("a result has more columns than the protocol's 32,767"))?;
+    // Each refill of a buffer the rows' messages share takes at least its first capacity.
+    let mut buffer = BytesMut::with_capacity(ROW_BUFFER_BYTES);
     let mut rows = Vec::with_capacity(table.rows.len());
-    for row in &table.rows {
+    for (index, row) in table.rows.iter().enumerate() {
+        if index % ROWS_PER_CANCEL_CHECK == 0 && cancelled.load(Ordering::Relaxed) {
+            return Err(cancelled_error());
+        }
         for (value, column) in row.iter().zip(&columns) {
             put_field(&mut buffer, value, column)?;
         }
@@ -637,7 +651,11 @@ fn put_field(out: &mut BytesMut, value: &Value, column: &WireColumn) -> PgWireRe
             out.put_slice(s.as_bytes());
             IsNull::No
         }
-        (Value::Int(i), DataType::I32 | DataType::I64) if text => {
+        (Value::Int(i), DataType::I32) if text => {
+            put_integer_text(out, i64::from(*i as i32));
+            IsNull::No
+        }
+        (Value::Int(i), DataType::I64) if text => {
             put_integer_text(out, *i);
             IsNull::No
         }
@@ -903,6 +921,7 @@ mod tests {
             ("large".to_string(), DataType::I64),
             ("name".to_string(), DataType::Str),
             ("day".to_string(), DataType::Date),
+            ("flag".to_string(), DataType::Bool),
         ];
         let rows = vec![
             vec![
@@ -910,34 +929,46 @@ mod tests {
                 Value::Int(i64::MIN),
                 Value::Str("Brand#45".into()),
                 Value::Date(9_000),
+                Value::Int(1),
             ],
             vec![
-                Value::Int(i64::from(i32::MAX)),
+                Value::Int(i64::from(i32::MIN)),
                 Value::Int(0),
                 Value::Str(String::new()),
                 Value::Null,
+                Value::Bool(false),
             ],
+            // An I32 column's value is written as its 32 bits, in text as in binary.
             vec![
-                Value::Null,
+                Value::Int(1 << 31),
                 Value::Int(i64::MAX),
                 Value::Null,
                 Value::Date(-1),
+                Value::Null,
             ],
         ];
-        for format in [Format::UnifiedText, Format::UnifiedBinary] {
+        let formats = [
+            Format::UnifiedText,
+            Format::UnifiedBinary,
+            Format::Individual(vec![1, 0, 1, 0, 1]),
+            Format::Individual(vec![0, 1, 0, 1, 0]),
+        ];
+        for format in formats {
             let schema = Arc::new(fields(&columns, &format));
             let mut expected = DataRowEncoder::new(Arc::clone(&schema));
             let table = ResultTable {
                 columns: columns.clone(),
                 rows: rows.clone(),
             };
-            let encoded = encode_result(table, &format).expect("encodes");
+            let encoded = encode_result(table, &format, &AtomicBool::new(false)).expect("encodes");
             assert_eq!(encoded.rows.len(), rows.len());
             for (row, written) in rows.iter().zip(&encoded.rows) {
                 for (value, (_, ty)) in row.iter().zip(&columns) {
                     match (value, ty) {
                         (Value::Null, _) => expected.encode_field(&None::<i32>),
                         (Value::Int(i), DataType::I32) => expected.encode_field(&(*i as i32)),
+                        (Value::Int(i), DataType::Bool) => expected.encode_field(&(*i != 0)),
+                        (Value::Bool(b), _) => expected.encode_field(b),
                         (Value::Int(i), _) => expected.encode_field(i),
                         (Value::Str(s), _) => expected.encode_field(&s.as_str()),
                         (Value::Date(days), _) => expected.encode_field(&PgValue::Date(*days)),

@@ -26,7 +26,7 @@ use crate::columns::ColumnId;
 use crate::physical::{Input, PhysicalQuery, Pipeline, Sink, Step};
 
 use super::kernel::Kernel;
-use super::query::QueryContext;
+use super::query::{QueryContext, SinkKind};
 
 /// The most columns one kernel writes out (see the module). The GPU driver's compiler is the
 /// steep one: kernels of 32 columns loaded 300 columns in 0.52 s on the H100, one kernel in
@@ -150,7 +150,7 @@ pub(super) fn plan_rows(
         .map_err(|e| Diagnostic::internal(qc.query.span, e.to_string()))?
         .map(super::groups::dense_slots);
     let query = qc.query;
-    let sink = qc.sink(columns);
+    let sink = qc.sink(SinkKind::Rows, columns);
     let count_buffer = qc.sink_buffer(sink, "rows written", |qc| {
         qc.buffer("rows written".into(), 1, 8, Fill::Zero)
     });

@@ -52,9 +52,19 @@ pub(super) struct QueryContext<'q> {
     /// aggregate's included), by pipeline: what a pipeline over its slots reads.
     pub groupings: HashMap<usize, ResultShape>,
     /// Buffers of sinks that several pipelines share, by the sink's columns and the buffer's name.
-    /// Each sink's columns, numbered.
-    pub sinks: HashMap<Vec<crate::columns::ColumnId>, usize>,
+    /// Each sink's kind and columns, numbered.
+    pub sinks: HashMap<(SinkKind, Vec<crate::columns::ColumnId>), usize>,
     pub sink_buffers: HashMap<(usize, String), usize>,
+}
+
+/// What a sink does with its columns. Pipelines share a sink only when they do the same: rows
+/// written out over a grouping's slots name the same columns as the grouping (its keys, then
+/// its aggregates) and must not be written into its accumulators, which other tiles of the
+/// same kernel are still reading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SinkKind {
+    Groups,
+    Rows,
 }
 
 /// One field of a hash table's payload: a column's values, or whether they are valid (a byte
@@ -242,9 +252,9 @@ impl QueryContext<'_> {
 
     /// The sink that writes or groups `columns`: the same for every pipeline ending in it
     /// (the inputs of a `union`), for [`QueryContext::sink_buffer`].
-    pub fn sink(&mut self, columns: &[crate::columns::ColumnId]) -> usize {
+    pub fn sink(&mut self, kind: SinkKind, columns: &[crate::columns::ColumnId]) -> usize {
         let next = self.sinks.len();
-        *self.sinks.entry(columns.to_vec()).or_insert(next)
+        *self.sinks.entry((kind, columns.to_vec())).or_insert(next)
     }
 
     /// Buffer `name` of `sink`: made by `make` for the first pipeline ending in that sink, and

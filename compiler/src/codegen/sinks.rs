@@ -29,7 +29,7 @@ use super::expr::code_origin;
 use super::kernel::Kernel;
 use super::materialize::{plan_rows, row_placement, split_rows, RowPlacement, WrittenColumn};
 use super::partition::PartCounts;
-use super::query::{key_translation, payload_fields, QueryContext};
+use super::query::{key_translation, payload_fields, QueryContext, SinkKind};
 
 pub(super) enum SinkPlan {
     /// Groups found in a hash table by their keys packed in 64 bits, or in several words
@@ -326,7 +326,7 @@ pub(super) fn plan_sink(
                 .map(|(id, _)| *id)
                 .chain(aggregates.iter().map(|(id, _)| *id))
                 .collect();
-            let sink = qc.sink(&sink_ids);
+            let sink = qc.sink(SinkKind::Groups, &sink_ids);
             let mut plans = Vec::with_capacity(aggregates.len());
             let mut slots_out = Vec::with_capacity(aggregates.len());
             for (id, aggregate) in aggregates {
@@ -503,7 +503,7 @@ fn hash_groups(
         .map(|(id, _)| *id)
         .chain(slots.iter().map(|slot| ColumnId(slot.id)))
         .collect();
-    let sink = qc.sink(&sink_ids);
+    let sink = qc.sink(SinkKind::Groups, &sink_ids);
     let key_buffers: Vec<usize> = (0..words)
         .map(|word| {
             let name = match word {

@@ -2062,7 +2062,6 @@ impl Planner<'_> {
     }
 }
 
-/// Whether every sort key is one of `columns` (not a value computed to sort by).
 /// Whether every key of a grouping is a key column of the grouping whose groups it groups.
 fn keys_of(keys: &[(ColumnId, Expr)], inner_keys: &[(ColumnId, Expr)]) -> bool {
     keys.iter().all(|(_, key)| {
@@ -2071,6 +2070,7 @@ fn keys_of(keys: &[(ColumnId, Expr)], inner_keys: &[(ColumnId, Expr)]) -> bool {
     })
 }
 
+/// Whether every sort key is one of `columns` (not a value computed to sort by).
 fn sorts_by_columns(keys: &[crate::typed::SortKey], columns: &[ColumnId]) -> bool {
     // The device sorts keys of up to 64 bits; 128-bit decimals sort on the host.
     keys.iter().all(|key| {
