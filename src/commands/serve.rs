@@ -638,58 +638,17 @@ fn encode_result(
     Ok(EncodedResult { schema, rows })
 }
 
-/// Appends `value` as a DataRow field: its length (-1 for null), then its bytes. Integers and
-/// strings, most of what results hold, are written here; other values through their
-/// PostgreSQL forms ([`put_typed`]).
+/// Appends `value` as a DataRow field: its length (-1 for null), then its bytes in its
+/// PostgreSQL form ([`put_typed`]).
 fn put_field(out: &mut BytesMut, value: &Value, column: &WireColumn) -> PgWireResult<()> {
     let start = out.len();
     out.put_i32(-1);
-    let text = column.format == FieldFormat::Text;
-    let written = match (value, column.ty) {
-        (Value::Null, _) => IsNull::Yes,
-        (Value::Str(s), _) => {
-            out.put_slice(s.as_bytes());
-            IsNull::No
-        }
-        (Value::Int(i), DataType::I32) if text => {
-            put_integer_text(out, i64::from(*i as i32));
-            IsNull::No
-        }
-        (Value::Int(i), DataType::I64) if text => {
-            put_integer_text(out, *i);
-            IsNull::No
-        }
-        (Value::Int(i), DataType::I64) => {
-            out.put_i64(*i);
-            IsNull::No
-        }
-        _ => put_typed(out, value, column)?,
-    };
-    if matches!(written, IsNull::No) {
+    if matches!(put_typed(out, value, column)?, IsNull::No) {
         let length = i32::try_from(out.len() - start - 4)
             .map_err(|_| internal("a value longer than PostgreSQL's 2 GB"))?;
         out[start..start + 4].copy_from_slice(&length.to_be_bytes());
     }
     Ok(())
-}
-
-/// `n` in decimal digits, as PostgreSQL writes an integer.
-fn put_integer_text(out: &mut BytesMut, n: i64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = n.unsigned_abs();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    if n < 0 {
-        out.put_u8(b'-');
-    }
-    out.put_slice(&digits[at..]);
 }
 
 /// Appends `value` in its PostgreSQL form for `column`'s type and format.
