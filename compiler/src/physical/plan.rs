@@ -386,12 +386,12 @@ impl Planner<'_> {
         else {
             return None;
         };
-        let (slots, groups) = match layout {
-            GroupLayout::Scalar => (1, 1.0),
-            GroupLayout::Dense { .. } => (layout.slots(), layout.slots() as f64),
-            // The table has room for twice the groups expected.
-            GroupLayout::Hash { capacity, .. } => (*capacity, *capacity as f64 / 2.0),
+        let slots = match layout {
+            GroupLayout::Scalar => 1,
+            GroupLayout::Hash { capacity, .. } => *capacity,
+            GroupLayout::Dense { .. } => layout.slots(),
         };
+        let groups = expected_groups(layout);
         let is_string = |id: &ColumnId| self.columns.get(*id).ty == DataType::Str;
         let numbers = keys
             .iter()
@@ -719,11 +719,7 @@ impl Planner<'_> {
                             ..
                         },
                     ) if keys_of(keys, inner_keys) => {
-                        let inner_groups = match layout {
-                            GroupLayout::Hash { capacity, .. } => *capacity as f64 / 2.0,
-                            layout => layout.slots() as f64,
-                        };
-                        (large(inner), groups.min(inner_groups))
+                        (large(inner), groups.min(expected_groups(layout)))
                     }
                     _ => (false, groups),
                 }
@@ -2059,6 +2055,16 @@ impl Planner<'_> {
         if !self.assumptions.contains(&assumption) {
             self.assumptions.push(assumption);
         }
+    }
+}
+
+/// The groups a grouping of `layout` is expected to hold: one, a dense array's slots, or half a
+/// hash table's (it has room for twice the groups expected).
+fn expected_groups(layout: &GroupLayout) -> f64 {
+    match layout {
+        GroupLayout::Scalar => 1.0,
+        GroupLayout::Dense { .. } => layout.slots() as f64,
+        GroupLayout::Hash { capacity, .. } => *capacity as f64 / 2.0,
     }
 }
 
