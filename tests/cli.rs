@@ -1714,6 +1714,63 @@ fn rows_written_over_a_grouping_do_not_overwrite_its_accumulators() {
     }
 }
 
+/// What a kernel settles before it is emitted and its parameters do not show is listed with
+/// it: the shared memory its blocks take for staged columns and for their copy of the group
+/// slots, and each column stored in blocks that it reads plain, with the reason.
+#[test]
+fn kernels_list_their_shared_memory_and_the_columns_they_read_plain() {
+    let data = common::ssb_data().to_str().expect("utf-8 path");
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    let kernels = |script: &str, options: &[&str]| {
+        let path = scratch.path().join("script.tq");
+        std::fs::write(&path, script).expect("written");
+        let path = path.to_str().expect("utf-8 path");
+        let mut args = vec![
+            "compile",
+            path,
+            "--data",
+            data,
+            "--emit",
+            "kernels",
+            "--compress",
+            "for",
+        ];
+        args.extend_from_slice(options);
+        let output = tessera(&args);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        text(&output.stdout)
+    };
+    let grouped = "from lineorder | group lo_discount { s = sum(lo_revenue), n = count() }";
+    let gpu = kernels(grouped, &["--target", "sm_90"]);
+    assert!(
+        gpu.contains("B staging lineorder.lo_revenue")
+            && gpu.contains("187 B for the block's copy of 11 group slots"),
+        "{gpu}"
+    );
+    // The host's blocks are one thread each and stage nothing.
+    let host = kernels(grouped, &["--target", "host"]);
+    assert!(!host.contains("shared memory"), "{host}");
+    // SSB Q4.1's fact kernel reads more columns in blocks than its staging budget holds.
+    let q41 = std::fs::read_to_string(common::repo().join("examples/ssb/q41.tq")).expect("q41");
+    let gpu = kernels(&q41, &["--target", "sm_90"]);
+    assert!(
+        gpu.contains("lineorder.lo_supplycost: stored for, read plain: staging it takes"),
+        "{gpu}"
+    );
+    assert!(
+        gpu.contains("lineorder.lo_supplycost: plain values"),
+        "{gpu}"
+    );
+    // Tiles of 100 rows cut blocks of 128: every column is read plain, on any target.
+    let cut = kernels(grouped, &["--target", "host", "--tile", "1x100"]);
+    assert!(
+        cut.contains(
+            "lineorder.lo_revenue: stored for, read plain: the tiles do not hold whole blocks of 128"
+        ),
+        "{cut}"
+    );
+}
+
 /// A `count(distinct)` groups twice, the second time by keys of the first grouping: its groups
 /// may be as many as the first's, so sorted they are written out and sorted on the device
 /// (TPC-H Q16's 27,840 at SF 10); grouped by an aggregate, a second grouping holds few groups

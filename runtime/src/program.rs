@@ -180,6 +180,45 @@ pub struct KernelLaunch {
     /// blocks take tiles from a counter.
     #[serde(default)]
     pub runs_in_pieces: bool,
+    /// What code generation chose for the kernel that its parameters do not show: shared
+    /// memory it takes, and columns read other than as stored.
+    #[serde(default)]
+    pub notes: Vec<KernelNote>,
+}
+
+/// A choice made for one kernel before it was emitted (`--emit kernels` lists them).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum KernelNote {
+    /// A column stored in blocks read as plain values, and why.
+    ReadPlain {
+        table: String,
+        column: String,
+        stored: Scheme,
+        because: ReadPlainBecause,
+    },
+    /// Shared memory per thread block for staging a tile of a column's blocks.
+    Staged {
+        table: String,
+        column: String,
+        bytes: u32,
+    },
+    /// Shared memory per thread block for the block's copy of `slots` group slots, where rows
+    /// are summed before the global slots.
+    GroupCopy { slots: u64, bytes: u64 },
+    /// The planner's block-local copy of the group slots left out: it needs `bytes` and the
+    /// block has `left` beside its staged columns.
+    NoGroupCopy { bytes: u64, left: u64 },
+}
+
+/// Why a column stored in blocks is read as plain values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ReadPlainBecause {
+    /// The kernel's tiles do not hold whole blocks of 128 values (with, on the GPU, a thread
+    /// per 32-value miniblock).
+    PartialBlocks,
+    /// Staging it would take `needed` bytes of shared memory, and the staged columns before
+    /// it left `left` of their budget.
+    SharedMemory { needed: u32, left: u32 },
 }
 
 /// How many blocks a kernel runs as.

@@ -24,13 +24,9 @@ use crate::columns::ColumnId;
 use crate::expr::{Expr, ExprKind};
 use crate::physical::{Input, PhysicalQuery, Pipeline, Step};
 
+use super::choices::KernelChoices;
 use super::query::{PartitionBuffers, QueryContext};
 use super::sinks::{SinkPlan, SinkState};
-
-/// Shared memory per thread block that staging packed columns may take on the GPU, of the 48 KiB
-/// a block can have statically: the rest is for the block's reductions and its copies of small
-/// hash tables and group arrays.
-const PACKED_SHARED_BYTES: u32 = 32 * 1024;
 
 /// Below this estimated fraction of rows still selected, columns are loaded with `load_sel`:
 /// with 8 rows per 32-byte sector, a sector is skipped only when all its rows are rejected.
@@ -75,6 +71,9 @@ pub(super) struct Kernel<'k, 'ctx, 'm> {
     pub(super) group_present: Option<TileArray<'ctx>>,
     /// The query's status words (every pipeline kernel receives them).
     pub status: usize,
+    /// Whether each block sums its rows into its own copy of the group slots first
+    /// ([`KernelChoices::group_copy`]).
+    pub(super) group_copy: bool,
 }
 
 /// A packed column of the kernel: `table.column` as the kernel receives it, and on the GPU the
@@ -134,13 +133,14 @@ pub(super) fn pipeline_to_kernel<'ctx>(
         && (matches!(pipeline.input, Input::Partitioned(_)) || qc.probes_chains(pipeline)))
     .then(|| qc.buffer(format!("{name} tiles taken"), 1, 4, Fill::Zero));
     let tile = sink.tile(qc.target, qc.tile);
-    let mut params = collect_params(qc, pipeline, &sink, tile)?;
+    let (mut params, choices) = collect_params(qc, pipeline, &sink, tile)?;
     if let Some(counter) = tile_counter {
         params.push(Param::Buffer(counter));
     }
     let mut kernel =
         Kernel::new(context, module, qc, pipeline, params, tile, name).map_err(internal)?;
     kernel.tile_counter = tile_counter;
+    kernel.group_copy = choices.group_copy;
     if let Input::Partitioned(partitioning) = pipeline.input {
         kernel.partitioned = Some(qc.partitions[partitioning].clone());
     }
@@ -165,6 +165,7 @@ pub(super) fn pipeline_to_kernel<'ctx>(
         runs_in_pieces: folds_rows
             && tile_counter.is_none()
             && !matches!(pipeline.input, Input::Groups(_)),
+        notes: choices.notes,
     })
 }
 
@@ -180,7 +181,7 @@ fn collect_params(
     pipeline: &Pipeline,
     sink: &SinkPlan,
     tile: TileShape,
-) -> Result<Vec<Param>, Diagnostic> {
+) -> Result<(Vec<Param>, KernelChoices), Diagnostic> {
     let columns = &qc.query.columns;
     let mut params = vec![Param::Rows {
         table: pipeline.table.clone(),
@@ -191,8 +192,6 @@ fn collect_params(
         }
     };
     let exprs = expressions(pipeline, sink);
-    let mut packed_bytes = 0;
-    let mut packed: Vec<(&str, &str)> = Vec::new();
     let mut used: Vec<ColumnId> = exprs.iter().flat_map(|e| e.columns_used()).collect();
     used.extend(sink.columns_used(qc));
     if let Input::Partitioned(partitioning) = pipeline.input {
@@ -218,85 +217,72 @@ fn collect_params(
         }
         used.clear();
     }
-    for id in used.into_iter().filter(|id| pipeline.scanned.contains(id)) {
-        let info = columns.get(id);
-        if let Some(origin) = &info.origin {
-            let (table, column) = (origin.table.clone(), origin.column.clone());
-            let data_error = |e: tessera_storage::StorageError| {
-                Diagnostic::new(DiagnosticKind::Data, qc.query.span, e.to_string())
+    let stored: Vec<(ColumnId, &crate::columns::BaseColumn)> = used
+        .into_iter()
+        .filter(|id| pipeline.scanned.contains(id))
+        .filter_map(|id| Some((id, columns.get(id).origin.as_ref()?)))
+        .collect();
+    let names: Vec<(String, String)> = stored
+        .iter()
+        .map(|(_, origin)| (origin.table.clone(), origin.column.clone()))
+        .collect();
+    let choices = super::choices::choose(qc, tile, &names, sink)?;
+    for (id, origin) in stored {
+        let (table, column) = (origin.table.clone(), origin.column.clone());
+        let read = choices.read(&table, &column).ok_or_else(|| {
+            Diagnostic::internal(
+                qc.query.span,
+                format!("{table}.{column} was not chosen for"),
+            )
+        })?;
+        let data_error = |e: tessera_storage::StorageError| {
+            Diagnostic::new(DiagnosticKind::Data, qc.query.span, e.to_string())
+        };
+        let scheme = read.scheme;
+        if scheme == Scheme::None {
+            push(Param::Column { table, column });
+        } else if scheme.is_fixed_width() {
+            let packed = qc
+                .catalog
+                .packed(&table, &column, scheme)
+                .map_err(data_error)?;
+            let reference = match scheme {
+                Scheme::Pack => Some(packed.dictionary.first().copied().unwrap_or(0)),
+                _ => None,
             };
-            let mut scheme = qc.catalog.scheme(&table, &column).map_err(data_error)?;
-            // Tiles that cannot read blocks (not whole 128-value blocks) read them plain.
-            if scheme.has_blocks() && !unpack::fits(qc.target, tile) {
-                scheme = Scheme::None;
-            }
-            // On the GPU every column packed in blocks takes its own shared memory: room for a
-            // tile of its widest blocks. Which columns are packed is decided as if each took
-            // room for 32-bit values: past that budget, columns are read plain, and packing
-            // every column of SSB's fact kernels was slower (geomean 1.045 against 0.937 ms on
-            // the H100, docs/PERFORMANCE.md). The host decodes from the column itself, and
-            // columns at one width are decoded straight from memory everywhere.
-            let mut block_words = unpack::MAX_BLOCK_WORDS;
-            if scheme.has_blocks() && qc.target.is_gpu() {
-                block_words = qc
-                    .catalog
-                    .packed(&table, &column, scheme)
-                    .map_err(data_error)?
-                    .widest_block();
-                let bytes = unpack::shared_bytes(tile, scheme, unpack::MAX_BLOCK_WORDS);
-                let counted = packed.contains(&(table.as_str(), column.as_str()));
-                if !counted && packed_bytes + bytes > PACKED_SHARED_BYTES {
-                    scheme = Scheme::None;
-                } else if !counted {
-                    packed_bytes += bytes;
-                    packed.push((&origin.table, &origin.column));
-                }
-            }
-            if scheme == Scheme::None {
-                push(Param::Column { table, column });
-            } else if scheme.is_fixed_width() {
-                let packed = qc
-                    .catalog
-                    .packed(&table, &column, scheme)
-                    .map_err(data_error)?;
-                let reference = match scheme {
-                    Scheme::Pack => Some(packed.dictionary.first().copied().unwrap_or(0)),
-                    _ => None,
-                };
-                push(Param::FixedWords {
-                    table: table.clone(),
-                    column: column.clone(),
-                    scheme,
-                    width: packed.width,
-                    reference,
-                });
-                if reference.is_none() {
-                    push(Param::Dictionary {
-                        table,
-                        column,
-                        scheme,
-                        entries: None,
-                    });
-                }
-            } else {
-                push(Param::PackedWords {
-                    table: table.clone(),
-                    column: column.clone(),
-                    scheme,
-                    block_words,
-                });
-                push(Param::BlockStarts {
+            push(Param::FixedWords {
+                table: table.clone(),
+                column: column.clone(),
+                scheme,
+                width: packed.width,
+                reference,
+            });
+            if reference.is_none() {
+                push(Param::Dictionary {
                     table,
                     column,
                     scheme,
+                    entries: None,
                 });
             }
-            if info.nullable {
-                push(Param::Validity {
-                    table: origin.table.clone(),
-                    column: origin.column.clone(),
-                });
-            }
+        } else {
+            push(Param::PackedWords {
+                table: table.clone(),
+                column: column.clone(),
+                scheme,
+                block_words: read.block_words,
+            });
+            push(Param::BlockStarts {
+                table,
+                column,
+                scheme,
+            });
+        }
+        if columns.get(id).nullable {
+            push(Param::Validity {
+                table: origin.table.clone(),
+                column: origin.column.clone(),
+            });
         }
     }
     for expr in &exprs {
@@ -343,7 +329,7 @@ fn collect_params(
     for buffer in sink.buffers(qc) {
         push(Param::Buffer(buffer));
     }
-    Ok(params)
+    Ok((params, choices))
 }
 
 impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
@@ -454,6 +440,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             group_key_words: Vec::new(),
             group_present: None,
             status: qc.status,
+            group_copy: false,
         })
     }
 
@@ -847,20 +834,6 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
             self.tiles.insert(id, ColumnTile { values, valid });
         }
         Ok(())
-    }
-
-    /// Shared memory the kernel's unpacking takes per thread block (none on the host, where
-    /// packed columns are decoded straight from memory).
-    pub fn unpack_shared_bytes(&self) -> u32 {
-        if !self.em.target.is_gpu() {
-            return 0;
-        }
-        self.packed
-            .iter()
-            .map(|slot| {
-                unpack::shared_bytes(self.em.tile, slot.packed.scheme, slot.packed.block_words)
-            })
-            .sum()
     }
 
     pub(super) fn load_into(

@@ -4,6 +4,7 @@
 //! builds a module per kernel, and `modules_to_code` optimizes and emits them in parallel: PTX,
 //! or host object code, one unit per kernel.
 
+mod choices;
 mod expr;
 mod groups;
 mod kernel;

@@ -149,7 +149,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let needed = items * 16 + u64::from(parts) * 4 + u64::from(scan::offsets_shared_bytes(em));
         u64::from(parts) <= items
             && (!em.target.is_gpu()
-                || em.shared_bytes_declared() + needed <= super::sinks::STATIC_SHARED_BYTES)
+                || em.shared_bytes_declared() + needed <= super::choices::STATIC_SHARED_BYTES)
     }
 
     /// Writes the tile's rows part by part: each row's place among the tile's rows ordered by

@@ -635,6 +635,7 @@ fn group_chained_rows(
             params,
             extent,
             runs_in_pieces: false,
+            notes: Vec::new(),
         });
         Ok(())
     };
@@ -729,6 +730,7 @@ fn partition_starts(
         params: vec![Param::Buffer(buffers.cursors), Param::Buffer(buffers.total)],
         extent: Extent::Parts(1),
         runs_in_pieces: false,
+        notes: Vec::new(),
     });
     Ok(())
 }

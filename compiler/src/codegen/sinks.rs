@@ -69,7 +69,7 @@ pub(super) enum SinkPlan {
 
 pub(super) struct AggregatePlan {
     /// The aggregate as planned.
-    aggregate: AggregateExpr,
+    pub aggregate: AggregateExpr,
     kind: AggregateKind,
     accumulator: DataType,
     buffer: usize,
@@ -611,10 +611,6 @@ pub(super) struct SharedGroups<'ctx> {
     slots: u64,
 }
 
-/// Shared memory a block may spend on its copy of the group arrays (static shared memory is
-/// limited to 48 KB per block; the reduction scratch needs a little of it).
-const SHARED_GROUP_BYTES: u64 = 40 << 10;
-
 /// A block-wide reduction: [`reduce::block_reduce`] or [`reduce::block_reduce_call`].
 type BlockReduce<'ctx> = fn(
     &tessera_runtime::Emitter<'ctx, '_>,
@@ -633,9 +629,6 @@ struct Total<'ctx> {
 /// Aggregates of one `aggregate` whose block reductions are inlined, each folded in a branch of
 /// its own (the fastest code for the few a query usually has); more are reduced by calls.
 const INLINE_REDUCTIONS: usize = 16;
-/// The static shared memory a thread block may have, which the group arrays share with
-/// unpacking packed columns, the reduction scratch and a probe's spread matches.
-pub(super) const STATIC_SHARED_BYTES: u64 = 48 << 10;
 
 impl<'ctx> Kernel<'_, 'ctx, '_> {
     /// Code before the loop over tiles: initializes what the sink keeps across tiles.
@@ -664,18 +657,9 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 ..
             } => self.per_thread_prologue(keys, aggregates),
             SinkPlan::Aggregate {
-                keys,
-                aggregates,
-                updates,
-                ..
+                keys, aggregates, ..
             } => self
-                .shared_groups_prologue(
-                    qc,
-                    keys,
-                    aggregates,
-                    *updates == DenseUpdates::BlockLocal,
-                    kernel,
-                )
+                .shared_groups_prologue(keys, aggregates, kernel)
                 .map(SinkState::Dense),
         };
         result.map_err(|e| Diagnostic::internal(span, e.to_string()))
@@ -1072,29 +1056,17 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     }
 
     /// Allocates and clears the block's copy of the group arrays, when it is worth having one.
+    /// (`choices::choose` settled whether it is: `group_copy`.)
     fn shared_groups_prologue(
         &mut self,
-        qc: &QueryContext<'_>,
         keys: &[(ColumnId, Expr, KeyDomain)],
         aggregates: &[AggregatePlan],
-        block_local: bool,
         kernel: &str,
     ) -> CodegenResult<Option<SharedGroups<'ctx>>> {
-        let slots: u64 = keys.iter().map(|(_, _, d)| d.slots()).product();
-        let per_slot: u64 = 1 + aggregates
-            .iter()
-            .map(|a| a.accumulator.width() as u64 + if a.count.is_some() { 8 } else { 0 })
-            .sum::<u64>();
-        // The planner chose; the host's threads gain nothing from a copy (a block is one
-        // thread), and the copy must still fit the static shared-memory limit.
-        let budget = SHARED_GROUP_BYTES.min(
-            STATIC_SHARED_BYTES
-                - u64::from(reduce::SCRATCH_BYTES)
-                - u64::from(self.unpack_shared_bytes()),
-        );
-        if !block_local || !qc.target.is_gpu() || slots.saturating_mul(per_slot) > budget {
+        if !self.group_copy {
             return Ok(None);
         }
+        let slots: u64 = keys.iter().map(|(_, _, d)| d.slots()).product();
         let em = &self.em;
         let len = slots as u32;
         let mut values = Vec::with_capacity(aggregates.len());

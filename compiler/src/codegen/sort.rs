@@ -450,6 +450,7 @@ impl Sorter<'_, '_> {
             params,
             extent: Extent::Parts(kernel.parts(self.qc.target)),
             runs_in_pieces: false,
+            notes: Vec::new(),
         });
         Ok(())
     }

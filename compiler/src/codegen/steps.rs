@@ -424,7 +424,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 + tessera_runtime::primitives::scan::offsets_shared_bytes(em)
                 + tessera_runtime::primitives::store::shared_bytes(em),
         );
-        em.shared_bytes_declared() + reserve + needed <= super::sinks::STATIC_SHARED_BYTES
+        em.shared_bytes_declared() + reserve + needed <= super::choices::STATIC_SHARED_BYTES
     }
 
     /// The rounds of `spread_matches`: see `probe_chained`.

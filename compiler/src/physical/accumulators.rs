@@ -35,6 +35,25 @@ pub fn counts_rows(aggregate: &AggregateExpr) -> bool {
     }
 }
 
+/// Shared memory a GPU thread block may spend on its copy of a dense grouping's slots
+/// (`DenseUpdates::BlockLocal`), of the 48 KB a block declares statically: the rest is for its
+/// reductions and staged columns.
+pub const GROUP_COPY_BYTES: u64 = 40 << 10;
+
+/// Bytes a block's copy of `slots` group slots takes: per slot, a presence byte and each
+/// aggregate's accumulator and row count. The planner sizes the copy with this and code
+/// generation allocates it.
+pub fn group_copy_bytes<'a>(
+    slots: u64,
+    aggregates: impl IntoIterator<Item = &'a AggregateExpr>,
+) -> u64 {
+    let per_slot: u64 = 1 + aggregates
+        .into_iter()
+        .map(|a| accumulator_type(a).width() as u64 + if counts_rows(a) { 8 } else { 0 })
+        .sum::<u64>();
+    slots.saturating_mul(per_slot)
+}
+
 /// A value each thread accumulates for every slot of a grouping summed per thread first.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ThreadValue {

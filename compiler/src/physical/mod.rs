@@ -12,7 +12,9 @@ mod display;
 mod estimate;
 mod plan;
 
-pub use accumulators::{accumulator_type, counts_rows, ThreadValue, ThreadValues};
+pub use accumulators::{
+    accumulator_type, counts_rows, group_copy_bytes, ThreadValue, ThreadValues, GROUP_COPY_BYTES,
+};
 pub use display::physical_to_string;
 pub use estimate::Estimates;
 pub use plan::{logical_to_pipelines, logical_to_pipelines_remembering};

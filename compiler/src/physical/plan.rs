@@ -18,9 +18,10 @@ use crate::logical::{LogicalPlan, LogicalQuery};
 
 use super::estimate::{Estimates, Estimator};
 use super::{
-    range_slots, BuildKeys, DenseUpdates, GroupLayout, HashLayout, HashTable, HostStep, Input,
-    KeyDomain, PartitionJoins, PartitionPass, Partitioning, PhysicalQuery, Pipeline, Sink, Step,
-    ThreadValues, MAX_PARTITION_PARTS, PARTITION_PART_BYTES,
+    group_copy_bytes, range_slots, BuildKeys, DenseUpdates, GroupLayout, HashLayout, HashTable,
+    HostStep, Input, KeyDomain, PartitionJoins, PartitionPass, Partitioning, PhysicalQuery,
+    Pipeline, Sink, Step, ThreadValues, GROUP_COPY_BYTES, MAX_PARTITION_PARTS,
+    PARTITION_PART_BYTES,
 };
 
 /// Dense group arrays up to this many slots; a hash table beyond...
@@ -2144,8 +2145,6 @@ fn hash_capacity(rows: f64) -> u64 {
 /// The largest first guess at a grouping hash table (it grows when it fills up).
 const INITIAL_GROUP_CAPACITY: u64 = 1 << 24;
 
-/// Bytes of shared memory a block may spend on its copy of the group slots.
-const BLOCK_LOCAL_BYTES: u64 = 40 << 10;
 /// About how many thread blocks share a large GPU's work at once (an H100 runs ~1,000).
 const RESIDENT_BLOCKS: f64 = 1024.0;
 
@@ -2175,23 +2174,7 @@ fn dense_updates(slots: u64, aggregates: &[(ColumnId, AggregateExpr)], rows: f64
 /// in shared memory, and each block must bring enough rows to be worth clearing and merging
 /// every slot once. Each row saved from a global atomic pays for about two slots of that work.
 fn block_local_pays(slots: u64, aggregates: &[(ColumnId, AggregateExpr)], rows: f64) -> bool {
-    let per_slot: u64 = 1 + aggregates
-        .iter()
-        .map(|(_, a)| {
-            let accumulator = if a.function == tessera_stdlib::Aggregate::Avg {
-                16
-            } else {
-                8
-            };
-            accumulator
-                + if a.arg.as_ref().is_some_and(|e| e.nullable) {
-                    8
-                } else {
-                    0
-                }
-        })
-        .sum::<u64>();
-    slots.saturating_mul(per_slot) <= BLOCK_LOCAL_BYTES
+    group_copy_bytes(slots, aggregates.iter().map(|(_, a)| a)) <= GROUP_COPY_BYTES
         && rows / RESIDENT_BLOCKS >= slots as f64 / 2.0
 }
 

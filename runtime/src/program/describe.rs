@@ -6,7 +6,10 @@
 
 use std::fmt::Write;
 
-use super::{BufferSpec, Extent, HostOp, KernelLaunch, Param, QueryProgram, ResultShape};
+use super::{
+    BufferSpec, Extent, HostOp, KernelLaunch, KernelNote, Param, QueryProgram, ReadPlainBecause,
+    ResultShape,
+};
 
 impl QueryProgram {
     /// The program as indented text (see the module).
@@ -54,6 +57,41 @@ fn describe_kernel(out: &mut String, kernel: &KernelLaunch, buffers: &[BufferSpe
     );
     for param in &kernel.params {
         let _ = writeln!(out, "  {}", param_text(param, buffers));
+    }
+    for note in &kernel.notes {
+        let _ = writeln!(out, "  {}", note_text(note));
+    }
+}
+
+fn note_text(note: &KernelNote) -> String {
+    match note {
+        KernelNote::ReadPlain {
+            table,
+            column,
+            stored,
+            because,
+        } => {
+            let why = match because {
+                ReadPlainBecause::PartialBlocks => {
+                    "the tiles do not hold whole blocks of 128".to_string()
+                }
+                ReadPlainBecause::SharedMemory { needed, left } => format!(
+                    "staging it takes {needed} B of shared memory, {left} B of the staging budget are left"
+                ),
+            };
+            format!("{table}.{column}: stored {stored}, read plain: {why}")
+        }
+        KernelNote::Staged {
+            table,
+            column,
+            bytes,
+        } => format!("shared memory: {bytes} B staging {table}.{column}"),
+        KernelNote::GroupCopy { slots, bytes } => {
+            format!("shared memory: {bytes} B for the block's copy of {slots} group slots")
+        }
+        KernelNote::NoGroupCopy { bytes, left } => format!(
+            "no block copy of the group slots: it takes {bytes} B of shared memory, {left} B are left"
+        ),
     }
 }
 

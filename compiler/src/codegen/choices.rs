@@ -1,0 +1,147 @@
+//! What one kernel settles before it is emitted, from its tile, the catalog's encodings and the
+//! planner's grouping layout: the scheme each stored column is read in (the stored one, or
+//! plain where the tile or the shared memory left cannot take it), and the shared memory its
+//! blocks take for staged columns and for their copy of the group slots. Code generation reads
+//! these and decides them nowhere else; `--emit kernels` lists them (`KernelNote`).
+//!
+//! A GPU block declares at most [`STATIC_SHARED_BYTES`]. Staged columns come first, within
+//! [`STAGED_COLUMN_BYTES`]; the planner's copy of the group slots gets what they and the
+//! block's reductions leave. Scans, staged writes and spread matches take theirs from what is
+//! still free when they are emitted (each checks `Emitter::shared_bytes_declared`).
+
+use tessera_grammar::{Diagnostic, DiagnosticKind};
+use tessera_runtime::primitives::{reduce, unpack};
+use tessera_runtime::program::{KernelNote, ReadPlainBecause};
+use tessera_runtime::TileShape;
+use tessera_storage::compress::Scheme;
+
+use crate::physical::{group_copy_bytes, DenseUpdates};
+
+use super::query::QueryContext;
+use super::sinks::SinkPlan;
+
+/// Static shared memory a GPU thread block may declare.
+pub(super) const STATIC_SHARED_BYTES: u64 = 48 << 10;
+
+/// Shared memory per thread block that staging columns packed in blocks may take on the GPU.
+/// Which columns are staged is decided as if each took room for 32-bit values: past that
+/// budget, columns are read plain. Packing every column of SSB's fact kernels was slower
+/// (geomean 1.045 against 0.937 ms on the H100, docs/PERFORMANCE.md).
+const STAGED_COLUMN_BYTES: u32 = 32 * 1024;
+
+/// How a kernel reads one stored column.
+pub(super) struct ColumnRead {
+    pub table: String,
+    pub column: String,
+    /// The scheme decoded: the stored one, or `None` (plain values).
+    pub scheme: Scheme,
+    /// For a column read in blocks, the words its widest block takes: the room a staged tile's
+    /// blocks get (every block's most on the host, which decodes from the column itself).
+    pub block_words: u32,
+}
+
+/// Everything [`choose`] settled for one kernel.
+pub(super) struct KernelChoices {
+    /// The stored columns the kernel reads, each once, in the order asked.
+    pub reads: Vec<ColumnRead>,
+    /// Whether each block sums its rows into its own copy of the group slots first.
+    pub group_copy: bool,
+    pub notes: Vec<KernelNote>,
+}
+
+impl KernelChoices {
+    pub fn read(&self, table: &str, column: &str) -> Option<&ColumnRead> {
+        self.reads
+            .iter()
+            .find(|read| read.table == table && read.column == column)
+    }
+}
+
+/// Settles how a kernel with tiles of `tile` ending in `sink` reads the stored `columns` (each
+/// a table's column; repeats are read once) and what shared memory it takes.
+pub(super) fn choose(
+    qc: &QueryContext<'_>,
+    tile: TileShape,
+    columns: &[(String, String)],
+    sink: &SinkPlan,
+) -> Result<KernelChoices, Diagnostic> {
+    let data_error = |e: tessera_storage::StorageError| {
+        Diagnostic::new(DiagnosticKind::Data, qc.query.span, e.to_string())
+    };
+    let gpu = qc.target.is_gpu();
+    let mut choices = KernelChoices {
+        reads: Vec::new(),
+        group_copy: false,
+        notes: Vec::new(),
+    };
+    // Budgeted at every block's most; allocated at the column's widest block.
+    let mut staging_budgeted = 0;
+    let mut staged_bytes = 0;
+    for (table, column) in columns {
+        if choices.read(table, column).is_some() {
+            continue;
+        }
+        let stored = qc.catalog.scheme(table, column).map_err(data_error)?;
+        let mut read = ColumnRead {
+            table: table.clone(),
+            column: column.clone(),
+            scheme: stored,
+            block_words: unpack::MAX_BLOCK_WORDS,
+        };
+        let mut read_plain = |because| {
+            choices.notes.push(KernelNote::ReadPlain {
+                table: table.clone(),
+                column: column.clone(),
+                stored,
+                because,
+            });
+            Scheme::None
+        };
+        if stored.has_blocks() && !unpack::fits(qc.target, tile) {
+            read.scheme = read_plain(ReadPlainBecause::PartialBlocks);
+        } else if stored.has_blocks() && gpu {
+            let needed = unpack::shared_bytes(tile, stored, unpack::MAX_BLOCK_WORDS);
+            if staging_budgeted + needed > STAGED_COLUMN_BYTES {
+                read.scheme = read_plain(ReadPlainBecause::SharedMemory {
+                    needed,
+                    left: STAGED_COLUMN_BYTES - staging_budgeted,
+                });
+            } else {
+                staging_budgeted += needed;
+                read.block_words = qc
+                    .catalog
+                    .packed(table, column, stored)
+                    .map_err(data_error)?
+                    .widest_block();
+                let bytes = unpack::shared_bytes(tile, stored, read.block_words);
+                staged_bytes += u64::from(bytes);
+                choices.notes.push(KernelNote::Staged {
+                    table: table.clone(),
+                    column: column.clone(),
+                    bytes,
+                });
+            }
+        }
+        choices.reads.push(read);
+    }
+    // The host's blocks are one thread each: a copy of the slots would save them nothing.
+    if let SinkPlan::Aggregate {
+        keys,
+        aggregates,
+        updates: DenseUpdates::BlockLocal,
+        ..
+    } = sink
+    {
+        if gpu && !keys.is_empty() {
+            let slots: u64 = keys.iter().map(|(_, _, domain)| domain.slots()).product();
+            let bytes = group_copy_bytes(slots, aggregates.iter().map(|a| &a.aggregate));
+            let left = STATIC_SHARED_BYTES - u64::from(reduce::SCRATCH_BYTES) - staged_bytes;
+            choices.group_copy = bytes <= left;
+            choices.notes.push(match choices.group_copy {
+                true => KernelNote::GroupCopy { slots, bytes },
+                false => KernelNote::NoGroupCopy { bytes, left },
+            });
+        }
+    }
+    Ok(choices)
+}
