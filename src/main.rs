@@ -243,8 +243,8 @@ pub struct CompileArgs {
     /// default this machine's GPU, else the host (`sm_90` for `--emit ptx`).
     #[arg(long, value_parser = parse_target)]
     target: Option<tessera_runtime::Target>,
-    /// Tile shape of the kernels, threads x items per thread (e.g. 128x8); the target's default
-    /// when omitted.
+    /// Tile shape of the kernels, threads x items per thread (e.g. 128x8); when omitted, each
+    /// query's is the target's for how the columns it reads are stored.
     #[arg(long, value_parser = parse_tile)]
     tile: Option<tessera_runtime::TileShape>,
     /// How the integer columns kernels read are stored on the device: plain (`none`), bit-packed
@@ -342,8 +342,8 @@ pub struct RunArgs {
     /// running it here; `TESSERA_SERVER` gives a default.
     #[arg(long, env = "TESSERA_SERVER")]
     server: Option<String>,
-    /// Tile shape of the kernels, threads x items per thread (e.g. 128x8); the target's default
-    /// when omitted.
+    /// Tile shape of the kernels, threads x items per thread (e.g. 128x8); when omitted, each
+    /// query's is the target's for how the columns it reads are stored.
     #[arg(long, value_parser = parse_tile)]
     tile: Option<tessera_runtime::TileShape>,
     /// How the integer columns kernels read are stored on the device: plain (`none`), bit-packed
@@ -520,8 +520,8 @@ pub struct GeneratedBenchArgs {
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
-    /// Tile shape of the kernels, threads x items per thread (e.g. 128x8); the target's default
-    /// when omitted.
+    /// Tile shape of the kernels, threads x items per thread (e.g. 128x8); when omitted, each
+    /// query's is the target's for how the columns it reads are stored.
     #[arg(long, value_parser = parse_tile)]
     tile: Option<tessera_runtime::TileShape>,
 }
@@ -555,8 +555,8 @@ pub struct BenchArgs {
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
-    /// Tile shape of the kernels, threads x items per thread (e.g. 128x8); the target's default
-    /// when omitted.
+    /// Tile shape of the kernels, threads x items per thread (e.g. 128x8); when omitted, each
+    /// query's is the target's for how the columns it reads are stored.
     #[arg(long, value_parser = parse_tile)]
     tile: Option<tessera_runtime::TileShape>,
     /// How the integer columns kernels read are stored on the device: plain (`none`), bit-packed

@@ -1771,6 +1771,56 @@ fn kernels_list_their_shared_memory_and_the_columns_they_read_plain() {
     );
 }
 
+/// Without `--tile`, a query's kernels take the tile measured best for how the columns it reads
+/// are stored (`--compress auto` on the GPU): columns at one width, else in blocks, else plain.
+#[test]
+fn a_querys_tile_follows_how_its_columns_are_stored() {
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    let tiles = |script: &str, data: &Path, options: &[&str]| {
+        let path = scratch.path().join("script.tq");
+        std::fs::write(&path, script).expect("written");
+        let (path, data) = (path.to_str().expect("utf-8"), data.to_str().expect("utf-8"));
+        let mut args = vec![
+            "compile",
+            path,
+            "--data",
+            data,
+            "--emit",
+            "kernels",
+            "--target",
+            "sm_90",
+            "--compress",
+            "auto",
+        ];
+        args.extend_from_slice(options);
+        let output = tessera(&args);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let kernels = text(&output.stdout);
+        let lines: Vec<&str> = kernels
+            .lines()
+            .filter(|l| l.starts_with("kernel"))
+            .collect();
+        lines.join("\n")
+    };
+    let (ssb, tpch) = (common::ssb_data(), common::tpch_data());
+    // The fact table's columns are packed at one width, the dates' in blocks.
+    let q21 = std::fs::read_to_string(common::repo().join("examples/ssb/q21.tq")).expect("q21");
+    let fact = tiles(&q21, ssb, &[]);
+    assert!(fact.contains("on lineorder: tiles of 512x4"), "{fact}");
+    let dates = tiles(
+        "from date | where d_year == 1994 | aggregate { n = count() }",
+        ssb,
+        &[],
+    );
+    assert!(dates.contains("tiles of 128x16"), "{dates}");
+    // Decimals are stored plain.
+    let prices = "from lineitem | aggregate { s = sum(l_extendedprice) }";
+    let plain = tiles(prices, tpch, &[]);
+    assert!(plain.contains("tiles of 256x4"), "{plain}");
+    let asked = tiles(prices, tpch, &["--tile", "128x8"]);
+    assert!(asked.contains("tiles of 128x8"), "{asked}");
+}
+
 /// A `count(distinct)` groups twice, the second time by keys of the first grouping: its groups
 /// may be as many as the first's, so sorted they are written out and sorted on the device
 /// (TPC-H Q16's 27,840 at SF 10); grouped by an aggregate, a second grouping holds few groups

@@ -156,8 +156,9 @@ fn gpu_passes_match_llvm_o1() {
             let ast = source_to_ast(source).unwrap_or_else(|d| panic!("{name}: {d:?}"));
             let compilation =
                 Compilation::run(ast, &catalog).unwrap_or_else(|d| panic!("{name}: {d:?}"));
-            let (modules, _) = pipelines_to_modules(&compilation.physical, &catalog, target, tile)
-                .unwrap_or_else(|d| panic!("{name}: {d:?}"));
+            let (modules, _) =
+                pipelines_to_modules(&compilation.physical, &catalog, target, Some(tile))
+                    .unwrap_or_else(|d| panic!("{name}: {d:?}"));
             for module in &modules {
                 let [reduced, reference] = [GpuPasses::Reduced, GpuPasses::LlvmO1].map(|passes| {
                     kernel_to_code(module, target, passes, GpuCodegen::Thorough).expect("PTX")
@@ -260,7 +261,7 @@ fn packed_kernels_fit_static_shared_memory() {
             &compilation.physical,
             &catalog,
             target,
-            target.default_packed_tile(),
+            Some(target.default_packed_tile()),
         )
         .unwrap_or_else(|d| panic!("{name}: {d:?}"));
         for module in &modules {

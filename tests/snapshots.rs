@@ -76,7 +76,7 @@ const CODE_EXAMPLES: [&str; 6] = [
 ];
 
 /// `stage` of `source` at the GPU's defaults: columns packed (`--compress auto`) and the tiles
-/// that go with them.
+/// chosen for how they are packed.
 fn at_gpu_defaults(source: &str, stage: Stage) -> Result<String, EmitError> {
     let target = Target::Nvptx { sm: 90 };
     let catalog = common::catalog_for(source).with_compression(Compression::Auto);
@@ -85,7 +85,7 @@ fn at_gpu_defaults(source: &str, stage: Stage) -> Result<String, EmitError> {
         stage,
         Some(&catalog),
         target,
-        target.default_fixed_width_tile(),
+        None,
         false,
         PartitionJoins::default(),
     )

@@ -86,7 +86,8 @@ impl From<Diagnostic> for EmitError {
     }
 }
 
-/// The text of `stage` for a script, with the target's default tile shape.
+/// The text of `stage` for a script, each query's kernels over the tiles its columns'
+/// encodings take.
 pub fn emit(
     source: &str,
     stage: Stage,
@@ -99,19 +100,20 @@ pub fn emit(
         stage,
         catalog,
         target,
-        target.default_tile(),
+        None,
         verbose,
         PartitionJoins::default(),
     )
 }
 
-/// The text of `stage` for a script whose kernels use tiles of `tile`.
+/// The text of `stage` for a script whose kernels use tiles of `tile` (where `None`, each
+/// query's from its columns' encodings).
 pub fn emit_for_tile(
     source: &str,
     stage: Stage,
     catalog: Option<&Catalog>,
     target: Target,
-    tile: TileShape,
+    tile: Option<TileShape>,
     verbose: bool,
     partition_joins: PartitionJoins,
 ) -> Result<String, EmitError> {

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use tessera_storage::compress::Scheme;
+
 /// The most parameters a GPU kernel takes one by one (2 KiB of 64-bit words, half of what
 /// PTX allows, since a parameter's size is rounded up and the limit counts them all).
 pub const DIRECT_GPU_PARAMS: usize = 256;
@@ -91,6 +93,25 @@ impl Target {
     }
 }
 
+impl Target {
+    /// The tile shape of a query's kernels when none is asked for, from the schemes its stored
+    /// columns are kept in (`stored`): the tile measured best for columns packed at one width
+    /// where it reads any (it holds whole blocks of 128 too, so columns in blocks are staged
+    /// in it), else the packed tile where it reads columns in blocks, else the plain tile.
+    pub fn tile_for(self, stored: impl IntoIterator<Item = Scheme>) -> TileShape {
+        let (mut fixed_width, mut blocks) = (false, false);
+        for scheme in stored {
+            fixed_width |= scheme.is_fixed_width();
+            blocks |= scheme.has_blocks();
+        }
+        match (fixed_width, blocks) {
+            (true, _) => self.default_fixed_width_tile(),
+            (false, true) => self.default_packed_tile(),
+            (false, false) => self.default_tile(),
+        }
+    }
+}
+
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -122,5 +143,33 @@ impl TileShape {
 impl fmt::Display for TileShape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}x{}", self.threads, self.items_per_thread)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_querys_tile_follows_how_its_columns_are_stored() {
+        let gpu = Target::Nvptx { sm: 90 };
+        assert_eq!(gpu.tile_for([]), gpu.default_tile());
+        assert_eq!(gpu.tile_for([Scheme::None]), gpu.default_tile());
+        assert_eq!(
+            gpu.tile_for([Scheme::None, Scheme::Dfor]),
+            gpu.default_packed_tile()
+        );
+        // Columns at one width take their tile, which holds whole blocks for the others.
+        for mixed in [[Scheme::For, Scheme::Pack], [Scheme::Dict, Scheme::None]] {
+            assert_eq!(gpu.tile_for(mixed), gpu.default_fixed_width_tile());
+        }
+        assert!(crate::primitives::unpack::fits(
+            gpu,
+            gpu.default_fixed_width_tile()
+        ));
+        assert_eq!(
+            Target::Host.tile_for([Scheme::For]),
+            Target::Host.default_tile()
+        );
     }
 }

@@ -44,7 +44,7 @@ pub fn key(
     ast: &Script,
     catalog: &Catalog,
     target: Target,
-    tile: TileShape,
+    tile: Option<TileShape>,
     partition_joins: PartitionJoins,
 ) -> String {
     let mut hash = Fnv::new();
@@ -53,7 +53,7 @@ pub fn key(
     hash.add(&build_stamp());
     hash.add(source.as_bytes());
     hash.add(target.to_string().as_bytes());
-    hash.add(tile.to_string().as_bytes());
+    hash.add(super::session::tile_text(tile).as_bytes());
     hash.add(catalog.compression().name().as_bytes());
     hash.add(format!("{partition_joins:?}").as_bytes());
     let mut tables = Vec::new();

@@ -161,7 +161,7 @@ pub fn emit(
         None
     };
     let target = options.target;
-    let tile = options.tile_shape();
+    let tile = options.tile;
     let emitted = compiler_emit(
         &script.source,
         stage,

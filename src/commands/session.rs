@@ -16,7 +16,7 @@ use tessera_runtime::exec::{run_query_until, Backend, Readback, RuntimeError, Ti
 use tessera_runtime::program::{Program, QueryProgram};
 use tessera_runtime::result::{fetched_columns, FetchedResult};
 use tessera_runtime::{Target, TileShape};
-use tessera_storage::compress::{Compression, Scheme};
+use tessera_storage::compress::Compression;
 use tessera_storage::prepared::PreparedStore;
 use tessera_storage::Catalog;
 
@@ -93,23 +93,9 @@ impl CompileOptions {
             ast,
             catalog,
             self.target,
-            self.tile_shape(),
+            self.tile,
             self.partition_joins,
         )
-    }
-
-    /// The tile shape asked for, or the target's default for plain columns, for columns packed at
-    /// one width, or for columns packed in blocks.
-    pub fn tile_shape(&self) -> TileShape {
-        self.tile.unwrap_or_else(|| match self.compress {
-            Compression::Only(Scheme::None) => self.target.default_tile(),
-            // Columns at one width are decoded item by item, with nothing staged per tile; `auto`
-            // packs SSB's fact columns so.
-            Compression::Only(Scheme::Pack | Scheme::Dict) | Compression::Auto => {
-                self.target.default_fixed_width_tile()
-            }
-            Compression::Only(Scheme::For | Scheme::Dfor) => self.target.default_packed_tile(),
-        })
     }
 }
 
@@ -580,7 +566,7 @@ pub fn shape_of(queries: &[PhysicalQuery], options: &CompileOptions, catalog: &C
     let mut shape = format!(
         "{} {} {:?} {}",
         options.target,
-        options.tile_shape(),
+        tile_text(options.tile),
         options.partition_joins,
         catalog.compression().name()
     );
@@ -589,6 +575,12 @@ pub fn shape_of(queries: &[PhysicalQuery], options: &CompileOptions, catalog: &C
         shape.push_str(&constants::shape(query));
     }
     shape
+}
+
+/// The tile shape asked for, or `by encoding` where each query's is chosen from how its
+/// columns are stored.
+pub fn tile_text(tile: Option<TileShape>) -> String {
+    tile.map_or_else(|| "by encoding".to_string(), |tile| tile.to_string())
 }
 
 /// `program`'s queries, compiled for queries of the same shapes as `queries`, given the
@@ -626,7 +618,7 @@ pub fn generate(
         queries,
         &catalog,
         options.target,
-        options.tile_shape(),
+        options.tile,
         &mut codegen,
     )
     .map_err(|d| script.fail(vec![d]))?;
@@ -648,6 +640,7 @@ pub fn generate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tessera_storage::compress::Scheme;
 
     #[test]
     fn columns_are_packed_by_default_on_the_gpu_only() {

@@ -12,10 +12,11 @@
 use tessera_grammar::{Diagnostic, DiagnosticKind};
 use tessera_runtime::primitives::{reduce, unpack};
 use tessera_runtime::program::{KernelNote, ReadPlainBecause};
-use tessera_runtime::TileShape;
+use tessera_runtime::{Target, TileShape};
 use tessera_storage::compress::Scheme;
+use tessera_storage::Catalog;
 
-use crate::physical::{group_copy_bytes, DenseUpdates};
+use crate::physical::{group_copy_bytes, DenseUpdates, Input, PhysicalQuery};
 
 use super::query::QueryContext;
 use super::sinks::SinkPlan;
@@ -55,6 +56,28 @@ impl KernelChoices {
             .iter()
             .find(|read| read.table == table && read.column == column)
     }
+}
+
+/// The tile shape of `query`'s kernels when none is asked for: the target's for the schemes
+/// the stored columns its pipelines scan are kept in ([`Target::tile_for`]).
+pub(super) fn query_tile(
+    query: &PhysicalQuery,
+    catalog: &Catalog,
+    target: Target,
+) -> Result<TileShape, Diagnostic> {
+    let mut stored = Vec::new();
+    // A pipeline over groups or a partitioning's rows reads buffers, not stored columns.
+    for pipeline in query.pipelines.iter().filter(|p| p.input == Input::Table) {
+        for id in &pipeline.scanned {
+            if let Some(origin) = &query.columns.get(*id).origin {
+                let scheme = catalog.scheme(&origin.table, &origin.column).map_err(|e| {
+                    Diagnostic::new(DiagnosticKind::Data, query.span, e.to_string())
+                })?;
+                stored.push(scheme);
+            }
+        }
+    }
+    Ok(target.tile_for(stored))
 }
 
 /// Settles how a kernel with tiles of `tile` ending in `sink` reads the stored `columns` (each

@@ -72,19 +72,26 @@ impl KernelModule {
     }
 }
 
-/// Builds every pipeline of `queries` as a kernel for `target` over tiles of `tile`, one module
-/// per kernel, and the launch plan of each query.
+/// Builds every pipeline of `queries` as a kernel for `target` over tiles of `tile` (or, where
+/// none is asked for, each query's from how its columns are stored: `choices::query_tile`),
+/// one module per kernel, and the launch plan of each query.
 pub fn pipelines_to_modules(
     queries: &[PhysicalQuery],
     catalog: &Catalog,
     target: Target,
-    tile: TileShape,
+    tile: Option<TileShape>,
 ) -> Result<(Vec<KernelModule>, Vec<QueryProgram>), Diagnostic> {
     let span = queries.first().map(|q| q.span).unwrap_or_default();
-    check_tile(span, target, tile)?;
+    if let Some(tile) = tile {
+        check_tile(span, target, tile)?;
+    }
     let mut modules = Vec::new();
     let mut programs = Vec::with_capacity(queries.len());
     for (index, query) in queries.iter().enumerate() {
+        let tile = match tile {
+            Some(tile) => tile,
+            None => choices::query_tile(query, catalog, target)?,
+        };
         programs.push(query::query_to_llvm(
             index,
             query,
@@ -116,20 +123,14 @@ fn check_tile(span: Span, target: Target, tile: TileShape) -> Result<(), Diagnos
     ))
 }
 
-/// Compiles pipelines all the way to a program the runtime can execute, with the target's
-/// default tile shape.
+/// Compiles pipelines all the way to a program the runtime can execute, each query's kernels
+/// over the tiles its columns' encodings take.
 pub fn pipelines_to_program(
     queries: &[PhysicalQuery],
     catalog: &Catalog,
     target: Target,
 ) -> Result<Program, Diagnostic> {
-    pipelines_to_program_timed(
-        queries,
-        catalog,
-        target,
-        target.default_tile(),
-        &mut CodegenTimes::default(),
-    )
+    pipelines_to_program_timed(queries, catalog, target, None, &mut CodegenTimes::default())
 }
 
 /// Settles the encoding of every stored column the kernels scan, table by table, before any
@@ -187,13 +188,13 @@ impl std::fmt::Display for CodegenTimes {
     }
 }
 
-/// Like `pipelines_to_program`, with kernels over tiles of `tile`, recording how long each step
-/// took.
+/// Like `pipelines_to_program`, with kernels over tiles of `tile` where one is asked for,
+/// recording how long each step took.
 pub fn pipelines_to_program_timed(
     queries: &[PhysicalQuery],
     catalog: &Catalog,
     target: Target,
-    tile: TileShape,
+    tile: Option<TileShape>,
     times: &mut CodegenTimes,
 ) -> Result<Program, Diagnostic> {
     let span = queries.first().map(|q| q.span).unwrap_or_default();
