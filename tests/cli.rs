@@ -37,13 +37,18 @@ fn run_csv(script: &str, data: &str) -> Output {
 /// What `tessera compile SCRIPT --data DATA --emit EMIT --target host` prints for `script`
 /// (written to a file, as `compile` reads one), after checking that it compiled.
 fn emitted(script: &str, data: &str, emit: &str) -> String {
+    emitted_with(script, data, emit, &["--target", "host"])
+}
+
+/// `tessera compile --emit EMIT` of `script` over `data`, with further `options`.
+fn emitted_with(script: &str, data: &str, emit: &str, options: &[&str]) -> String {
     let scratch = tempfile::tempdir().expect("a temporary folder");
     let path = scratch.path().join("script.tq");
     std::fs::write(&path, script).expect("written");
     let path = path.to_str().expect("utf-8 path");
-    let output = tessera(&[
-        "compile", path, "--data", data, "--emit", emit, "--target", "host",
-    ]);
+    let mut args = vec!["compile", path, "--data", data, "--emit", emit];
+    args.extend_from_slice(options);
+    let output = tessera(&args);
     assert!(output.status.success(), "{}", text(&output.stderr));
     text(&output.stdout)
 }
@@ -1720,25 +1725,9 @@ fn rows_written_over_a_grouping_do_not_overwrite_its_accumulators() {
 #[test]
 fn kernels_list_their_shared_memory_and_the_columns_they_read_plain() {
     let data = common::ssb_data().to_str().expect("utf-8 path");
-    let scratch = tempfile::tempdir().expect("a temporary folder");
     let kernels = |script: &str, options: &[&str]| {
-        let path = scratch.path().join("script.tq");
-        std::fs::write(&path, script).expect("written");
-        let path = path.to_str().expect("utf-8 path");
-        let mut args = vec![
-            "compile",
-            path,
-            "--data",
-            data,
-            "--emit",
-            "kernels",
-            "--compress",
-            "for",
-        ];
-        args.extend_from_slice(options);
-        let output = tessera(&args);
-        assert!(output.status.success(), "{}", text(&output.stderr));
-        text(&output.stdout)
+        let options = [&["--compress", "for"][..], options].concat();
+        emitted_with(script, data, "kernels", &options)
     };
     let grouped = "from lineorder | group lo_discount { s = sum(lo_revenue), n = count() }";
     let gpu = kernels(grouped, &["--target", "sm_90"]);
@@ -1775,27 +1764,10 @@ fn kernels_list_their_shared_memory_and_the_columns_they_read_plain() {
 /// are stored (`--compress auto` on the GPU): columns at one width, else in blocks, else plain.
 #[test]
 fn a_querys_tile_follows_how_its_columns_are_stored() {
-    let scratch = tempfile::tempdir().expect("a temporary folder");
     let tiles = |script: &str, data: &Path, options: &[&str]| {
-        let path = scratch.path().join("script.tq");
-        std::fs::write(&path, script).expect("written");
-        let (path, data) = (path.to_str().expect("utf-8"), data.to_str().expect("utf-8"));
-        let mut args = vec![
-            "compile",
-            path,
-            "--data",
-            data,
-            "--emit",
-            "kernels",
-            "--target",
-            "sm_90",
-            "--compress",
-            "auto",
-        ];
-        args.extend_from_slice(options);
-        let output = tessera(&args);
-        assert!(output.status.success(), "{}", text(&output.stderr));
-        let kernels = text(&output.stdout);
+        let data = data.to_str().expect("utf-8 path");
+        let options = [&["--target", "sm_90", "--compress", "auto"][..], options].concat();
+        let kernels = emitted_with(script, data, "kernels", &options);
         let lines: Vec<&str> = kernels
             .lines()
             .filter(|l| l.starts_with("kernel"))
