@@ -40,7 +40,8 @@ impl Target {
         }
     }
 
-    /// The tile shape kernels use unless a pipeline asks for another.
+    /// The tile shape of queries reading plain columns only ([`Target::tile_for`]), unless a
+    /// pipeline asks for another.
     pub fn default_tile(self) -> TileShape {
         match self {
             // Measured on an H100 (SSB, SF 20): 256x4 matched 128x4 on scans and probes and was
@@ -61,8 +62,8 @@ impl Target {
 }
 
 impl Target {
-    /// The tile shape of kernels that may read packed columns, unless a pipeline asks for
-    /// another. Measured on an H100 (SSB and decode-and-sum, docs/PERFORMANCE.md): decoding
+    /// The tile shape of queries reading columns packed in blocks and none at one width
+    /// ([`Target::tile_for`]), unless a pipeline asks for another. Measured on an H100 (SSB and decode-and-sum, docs/PERFORMANCE.md): decoding
     /// pays per tile for staging, block headers and three barriers, which 128x16 spreads over
     /// four times the items per thread of 256x4 (packed SSB 9% faster than at 128x8).
     pub fn default_packed_tile(self) -> TileShape {
@@ -77,8 +78,8 @@ impl Target {
 }
 
 impl Target {
-    /// The tile shape of kernels reading columns packed at one width (`pack`, `dict`, and
-    /// `auto`, which packs most large columns so), unless a pipeline asks for another. Measured
+    /// The tile shape of queries reading columns packed at one width (`pack`, `dict`, most of
+    /// what `auto` packs; [`Target::tile_for`]), unless a pipeline asks for another. Measured
     /// on an H100 (SSB SF 20, `--compress auto`, docs/PERFORMANCE.md): geomean 0.606-0.616 ms
     /// at 512x4 against 0.627 at 256x4, 0.607 at 1024x4 (Q1.x faster, probes slower), 0.707 at
     /// 512x2 and 0.683 at 256x8; plain columns ran the same at 512x4 as at 256x4 (0.559 ms).

@@ -4,7 +4,9 @@
 //! build, and a coarse statistics class of every table the script names (its columns, their
 //! types and nullability, and the order of magnitude of its row count). Anything finer the code depends on (key ranges for
 //! perfect hashing and dense groups) is an assumption the runtime checks before running, so a
-//! stale entry is caught and compiled again, never trusted. A program is also stored under the
+//! stale entry is caught and compiled again, never trusted. Each column's scheme (and so the tile
+//! chosen from the schemes where none is asked for) is named by the program's parameters, and the
+//! runtime reads the column in that scheme whatever the catalog would choose now. A program is also stored under the
 //! key of its queries' shape (`shape_key`), so that a script differing only in its constants
 //! runs it, given its own.
 

@@ -63,8 +63,9 @@ pub fn compression_for(target: Target, asked: Option<Compression>) -> Compressio
     })
 }
 
-/// What a script is compiled for: the target, its tile shape (the target's default when
-/// `None`), and how the integer columns kernels read are encoded.
+/// What a script is compiled for: the target, its tile shape (where `None`, each query's from
+/// how its columns are stored: `Target::tile_for`), and how the integer columns kernels read
+/// are encoded.
 #[derive(Clone, Copy, Debug)]
 pub struct CompileOptions {
     pub target: Target,

@@ -16,7 +16,7 @@ use tessera_runtime::{Target, TileShape};
 use tessera_storage::compress::Scheme;
 use tessera_storage::Catalog;
 
-use crate::physical::{group_copy_bytes, DenseUpdates, Input, PhysicalQuery};
+use crate::physical::{group_copy_bytes, DenseUpdates, Input, PhysicalQuery, GROUP_COPY_BYTES};
 
 use super::query::QueryContext;
 use super::sinks::SinkPlan;
@@ -158,7 +158,10 @@ pub(super) fn choose(
         if gpu && !keys.is_empty() {
             let slots: u64 = keys.iter().map(|(_, _, domain)| domain.slots()).product();
             let bytes = group_copy_bytes(slots, aggregates.iter().map(|a| &a.aggregate));
-            let left = STATIC_SHARED_BYTES - u64::from(reduce::SCRATCH_BYTES) - staged_bytes;
+            // The planner sized the copy within `GROUP_COPY_BYTES`; what the staged columns
+            // and reductions leave of the block's shared memory decides.
+            let left = (STATIC_SHARED_BYTES - u64::from(reduce::SCRATCH_BYTES) - staged_bytes)
+                .min(GROUP_COPY_BYTES);
             choices.group_copy = bytes <= left;
             choices.notes.push(match choices.group_copy {
                 true => KernelNote::GroupCopy { slots, bytes },
