@@ -23,7 +23,9 @@ use tessera_compiler::Compilation;
 use tessera_grammar::source_to_ast;
 use tessera_runtime::exec::gpu::GpuBackend;
 use tessera_runtime::exec::host::HostBackend;
-use tessera_runtime::exec::{run_query_until, Backend, QueryOutcome, Readback, RuntimeError};
+use tessera_runtime::exec::{
+    run_query_until, Backend, Learned, QueryOutcome, Readback, RuntimeError,
+};
 use tessera_runtime::program::{Code, Program, QueryProgram};
 use tessera_runtime::Target;
 use tessera_storage::compress::Compression;
@@ -82,6 +84,11 @@ pub struct Engine {
     timing: bool,
 }
 
+/// Nothing learned yet, for each of `queries`.
+fn learned_for(queries: &[QueryProgram]) -> Vec<Learned> {
+    queries.iter().map(|_| Learned::default()).collect()
+}
+
 /// What the device holds for something the engine no longer keeps.
 enum Retired {
     /// A module's code, by its id on the device.
@@ -112,6 +119,8 @@ impl Drop for Module {
 struct Resident {
     module: Arc<Module>,
     queries: Vec<QueryProgram>,
+    /// For each query, the room its earlier runs found it needed.
+    learned: Vec<Learned>,
     /// The shape its module was registered under, when it was.
     shape: Option<String>,
     origin: Origin,
@@ -339,6 +348,7 @@ impl Engine {
                 })
                 .sum();
             Resident {
+                learned: learned_for(&compiled.program.queries),
                 queries: compiled.program.queries.clone(),
                 module: Arc::new(Module {
                     program: compiled.program,
@@ -422,6 +432,7 @@ impl Engine {
                     Failure::Message("internal error: a shared program's queries differ".into())
                 })?;
             return Ok(Resident {
+                learned: learned_for(&queries),
                 queries,
                 module,
                 shape: Some(shape),
@@ -446,6 +457,11 @@ impl Engine {
         drop(gone);
         resident.shape = Some(shape);
         Ok(resident)
+    }
+
+    /// Whether each script's times go to standard error (`--timing`).
+    pub fn timing(&self) -> bool {
+        self.timing
     }
 
     /// The columns each query of `source` returns, compiling it if need be (nothing runs).
@@ -559,8 +575,16 @@ impl Engine {
         resident
             .queries
             .iter()
-            .map(|query| {
-                run_query_until(backend, query, catalog, &mut Readback::Fetched, cancelled)
+            .zip(&resident.learned)
+            .map(|(query, learned)| {
+                run_query_until(
+                    backend,
+                    query,
+                    catalog,
+                    &mut Readback::Fetched,
+                    cancelled,
+                    learned,
+                )
             })
             .collect()
     }
@@ -585,6 +609,18 @@ fn report_timing(
         sum(|o| o.timing.query_ms),
         sum(|o| o.timing.finish_ms),
     );
+    let (launched, waited_for_kernels) = (sum(|o| o.timing.launch_ms), sum(|o| o.timing.wait_ms));
+    // A query whose kernels ran again (its grouping's table or output too small) spent the
+    // earlier runs in `rest`.
+    let again = outcomes.map_or(0, |o| {
+        o.iter()
+            .map(|o| o.timing.runs.saturating_sub(1))
+            .sum::<u32>()
+    });
+    let again = match again {
+        0 => String::new(),
+        n => format!(", of it {n} earlier run(s) of kernels whose room was too small"),
+    };
     let streamed: String = outcomes
         .into_iter()
         .flatten()
@@ -592,14 +628,14 @@ fn report_timing(
         .map(|streamed| format!("; {streamed}"))
         .collect();
     eprintln!(
-        "timing: {first}: waited {waited:.3} ms for the device, held it {held:.3} ms: setup {setup:.3}, kernels {kernels:.3}, results {results:.3}, rest {:.3}; program {}{streamed}",
+        "timing: {first}: waited {waited:.3} ms for the device, held it {held:.3} ms: setup {setup:.3}, kernels {kernels:.3} (launched in {launched:.3}, then waited {waited_for_kernels:.3}), results {results:.3}, rest {:.3}{again}; program {}{streamed}",
         held - setup - kernels - results,
         origin.describe(),
     );
 }
 
 /// A script as a timing line names it: its first line names it well enough in a log.
-fn script_name(source: &str) -> String {
+pub(crate) fn script_name(source: &str) -> String {
     source
         .trim()
         .lines()
@@ -629,6 +665,46 @@ mod tests {
             "let top = from t | sort v desc | take 1 | select most = v\n\
              from t | product top | where v > {bound} | select k, v, most | sort v"
         )
+    }
+
+    #[test]
+    fn a_query_whose_room_was_too_small_starts_with_enough_when_run_again() {
+        // 20,000 groups of a computed key behind filters the planner cannot estimate (it
+        // guesses a third each): the grouping's first table is far too small.
+        let data = tempfile::tempdir().expect("temporary folder");
+        let rows: String = (0..20_000).map(|i| format!("{i},{}\n", i % 7)).collect();
+        std::fs::write(data.path().join("t.csv"), format!("k,v\n{rows}")).expect("written");
+        let engine = Engine::open(EngineOptions {
+            data: data.path().to_path_buf(),
+            device: DeviceChoice::Cpu,
+            compress: None,
+            partition_joins: PartitionJoins::Auto,
+            gpu_memory: None,
+            timing: false,
+            cache: false,
+        })
+        .expect("engine");
+        let script = "from t | where v == v and k == k and v + k == k + v\n\
+                      | derive g = k * 3 | group g { n = count() } | aggregate { groups = count() }";
+        let run = || {
+            let outcome = engine
+                .run("groups", script, &AtomicBool::new(false))
+                .expect("runs")
+                .remove(0);
+            (outcome.table.rows, outcome.timing.runs)
+        };
+        let (first, first_runs) = run();
+        assert_eq!(first, vec![vec![Value::Int(20_000)]]);
+        assert!(
+            first_runs > 1,
+            "the first run's table was large enough: {first_runs} run"
+        );
+        let (again, runs) = run();
+        assert_eq!(again, first);
+        assert_eq!(
+            runs, 1,
+            "the second run started with the table the first one grew to"
+        );
     }
 
     #[test]

@@ -559,35 +559,40 @@ fn fetch_rows(
 }
 
 /// `count` rows from the bytes of their columns, a row at a time: each row is written whole
-/// while the columns are read in step, rather than every row revisited once per column.
+/// while the columns are read in step, rather than every row revisited once per column. A
+/// string column's rows share one copy of each dictionary entry they hold.
 fn decode_rows(
     columns: &[RowColumn],
     bytes: &[Column],
     count: usize,
     catalog: &Catalog,
 ) -> Result<Rows, RuntimeError> {
-    let dictionaries = columns
+    let mut strings = columns
         .iter()
         .map(|column| match column.ty {
-            DataType::Str => dictionary(catalog, column.dictionary.as_ref()),
+            DataType::Str => Ok(dictionary(catalog, column.dictionary.as_ref())?
+                .map(|d| SharedStrings::new(d, count))),
             _ => Ok(None),
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, RuntimeError>>()?;
+    for (column, (values, _)) in columns.iter().zip(bytes) {
+        if values.len() < count * column.ty.width() {
+            return Err(RuntimeError::Malformed(
+                "a result buffer is too short".into(),
+            ));
+        }
+    }
     let mut rows = Vec::with_capacity(count);
     for index in 0..count {
         let mut row = Vec::with_capacity(columns.len());
-        for ((column, (values, validity)), dictionary) in
-            columns.iter().zip(bytes).zip(&dictionaries)
-        {
+        for ((column, (values, validity)), strings) in columns.iter().zip(bytes).zip(&mut strings) {
             if validity.as_ref().is_some_and(|v| v.get(index) == Some(&0)) {
                 row.push(Value::Null);
                 continue;
             }
             let value = element(values, column.ty, index)?;
-            row.push(match (value, dictionary) {
-                (Value::Int(code), Some(d)) => {
-                    Value::Str(d.value(code as i32).unwrap_or_default().to_string())
-                }
+            row.push(match (value, strings) {
+                (Value::Int(code), Some(strings)) => Value::Str(strings.get(code)),
                 (value, _) => value,
             });
         }
@@ -598,6 +603,39 @@ fn decode_rows(
         types: columns.iter().map(|c| c.ty).collect(),
         rows,
     })
+}
+
+/// A dictionary's entries as a result's rows hold them: each entry copied once, when first
+/// read, and shared by every row that holds it. A dictionary much larger than the rows read
+/// keeps no table of copies (most entries would go unread): each row gets its own.
+struct SharedStrings {
+    dictionary: Arc<Dictionary>,
+    copies: Option<Vec<Option<Arc<str>>>>,
+}
+
+impl SharedStrings {
+    /// Entries past which a table of copies is kept only for as many rows.
+    const ALWAYS_SHARED: usize = 4096;
+
+    fn new(dictionary: Arc<Dictionary>, rows: usize) -> SharedStrings {
+        let entries = dictionary.len();
+        let copies = (entries <= Self::ALWAYS_SHARED.max(rows.saturating_mul(2)))
+            .then(|| vec![None; entries]);
+        SharedStrings { dictionary, copies }
+    }
+
+    /// Entry `code` (empty when there is none: a slot no row wrote).
+    fn get(&mut self, code: i64) -> Arc<str> {
+        let text = || Arc::from(self.dictionary.value(code as i32).unwrap_or_default());
+        let slot = usize::try_from(code)
+            .ok()
+            .and_then(|at| self.copies.as_mut()?.get_mut(at));
+        match slot {
+            Some(Some(shared)) => Arc::clone(shared),
+            Some(slot @ None) => Arc::clone(slot.insert(text())),
+            None => text(),
+        }
+    }
 }
 
 /// The low `bits` bits of `field`, sign-extended: 32-bit keys are stored as their
@@ -1043,7 +1081,7 @@ fn key_value(ty: DataType, raw: i64, dictionary: Option<&Arc<Dictionary>>) -> Va
     match (ty, dictionary) {
         (DataType::F64, _) => Value::Float(f64::from_bits(raw as u64)),
         (DataType::F32, _) => Value::Float(f64::from(f32::from_bits(raw as u32))),
-        (DataType::Str, Some(d)) => Value::Str(d.value(raw as i32).unwrap_or_default().to_string()),
+        (DataType::Str, Some(d)) => Value::Str(d.value(raw as i32).unwrap_or_default().into()),
         (DataType::Date, _) => Value::Date(raw as i32),
         (DataType::Timestamp, _) => Value::Timestamp(raw),
         (DataType::Time, _) => Value::Time(raw),
@@ -1090,7 +1128,7 @@ fn aggregate_value(
             let text = dictionary
                 .and_then(|d| d.value(code as i32))
                 .unwrap_or_default();
-            Value::Str(text.to_string())
+            Value::Str(text.into())
         }
         (_, value) => value,
     })
@@ -1707,7 +1745,7 @@ mod tests {
                 .map(|i| {
                     let key = match i % 4 {
                         0 => Value::Null,
-                        n => Value::Str(format!("key {n}")),
+                        n => Value::Str(format!("key {n}").into()),
                     };
                     let x = if i % 2 == 0 { 0.0 } else { -0.0 };
                     vec![key, Value::Float(x)]
@@ -1756,6 +1794,22 @@ mod tests {
             averaged.rows,
             vec![vec![Value::Float(i64::MAX as f64 / 2.0 + 0.5)]]
         );
+    }
+
+    #[test]
+    fn rows_share_one_copy_of_each_dictionary_entry() {
+        let words = |n: usize| (0..n).map(|i| format!("w{i:05}")).collect::<Vec<_>>();
+        let mut strings = SharedStrings::new(Arc::new(Dictionary::from_unsorted(words(3))), 10);
+        let (first, again) = (strings.get(1), strings.get(1));
+        assert_eq!(&*first, "w00001");
+        assert!(Arc::ptr_eq(&first, &again));
+        // A code no entry has (a slot no row wrote) reads as the empty string.
+        assert_eq!(&*strings.get(7), "");
+        assert_eq!(&*strings.get(-1), "");
+        // Far more entries than rows: each row gets its own copy, of the right entry.
+        let mut sparse = SharedStrings::new(Arc::new(Dictionary::from_unsorted(words(20_000))), 2);
+        assert!(sparse.copies.is_none());
+        assert_eq!(&*sparse.get(12_345), "w12345");
     }
 
     #[test]

@@ -52,8 +52,8 @@ pub fn run(args: &DescribeArgs) -> Result<(), Failure> {
     )
 }
 
-fn text(value: impl Into<String>) -> Value {
-    Value::Str(value.into())
+fn text(value: impl AsRef<str>) -> Value {
+    Value::Str(value.as_ref().into())
 }
 
 /// One row per table: its name, rows, and the files it is read from.

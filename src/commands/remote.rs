@@ -327,7 +327,7 @@ fn parse_row(body: &[u8], columns: &[(String, DataType)]) -> Result<Vec<Value>, 
             DataType::Date => Value::Date(date::parse_date(text).ok_or_else(bad)?),
             DataType::Timestamp => Value::Timestamp(date::parse_timestamp(text).ok_or_else(bad)?),
             DataType::Time => Value::Time(date::parse_time(text).ok_or_else(bad)?),
-            DataType::Str => Value::Str(text.to_string()),
+            DataType::Str => Value::Str(text.into()),
             DataType::Decimal(d) if d.is_wide() => Value::WideDecimal(
                 tessera_storage::decimal::parse_wide(text, d.scale).ok_or_else(bad)?,
                 d.scale,

@@ -264,7 +264,7 @@ fn record_batch(table: &ResultTable) -> Result<RecordBatch, arrow_schema::ArrowE
                 _ => None,
             }))),
             DataType::Str => Arc::new(StringArray::from_iter(values.map(|v| match v {
-                Value::Str(s) => Some(s.as_str()),
+                Value::Str(s) => Some(&**s),
                 _ => None,
             }))),
         };

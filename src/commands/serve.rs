@@ -19,6 +19,7 @@ use std::fmt::Debug;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use async_trait::async_trait;
 use bytes::{BufMut, BytesMut};
@@ -50,7 +51,7 @@ use tessera_runtime::result::ResultTable;
 use tessera_storage::{DataType, DecimalType, Value};
 
 use crate::commands::scram::{self, Credential, Exchange};
-use crate::engine::{Columns, Engine, EngineOptions};
+use crate::engine::{script_name, Columns, Engine, EngineOptions};
 use crate::failure::Failure;
 use crate::ServeArgs;
 use tessera_runtime::exec::RuntimeError;
@@ -366,11 +367,24 @@ impl Tessera {
                 true => outcomes.len().saturating_sub(1),
                 false => 0,
             };
-            Ok(outcomes
+            let writing = Instant::now();
+            let mut rows = 0;
+            let encoded = outcomes
                 .into_iter()
                 .skip(skipped)
-                .map(|outcome| encode_result(outcome.table, &format, &cancelled))
-                .collect())
+                .map(|outcome| {
+                    rows += outcome.table.rows.len();
+                    encode_result(outcome.table, &format, &cancelled)
+                })
+                .collect();
+            if engine.timing() {
+                eprintln!(
+                    "timing: {}: {rows} rows written as messages in {:.3} ms",
+                    script_name(&text),
+                    writing.elapsed().as_secs_f64() * 1e3
+                );
+            }
+            Ok(encoded)
         })
         .await;
         guard.0 = None;
@@ -663,6 +677,21 @@ fn put_typed(out: &mut BytesMut, value: &Value, column: &WireColumn) -> PgWireRe
             FieldFormat::Binary => value.to_sql(&column.pg, out)?,
         })
     }
+    // The text of the values most results hold, written straight into the row: what
+    // pgwire's `to_sql_text` writes, without its formatting machinery.
+    if column.format == FieldFormat::Text {
+        let mut digits = itoa::Buffer::new();
+        let text = match (value, column.ty) {
+            (Value::Int(i), DataType::I32) => Some(digits.format(*i as i32).as_bytes()),
+            (Value::Int(i), DataType::I64) => Some(digits.format(*i).as_bytes()),
+            (Value::Str(s), _) => Some(s.as_bytes()),
+            _ => None,
+        };
+        if let Some(text) = text {
+            out.put_slice(text);
+            return Ok(IsNull::No);
+        }
+    }
     match (value, column.ty) {
         (Value::Null, _) => Ok(IsNull::Yes),
         (Value::Bool(b), _) => put(out, b, column),
@@ -674,7 +703,7 @@ fn put_typed(out: &mut BytesMut, value: &Value, column: &WireColumn) -> PgWireRe
         (Value::Date(days), _) => put(out, &PgValue::Date(*days), column),
         (Value::Timestamp(micros), _) => put(out, &PgValue::Timestamp(*micros), column),
         (Value::Time(micros), _) => put(out, &PgValue::Time(*micros), column),
-        (Value::Str(s), _) => put(out, &s.as_str(), column),
+        (Value::Str(s), _) => put(out, &&**s, column),
         (Value::Decimal(raw, scale), _) => put(
             out,
             &PgValue::Numeric {
@@ -893,7 +922,7 @@ mod tests {
             vec![
                 Value::Int(i64::from(i32::MIN)),
                 Value::Int(0),
-                Value::Str(String::new()),
+                Value::Str("".into()),
                 Value::Null,
                 Value::Bool(false),
             ],
@@ -929,7 +958,7 @@ mod tests {
                         (Value::Int(i), DataType::Bool) => expected.encode_field(&(*i != 0)),
                         (Value::Bool(b), _) => expected.encode_field(b),
                         (Value::Int(i), _) => expected.encode_field(i),
-                        (Value::Str(s), _) => expected.encode_field(&s.as_str()),
+                        (Value::Str(s), _) => expected.encode_field(&&**s),
                         (Value::Date(days), _) => expected.encode_field(&PgValue::Date(*days)),
                         _ => unreachable!("only the values above are written"),
                     }

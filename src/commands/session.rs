@@ -12,7 +12,7 @@ use tessera_compiler::physical::{PartitionJoins, PhysicalQuery};
 use tessera_compiler::{decorrelate, staging, Compilation};
 use tessera_grammar::source_to_ast;
 use tessera_runtime::exec::gpu::{probe, GpuInfo};
-use tessera_runtime::exec::{run_query_until, Backend, Readback, RuntimeError, Timing};
+use tessera_runtime::exec::{run_query_until, Backend, Learned, Readback, RuntimeError, Timing};
 use tessera_runtime::program::{Program, QueryProgram};
 use tessera_runtime::result::{fetched_columns, FetchedResult};
 use tessera_runtime::{Target, TileShape};
@@ -514,10 +514,26 @@ pub fn run_stage_on(
     let Some((last, before)) = program.queries.split_last() else {
         return Err(RuntimeError::Malformed("a stage has no query".into()));
     };
+    // A stage runs once per script run: nothing is learned for a later one.
+    let learned = Learned::default();
     for query in before {
-        run_query_until(backend, query, catalog, &mut Readback::Table, cancelled)?;
+        run_query_until(
+            backend,
+            query,
+            catalog,
+            &mut Readback::Table,
+            cancelled,
+            &learned,
+        )?;
     }
-    let outcome = run_query_until(backend, last, catalog, &mut Readback::Fetched, cancelled)?;
+    let outcome = run_query_until(
+        backend,
+        last,
+        catalog,
+        &mut Readback::Fetched,
+        cancelled,
+        &learned,
+    )?;
     let fetched = outcome
         .fetched
         .ok_or_else(|| RuntimeError::Malformed("a stage's result was not read back".into()))?;

@@ -142,7 +142,7 @@ impl ColumnData {
             ColumnData::Timestamp(v) => Value::Timestamp(v[row]),
             ColumnData::Time(v) => Value::Time(v[row]),
             ColumnData::Str { codes, dictionary } => {
-                Value::Str(dictionary.value(codes[row]).unwrap_or_default().to_string())
+                Value::Str(dictionary.value(codes[row]).unwrap_or_default().into())
             }
         }
     }
@@ -684,7 +684,7 @@ impl ColumnBuilder {
     pub fn push_owned(&mut self, value: Value) -> Result<(), String> {
         match (&mut self.values, value) {
             (BuiltValues::Str(v), Value::Str(s)) => {
-                v.push(Some(s));
+                v.push(Some(s.to_string()));
                 self.validity.push(true);
                 Ok(())
             }
@@ -727,7 +727,7 @@ impl ColumnBuilder {
                 v.push(*raw)
             }
             (BuiltValues::WideDecimal(v, _), Value::Null) => v.push(0),
-            (BuiltValues::Str(v), Value::Str(s)) => v.push(Some(s.clone())),
+            (BuiltValues::Str(v), Value::Str(s)) => v.push(Some(s.to_string())),
             (BuiltValues::Str(v), Value::Null) => v.push(None),
             _ => return Err(mismatch()),
         }
@@ -916,7 +916,7 @@ mod tests {
 
     #[test]
     fn a_builder_keeps_values_and_nulls_in_order_across_concatenated_runs() {
-        let text = |s: &str| Value::Str(s.to_string());
+        let text = |s: &str| Value::Str(s.into());
         let mut first = ColumnBuilder::new(DataType::Str, 2);
         first.push(&Value::Null).expect("a null");
         first.push_owned(text("b")).expect("a string");

@@ -221,7 +221,7 @@ impl DerivedString {
     pub fn value(&self, text: &str) -> Value {
         match self.function {
             StringFunction::Length => Value::Int(length(text)),
-            _ => Value::Str(self.apply(text).into_owned()),
+            _ => Value::Str(self.apply(text).into()),
         }
     }
 
@@ -429,7 +429,7 @@ mod tests {
     fn a_derived_column_maps_codes_through_its_own_dictionary() {
         let values: Vec<Value> = [Some("13-555"), None, Some("31-1"), Some("13-9")]
             .into_iter()
-            .map(|s| s.map_or(Value::Null, |s| Value::Str(s.to_string())))
+            .map(|s| s.map_or(Value::Null, |s| Value::Str(s.into())))
             .collect();
         let base = Column::from_values(DataType::Str, values.iter()).expect("a string column");
         let function = DerivedString::parse("substring(x, 1, 2)").expect("a derived name");
@@ -446,7 +446,7 @@ mod tests {
                 },
             )
             .collect();
-        let text = |s: &str| Value::Str(s.to_string());
+        let text = |s: &str| Value::Str(s.into());
         assert_eq!(texts, vec![text("13"), Value::Null, text("31"), text("13")]);
         assert_eq!(derived.data.dictionary().map(|d| d.len()), Some(2));
     }

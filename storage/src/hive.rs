@@ -149,7 +149,7 @@ fn partition(name: &str, texts: &[&str]) -> Partition {
             (NULL_PARTITION, _) => Value::Null,
             (text, DataType::I64) => text.parse().map_or(Value::Null, Value::Int),
             (text, DataType::Date) => date::parse_date(text).map_or(Value::Null, Value::Date),
-            (text, _) => Value::Str(text.to_string()),
+            (text, _) => Value::Str(text.into()),
         })
         .collect();
     Partition {
@@ -172,7 +172,7 @@ pub(crate) fn partition_column(partition: &Partition, rows: &[u64]) -> Column {
                 .values
                 .iter()
                 .filter_map(|v| match v {
-                    Value::Str(s) => Some(s.clone()),
+                    Value::Str(s) => Some(s.to_string()),
                     _ => None,
                 })
                 .collect();

@@ -1,6 +1,7 @@
 //! Data types, fields and schemas shared by the catalog, the compiler and the runtime.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// The types a column or expression can have.
 #[derive(
@@ -263,7 +264,8 @@ pub enum Value {
     Timestamp(i64),
     /// Microseconds since midnight.
     Time(i64),
-    Str(String),
+    /// Text, shared: a result's rows share one copy of each dictionary entry they hold.
+    Str(Arc<str>),
     /// A decimal of up to 18 digits: its raw value (units of `10^-scale`) and its scale.
     Decimal(i64, u8),
     /// A decimal of more than 18 digits (up to 38): its raw value and its scale.

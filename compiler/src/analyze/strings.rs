@@ -55,7 +55,7 @@ impl Analyzer<'_> {
         let entries = self.code_entries(&origin);
         let nullable = tested.nullable;
         let pattern = Expr::new(
-            ExprKind::Literal(Value::Str(text)),
+            ExprKind::Literal(Value::Str(text.into())),
             DataType::Str,
             false,
             text_span,

@@ -1171,7 +1171,7 @@ pub(super) fn host_expr(expr: &Expr) -> Result<HostExpr, Diagnostic> {
         }
         // A string a `case` produces: the host holds strings as text.
         ExprKind::StrCode(code) if code.bound == StrBound::Exact => {
-            HostExpr::Literal(Value::Str(code.text.clone()))
+            HostExpr::Literal(Value::Str(code.text.as_str().into()))
         }
         ExprKind::StrCode(_) => {
             return Err(Diagnostic::unsupported(
@@ -1207,7 +1207,7 @@ pub(super) fn host_expr(expr: &Expr) -> Result<HostExpr, Diagnostic> {
             HostExpr::Binary {
                 op,
                 left: Box::new(host_expr(left)?),
-                right: Box::new(HostExpr::Literal(Value::Str(code.text.clone()))),
+                right: Box::new(HostExpr::Literal(Value::Str(code.text.as_str().into()))),
             }
         }
         ExprKind::Binary { op, left, right } => HostExpr::Binary {
@@ -1252,7 +1252,7 @@ pub(super) fn host_expr(expr: &Expr) -> Result<HostExpr, Diagnostic> {
             HostExpr::Matches {
                 operand: Box::new(host_expr(operand)?),
                 kind: *kind,
-                pattern: pattern.clone(),
+                pattern: pattern.to_string(),
             }
         }
         ExprKind::Derived {

@@ -34,7 +34,7 @@ impl Constant {
     pub fn value(&self) -> Value {
         match self {
             Constant::Value(value) => value.clone(),
-            Constant::StrCode(code) => Value::Str(code.text.clone()),
+            Constant::StrCode(code) => Value::Str(code.text.as_str().into()),
         }
     }
 

@@ -9,7 +9,7 @@ pub mod jit;
 mod readback;
 pub mod stream;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -314,10 +314,17 @@ pub struct Timing {
     pub query_ms: f64,
     /// Binding, allocation and filling before the first kernel (milliseconds).
     pub setup_ms: f64,
+    /// The host's time launching the kernels, which they run behind (milliseconds).
+    pub launch_ms: f64,
+    /// The host's time waiting for the kernels once all were launched (milliseconds).
+    pub wait_ms: f64,
     /// Reading the result back and decoding it (milliseconds).
     pub finish_ms: f64,
     /// The table streamed through the device, if one was.
     pub streamed: Option<Streamed>,
+    /// Times the kernels ran: more than once where the grouping's table or the output was
+    /// too small ([`Learned`]). The other fields are the last run's.
+    pub runs: u32,
 }
 
 /// A table streamed through the device in pieces (`exec::stream`).
@@ -419,21 +426,46 @@ pub fn run_query_with(
     catalog: &Catalog,
     readback: &mut Readback<'_>,
 ) -> Result<QueryOutcome, RuntimeError> {
-    run_query_until(backend, query, catalog, readback, &AtomicBool::new(false))
+    let (never, learned) = (AtomicBool::new(false), Learned::default());
+    run_query_until(backend, query, catalog, readback, &never, &learned)
+}
+
+/// What earlier runs of one query found its room too small for: the slots of a grouping's
+/// hash table that held every group, and the rows its output took where the planned room
+/// held fewer. A later run starts there rather than running its kernels again (a resident
+/// server runs a query many times over the same data); one that outgrows them runs again, as
+/// a first run does.
+#[derive(Debug, Default)]
+pub struct Learned {
+    group_capacity: AtomicU64,
+    /// 0 while the planned room sufficed.
+    output_rows: AtomicU64,
+}
+
+impl Learned {
+    fn remember(&self, group_capacity: u64, output_rows: Option<u64>) {
+        self.group_capacity
+            .fetch_max(group_capacity, Ordering::Relaxed);
+        if let Some(rows) = output_rows {
+            self.output_rows.fetch_max(rows, Ordering::Relaxed);
+        }
+    }
 }
 
 /// [`run_query_with`], giving up with [`RuntimeError::Cancelled`] once `cancelled` is set: it
 /// is looked at before each kernel is launched, by running kernels ([`Cancel`]: on the host
 /// before each tile, on the GPU in each round over a tile's matches), once they have run, and
-/// as the result is read back.
+/// as the result is read back. It starts from the room earlier runs found it needed
+/// (`learned`), and adds what this one finds.
 pub fn run_query_until(
     backend: &mut dyn Backend,
     query: &QueryProgram,
     catalog: &Catalog,
     readback: &mut Readback<'_>,
     cancelled: &AtomicBool,
+    learned: &Learned,
 ) -> Result<QueryOutcome, RuntimeError> {
-    let result = run_query_checked(backend, query, catalog, readback, cancelled);
+    let result = run_query_checked(backend, query, catalog, readback, cancelled, learned);
     if result.is_err() {
         // A cancelled or failed query leaves no buffers behind for the next one.
         backend.release_buffers();
@@ -447,18 +479,29 @@ fn run_query_checked(
     catalog: &Catalog,
     readback: &mut Readback<'_>,
     cancelled: &AtomicBool,
+    learned: &Learned,
 ) -> Result<QueryOutcome, RuntimeError> {
     check_columns(&query.columns, catalog)?;
     check_assumptions(&query.assumptions, catalog)?;
     backend.begin_query();
-    let mut capacity = query.group_capacity.unwrap_or(0);
-    let mut rows = None;
+    let planned = query.group_capacity.unwrap_or(0);
+    let mut capacity = planned.max(learned.group_capacity.load(Ordering::Relaxed));
+    let mut rows = Some(learned.output_rows.load(Ordering::Relaxed)).filter(|&r| r > 0);
+    // Whether `rows` is what this run counted, which then suffices.
+    let mut counted = false;
+    let mut runs = 1;
     loop {
         match run_with_capacity(backend, query, catalog, capacity, rows, readback, cancelled)? {
-            Attempt::Done(outcome) => return Ok(outcome),
+            Attempt::Done(mut outcome) => {
+                learned.remember(capacity, rows);
+                outcome.timing.runs = runs;
+                return Ok(*outcome);
+            }
             // A join matched rows several times and the output was too small: every kernel
-            // runs again with room for exactly the rows it counted (which then suffices).
-            Attempt::RowsOverflow(written) if rows.is_none() => rows = Some(written),
+            // runs again with room for exactly the rows it counted.
+            Attempt::RowsOverflow(written) if !counted => {
+                (rows, counted) = (Some(written), true);
+            }
             Attempt::RowsOverflow(written) => {
                 return Err(RuntimeError::Malformed(format!(
                     "the query wrote {written} rows into room made for exactly that many"
@@ -472,6 +515,7 @@ fn run_query_checked(
                 )))
             }
         }
+        runs += 1;
     }
 }
 
@@ -479,7 +523,7 @@ fn run_query_checked(
 const MAX_GROUP_CAPACITY: u64 = 1 << 31;
 
 enum Attempt {
-    Done(QueryOutcome),
+    Done(Box<QueryOutcome>),
     TableFull,
     /// The query wrote more rows than its output holds (this many).
     RowsOverflow(u64),
@@ -541,6 +585,7 @@ fn run_with_capacity(
         word: status + 4 * u64::from(crate::primitives::hash::status::CANCELLED),
     };
     timing.setup_ms = setup.elapsed().as_secs_f64() * 1e3;
+    let launching = Instant::now();
     let mut launches = Vec::with_capacity(bound.len());
     let mut staged = 0;
     for (kernel, launch) in query.kernels.iter().zip(&bound) {
@@ -563,7 +608,10 @@ fn run_with_capacity(
             }
         }
     }
+    timing.launch_ms = launching.elapsed().as_secs_f64() * 1e3;
+    let waiting = Instant::now();
     let (mut each, total) = backend.wait(cancel)?;
+    timing.wait_ms = waiting.elapsed().as_secs_f64() * 1e3;
     check()?;
     timing.query_ms = total;
     if let Some(streaming) = &streaming {
@@ -657,11 +705,11 @@ fn run_with_capacity(
     check()?;
     results.backend.release_buffers();
     timing.finish_ms = finish.elapsed().as_secs_f64() * 1e3;
-    Ok(Attempt::Done(QueryOutcome {
+    Ok(Attempt::Done(Box::new(QueryOutcome {
         table,
         timing,
         fetched,
-    }))
+    })))
 }
 
 /// One kernel launch with its parameters bound.

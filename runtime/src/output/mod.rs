@@ -461,7 +461,7 @@ mod tests {
             &[("s", DataType::Str), ("n", DataType::I64)],
             vec![
                 vec![Value::Null, Value::Null],
-                vec![Value::Str(String::new()), Value::Int(1)],
+                vec![Value::Str("".into()), Value::Int(1)],
                 vec![Value::Str("null".into()), Value::Int(2)],
             ],
         );
@@ -564,7 +564,7 @@ mod tests {
     fn a_wide_table_is_cut_to_the_width() {
         let t = table(
             &[("id", DataType::I32), ("text", DataType::Str)],
-            vec![vec![Value::Int(7), Value::Str("é".repeat(40))]],
+            vec![vec![Value::Int(7), Value::Str("é".repeat(40).into())]],
         );
         let limits = TableLimits {
             max_rows: None,

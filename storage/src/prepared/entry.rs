@@ -112,7 +112,7 @@ impl From<&ColumnStats> for StoredStats {
             Value::Date(d) => StoredValue::Date(*d),
             Value::Timestamp(t) => StoredValue::Timestamp(*t),
             Value::Time(t) => StoredValue::Time(*t),
-            Value::Str(s) => StoredValue::Str(s.clone()),
+            Value::Str(s) => StoredValue::Str(s.to_string()),
             Value::Decimal(raw, scale) => StoredValue::Decimal(*raw, *scale),
             Value::WideDecimal(raw, scale) => StoredValue::WideDecimal {
                 high: (*raw >> 64) as i64,
@@ -140,7 +140,7 @@ impl From<&StoredStats> for ColumnStats {
             StoredValue::Date(d) => Value::Date(*d),
             StoredValue::Timestamp(t) => Value::Timestamp(*t),
             StoredValue::Time(t) => Value::Time(*t),
-            StoredValue::Str(s) => Value::Str(s.clone()),
+            StoredValue::Str(s) => Value::Str(s.as_str().into()),
             StoredValue::Decimal(raw, scale) => Value::Decimal(*raw, *scale),
             StoredValue::WideDecimal { high, low, scale } => {
                 Value::WideDecimal(i128::from(*high) << 64 | i128::from(*low), *scale)

@@ -31,7 +31,7 @@ fn ints(column: &Column) -> &[i32] {
 fn distinct(column: &Column) -> BTreeSet<String> {
     (0..column.len())
         .map(|row| match column.data.value(row) {
-            Value::Str(s) => s,
+            Value::Str(s) => s.to_string(),
             other => panic!("expected a string, got {other}"),
         })
         .collect()
