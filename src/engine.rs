@@ -628,7 +628,7 @@ fn report_timing(
         .map(|streamed| format!("; {streamed}"))
         .collect();
     eprintln!(
-        "timing: {first}: waited {waited:.3} ms for the device, held it {held:.3} ms: setup {setup:.3}, kernels {kernels:.3} (launched in {launched:.3}, then waited {waited_for_kernels:.3}), results {results:.3}, rest {:.3}{again}; program {}{streamed}",
+        "timing: {first}: waited {waited:.3} ms for the device, held it {held:.3} ms: setup {setup:.3}, kernels {kernels:.3} (host: launching {launched:.3}, then waiting {waited_for_kernels:.3}), results {results:.3}, rest {:.3}{again}; program {}{streamed}",
         held - setup - kernels - results,
         origin.describe(),
     );
@@ -667,15 +667,10 @@ mod tests {
         )
     }
 
-    #[test]
-    fn a_query_whose_room_was_too_small_starts_with_enough_when_run_again() {
-        // 20,000 groups of a computed key behind filters the planner cannot estimate (it
-        // guesses a third each): the grouping's first table is far too small.
-        let data = tempfile::tempdir().expect("temporary folder");
-        let rows: String = (0..20_000).map(|i| format!("{i},{}\n", i % 7)).collect();
-        std::fs::write(data.path().join("t.csv"), format!("k,v\n{rows}")).expect("written");
-        let engine = Engine::open(EngineOptions {
-            data: data.path().to_path_buf(),
+    /// An engine on the CPU over the data folder `data`, with no cache on disk.
+    fn cpu_engine(data: &std::path::Path) -> Engine {
+        Engine::open(EngineOptions {
+            data: data.to_path_buf(),
             device: DeviceChoice::Cpu,
             compress: None,
             partition_joins: PartitionJoins::Auto,
@@ -683,7 +678,17 @@ mod tests {
             timing: false,
             cache: false,
         })
-        .expect("engine");
+        .expect("engine")
+    }
+
+    #[test]
+    fn a_query_whose_room_was_too_small_starts_with_enough_when_run_again() {
+        // 20,000 groups of a computed key behind filters the planner cannot estimate (it
+        // guesses a third each): the grouping's first table is far too small.
+        let data = tempfile::tempdir().expect("temporary folder");
+        let rows: String = (0..20_000).map(|i| format!("{i},{}\n", i % 7)).collect();
+        std::fs::write(data.path().join("t.csv"), format!("k,v\n{rows}")).expect("written");
+        let engine = cpu_engine(data.path());
         let script = "from t | where v == v and k == k and v + k == k + v\n\
                       | derive g = k * 3 | group g { n = count() } | aggregate { groups = count() }";
         let run = || {
@@ -711,16 +716,7 @@ mod tests {
     fn scripts_past_the_bound_are_forgotten_with_what_the_device_held_for_them() {
         let data = tempfile::tempdir().expect("temporary folder");
         std::fs::write(data.path().join("t.csv"), "k,v\n1,10\n1,20\n2,5\n3,7\n").expect("written");
-        let mut engine = Engine::open(EngineOptions {
-            data: data.path().to_path_buf(),
-            device: DeviceChoice::Cpu,
-            compress: None,
-            partition_joins: PartitionJoins::Auto,
-            gpu_memory: None,
-            timing: false,
-            cache: false,
-        })
-        .expect("engine");
+        let mut engine = cpu_engine(data.path());
         engine.programs = Mutex::new(RecentlyUsed::new(2, u64::MAX));
         let run = |engine: &Engine, bound: i64| {
             let outcomes = engine

@@ -550,9 +550,9 @@ fn run_with_capacity(
         }
         let mut elements = spec.elements_for(capacity, rows);
         if spec.output {
-            // A row per element: as many as the buffer holds at first, as many as the last
-            // run wrote when it wrote more.
-            elements = output_rows.unwrap_or(elements);
+            // A row per element: as many as the buffer holds at first, as many as a run
+            // wrote when it wrote more.
+            elements = output_rows.map_or(elements, |rows| rows.max(elements));
             output_capacity = elements;
         }
         sizes.push(elements * u64::from(spec.element_bytes));
