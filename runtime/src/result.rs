@@ -575,13 +575,6 @@ fn decode_rows(
             _ => Ok(None),
         })
         .collect::<Result<Vec<_>, RuntimeError>>()?;
-    for (column, (values, _)) in columns.iter().zip(bytes) {
-        if values.len() < count * column.ty.width() {
-            return Err(RuntimeError::Malformed(
-                "a result buffer is too short".into(),
-            ));
-        }
-    }
     let mut rows = Vec::with_capacity(count);
     for index in 0..count {
         let mut row = Vec::with_capacity(columns.len());

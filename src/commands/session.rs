@@ -514,9 +514,10 @@ pub fn run_stage_on(
     let Some((last, before)) = program.queries.split_last() else {
         return Err(RuntimeError::Malformed("a stage has no query".into()));
     };
-    // A stage runs once per script run: nothing is learned for a later one.
-    let learned = Learned::default();
+    // A stage runs once per script run: each query learns nothing for a later one, and
+    // nothing from the others (their rooms are their own).
     for query in before {
+        let learned = Learned::default();
         run_query_until(
             backend,
             query,
@@ -532,7 +533,7 @@ pub fn run_stage_on(
         catalog,
         &mut Readback::Fetched,
         cancelled,
-        &learned,
+        &Learned::default(),
     )?;
     let fetched = outcome
         .fetched
