@@ -459,11 +459,6 @@ impl Engine {
         Ok(resident)
     }
 
-    /// Whether each script's times go to standard error (`--timing`).
-    pub fn timing(&self) -> bool {
-        self.timing
-    }
-
     /// The columns each query of `source` returns, compiling it if need be (nothing runs).
     pub fn describe(&self, name: &str, source: &str) -> Result<Vec<Columns>, Failure> {
         let resident = self.compiled(name, source, &AtomicBool::new(false))?;
@@ -492,6 +487,29 @@ impl Engine {
         source: &str,
         cancelled: &AtomicBool,
     ) -> Result<Vec<QueryOutcome>, Failure> {
+        self.run_then(name, source, cancelled, |mut outcome, query, catalog, _| {
+            outcome.decode(query, catalog)?;
+            let rows = outcome.table.rows.len();
+            Ok((outcome, rows))
+        })
+    }
+
+    /// Runs every query of `source` as [`Engine::run`] does, then hands each one's outcome,
+    /// as read back, to `finish` with its program, its catalog and whether it is the
+    /// script's last, once the device has gone to the next query: `finish` decodes it (or
+    /// writes its rows elsewhere, [`QueryOutcome::write`]) and says how many rows it had.
+    pub fn run_then<T>(
+        &self,
+        name: &str,
+        source: &str,
+        cancelled: &AtomicBool,
+        mut finish: impl FnMut(
+            QueryOutcome,
+            &QueryProgram,
+            &Catalog,
+            bool,
+        ) -> Result<(T, usize), RuntimeError>,
+    ) -> Result<Vec<T>, Failure> {
         // A script that does not even parse never waits for the device.
         source_to_ast(source).map_err(|d| Failure::Script {
             name: name.to_string(),
@@ -530,21 +548,25 @@ impl Engine {
             let mut device = self.device.blocking_lock();
             result = self.execute(&mut device, &resident, cancelled);
         }
-        let mut outcomes = result?;
+        let outcomes = result?;
         let catalog = resident.catalog.as_deref().unwrap_or(&self.catalog);
         let decoding = Instant::now();
-        for (outcome, query) in outcomes.iter_mut().zip(&resident.queries) {
-            outcome.decode(query, catalog)?;
+        let mut rows = 0;
+        let mut finished = Vec::with_capacity(outcomes.len());
+        let queries = resident.queries.len();
+        for (at, (outcome, query)) in outcomes.into_iter().zip(&resident.queries).enumerate() {
+            let (done, count) = finish(outcome, query, catalog, at + 1 == queries)?;
+            finished.push(done);
+            rows += count;
         }
         if self.timing {
-            let rows: usize = outcomes.iter().map(|o| o.table.rows.len()).sum();
             eprintln!(
-                "timing: {}: results decoded and host steps run in {:.3} ms ({rows} rows)",
+                "timing: {}: results decoded, host steps run and rows handed on in {:.3} ms ({rows} rows)",
                 script_name(source),
                 decoding.elapsed().as_secs_f64() * 1e3,
             );
         }
-        Ok(outcomes)
+        Ok(finished)
     }
 
     fn execute(

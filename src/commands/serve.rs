@@ -19,7 +19,6 @@ use std::fmt::Debug;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use async_trait::async_trait;
 use bytes::{BufMut, BytesMut};
@@ -47,11 +46,11 @@ use pgwire::types::format::FormatOptions;
 use pgwire::types::ToSqlText;
 use postgres_types::{IsNull, ToSql};
 use tessera_grammar::DiagnosticKind;
-use tessera_runtime::result::ResultTable;
+use tessera_runtime::result::{Field, RowWriter};
 use tessera_storage::{DataType, DecimalType, Value};
 
 use crate::commands::scram::{self, Credential, Exchange};
-use crate::engine::{script_name, Columns, Engine, EngineOptions};
+use crate::engine::{Columns, Engine, EngineOptions};
 use crate::failure::Failure;
 use crate::ServeArgs;
 use tessera_runtime::exec::RuntimeError;
@@ -362,35 +361,42 @@ impl Tessera {
         let cancelled = Arc::new(AtomicBool::new(false));
         let mut guard = CancelOnDrop(Some(Arc::clone(&cancelled)));
         let finished = tokio::task::spawn_blocking(move || {
-            let outcomes = engine.run("query", &text, &cancelled)?;
-            let skipped = match last_only {
-                true => outcomes.len().saturating_sub(1),
-                false => 0,
-            };
-            let writing = Instant::now();
-            let mut rows = 0;
-            let encoded = outcomes
-                .into_iter()
-                .skip(skipped)
-                .map(|outcome| {
-                    rows += outcome.table.rows.len();
-                    encode_result(outcome.table, &format, &cancelled)
-                })
-                .collect();
-            if engine.timing() {
-                eprintln!(
-                    "timing: {}: {rows} rows written as messages in {:.3} ms",
-                    script_name(&text),
-                    writing.elapsed().as_secs_f64() * 1e3
-                );
+            // A failure to write a value as PostgreSQL's (none is expected) stops the writing
+            // with a stand-in error and is answered as itself.
+            let mut unwritable = None;
+            let written = engine.run_then(
+                "query",
+                &text,
+                &cancelled,
+                |mut outcome, query, catalog, last| {
+                    if last_only && !last {
+                        return Ok((None, 0));
+                    }
+                    let columns: Vec<(String, DataType)> = query
+                        .result
+                        .output
+                        .iter()
+                        .map(|(name, _)| name.clone())
+                        .zip(query.result.output_types.iter().copied())
+                        .collect();
+                    let mut writer = MessageWriter::new(&columns, &format, &cancelled)
+                        .map_err(|e| stand_in(&mut unwritable, e))?;
+                    let rows = outcome.write(query, catalog, &mut writer)?;
+                    match writer.failed.take() {
+                        Some(e) => Err(stand_in(&mut unwritable, e)),
+                        None => Ok((Some(writer.finish()), rows)),
+                    }
+                },
+            );
+            match (written, unwritable) {
+                (_, Some(error)) => Err(error),
+                (Ok(results), None) => Ok(results.into_iter().flatten().collect()),
+                (Err(failure), None) => Err(error_response(failure, &text)),
             }
-            Ok(encoded)
         })
         .await;
         guard.0 = None;
-        finished
-            .map_err(|e| internal(&format!("a query's thread failed: {e}")))?
-            .map_err(|failure| error_response(failure, script))?
+        finished.map_err(|e| internal(&format!("a query's thread failed: {e}")))?
     }
 
     /// The columns of `script`'s queries, compiling it on a worker thread.
@@ -578,7 +584,7 @@ fn type_modifier(ty: DataType) -> i32 {
     }
 }
 
-fn fields(columns: &Columns, format: &Format) -> Vec<FieldInfo> {
+fn fields(columns: &[(String, DataType)], format: &Format) -> Vec<FieldInfo> {
     columns
         .iter()
         .enumerate()
@@ -616,40 +622,118 @@ const ROW_BUFFER_BYTES: usize = 64 << 10;
 /// How many rows are written between two looks at whether the query was cancelled.
 const ROWS_PER_CANCEL_CHECK: usize = 4096;
 
-/// `table` with its columns typed and its rows written in `format`, into a few large buffers
-/// that the rows' messages share; a cancelled query stops within a few thousand rows.
-fn encode_result(
-    table: ResultTable,
-    format: &Format,
-    cancelled: &AtomicBool,
-) -> PgWireResult<EncodedResult> {
-    let schema = Arc::new(fields(&table.columns, format));
-    let columns: Vec<WireColumn> = table
-        .columns
-        .iter()
-        .zip(schema.iter())
-        .map(|((_, ty), field)| WireColumn {
-            ty: *ty,
-            pg: field.datatype().clone(),
-            format: field.format(),
-            options: Arc::clone(field.format_options()),
+/// Keeps `error` to answer with, and stops the query's writing with a stand-in for it.
+fn stand_in(kept: &mut Option<PgWireError>, error: PgWireError) -> RuntimeError {
+    let stand_in = RuntimeError::Malformed(error.to_string());
+    *kept = Some(error);
+    stand_in
+}
+
+/// A result's rows written as DataRow messages in a format, into a few large buffers that the
+/// messages share, as they are decoded; a cancelled query stops within a few thousand rows.
+struct MessageWriter<'a> {
+    schema: Arc<Vec<FieldInfo>>,
+    columns: Vec<WireColumn>,
+    field_count: i16,
+    /// The column of the next field of the current row.
+    next: usize,
+    buffer: BytesMut,
+    rows: Vec<DataRow>,
+    cancelled: &'a AtomicBool,
+    /// Why a value could not be written, which stopped the writing.
+    failed: Option<PgWireError>,
+}
+
+impl<'a> MessageWriter<'a> {
+    fn new(
+        columns: &[(String, DataType)],
+        format: &Format,
+        cancelled: &'a AtomicBool,
+    ) -> PgWireResult<MessageWriter<'a>> {
+        let schema = Arc::new(fields(columns, format));
+        let wire = columns
+            .iter()
+            .zip(schema.iter())
+            .map(|((_, ty), field)| WireColumn {
+                ty: *ty,
+                pg: field.datatype().clone(),
+                format: field.format(),
+                options: Arc::clone(field.format_options()),
+            })
+            .collect();
+        let field_count = i16::try_from(columns.len())
+            .map_err(|_| internal("a result has more columns than the protocol's 32,767"))?;
+        Ok(MessageWriter {
+            schema,
+            columns: wire,
+            field_count,
+            next: 0,
+            // Each refill of a buffer the rows' messages share takes at least its first
+            // capacity.
+            buffer: BytesMut::with_capacity(ROW_BUFFER_BYTES),
+            rows: Vec::new(),
+            cancelled,
+            failed: None,
         })
-        .collect();
-    let field_count = i16::try_from(columns.len())
-        .map_err(|_| internal("a result has more columns than the protocol's 32,767"))?;
-    // Each refill of a buffer the rows' messages share takes at least its first capacity.
-    let mut buffer = BytesMut::with_capacity(ROW_BUFFER_BYTES);
-    let mut rows = Vec::with_capacity(table.rows.len());
-    for (index, row) in table.rows.iter().enumerate() {
-        if index % ROWS_PER_CANCEL_CHECK == 0 && cancelled.load(Ordering::Relaxed) {
-            return Err(cancelled_error());
-        }
-        for (value, column) in row.iter().zip(&columns) {
-            put_field(&mut buffer, value, column)?;
-        }
-        rows.push(DataRow::new(buffer.split(), field_count));
     }
-    Ok(EncodedResult { schema, rows })
+
+    fn finish(self) -> EncodedResult {
+        EncodedResult {
+            schema: self.schema,
+            rows: self.rows,
+        }
+    }
+}
+
+/// The bytes a row's field is expected to take in a message when room is made for many rows
+/// at once: its length and a short value.
+const FIELD_BYTES_EXPECTED: usize = 12;
+
+/// The most room made for a result's rows before they are written; more comes as needed.
+const ROWS_BYTES_RESERVED_AT_MOST: usize = 64 << 20;
+
+impl RowWriter for MessageWriter<'_> {
+    /// Room for the rows' messages and their bytes at once: growing a result's vector of
+    /// messages, and its buffers 64 KB at a time, took half of writing TPC-H Q16's rows
+    /// (fresh pages faulted in for each copy).
+    fn reserve(&mut self, rows: usize) {
+        self.rows.reserve(rows);
+        let bytes = rows.saturating_mul(2 + self.columns.len() * FIELD_BYTES_EXPECTED);
+        self.buffer.reserve(bytes.min(ROWS_BYTES_RESERVED_AT_MOST));
+    }
+
+    fn field(&mut self, field: Field<'_>) -> Result<(), RuntimeError> {
+        let column = self
+            .columns
+            .get(self.next)
+            .ok_or_else(|| RuntimeError::Malformed("a row longer than its columns".into()))?;
+        self.next += 1;
+        let written = match field {
+            // A string's text and binary forms are both its bytes.
+            Field::Text(text) => put_bytes(&mut self.buffer, text.as_bytes()),
+            Field::Value(value) => put_field(&mut self.buffer, value, column),
+        };
+        written.map_err(|e| stand_in(&mut self.failed, e))
+    }
+
+    fn end_row(&mut self) -> Result<(), RuntimeError> {
+        self.next = 0;
+        self.rows
+            .push(DataRow::new(self.buffer.split(), self.field_count));
+        if self.rows.len() % ROWS_PER_CANCEL_CHECK == 0 && self.cancelled.load(Ordering::Relaxed) {
+            return Err(RuntimeError::Cancelled);
+        }
+        Ok(())
+    }
+}
+
+/// Appends `bytes` as a DataRow field: their length, then them.
+fn put_bytes(out: &mut BytesMut, bytes: &[u8]) -> PgWireResult<()> {
+    let length = i32::try_from(bytes.len())
+        .map_err(|_| internal("a value longer than PostgreSQL's 2 GB"))?;
+    out.put_i32(length);
+    out.put_slice(bytes);
+    Ok(())
 }
 
 /// Appends `value` as a DataRow field: its length (-1 for null), then its bytes in its
@@ -941,16 +1025,32 @@ mod tests {
             Format::Individual(vec![1, 0, 1, 0, 1]),
             Format::Individual(vec![0, 1, 0, 1, 0]),
         ];
+        let not_cancelled = AtomicBool::new(false);
         for format in formats {
             let schema = Arc::new(fields(&columns, &format));
             let mut expected = DataRowEncoder::new(Arc::clone(&schema));
-            let table = ResultTable {
-                columns: columns.clone(),
-                rows: rows.clone(),
-            };
-            let encoded = encode_result(table, &format, &AtomicBool::new(false)).expect("encodes");
-            assert_eq!(encoded.rows.len(), rows.len());
-            for (row, written) in rows.iter().zip(&encoded.rows) {
+            // Strings as a decoded row holds them, and as read from their dictionary.
+            let mut as_values =
+                MessageWriter::new(&columns, &format, &not_cancelled).expect("a writer");
+            let mut as_text =
+                MessageWriter::new(&columns, &format, &not_cancelled).expect("a writer");
+            for row in &rows {
+                for value in row {
+                    as_values.field(Field::Value(value)).expect("writes");
+                    as_text
+                        .field(match value {
+                            Value::Str(text) => Field::Text(text),
+                            value => Field::Value(value),
+                        })
+                        .expect("writes");
+                }
+                as_values.end_row().expect("a row");
+                as_text.end_row().expect("a row");
+            }
+            let (as_values, as_text) = (as_values.finish(), as_text.finish());
+            assert_eq!(as_values.rows, as_text.rows, "{format:?}");
+            assert_eq!(as_values.rows.len(), rows.len());
+            for (row, written) in rows.iter().zip(&as_values.rows) {
                 for (value, (_, ty)) in row.iter().zip(&columns) {
                     match (value, ty) {
                         (Value::Null, _) => expected.encode_field(&None::<i32>),

@@ -24,8 +24,8 @@ use crate::program::{
     ResultShape, StrBound,
 };
 use crate::result::{
-    decode_fetched, decode_result, fetch_result, row_count, stream_rows, streams, FetchedResult,
-    ResultBuffers, ResultTable,
+    decode_fetched, decode_result, fetch_result, row_count, stream_rows, streams, write_fetched,
+    write_table, FetchedResult, ResultBuffers, ResultTable, RowWriter,
 };
 pub use readback::Gathered;
 use readback::QueryBuffers;
@@ -387,6 +387,21 @@ impl QueryOutcome {
             self.table = decode_fetched(&query.result, fetched, catalog)?;
         }
         Ok(())
+    }
+
+    /// Writes the result's rows to `writer` (read back with [`Readback::Fetched`], or
+    /// decoded already); returns how many it wrote. Rows written out by the device are not
+    /// built as rows of values on the way ([`crate::result::RowWriter`]).
+    pub fn write(
+        &mut self,
+        query: &QueryProgram,
+        catalog: &Catalog,
+        writer: &mut dyn RowWriter,
+    ) -> Result<usize, RuntimeError> {
+        match self.fetched.take() {
+            Some(fetched) => write_fetched(&query.result, fetched, catalog, writer),
+            None => write_table(&self.table, writer),
+        }
     }
 }
 
