@@ -1,6 +1,7 @@
 //! Results: reading a query's buffers back into rows of values (decoding dictionary codes to
 //! strings), the host's work on those rows (sort, take, filters and computed columns over a
-//! grouped result), and the final table.
+//! grouped result), and the final table; or, for a reader of rows as they come (a server's
+//! messages), the rows handed to a [`RowWriter`] a value at a time.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
