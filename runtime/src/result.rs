@@ -450,9 +450,11 @@ pub fn fetched_columns(
 }
 
 /// A value of a result's row as a [`RowWriter`] receives it: a string read straight from its
-/// dictionary, or any other value.
+/// dictionary, an integer read straight from its column, or any other value.
 pub enum Field<'a> {
     Text(&'a str),
+    /// A value of an integer column (I32 or I64).
+    Int(i64),
     Value(&'a Value),
 }
 
@@ -511,7 +513,8 @@ pub(crate) fn write_table(
 }
 
 /// Writes `count` rows from the bytes of their columns to `writer`, in `spec`'s output order:
-/// a dictionary string as its entry's text, any other value as read.
+/// a dictionary string as its entry's text, an integer as read from its bytes, any other value
+/// as [`element`] reads it.
 fn write_rows(
     spec: &ResultSpec,
     columns: &[RowColumn],
@@ -527,29 +530,56 @@ fn write_rows(
             .position(|c| c.id == *id)
             .ok_or_else(|| RuntimeError::Malformed(format!("the result has no column #{id}")))?;
         let (column, (values, validity)) = (&columns[at], &bytes[at]);
-        let strings = match column.ty {
-            DataType::Str => dictionary(catalog, column.dictionary.as_ref())?,
-            _ => None,
+        let read = match (column.ty, dictionary(catalog, column.dictionary.as_ref())?) {
+            (DataType::Str, Some(strings)) => ReadAs::Text(strings),
+            (DataType::I32, _) => ReadAs::I32,
+            (DataType::I64, _) => ReadAs::I64,
+            (ty, _) => ReadAs::Value(ty),
         };
-        output.push((column.ty, values, validity.as_deref(), strings));
+        output.push((read, values.as_slice(), validity.as_deref()));
     }
     writer.reserve(count);
     for index in 0..count {
-        for (ty, values, validity, strings) in &output {
+        for (read, values, validity) in &output {
             if validity.is_some_and(|v| v.get(index) == Some(&0)) {
                 writer.field(Field::Value(&Value::Null))?;
                 continue;
             }
-            match (element(values, *ty, index)?, strings) {
-                (Value::Int(code), Some(strings)) => {
-                    writer.field(Field::Text(strings.value(code as i32).unwrap_or_default()))?
+            match read {
+                ReadAs::Text(strings) => {
+                    let code = i32::from_le_bytes(word(values, index)?);
+                    writer.field(Field::Text(strings.value(code).unwrap_or_default()))?
                 }
-                (value, _) => writer.field(Field::Value(&value))?,
+                ReadAs::I32 => writer.field(Field::Int(i64::from(i32::from_le_bytes(word(
+                    values, index,
+                )?))))?,
+                ReadAs::I64 => {
+                    writer.field(Field::Int(i64::from_le_bytes(word(values, index)?)))?
+                }
+                ReadAs::Value(ty) => writer.field(Field::Value(&element(values, *ty, index)?))?,
             }
         }
         writer.end_row()?;
     }
     Ok(count)
+}
+
+/// How [`write_rows`] reads a column's values: a dictionary's codes as its strings, 32- and
+/// 64-bit integers straight from their bytes, anything else as a [`Value`].
+enum ReadAs {
+    Text(Arc<Dictionary>),
+    I32,
+    I64,
+    Value(DataType),
+}
+
+/// Element `index` of a little-endian buffer of `N`-byte values, as its bytes.
+fn word<const N: usize>(bytes: &[u8], index: usize) -> Result<[u8; N], RuntimeError> {
+    index
+        .checked_mul(N)
+        .and_then(|at| bytes.get(at..at.checked_add(N)?))
+        .and_then(|raw| raw.try_into().ok())
+        .ok_or_else(|| RuntimeError::Malformed("a result buffer is too short".into()))
 }
 
 /// Whether a result can be read back in pieces: rows written out, with no host work after.
@@ -1920,6 +1950,7 @@ mod tests {
         fn field(&mut self, field: Field<'_>) -> Result<(), RuntimeError> {
             self.row.push(match field {
                 Field::Text(text) => Value::Str(text.into()),
+                Field::Int(int) => Value::Int(int),
                 Field::Value(value) => value.clone(),
             });
             Ok(())

@@ -711,6 +711,16 @@ impl RowWriter for MessageWriter<'_> {
         let written = match field {
             // A string's text and binary forms are both its bytes.
             Field::Text(text) => put_bytes(&mut self.buffer, text.as_bytes()),
+            // An integer's text is its digits (its 32 bits for an I32 column, as `put_typed`).
+            Field::Int(int) if column.format == FieldFormat::Text => {
+                let mut digits = itoa::Buffer::new();
+                let text = match column.ty {
+                    DataType::I32 => digits.format(int as i32),
+                    _ => digits.format(int),
+                };
+                put_bytes(&mut self.buffer, text.as_bytes())
+            }
+            Field::Int(int) => put_field(&mut self.buffer, &Value::Int(int), column),
             Field::Value(value) => put_field(&mut self.buffer, value, column),
         };
         written.map_err(|e| stand_in(&mut self.failed, e))
@@ -1031,26 +1041,28 @@ mod tests {
         for format in formats {
             let schema = Arc::new(fields(&columns, &format));
             let mut expected = DataRowEncoder::new(Arc::clone(&schema));
-            // Strings as a decoded row holds them, and as read from their dictionary.
+            // Values as a decoded row holds them, and strings and integers as read from their
+            // columns.
             let mut as_values =
                 MessageWriter::new(&columns, &format, &not_cancelled).expect("a writer");
-            let mut as_text =
+            let mut as_read =
                 MessageWriter::new(&columns, &format, &not_cancelled).expect("a writer");
             for row in &rows {
-                for value in row {
+                for (value, (_, ty)) in row.iter().zip(&columns) {
                     as_values.field(Field::Value(value)).expect("writes");
-                    as_text
-                        .field(match value {
-                            Value::Str(text) => Field::Text(text),
-                            value => Field::Value(value),
+                    as_read
+                        .field(match (value, ty) {
+                            (Value::Str(text), _) => Field::Text(text),
+                            (Value::Int(int), DataType::I32 | DataType::I64) => Field::Int(*int),
+                            (value, _) => Field::Value(value),
                         })
                         .expect("writes");
                 }
                 as_values.end_row().expect("a row");
-                as_text.end_row().expect("a row");
+                as_read.end_row().expect("a row");
             }
-            let (as_values, as_text) = (as_values.finish(), as_text.finish());
-            assert_eq!(as_values.rows, as_text.rows, "{format:?}");
+            let (as_values, as_read) = (as_values.finish(), as_read.finish());
+            assert_eq!(as_values.rows, as_read.rows, "{format:?}");
             assert_eq!(as_values.rows.len(), rows.len());
             for (row, written) in rows.iter().zip(&as_values.rows) {
                 for (value, (_, ty)) in row.iter().zip(&columns) {
