@@ -465,15 +465,7 @@ impl Engine {
         Ok(resident
             .queries
             .iter()
-            .map(|query| {
-                query
-                    .result
-                    .output
-                    .iter()
-                    .zip(&query.result.output_types)
-                    .map(|((name, _), ty)| (name.clone(), *ty))
-                    .collect()
-            })
+            .map(|query| query.result.columns())
             .collect())
     }
 
@@ -561,7 +553,7 @@ impl Engine {
         }
         if self.timing {
             eprintln!(
-                "timing: {}: results decoded, host steps run and rows handed on in {:.3} ms ({rows} rows)",
+                "timing: {}: results decoded and written in {:.3} ms ({rows} rows)",
                 script_name(source),
                 decoding.elapsed().as_secs_f64() * 1e3,
             );

@@ -488,6 +488,17 @@ pub struct ResultSpec {
     pub status_buffer: usize,
 }
 
+impl ResultSpec {
+    /// The result's columns, named and typed, as a client is told of them.
+    pub fn columns(&self) -> Vec<(String, DataType)> {
+        self.output
+            .iter()
+            .map(|(name, _)| name.clone())
+            .zip(self.output_types.iter().copied())
+            .collect()
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum ResultShape {
     /// One row of aggregates.

@@ -347,9 +347,9 @@ impl Drop for CancelOnDrop {
 impl Tessera {
     /// Runs `script` on a worker thread (the device is taken in turn there), which also writes
     /// each result's rows as DataRow messages in `format` (only the last result's where
-    /// `last_only`): the rows' values are freed by the thread that made them, and the
-    /// connection's task only sends bytes. The worker stops at its next check when the query
-    /// is cancelled.
+    /// `last_only`, though every result is decoded, so that its host steps' errors are
+    /// answered), so the connection's task only sends bytes. The worker stops at its next
+    /// check when the query is cancelled.
     async fn run(
         &self,
         script: &str,
@@ -370,22 +370,17 @@ impl Tessera {
                 &cancelled,
                 |mut outcome, query, catalog, last| {
                     if last_only && !last {
+                        outcome.decode(query, catalog)?;
                         return Ok((None, 0));
                     }
-                    let columns: Vec<(String, DataType)> = query
-                        .result
-                        .output
-                        .iter()
-                        .map(|(name, _)| name.clone())
-                        .zip(query.result.output_types.iter().copied())
-                        .collect();
+                    let columns = query.result.columns();
                     let mut writer = MessageWriter::new(&columns, &format, &cancelled)
                         .map_err(|e| stand_in(&mut unwritable, e))?;
-                    let rows = outcome.write(query, catalog, &mut writer)?;
-                    match writer.failed.take() {
-                        Some(e) => Err(stand_in(&mut unwritable, e)),
-                        None => Ok((Some(writer.finish()), rows)),
+                    let written = outcome.write(query, catalog, &mut writer);
+                    if let Some(e) = writer.failed.take() {
+                        return Err(stand_in(&mut unwritable, e));
                     }
+                    Ok((Some(writer.finish()), written?))
                 },
             );
             match (written, unwritable) {
@@ -624,9 +619,9 @@ const ROWS_PER_CANCEL_CHECK: usize = 4096;
 
 /// Keeps `error` to answer with, and stops the query's writing with a stand-in for it.
 fn stand_in(kept: &mut Option<PgWireError>, error: PgWireError) -> RuntimeError {
-    let stand_in = RuntimeError::Malformed(error.to_string());
+    let stop = RuntimeError::Malformed(error.to_string());
     *kept = Some(error);
-    stand_in
+    stop
 }
 
 /// A result's rows written as DataRow messages in a format, into a few large buffers that the
@@ -712,15 +707,16 @@ impl RowWriter for MessageWriter<'_> {
             // A string's text and binary forms are both its bytes.
             Field::Text(text) => put_bytes(&mut self.buffer, text.as_bytes()),
             // An integer's text is its digits (its 32 bits for an I32 column, as `put_typed`).
-            Field::Int(int) if column.format == FieldFormat::Text => {
-                let mut digits = itoa::Buffer::new();
-                let text = match column.ty {
-                    DataType::I32 => digits.format(int as i32),
-                    _ => digits.format(int),
-                };
-                put_bytes(&mut self.buffer, text.as_bytes())
-            }
-            Field::Int(int) => put_field(&mut self.buffer, &Value::Int(int), column),
+            Field::Int(int) => match (column.format, column.ty) {
+                (FieldFormat::Text, DataType::I32) => put_bytes(
+                    &mut self.buffer,
+                    itoa::Buffer::new().format(int as i32).as_bytes(),
+                ),
+                (FieldFormat::Text, DataType::I64) => {
+                    put_bytes(&mut self.buffer, itoa::Buffer::new().format(int).as_bytes())
+                }
+                _ => put_field(&mut self.buffer, &Value::Int(int), column),
+            },
             Field::Value(value) => put_field(&mut self.buffer, value, column),
         };
         written.map_err(|e| stand_in(&mut self.failed, e))
@@ -730,7 +726,8 @@ impl RowWriter for MessageWriter<'_> {
         self.next = 0;
         self.rows
             .push(DataRow::new(self.buffer.split(), self.field_count));
-        if self.rows.len().is_multiple_of(ROWS_PER_CANCEL_CHECK)
+        // After the first row, and then every few thousand.
+        if (self.rows.len() - 1).is_multiple_of(ROWS_PER_CANCEL_CHECK)
             && self.cancelled.load(Ordering::Relaxed)
         {
             return Err(RuntimeError::Cancelled);

@@ -375,7 +375,7 @@ pub struct QueryOutcome {
     pub table: ResultTable,
     pub timing: Timing,
     /// With [`Readback::Fetched`], the result as read back, which [`QueryOutcome::decode`]
-    /// makes the table.
+    /// makes the table (or [`QueryOutcome::write`] writes out).
     pub fetched: Option<FetchedResult>,
 }
 
@@ -420,8 +420,9 @@ pub enum Readback<'a> {
         rows: usize,
         deliver: &'a mut dyn FnMut(ResultTable) -> Result<(), RuntimeError>,
     },
-    /// Read back, and left to decode with [`QueryOutcome::decode`]: a resident engine decodes
-    /// results after giving the device to the next query.
+    /// Read back, and left to decode with [`QueryOutcome::decode`] (or to write out with
+    /// [`QueryOutcome::write`]): a resident engine does so after giving the device to the next
+    /// query.
     Fetched,
 }
 

@@ -1,0 +1,277 @@
+//! Writing a result's rows to a reader of rows as they come (a server's messages): rows the
+//! device wrote out go from their read-back columns to the [`RowWriter`] a value at a time,
+//! never built as rows of values; any other result is decoded first.
+
+use std::sync::Arc;
+
+use tessera_storage::{Catalog, DataType, Dictionary, Value};
+
+use super::{decode_fetched, dictionary, element, Column, Fetched, FetchedResult, ResultTable};
+use crate::exec::RuntimeError;
+use crate::program::{HostOp, ResultShape, ResultSpec, RowColumn};
+
+/// A value of a result's row as a [`RowWriter`] receives it: a string read straight from its
+/// dictionary, an integer read straight from its column, or any other value.
+pub enum Field<'a> {
+    Text(&'a str),
+    /// A value of an integer column (I32 or I64).
+    Int(i64),
+    Value(&'a Value),
+}
+
+/// Where a result's rows go as they are decoded, a value at a time, in the query's output
+/// order: rows written out by the device are then never built as rows of values (a server
+/// writes them straight into its messages).
+pub trait RowWriter {
+    /// How many rows are about to be written, so that room can be made for them at once.
+    fn reserve(&mut self, _rows: usize) {}
+    /// The next value of the current row.
+    fn field(&mut self, field: Field<'_>) -> Result<(), RuntimeError>;
+    /// Ends the current row; an error (a cancelled query) stops the writing.
+    fn end_row(&mut self) -> Result<(), RuntimeError>;
+}
+
+/// Writes a fetched result's rows to `writer`; returns how many it wrote. Rows written out
+/// with no host work left after them go from their read-back columns to the writer; any other
+/// result is decoded into rows first ([`decode_fetched`]).
+pub(crate) fn write_fetched(
+    spec: &ResultSpec,
+    fetched: FetchedResult,
+    catalog: &Catalog,
+    writer: &mut dyn RowWriter,
+) -> Result<usize, RuntimeError> {
+    let limit = match spec.steps.as_slice() {
+        [] => Some(usize::MAX),
+        [HostOp::Limit(n)] => Some(usize::try_from(*n).unwrap_or(usize::MAX)),
+        _ => None,
+    };
+    match (&spec.shape, &fetched.fetched, limit) {
+        (
+            ResultShape::Rows { columns, .. },
+            Fetched::Rows {
+                count,
+                columns: bytes,
+            },
+            Some(n),
+        ) => write_rows(spec, columns, bytes, (*count).min(n), catalog, writer),
+        _ => write_table(&decode_fetched(spec, fetched, catalog)?, writer),
+    }
+}
+
+/// Writes a decoded table's rows to `writer`; returns how many it wrote.
+pub(crate) fn write_table(
+    table: &ResultTable,
+    writer: &mut dyn RowWriter,
+) -> Result<usize, RuntimeError> {
+    writer.reserve(table.rows.len());
+    for row in &table.rows {
+        for value in row {
+            writer.field(Field::Value(value))?;
+        }
+        writer.end_row()?;
+    }
+    Ok(table.rows.len())
+}
+
+/// Writes `count` rows from the bytes of their columns to `writer`, in `spec`'s output order:
+/// a dictionary string as its entry's text, an integer as read from its bytes, any other value
+/// as [`element`] reads it.
+fn write_rows(
+    spec: &ResultSpec,
+    columns: &[RowColumn],
+    bytes: &[Column],
+    count: usize,
+    catalog: &Catalog,
+    writer: &mut dyn RowWriter,
+) -> Result<usize, RuntimeError> {
+    let mut output = Vec::with_capacity(spec.output.len());
+    for (_, id) in &spec.output {
+        let at = columns
+            .iter()
+            .position(|c| c.id == *id)
+            .ok_or_else(|| RuntimeError::Malformed(format!("the result has no column #{id}")))?;
+        let (column, (values, validity)) = (&columns[at], &bytes[at]);
+        let read = match column.ty {
+            DataType::Str => match dictionary(catalog, column.dictionary.as_ref())? {
+                Some(strings) => ReadAs::Text(strings),
+                None => ReadAs::Value(DataType::Str),
+            },
+            DataType::I32 => ReadAs::I32,
+            DataType::I64 => ReadAs::I64,
+            ty => ReadAs::Value(ty),
+        };
+        output.push((read, values.as_slice(), validity.as_deref()));
+    }
+    writer.reserve(count);
+    for index in 0..count {
+        for (read, values, validity) in &output {
+            if validity.is_some_and(|v| v.get(index) == Some(&0)) {
+                writer.field(Field::Value(&Value::Null))?;
+                continue;
+            }
+            match read {
+                ReadAs::Text(strings) => {
+                    let code = i32::from_le_bytes(word(values, index)?);
+                    writer.field(Field::Text(strings.value(code).unwrap_or_default()))?
+                }
+                ReadAs::I32 => writer.field(Field::Int(i64::from(i32::from_le_bytes(word(
+                    values, index,
+                )?))))?,
+                ReadAs::I64 => {
+                    writer.field(Field::Int(i64::from_le_bytes(word(values, index)?)))?
+                }
+                ReadAs::Value(ty) => writer.field(Field::Value(&element(values, *ty, index)?))?,
+            }
+        }
+        writer.end_row()?;
+    }
+    Ok(count)
+}
+
+/// How [`write_rows`] reads a column's values: a dictionary's codes as its strings, 32- and
+/// 64-bit integers straight from their bytes, anything else as a [`Value`].
+enum ReadAs {
+    Text(Arc<Dictionary>),
+    I32,
+    I64,
+    Value(DataType),
+}
+
+/// Element `index` of a little-endian buffer of `N`-byte values, as its bytes.
+fn word<const N: usize>(bytes: &[u8], index: usize) -> Result<[u8; N], RuntimeError> {
+    index
+        .checked_mul(N)
+        .and_then(|at| bytes.get(at..at.checked_add(N)?))
+        .and_then(|raw| raw.try_into().ok())
+        .ok_or_else(|| RuntimeError::Malformed("a result buffer is too short".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Collects what it is handed as rows of values.
+    #[derive(Default)]
+    struct Collect {
+        rows: Vec<Vec<Value>>,
+        row: Vec<Value>,
+    }
+
+    impl RowWriter for Collect {
+        fn field(&mut self, field: Field<'_>) -> Result<(), RuntimeError> {
+            self.row.push(match field {
+                Field::Text(text) => Value::Str(text.into()),
+                Field::Int(int) => Value::Int(int),
+                Field::Value(value) => value.clone(),
+            });
+            Ok(())
+        }
+
+        fn end_row(&mut self) -> Result<(), RuntimeError> {
+            self.rows.push(std::mem::take(&mut self.row));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn rows_written_as_decoded_are_the_decoded_rows() {
+        let names = ["pear", "apple", "fig"].map(|n| Value::Str(n.into()));
+        let catalog = Catalog::from_columns(vec![(
+            "t".into(),
+            vec![(
+                "name".into(),
+                tessera_storage::Column::from_values(DataType::Str, names.iter())
+                    .expect("a column"),
+            )],
+        )]);
+        let columns = vec![
+            RowColumn {
+                id: 4,
+                ty: DataType::I32,
+                buffer: 0,
+                validity: Some(2),
+                dictionary: None,
+            },
+            RowColumn {
+                id: 9,
+                ty: DataType::Str,
+                buffer: 1,
+                validity: None,
+                dictionary: Some(("t".into(), "name".into())),
+            },
+            // Strings known only by their codes.
+            RowColumn {
+                id: 6,
+                ty: DataType::Str,
+                buffer: 5,
+                validity: None,
+                dictionary: None,
+            },
+        ];
+        let numbers: Vec<u8> = [7i32, -1, 30]
+            .iter()
+            .flat_map(|n| n.to_le_bytes())
+            .collect();
+        let codes: Vec<u8> = [2i32, 0, 1].iter().flat_map(|c| c.to_le_bytes()).collect();
+        let fetched = || FetchedResult {
+            fetched: Fetched::Rows {
+                count: 3,
+                columns: vec![
+                    (numbers.clone(), Some(vec![1, 0, 1])),
+                    (codes.clone(), None),
+                    (codes.clone(), None),
+                ],
+            },
+            capacity: 0,
+        };
+        // Straight from the columns (with or without a `take`), and through decoded rows (a
+        // host sort left to run); a column named twice is written twice.
+        for steps in [
+            vec![],
+            vec![HostOp::Limit(2)],
+            vec![HostOp::Sort(vec![(9, false)])],
+        ] {
+            let spec = ResultSpec {
+                shape: ResultShape::Rows {
+                    columns: columns.clone(),
+                    count_buffer: 3,
+                },
+                steps,
+                output: vec![
+                    ("name".into(), 9),
+                    ("n".into(), 4),
+                    ("again".into(), 9),
+                    ("code".into(), 6),
+                ],
+                output_types: vec![DataType::Str, DataType::I32, DataType::Str, DataType::Str],
+                status_buffer: 4,
+            };
+            let decoded = decode_fetched(&spec, fetched(), &catalog).expect("decodes");
+            let mut written = Collect::default();
+            let rows = write_fetched(&spec, fetched(), &catalog, &mut written).expect("writes");
+            assert_eq!(rows, written.rows.len());
+            assert_eq!(written.rows, decoded.rows, "{:?}", spec.steps);
+        }
+        let mut written = Collect::default();
+        let spec = ResultSpec {
+            shape: ResultShape::Rows {
+                columns,
+                count_buffer: 3,
+            },
+            steps: Vec::new(),
+            output: vec![("name".into(), 9), ("n".into(), 4)],
+            output_types: vec![DataType::Str, DataType::I32],
+            status_buffer: 4,
+        };
+        write_fetched(&spec, fetched(), &catalog, &mut written).expect("writes");
+        let row = |name: &str, n: Value| vec![Value::Str(name.into()), n];
+        assert_eq!(
+            written.rows,
+            [
+                row("pear", Value::Int(7)),
+                row("apple", Value::Null),
+                row("fig", Value::Int(30))
+            ]
+        );
+    }
+}
