@@ -706,17 +706,8 @@ impl RowWriter for MessageWriter<'_> {
         let written = match field {
             // A string's text and binary forms are both its bytes.
             Field::Text(text) => put_bytes(&mut self.buffer, text.as_bytes()),
-            // An integer's text is its digits (its 32 bits for an I32 column, as `put_typed`).
-            Field::Int(int) => match (column.format, column.ty) {
-                (FieldFormat::Text, DataType::I32) => put_bytes(
-                    &mut self.buffer,
-                    itoa::Buffer::new().format(int as i32).as_bytes(),
-                ),
-                (FieldFormat::Text, DataType::I64) => {
-                    put_bytes(&mut self.buffer, itoa::Buffer::new().format(int).as_bytes())
-                }
-                _ => put_field(&mut self.buffer, &Value::Int(int), column),
-            },
+            // `put_typed` writes an integer's digits straight into the row.
+            Field::Int(int) => put_field(&mut self.buffer, &Value::Int(int), column),
             Field::Value(value) => put_field(&mut self.buffer, value, column),
         };
         written.map_err(|e| stand_in(&mut self.failed, e))
