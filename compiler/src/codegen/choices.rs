@@ -18,11 +18,9 @@ use tessera_storage::Catalog;
 
 use crate::physical::{group_copy_bytes, DenseUpdates, Input, PhysicalQuery, GROUP_COPY_BYTES};
 
-use super::query::QueryContext;
+use super::context::QueryContext;
+use super::kernel::STATIC_SHARED_BYTES;
 use super::sinks::SinkPlan;
-
-/// Static shared memory a GPU thread block may declare.
-pub(super) const STATIC_SHARED_BYTES: u64 = 48 << 10;
 
 /// Shared memory per thread block that staging columns packed in blocks may take on the GPU.
 /// Which columns are staged is decided as if each took room for 32-bit values: past that

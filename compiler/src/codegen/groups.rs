@@ -19,6 +19,7 @@ use tessera_storage::DataType;
 
 use crate::columns::ColumnId;
 
+use super::context::not_grouped;
 use super::kernel::{ColumnTile, Kernel};
 
 /// The buffer saying which slots of grouping `groups` hold a group, and its element bytes: a
@@ -72,10 +73,6 @@ pub(super) fn dense_slots(groups: &ResultShape) -> Option<u64> {
         ResultShape::Scalar { .. } => Some(1),
         _ => None,
     }
-}
-
-pub(super) fn not_grouped() -> CodegenError {
-    CodegenError::Invalid("a pipeline over groups follows no grouping".into())
 }
 
 impl<'ctx> Kernel<'_, 'ctx, '_> {

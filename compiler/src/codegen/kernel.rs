@@ -1,6 +1,8 @@
-//! One pipeline as one kernel: its parameters, the function for the target (a grid of thread
-//! blocks, one tile each, on the GPU; a loop over a range of tiles on the host), the flags and
-//! column tiles in registers, and the order in which the body is generated.
+//! The object every generator of one kernel writes through: the function for the target (a
+//! grid of thread blocks, one tile each, on the GPU; a loop over a range of tiles on the host)
+//! and its parameters, the loop over tiles, the flags and column tiles in registers, and the
+//! reading of a table's stored columns (plain, packed in blocks or at one width) or of a
+//! partitioning's buffers. The order in which a kernel's code is generated is `pipeline.rs`'s.
 
 use std::collections::HashMap;
 
@@ -8,7 +10,6 @@ use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::IntPredicate;
-use tessera_grammar::{Diagnostic, DiagnosticKind};
 use tessera_runtime::emit::TileArray;
 use tessera_runtime::primitives::hash::status;
 use tessera_runtime::primitives::unpack::{PackedColumn, StagedColumn, TileWords};
@@ -16,17 +17,16 @@ use tessera_runtime::primitives::unpack_fixed::{
     unpack_codes, unpack_fixed, CodeBase, FixedColumn, Rows,
 };
 use tessera_runtime::primitives::{load, unpack};
-use tessera_runtime::program::{Extent, Fill, KernelLaunch, Param, ResultShape};
+use tessera_runtime::program::{Param, ResultShape};
 use tessera_runtime::{CodegenError, CodegenResult, Emitter, KernelArgs, Target, TileShape};
-use tessera_storage::compress::Scheme;
 
 use crate::columns::ColumnId;
-use crate::expr::{Expr, ExprKind};
-use crate::physical::{Input, PhysicalQuery, Pipeline, Step};
+use crate::physical::{PhysicalQuery, Pipeline};
 
-use super::choices::KernelChoices;
-use super::query::{PartitionBuffers, QueryContext};
-use super::sinks::{SinkPlan, SinkState};
+use super::context::{PartitionBuffers, QueryContext};
+
+/// Static shared memory a GPU thread block may declare.
+pub(super) const STATIC_SHARED_BYTES: u64 = 48 << 10;
 
 /// Below this estimated fraction of rows still selected, columns are loaded with `load_sel`:
 /// with 8 rows per 32-byte sector, a sector is skipped only when all its rows are rejected.
@@ -59,9 +59,9 @@ pub(super) struct Kernel<'k, 'ctx, 'm> {
     fixed: Vec<FixedSlot<'ctx>>,
     /// On the GPU, the buffer counting the tiles blocks have taken, when blocks take their
     /// next tile from it rather than striding over the grid.
-    tile_counter: Option<usize>,
+    pub(super) tile_counter: Option<usize>,
     /// For a pipeline over a partitioning's rows, that partitioning's buffers.
-    partitioned: Option<PartitionBuffers>,
+    pub(super) partitioned: Option<PartitionBuffers>,
     /// For a pipeline over a grouping's slots, the grouping (`groups.rs`), and for the current
     /// tile, its slots' flags and which of them hold a group.
     pub(super) groups: Option<ResultShape>,
@@ -108,232 +108,8 @@ struct TileLoop<'ctx> {
     words_ahead: Vec<([inkwell::values::PhiValue<'ctx>; 3], TileWords<'ctx>)>,
 }
 
-/// The kernel named `name` that runs `pipeline` into `sink` (the pipeline's, or a share of its
-/// aggregates: [`SinkPlan::into_kernel_sinks`]).
-pub(super) fn pipeline_to_kernel<'ctx>(
-    context: &'ctx Context,
-    module: &Module<'ctx>,
-    qc: &mut QueryContext<'_>,
-    pipeline: &Pipeline,
-    sink: SinkPlan,
-    name: &str,
-) -> Result<KernelLaunch, Diagnostic> {
-    let span = qc.query.span;
-    let internal = |e: CodegenError| Diagnostic::internal(span, e.to_string());
-    let folds_rows = matches!(
-        sink,
-        SinkPlan::Aggregate { .. } | SinkPlan::HashGroups { .. } | SinkPlan::Materialize { .. }
-    );
-    // A tile's rounds of matches on repeated keys take as long as its matches: blocks take
-    // tiles from a counter rather than every grid-th one, so that one with a heavy tile
-    // leaves the others to the rest. Over a partitioning's rows the counter keeps the blocks
-    // on neighbouring tiles, hence on one or two parts of the table: striding, blocks drift
-    // apart over the run, and their tiles come to span more parts than the L2 holds.
-    let tile_counter = (qc.target.is_gpu()
-        && (matches!(pipeline.input, Input::Partitioned(_)) || qc.probes_chains(pipeline)))
-    .then(|| qc.buffer(format!("{name} tiles taken"), 1, 4, Fill::Zero));
-    let tile = sink.tile(qc.target, qc.tile);
-    let (mut params, choices) = collect_params(qc, pipeline, &sink, tile)?;
-    if let Some(counter) = tile_counter {
-        params.push(Param::Buffer(counter));
-    }
-    let mut kernel =
-        Kernel::new(context, module, qc, pipeline, params, tile, name).map_err(internal)?;
-    kernel.tile_counter = tile_counter;
-    kernel.group_copy = choices.group_copy;
-    if let Input::Partitioned(partitioning) = pipeline.input {
-        kernel.partitioned = Some(qc.partitions[partitioning].clone());
-    }
-    kernel.groups = qc.grouping_read(pipeline).map_err(internal)?.cloned();
-    let extent = match &kernel.groups {
-        Some(groups) => Extent::GroupSlots(super::groups::dense_slots(groups)),
-        None => Extent::Tiles,
-    };
-    let state = kernel.sink_prologue(qc, &sink, name)?;
-    kernel.open_tiles().map_err(internal)?;
-    kernel.body(qc, &sink, &state)?;
-    kernel.close_tiles().map_err(internal)?;
-    kernel.sink_epilogue(qc, &sink, &state)?;
-    let params = kernel.finish().map_err(internal)?;
-    Ok(KernelLaunch {
-        name: name.to_string(),
-        table: pipeline.table.clone(),
-        tile,
-        params,
-        extent,
-        // A pipeline over a grouping's slots reads no table, so nothing of it is streamed.
-        runs_in_pieces: folds_rows
-            && tile_counter.is_none()
-            && !matches!(pipeline.input, Input::Groups(_)),
-        notes: choices.notes,
-    })
-}
-
-/// Every expression the pipeline evaluates.
-fn expressions<'a>(pipeline: &'a Pipeline, sink: &'a SinkPlan) -> Vec<&'a Expr> {
-    let mut exprs: Vec<&Expr> = pipeline.steps.iter().map(Step::expr).collect();
-    exprs.extend(sink.expressions());
-    exprs
-}
-
-fn collect_params(
-    qc: &QueryContext<'_>,
-    pipeline: &Pipeline,
-    sink: &SinkPlan,
-    tile: TileShape,
-) -> Result<(Vec<Param>, KernelChoices), Diagnostic> {
-    let columns = &qc.query.columns;
-    let mut params = vec![Param::Rows {
-        table: pipeline.table.clone(),
-    }];
-    let mut push = |param: Param| {
-        if !params.contains(&param) {
-            params.push(param);
-        }
-    };
-    let exprs = expressions(pipeline, sink);
-    let mut used: Vec<ColumnId> = exprs.iter().flat_map(|e| e.columns_used()).collect();
-    used.extend(sink.columns_used(qc));
-    if let Input::Partitioned(partitioning) = pipeline.input {
-        // The scanned columns are the partitioning's buffers.
-        let buffers = &qc.partitions[partitioning];
-        push(Param::Buffer(buffers.total));
-        for (column, values, valid) in &buffers.columns {
-            if used.contains(column) {
-                push(Param::Buffer(*values));
-                if let Some(valid) = valid {
-                    push(Param::Buffer(*valid));
-                }
-            }
-        }
-        used.clear();
-    }
-    let internal = |e: CodegenError| Diagnostic::internal(qc.query.span, e.to_string());
-    if let Some(groups) = qc.grouping_read(pipeline).map_err(internal)? {
-        // The scanned columns are the grouping's keys and aggregates.
-        let params = super::groups::group_params(groups, &used).map_err(internal)?;
-        for param in params {
-            push(param);
-        }
-        used.clear();
-    }
-    let stored: Vec<(ColumnId, &crate::columns::BaseColumn)> = used
-        .into_iter()
-        .filter(|id| pipeline.scanned.contains(id))
-        .filter_map(|id| Some((id, columns.get(id).origin.as_ref()?)))
-        .collect();
-    let names: Vec<(String, String)> = stored
-        .iter()
-        .map(|(_, origin)| (origin.table.clone(), origin.column.clone()))
-        .collect();
-    let choices = super::choices::choose(qc, tile, &names, sink)?;
-    for (id, origin) in stored {
-        let (table, column) = (origin.table.clone(), origin.column.clone());
-        let read = choices.read(&table, &column).ok_or_else(|| {
-            Diagnostic::internal(
-                qc.query.span,
-                format!("{table}.{column} was not chosen for"),
-            )
-        })?;
-        let data_error = |e: tessera_storage::StorageError| {
-            Diagnostic::new(DiagnosticKind::Data, qc.query.span, e.to_string())
-        };
-        let scheme = read.scheme;
-        if scheme == Scheme::None {
-            push(Param::Column { table, column });
-        } else if scheme.is_fixed_width() {
-            let packed = qc
-                .catalog
-                .packed(&table, &column, scheme)
-                .map_err(data_error)?;
-            let reference = match scheme {
-                Scheme::Pack => Some(packed.dictionary.first().copied().unwrap_or(0)),
-                _ => None,
-            };
-            push(Param::FixedWords {
-                table: table.clone(),
-                column: column.clone(),
-                scheme,
-                width: packed.width,
-                reference,
-            });
-            if reference.is_none() {
-                push(Param::Dictionary {
-                    table,
-                    column,
-                    scheme,
-                    entries: None,
-                });
-            }
-        } else {
-            push(Param::PackedWords {
-                table: table.clone(),
-                column: column.clone(),
-                scheme,
-                block_words: read.block_words,
-            });
-            push(Param::BlockStarts {
-                table,
-                column,
-                scheme,
-            });
-        }
-        if columns.get(id).nullable {
-            push(Param::Validity {
-                table: origin.table.clone(),
-                column: origin.column.clone(),
-            });
-        }
-    }
-    for expr in &exprs {
-        expr.walk(&mut |e| {
-            if let ExprKind::Constant { slot, .. } = e.kind {
-                if let Some(param) = super::expr::constant_param(qc.query, slot, e.ty) {
-                    push(param);
-                }
-            }
-            if let Some(table) = super::expr::per_code_param(qc.query, e) {
-                push(table);
-            }
-        });
-    }
-    if matches!(sink, SinkPlan::HashGroups { .. }) {
-        push(Param::GroupCapacity);
-    }
-    if let SinkPlan::Materialize { placement, .. } = sink {
-        push(Param::RowCapacity);
-        if placement.reads_first_row() {
-            push(Param::FirstRow);
-        }
-    }
-    push(Param::Buffer(qc.status));
-    for step in &pipeline.steps {
-        if let Step::Probe { table, .. } = step {
-            push(Param::Buffer(qc.tables[*table].1));
-            if let Some(rows) = qc.chains[*table].and_then(|chain| chain.rows) {
-                push(Param::Buffer(rows));
-            }
-        }
-    }
-    if let SinkPlan::Build { table, key } = sink {
-        if let Some(chain) = qc.chains[*table] {
-            push(Param::Buffer(chain.records));
-        }
-        if let Some(translation) = super::query::key_translation(qc.query, *table, key) {
-            push(translation);
-        }
-        if let Some(coded) = &qc.coded[*table] {
-            push(coded.dictionary());
-        }
-    }
-    for buffer in sink.buffers(qc) {
-        push(Param::Buffer(buffer));
-    }
-    Ok((params, choices))
-}
-
 impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
-    fn new(
+    pub(super) fn new(
         context: &'ctx Context,
         module: &'m Module<'ctx>,
         qc: &QueryContext<'k>,
@@ -444,22 +220,9 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
         })
     }
 
-    /// Starts the loop over this block's (or host thread's) tiles; inside it, `tile_start` and
-    /// `num_items` describe the current tile.
-    fn open_tiles(&mut self) -> CodegenResult<()> {
-        // A pipeline over a partitioning's rows reads how many there are; its grid is sized for
-        // the most there can be.
-        let rows = match (&self.partitioned, &self.groups) {
-            (Some(buffers), _) => {
-                let total = self.buffer(buffers.total)?;
-                self.em
-                    .b
-                    .build_load(self.em.i64(), total, "rows")?
-                    .into_int_value()
-            }
-            (None, Some(_)) => self.group_slots()?,
-            (None, None) => self.args.get(&self.em, 0)?.into_int_value(),
-        };
+    /// Starts the loop over this block's (or host thread's) tiles of an input of `rows` rows
+    /// (an `i64`); inside it, `tile_start` and `num_items` describe the current tile.
+    pub(super) fn open_tiles(&mut self, rows: IntValue<'ctx>) -> CodegenResult<()> {
         let em = &self.em;
         let items = em.const_i64(i64::from(em.tile.items()));
         let (first, end, stride) = match em.target {
@@ -603,7 +366,7 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
     }
 
     /// Ends the loop over tiles; the builder continues after it.
-    fn close_tiles(&mut self) -> CodegenResult<()> {
+    pub(super) fn close_tiles(&mut self) -> CodegenResult<()> {
         let tile_loop = self
             .tile_loop
             .take()
@@ -640,53 +403,8 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
         Ok(())
     }
 
-    fn body(
-        &mut self,
-        qc: &mut QueryContext<'_>,
-        sink: &SinkPlan,
-        state: &SinkState<'ctx>,
-    ) -> Result<(), Diagnostic> {
-        let span = self.query.span;
-        let internal = |e: CodegenError| Diagnostic::internal(span, e.to_string());
-        load::init_flags(&self.em, self.num_items, self.flags).map_err(internal)?;
-        if self.groups.is_some() {
-            self.select_groups().map_err(internal)?;
-        }
-        // Estimates of how many rows survive are per tile: start each tile afresh.
-        self.selected = 1.0;
-        let pipeline = self.pipeline;
-        self.run_steps(qc, &pipeline.steps, sink, state)
-    }
-
-    /// Generates `steps`, then the sink. A probe that can match several rows generates the
-    /// steps after it, and the sink, inside its loop over matches.
-    pub(super) fn run_steps(
-        &mut self,
-        qc: &mut QueryContext<'_>,
-        steps: &[Step],
-        sink: &SinkPlan,
-        state: &SinkState<'ctx>,
-    ) -> Result<(), Diagnostic> {
-        for (index, step) in steps.iter().enumerate() {
-            if let Step::Probe {
-                table,
-                key,
-                kind: tessera_grammar::ast::JoinKind::Inner,
-                selectivity,
-            } = step
-            {
-                if qc.chains[*table].is_some() {
-                    let rest = &steps[index + 1..];
-                    return self.probe_chained(qc, *table, key, *selectivity, rest, sink, state);
-                }
-            }
-            self.step(qc, step)?;
-        }
-        self.sink(qc, sink, state)
-    }
-
     /// Ends the function; returns the kernel's parameters.
-    fn finish(self) -> CodegenResult<Vec<Param>> {
+    pub(super) fn finish(self) -> CodegenResult<Vec<Param>> {
         self.em.b.build_return(None)?;
         Ok(self.params)
     }
@@ -741,98 +459,106 @@ impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {
         }
     }
 
-    /// Makes sure the scanned columns among `ids` are in registers, loading each with `load`
-    /// or, when few rows are still selected, `load_sel`.
-    pub fn load_columns(&mut self, ids: &[ColumnId]) -> CodegenResult<()> {
-        for &id in ids {
-            if self.tiles.contains_key(&id) || !self.pipeline.scanned.contains(&id) {
-                continue;
+    /// How many rows the kernel reads (an `i64`) when they are a table's (its first parameter)
+    /// or a partitioning's: a pipeline over a partitioning's rows reads how many there are, its
+    /// grid sized for the most there can be.
+    pub(super) fn table_rows(&self) -> CodegenResult<IntValue<'ctx>> {
+        match &self.partitioned {
+            Some(buffers) => {
+                let total = self.buffer(buffers.total)?;
+                Ok(self
+                    .em
+                    .b
+                    .build_load(self.em.i64(), total, "rows")?
+                    .into_int_value())
             }
-            if self.groups.is_some() {
-                self.load_group_column(id)?;
-                continue;
-            }
-            let info = self.query.columns.get(id);
-            let values = self
-                .em
-                .tile_array(self.em.value_type(info.ty), &info.name)?;
-            // Where the validity bytes are, when the column may be null.
-            let validity = match &self.partitioned {
-                Some(buffers) => {
-                    let (_, values_buffer, valid_buffer) = buffers
-                        .columns
-                        .iter()
-                        .find(|(column, _, _)| *column == id)
-                        .copied()
-                        .ok_or_else(|| {
-                            CodegenError::Invalid(format!("{} was not partitioned", info.name))
-                        })?;
-                    self.load_into(self.buffer(values_buffer)?, values)?;
-                    valid_buffer.map(|buffer| self.buffer(buffer)).transpose()?
-                }
-                None => {
-                    let origin = info.origin.clone().ok_or_else(|| {
-                        CodegenError::Invalid(format!("scanned column {} has no origin", info.name))
-                    })?;
-                    let packed = self
-                        .packed
-                        .iter()
-                        .find(|slot| slot.table == origin.table && slot.column == origin.column);
-                    let fixed = self
-                        .fixed
-                        .iter()
-                        .find(|slot| slot.table == origin.table && slot.column == origin.column);
-                    match (packed, fixed) {
-                        // A tile packed in blocks is decoded whole, however few rows are still
-                        // selected.
-                        (Some(slot), _) => unpack::unpack(
-                            &self.em,
-                            &slot.packed,
-                            slot.staged.as_ref(),
-                            self.tile_start,
-                            self.num_items,
-                            values,
-                        )?,
-                        (None, Some(slot)) => unpack_fixed(
-                            &self.em,
-                            &slot.fixed,
-                            self.tile_start,
-                            self.rows_to_decode(),
-                            values,
-                        )?,
-                        (None, None) => {
-                            let column = self
-                                .param(&Param::Column {
-                                    table: origin.table.clone(),
-                                    column: origin.column.clone(),
-                                })?
-                                .into_pointer_value();
-                            self.load_into(column, values)?;
-                        }
-                    }
-                    if info.nullable {
-                        let bytes = self.param(&Param::Validity {
-                            table: origin.table,
-                            column: origin.column,
-                        })?;
-                        Some(bytes.into_pointer_value())
-                    } else {
-                        None
-                    }
-                }
-            };
-            let valid = match validity {
-                Some(bytes) => {
-                    let valid = self
-                        .em
-                        .tile_array(self.em.i8().into(), &format!("{}_valid", info.name))?;
-                    self.load_into(bytes, valid)?;
-                    Some(valid)
-                }
-                None => None,
-            };
-            self.tiles.insert(id, ColumnTile { values, valid });
+            None => Ok(self.args.get(&self.em, 0)?.into_int_value()),
         }
+    }
+
+    /// Loads scanned column `id` of a table, or of a partitioning's buffers, into registers,
+    /// with `load` or, when few rows are still selected, `load_sel`.
+    pub(super) fn load_table_column(&mut self, id: ColumnId) -> CodegenResult<()> {
+        let info = self.query.columns.get(id);
+        let values = self
+            .em
+            .tile_array(self.em.value_type(info.ty), &info.name)?;
+        // Where the validity bytes are, when the column may be null.
+        let validity = match &self.partitioned {
+            Some(buffers) => {
+                let (_, values_buffer, valid_buffer) = buffers
+                    .columns
+                    .iter()
+                    .find(|(column, _, _)| *column == id)
+                    .copied()
+                    .ok_or_else(|| {
+                        CodegenError::Invalid(format!("{} was not partitioned", info.name))
+                    })?;
+                self.load_into(self.buffer(values_buffer)?, values)?;
+                valid_buffer.map(|buffer| self.buffer(buffer)).transpose()?
+            }
+            None => {
+                let origin = info.origin.clone().ok_or_else(|| {
+                    CodegenError::Invalid(format!("scanned column {} has no origin", info.name))
+                })?;
+                let packed = self
+                    .packed
+                    .iter()
+                    .find(|slot| slot.table == origin.table && slot.column == origin.column);
+                let fixed = self
+                    .fixed
+                    .iter()
+                    .find(|slot| slot.table == origin.table && slot.column == origin.column);
+                match (packed, fixed) {
+                    // A tile packed in blocks is decoded whole, however few rows are still
+                    // selected.
+                    (Some(slot), _) => unpack::unpack(
+                        &self.em,
+                        &slot.packed,
+                        slot.staged.as_ref(),
+                        self.tile_start,
+                        self.num_items,
+                        values,
+                    )?,
+                    (None, Some(slot)) => unpack_fixed(
+                        &self.em,
+                        &slot.fixed,
+                        self.tile_start,
+                        self.rows_to_decode(),
+                        values,
+                    )?,
+                    (None, None) => {
+                        let column = self
+                            .param(&Param::Column {
+                                table: origin.table.clone(),
+                                column: origin.column.clone(),
+                            })?
+                            .into_pointer_value();
+                        self.load_into(column, values)?;
+                    }
+                }
+                if info.nullable {
+                    let bytes = self.param(&Param::Validity {
+                        table: origin.table,
+                        column: origin.column,
+                    })?;
+                    Some(bytes.into_pointer_value())
+                } else {
+                    None
+                }
+            }
+        };
+        let valid = match validity {
+            Some(bytes) => {
+                let valid = self
+                    .em
+                    .tile_array(self.em.i8().into(), &format!("{}_valid", info.name))?;
+                self.load_into(bytes, valid)?;
+                Some(valid)
+            }
+            None => None,
+        };
+        self.tiles.insert(id, ColumnTile { values, valid });
         Ok(())
     }
 

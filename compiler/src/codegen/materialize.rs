@@ -25,8 +25,8 @@ use tessera_storage::DataType;
 use crate::columns::ColumnId;
 use crate::physical::{Input, PhysicalQuery, Pipeline, Sink, Step};
 
+use super::context::{QueryContext, SinkKind};
 use super::kernel::Kernel;
-use super::query::{QueryContext, SinkKind};
 
 /// The most columns one kernel writes out (see the module). The GPU driver's compiler is the
 /// steep one: kernels of 32 columns loaded 300 columns in 0.52 s on the H100, one kernel in

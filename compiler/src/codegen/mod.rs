@@ -5,11 +5,17 @@
 //! or host object code, one unit per kernel.
 
 mod choices;
+mod context;
 mod expr;
 mod groups;
+mod input;
 mod kernel;
+#[cfg(test)]
+mod layers;
 mod materialize;
+mod module;
 mod partition;
+mod pipeline;
 mod query;
 mod sinks;
 mod sort;
@@ -21,8 +27,6 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use inkwell::context::Context;
-use inkwell::memory_buffer::MemoryBuffer;
-use inkwell::module::Module;
 use tessera_grammar::{Diagnostic, Span};
 use tessera_runtime::program::{Code, KernelCode, Program, QueryProgram, FORMAT_VERSION};
 use tessera_runtime::{Target, TileShape};
@@ -30,47 +34,10 @@ use tessera_storage::Catalog;
 
 use crate::physical::{Input, PhysicalQuery};
 
+pub use module::KernelModule;
 pub use targets::{
     llvm_to_object, llvm_to_ptx, optimize_llvm, optimize_llvm_with, GpuCodegen, GpuPasses,
 };
-
-/// One kernel's LLVM module, held as bitcode: kernels are built one after another (they share
-/// the query's buffers and hash tables), then optimized and emitted in parallel, each in a
-/// context of its own on a worker thread.
-pub struct KernelModule {
-    pub kernel: String,
-    bitcode: Vec<u8>,
-    /// The kernel takes LLVM's own `-O1` and `-O2` code generation: it has loops whose trip
-    /// counts are known only when it runs (over a probe's matches, over a sort's parts), since
-    /// the reduced pipeline was checked against `-O1` on kernels without such loops, and such
-    /// loops need `-O2`'s loop strength reduction and machine LICM (a chain walk at `-O0` took
-    /// 16% longer, docs/PERFORMANCE.md); or it runs over a grouping's slots, whose key and
-    /// slot arithmetic the reduced pipeline leaves otherwise than `-O1` does
-    /// (tests/gpu_passes.rs).
-    llvm_o1: bool,
-    /// The kernel decodes packed columns and probes no table: it takes `-O2` code generation,
-    /// which the decoder's address arithmetic needs (decode-and-sum 0.726 -> 0.674 ms on an
-    /// H100). Probing kernels keep `-O0`: there `-O2` was mixed (packed Q1.x 4-7% faster, Q3.x
-    /// and Q4.3 10-15% slower; docs/PERFORMANCE.md).
-    packed_scan: bool,
-}
-
-impl KernelModule {
-    /// Reads the module back into `context`.
-    pub fn parse<'ctx>(&self, context: &'ctx Context) -> Result<Module<'ctx>, String> {
-        let buffer = MemoryBuffer::create_from_memory_range_copy(&self.bitcode, &self.kernel);
-        Module::parse_bitcode_from_buffer(&buffer, context)
-            .map_err(|e| format!("cannot read back the module of {}: {e}", self.kernel))
-    }
-
-    /// The module as LLVM assembly text.
-    pub fn to_llvm_text(&self) -> Result<String, String> {
-        let context = Context::create();
-        let module = self.parse(&context)?;
-        let text = module.print_to_string().to_string();
-        Ok(text)
-    }
-}
 
 /// Builds every pipeline of `queries` as a kernel for `target` over tiles of `tile` (or, where
 /// none is asked for, each query's from how its columns are stored: `choices::query_tile`),

@@ -13,8 +13,8 @@ use tessera_runtime::{CodegenError, CodegenResult, Emitter};
 
 use crate::physical::PartitionPass;
 
-use super::kernel::{ColumnTile, Kernel};
-use super::query::QueryContext;
+use super::context::QueryContext;
+use super::kernel::{ColumnTile, Kernel, STATIC_SHARED_BYTES};
 
 /// A block's per-part arrays: row counts (`i32`) and, when writing, where each part's rows of
 /// the tile start (`i64`).
@@ -148,8 +148,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let items = u64::from(em.tile.items());
         let needed = items * 16 + u64::from(parts) * 4 + u64::from(scan::offsets_shared_bytes(em));
         u64::from(parts) <= items
-            && (!em.target.is_gpu()
-                || em.shared_bytes_declared() + needed <= super::choices::STATIC_SHARED_BYTES)
+            && (!em.target.is_gpu() || em.shared_bytes_declared() + needed <= STATIC_SHARED_BYTES)
     }
 
     /// Writes the tile's rows part by part: each row's place among the tile's rows ordered by

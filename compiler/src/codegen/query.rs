@@ -9,11 +9,10 @@ use tessera_runtime::primitives::chain::{build_chain_kernel, ChainKernel};
 use tessera_runtime::primitives::hash::{status, HashKind, HashTableLayout};
 use tessera_runtime::primitives::partition::PartitionStarts;
 use tessera_runtime::program::{
-    hash_table_buffer, Assumption, BufferSpec, Extent, Fill, HostAggregate, HostOp, KernelLaunch,
-    Param, QueryProgram, ResultShape, ResultSpec,
+    hash_table_buffer, Extent, Fill, HostAggregate, HostOp, KernelLaunch, Param, QueryProgram,
+    ResultShape, ResultSpec,
 };
-use tessera_runtime::{CodegenResult, Target, TileShape};
-use tessera_storage::compress::Scheme;
+use tessera_runtime::{Target, TileShape};
 use tessera_storage::{Catalog, DataType};
 
 use crate::columns::ColumnId;
@@ -23,275 +22,10 @@ use crate::physical::{
     Sink, Step,
 };
 
-use super::kernel::pipeline_to_kernel;
+use super::context::{coded_key, payload_fields, ChainBuffers, PartitionBuffers, QueryContext};
+use super::module::KernelModule;
+use super::pipeline::pipeline_to_kernel;
 use super::sinks::plan_sink;
-use super::KernelModule;
-
-/// What the kernels of one query share.
-pub(super) struct QueryContext<'q> {
-    pub query: &'q PhysicalQuery,
-    pub catalog: &'q Catalog,
-    pub target: Target,
-    /// The tile shape of every kernel of the query.
-    pub tile: TileShape,
-    pub buffers: Vec<BufferSpec>,
-    pub status: usize,
-    /// Per hash table: its layout and buffer.
-    pub tables: Vec<(HashTableLayout, usize)>,
-    /// Per hash table: the buffers of its rows, when it is chained.
-    pub chains: Vec<Option<ChainBuffers>>,
-    /// Per hash table: the `dict` column whose codes key it, when it is keyed by codes.
-    pub coded: Vec<Option<CodedKey>>,
-    pub assumptions: Vec<Assumption>,
-    /// Per partitioning: its buffers.
-    pub partitions: Vec<PartitionBuffers>,
-    /// The first slot count of the query's grouping hash tables, if it has any (a grouping of
-    /// another's groups shares it).
-    pub group_capacity: Option<u64>,
-    /// The grouped result of each grouping pipeline whose kernels are built (a one-row
-    /// aggregate's included), by pipeline: what a pipeline over its slots reads.
-    pub groupings: HashMap<usize, ResultShape>,
-    /// Buffers of sinks that several pipelines share, by the sink's columns and the buffer's name.
-    /// Each sink's kind and columns, numbered.
-    pub sinks: HashMap<(SinkKind, Vec<crate::columns::ColumnId>), usize>,
-    pub sink_buffers: HashMap<(usize, String), usize>,
-}
-
-/// What a sink does with its columns. Pipelines share a sink only when they do the same: rows
-/// written out over a grouping's slots name the same columns as the grouping (its keys, then
-/// its aggregates) and must not be written into its accumulators, which other tiles of the
-/// same kernel are still reading.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SinkKind {
-    Groups,
-    Rows,
-}
-
-/// One field of a hash table's payload: a column's values, or whether they are valid (a byte
-/// per row, for a column that may hold nulls).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct PayloadField {
-    pub column: ColumnId,
-    pub validity: bool,
-}
-
-/// The fields of a hash table whose payload is `payload`: every payload column's values in
-/// order, then the validity of those that may hold nulls.
-pub(super) fn payload_fields(query: &PhysicalQuery, payload: &[ColumnId]) -> Vec<PayloadField> {
-    let values = payload.iter().map(|&column| PayloadField {
-        column,
-        validity: false,
-    });
-    let validity = payload
-        .iter()
-        .filter(|c| query.columns.get(**c).nullable)
-        .map(|&column| PayloadField {
-            column,
-            validity: true,
-        });
-    values.chain(validity).collect()
-}
-
-/// The parameter that translates the codes of hash table `table`'s build key (`key`) into the
-/// probe column's, when the table holds the probe column's codes.
-pub(super) fn key_translation(
-    query: &PhysicalQuery,
-    table: usize,
-    key: &crate::expr::Expr,
-) -> Option<Param> {
-    let probe = query.hash_tables[table].key_codes_of.as_ref()?;
-    let build = query.columns.get(key.as_column()?).origin.clone()?;
-    Some(Param::Translation {
-        from: (build.table, build.column),
-        to: (probe.table.clone(), probe.column.clone()),
-    })
-}
-
-/// A hash table keyed by the codes of a `dict` column rather than by values: every probe of it
-/// reads that column's codes, and its build finds each key's code in the column's dictionary,
-/// so the table has a slot per dictionary entry and probes skip the dictionary.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct CodedKey {
-    pub table: String,
-    pub column: String,
-    /// The dictionary's length, the table's slot count.
-    pub entries: u32,
-}
-
-impl CodedKey {
-    /// The dictionary a build searches (its length checked when the kernel runs).
-    pub fn dictionary(&self) -> Param {
-        Param::Dictionary {
-            table: self.table.clone(),
-            column: self.column.clone(),
-            scheme: Scheme::Dict,
-            entries: Some(self.entries),
-        }
-    }
-}
-
-/// The `dict` column whose codes can key `table`, if any: every probe of the table is by that
-/// one column, read from its table (a partitioning's buffers hold values) and never null, and
-/// the table is not chained (its rows are grouped by slot after the build).
-fn coded_key(
-    query: &PhysicalQuery,
-    catalog: &Catalog,
-    table: &crate::physical::HashTable,
-) -> Option<CodedKey> {
-    if table.keys == BuildKeys::Chained {
-        return None;
-    }
-    let mut origin = None;
-    for pipeline in &query.pipelines {
-        for step in &pipeline.steps {
-            let Step::Probe { table: t, key, .. } = step else {
-                continue;
-            };
-            if *t != table.id {
-                continue;
-            }
-            let id = key.as_column()?;
-            let info = query.columns.get(id);
-            // Not a partitioning's rows or a grouping's slots, which hold values, not codes.
-            let read_from_table = pipeline.scanned.contains(&id) && pipeline.input == Input::Table;
-            let integer = matches!(info.ty, DataType::I32 | DataType::Date);
-            if !read_from_table || !integer || info.nullable {
-                return None;
-            }
-            let column = info.origin.as_ref()?;
-            match &origin {
-                None => origin = Some(column),
-                Some(first) if *first == column => {}
-                Some(_) => return None,
-            }
-        }
-    }
-    let origin = origin?;
-    let scheme = catalog.scheme(&origin.table, &origin.column).ok()?;
-    if scheme != Scheme::Dict {
-        return None;
-    }
-    let packed = catalog
-        .packed(&origin.table, &origin.column, Scheme::Dict)
-        .ok()?;
-    Some(CodedKey {
-        table: origin.table.clone(),
-        column: origin.column.clone(),
-        entries: u32::try_from(packed.dictionary.len())
-            .ok()
-            .filter(|&n| n > 0)?,
-    })
-}
-
-/// The buffers of a chained table's rows.
-#[derive(Clone, Copy)]
-pub(super) struct ChainBuffers {
-    /// A record per row of the table that builds it (at its row number): the row's slot, its
-    /// rank among the slot's rows and its payload.
-    pub records: usize,
-    /// The rows' payloads grouped by key (none when the table brings no columns).
-    pub rows: Option<usize>,
-    /// How many rows slots have claimed room for (an `i32`).
-    pub placed: usize,
-}
-
-/// The buffers of a partitioning (`physical::Partitioning`).
-#[derive(Clone)]
-pub(super) struct PartitionBuffers {
-    /// Per part (`i64`): its row count after the counting pass, then where its next row goes.
-    pub cursors: usize,
-    /// The number of rows written (`i64`).
-    pub total: usize,
-    /// Per column written: its values and, when it may be null, its validity bytes.
-    pub columns: Vec<(crate::columns::ColumnId, usize, Option<usize>)>,
-}
-
-impl QueryContext<'_> {
-    pub fn buffer(&mut self, name: String, elements: u64, ty_bytes: u32, fill: Fill) -> usize {
-        self.buffers.push(BufferSpec {
-            name,
-            elements,
-            element_bytes: ty_bytes,
-            fill,
-            per_group_slot: false,
-            per_row_of: Vec::new(),
-            rows_per_element: 1,
-            output: false,
-        });
-        self.buffers.len() - 1
-    }
-
-    /// The grouped result pipeline `pipeline` reads the slots of, when it runs over a
-    /// grouping's slots (`Input::Groups`).
-    pub fn grouping_read(&self, pipeline: &Pipeline) -> CodegenResult<Option<&ResultShape>> {
-        match pipeline.input {
-            Input::Groups(grouping) => self
-                .groupings
-                .get(&grouping)
-                .map(Some)
-                .ok_or_else(super::groups::not_grouped),
-            _ => Ok(None),
-        }
-    }
-
-    /// A buffer with one element per slot of the grouping hash table, however large it grows.
-    pub fn group_buffer(&mut self, name: String, ty_bytes: u32, fill: Fill) -> usize {
-        let index = self.buffer(name, 0, ty_bytes, fill);
-        self.buffers[index].per_group_slot = true;
-        index
-    }
-
-    /// Whether `pipeline` probes a hash table whose keys repeat: a tile's rows then run in
-    /// rounds of matches, each a row of the tile or none.
-    pub fn probes_chains(&self, pipeline: &Pipeline) -> bool {
-        pipeline
-            .steps
-            .iter()
-            .any(|step| matches!(step, Step::Probe { table, .. } if self.chains[*table].is_some()))
-    }
-
-    /// The sink that writes or groups `columns`: the same for every pipeline ending in it
-    /// (the inputs of a `union`), for [`QueryContext::sink_buffer`].
-    pub fn sink(&mut self, kind: SinkKind, columns: &[crate::columns::ColumnId]) -> usize {
-        let next = self.sinks.len();
-        *self.sinks.entry((kind, columns.to_vec())).or_insert(next)
-    }
-
-    /// Buffer `name` of `sink`: made by `make` for the first pipeline ending in that sink, and
-    /// shared by the next.
-    pub fn sink_buffer(
-        &mut self,
-        sink: usize,
-        name: &str,
-        make: impl FnOnce(&mut Self) -> usize,
-    ) -> usize {
-        let key = (sink, name.to_string());
-        if let Some(&index) = self.sink_buffers.get(&key) {
-            return index;
-        }
-        let index = make(self);
-        self.sink_buffers.insert(key, index);
-        index
-    }
-
-    /// Records that the stored column behind `id` must lie in `min ..= max`.
-    pub fn assume_range(&mut self, id: crate::columns::ColumnId, min: i64, max: i64) {
-        let info = self.query.columns.get(id);
-        // Dictionary codes are rebuilt with the data; their range is checked through the
-        // dictionary size instead, which the same assumption covers (codes are 0..size).
-        if let Some(origin) = &info.origin {
-            let assumption = Assumption {
-                table: origin.table.clone(),
-                column: origin.column.clone(),
-                min,
-                max,
-            };
-            if !self.assumptions.contains(&assumption) {
-                self.assumptions.push(assumption);
-            }
-        }
-    }
-}
 
 /// Builds each pipeline of `query` as a kernel in a module of its own, appended to `modules`,
 /// and returns the query's launch plan.
@@ -420,26 +154,17 @@ pub(super) fn query_to_llvm(
                     &share
                 }
             };
-            let context = Context::create();
-            let module = context.create_module(&name);
-            super::targets::prepare_module(&module, target)?;
-            let launch = pipeline_to_kernel(&context, &module, &mut qc, pipeline, sink, &name)?;
-            if let Err(message) = module.verify() {
-                return Err(Diagnostic::internal(
-                    query.span,
-                    format!("generated LLVM IR is invalid: {message}"),
-                ));
-            }
-            modules.push(KernelModule {
-                kernel: name,
-                bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),
-                llvm_o1,
-                packed_scan: !probes
-                    && launch
-                        .params
-                        .iter()
-                        .any(|p| matches!(p, Param::PackedWords { .. })),
-            });
+            let (mut module, launch) =
+                KernelModule::generate(&name, target, query.span, |context, module| {
+                    pipeline_to_kernel(context, module, &mut qc, pipeline, sink, &name)
+                })?;
+            module.llvm_o1 = llvm_o1;
+            module.packed_scan = !probes
+                && launch
+                    .params
+                    .iter()
+                    .any(|p| matches!(p, Param::PackedWords { .. }));
+            modules.push(module);
             kernels.push(launch);
         }
         if let Some(
@@ -747,22 +472,10 @@ fn runtime_kernel<'ctx>(
     ) -> tessera_runtime::CodegenResult<()>,
 ) -> Result<(), Diagnostic> {
     let span = qc.query.span;
-    let context = Context::create();
-    let module = context.create_module(name);
-    super::targets::prepare_module(&module, qc.target)?;
-    build(&context, &module).map_err(|e| Diagnostic::internal(span, e.to_string()))?;
-    if let Err(message) = module.verify() {
-        return Err(Diagnostic::internal(
-            span,
-            format!("generated LLVM IR is invalid: {message}"),
-        ));
-    }
-    modules.push(KernelModule {
-        kernel: name.to_string(),
-        bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),
-        llvm_o1: true,
-        packed_scan: false,
-    });
+    let (module, ()) = KernelModule::generate(name, qc.target, span, |context, module| {
+        build(context, module).map_err(|e| Diagnostic::internal(span, e.to_string()))
+    })?;
+    modules.push(module);
     Ok(())
 }
 

@@ -25,11 +25,11 @@ use crate::physical::{
     KeyDomain, PartitionPass, Pipeline, Sink, ThreadValue, ThreadValues,
 };
 
+use super::context::{key_translation, payload_fields, QueryContext, SinkKind};
 use super::expr::code_origin;
 use super::kernel::Kernel;
 use super::materialize::{plan_rows, row_placement, split_rows, RowPlacement, WrittenColumn};
 use super::partition::PartCounts;
-use super::query::{key_translation, payload_fields, QueryContext, SinkKind};
 
 pub(super) enum SinkPlan {
     /// Groups found in a hash table by their keys packed in 64 bits, or in several words

@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 
-use inkwell::context::Context;
 use tessera_grammar::Diagnostic;
 use tessera_runtime::primitives::sort::{
     build_sort_kernel, sort_parts, top_k_parts, Half, KeyPart, SortKernel, TopKInput, DIGIT_BITS,
@@ -16,8 +15,8 @@ use tessera_runtime::program::{
 };
 use tessera_storage::DataType;
 
-use super::query::QueryContext;
-use super::KernelModule;
+use super::context::QueryContext;
+use super::module::KernelModule;
 
 /// Sorts the rows of `shape` on the device, the first host step sorting them by their columns
 /// (the planner's `HostStep::Sort { on_device }`), returning the shape to read back (the sorted
@@ -421,24 +420,14 @@ impl Sorter<'_, '_> {
                     0 => format!("tessera_q{}_sort_{label}", self.index),
                     n => format!("tessera_q{}_sort_{label}{n}", self.index),
                 };
-                let context = Context::create();
-                let module = context.create_module(&name);
-                super::targets::prepare_module(&module, self.qc.target)?;
+                let target = self.qc.target;
                 let span = self.qc.query.span;
-                build_sort_kernel(&context, &module, self.qc.target, &name, kernel)
-                    .map_err(|e| Diagnostic::internal(span, e.to_string()))?;
-                if let Err(message) = module.verify() {
-                    return Err(Diagnostic::internal(
-                        span,
-                        format!("generated LLVM IR is invalid: {message}"),
-                    ));
-                }
-                self.modules.push(KernelModule {
-                    kernel: name.clone(),
-                    bitcode: module.write_bitcode_to_memory().as_slice().to_vec(),
-                    llvm_o1: true,
-                    packed_scan: false,
-                });
+                let (module, ()) =
+                    KernelModule::generate(&name, target, span, |context, module| {
+                        build_sort_kernel(context, module, target, &name, kernel)
+                            .map_err(|e| Diagnostic::internal(span, e.to_string()))
+                    })?;
+                self.modules.push(module);
                 self.names.insert(key, name.clone());
                 name
             }

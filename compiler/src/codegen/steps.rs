@@ -14,13 +14,12 @@ use tessera_runtime::CodegenResult;
 use crate::columns::ColumnId;
 use crate::physical::Step;
 
+use super::context::{payload_fields, PayloadField, QueryContext};
 use super::expr::Val;
-use super::kernel::{ColumnTile, Kernel};
-use super::query::{payload_fields, PayloadField, QueryContext};
-use super::sinks::{SinkPlan, SinkState};
+use super::kernel::{ColumnTile, Kernel, STATIC_SHARED_BYTES};
 
 /// What a probe looks up: the key expression's value, or for a table keyed by codes
-/// ([`super::query::CodedKey`]) the key column's codes, read without decoding.
+/// ([`super::context::CodedKey`]) the key column's codes, read without decoding.
 enum ProbeKey<'e, 'ctx> {
     Value(&'e crate::expr::Expr),
     Codes(TileArray<'ctx>),
@@ -340,30 +339,24 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     /// rows. The matches of the tile are spread over the block: each item's match count is
     /// scanned into where its matches begin among the tile's, and in rounds of a tile's worth
     /// the block's items take consecutive matches, each finding its probe row by a binary
-    /// search of those beginnings and its probe row's columns in shared memory, and the steps
-    /// after the probe and the sink run once a round. A key with many rows thus keeps every
-    /// thread busy rather than one. Where the probe row's columns do not fit the block's
-    /// static shared memory (`spread_fits`), each item walks its own matches instead, one a
-    /// round.
-    #[allow(clippy::too_many_arguments)]
+    /// search of those beginnings and its probe row's columns in shared memory, and `rest` (the
+    /// steps after the probe, and the sink, which read the columns `later`) is generated to run
+    /// once a round. A key with many rows thus keeps every thread busy rather than one. Where
+    /// the probe row's columns do not fit the block's static shared memory (`spread_fits`),
+    /// each item walks its own matches instead, one a round.
     pub(super) fn probe_chained(
         &mut self,
         qc: &mut QueryContext<'_>,
         table: usize,
         key: &crate::expr::Expr,
         selectivity: f64,
-        rest: &[Step],
-        sink: &SinkPlan,
-        state: &SinkState<'ctx>,
+        later: &[ColumnId],
+        rest: impl FnOnce(&mut Self, &mut QueryContext<'_>) -> Result<(), Diagnostic>,
     ) -> Result<(), Diagnostic> {
         let span = self.query.span;
         let internal = |e: tessera_runtime::CodegenError| Diagnostic::internal(span, e.to_string());
         // Items change places from here on: the probe side's columns that later steps and the
         // sink read are loaded now, and carried along.
-        let mut later: Vec<ColumnId> = rest.iter().flat_map(|s| s.expr().columns_used()).collect();
-        later.extend(sink.columns_used(qc));
-        later.sort();
-        later.dedup();
         let scanned: Vec<ColumnId> = later
             .iter()
             .copied()
@@ -399,7 +392,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             &payload_fields(qc.query, &qc.query.hash_tables[table].payload),
             &outputs,
         );
-        self.run_steps(qc, rest, sink, state)?;
+        rest(self, qc)?;
         self.end_rounds(rounds).map_err(internal)
     }
 
@@ -424,7 +417,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 + tessera_runtime::primitives::scan::offsets_shared_bytes(em)
                 + tessera_runtime::primitives::store::shared_bytes(em),
         );
-        em.shared_bytes_declared() + reserve + needed <= super::choices::STATIC_SHARED_BYTES
+        em.shared_bytes_declared() + reserve + needed <= STATIC_SHARED_BYTES
     }
 
     /// The rounds of `spread_matches`: see `probe_chained`.
