@@ -436,7 +436,7 @@ enum BenchSuite {
     /// Each SSB query as a fresh `tessera run` process, cold and warm, timed whole.
     E2e(E2eBenchArgs),
     /// Many clients at once against a running `tessera serve` (SSB or TPC-H data): latency
-    /// percentiles and throughput, every result checked.
+    /// percentiles (script sent to every row received) and throughput, every result checked.
     Serve(ServeBenchArgs),
 }
 

@@ -22,6 +22,9 @@ use crate::failure::Failure;
 /// How long a connection may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The reading buffer of a connection.
+const RECEIVE_BUFFER_BYTES: usize = 64 << 10;
+
 /// Authentication requests (the first word of an `R` message).
 const AUTH_OK: i32 = 0;
 const AUTH_SASL: i32 = 10;
@@ -95,10 +98,9 @@ impl From<std::io::Error> for QueryError {
     }
 }
 
-impl Connection {
-    /// Runs `script` (at `address`, for messages), returning each of its queries' results.
-    pub fn run(&mut self, address: &str, script: &Script) -> Result<Vec<ResultTable>, Failure> {
-        self.query(&script.source).map_err(|e| match e {
+impl QueryError {
+    fn into_failure(self, address: &str, script: &Script) -> Failure {
+        match self {
             QueryError::Server(error) => error.into_failure(script),
             QueryError::Io(e) => {
                 Failure::Message(format!("the connection to {address} failed: {e}"))
@@ -106,7 +108,26 @@ impl Connection {
             QueryError::Protocol(message) => Failure::Message(format!(
                 "{address} answered outside the protocol: {message}"
             )),
-        })
+        }
+    }
+}
+
+impl Connection {
+    /// Runs `script` (at `address`, for messages), returning each of its queries' results.
+    pub fn run(&mut self, address: &str, script: &Script) -> Result<Vec<ResultTable>, Failure> {
+        self.query(&script.source)
+            .map_err(|e| e.into_failure(address, script))
+    }
+
+    /// Sends `script` and returns its results as received, their values not yet read: what a
+    /// client holds when the server's answer is in (`bench serve` times this).
+    pub fn run_received(
+        &mut self,
+        address: &str,
+        script: &Script,
+    ) -> Result<Vec<Received>, Failure> {
+        self.receive(&script.source)
+            .map_err(|e| e.into_failure(address, script))
     }
 
     pub fn open(address: &str) -> Result<Connection, Failure> {
@@ -122,7 +143,11 @@ impl Connection {
         let stream =
             TcpStream::connect_timeout(&socket, CONNECT_TIMEOUT).map_err(|e| cannot(&e))?;
         let _ = stream.set_nodelay(true);
-        let reader = BufReader::new(stream.try_clone().map_err(|e| cannot(&e))?);
+        // Results of many rows come in many messages: read them 64 KiB at a time.
+        let reader = BufReader::with_capacity(
+            RECEIVE_BUFFER_BYTES,
+            stream.try_clone().map_err(|e| cannot(&e))?,
+        );
         let mut connection = Connection {
             reader,
             writer: BufWriter::new(stream),
@@ -217,22 +242,46 @@ impl Connection {
 
     /// Sends `script` as one simple query; returns each of its results.
     fn query(&mut self, script: &str) -> Result<Vec<ResultTable>, QueryError> {
+        self.receive(script)?
+            .into_iter()
+            .map(Received::decode)
+            .collect()
+    }
+
+    /// Sends `script` as one simple query; returns each of its results as received, its rows'
+    /// bytes kept as they came (as libpq keeps a result until its values are asked for).
+    fn receive(&mut self, script: &str) -> Result<Vec<Received>, QueryError> {
         let mut body = script.as_bytes().to_vec();
         body.push(0);
         self.send(Some(b'Q'), &body)?;
         let mut results = Vec::new();
-        let mut current: Option<ResultTable> = None;
+        let mut current: Option<Received> = None;
         let mut failed = None;
+        let mut body = Vec::new();
         loop {
-            let (kind, body) = self.message()?;
+            let kind = self.read_kind()?;
+            if kind == b'D' {
+                // A row's body is read straight into its result's bytes.
+                let result = current
+                    .as_mut()
+                    .ok_or_else(|| QueryError::Protocol("a row before its columns".into()))?;
+                let start = result.rows.len();
+                let length = self.read_length()?;
+                result.rows.resize(start + length, 0);
+                self.reader.read_exact(&mut result.rows[start..])?;
+                result.row_ends.push(result.rows.len());
+                continue;
+            }
+            let length = self.read_length()?;
+            body.resize(length, 0);
+            self.reader.read_exact(&mut body)?;
             match kind {
-                b'T' => current = Some(parse_columns(&body)?),
-                b'D' => {
-                    let table = current
-                        .as_mut()
-                        .ok_or_else(|| QueryError::Protocol("a row before its columns".into()))?;
-                    let row = parse_row(&body, &table.columns)?;
-                    table.rows.push(row);
+                b'T' => {
+                    current = Some(Received {
+                        columns: parse_columns(&body)?,
+                        rows: Vec::new(),
+                        row_ends: Vec::new(),
+                    })
                 }
                 b'C' => results.extend(current.take()),
                 b'E' => failed = Some(parse_error(&body)),
@@ -248,21 +297,61 @@ impl Connection {
 
     /// One message: its type byte and body.
     fn message(&mut self) -> Result<(u8, Vec<u8>), QueryError> {
-        let mut head = [0u8; 5];
-        self.reader.read_exact(&mut head)?;
-        let length = i32::from_be_bytes([head[1], head[2], head[3], head[4]]);
-        let length = usize::try_from(length - 4)
+        let kind = self.read_kind()?;
+        let mut body = vec![0u8; self.read_length()?];
+        self.reader.read_exact(&mut body)?;
+        Ok((kind, body))
+    }
+
+    /// A message's type byte.
+    fn read_kind(&mut self) -> Result<u8, QueryError> {
+        let mut kind = [0u8; 1];
+        self.reader.read_exact(&mut kind)?;
+        Ok(kind[0])
+    }
+
+    /// The length of the message's body, after its type byte.
+    fn read_length(&mut self) -> Result<usize, QueryError> {
+        let mut word = [0u8; 4];
+        self.reader.read_exact(&mut word)?;
+        let length = i32::from_be_bytes(word);
+        usize::try_from(length - 4)
             .ok()
             .filter(|&l| l <= 1 << 30)
-            .ok_or_else(|| QueryError::Protocol(format!("a message of length {length}")))?;
-        let mut body = vec![0u8; length];
-        self.reader.read_exact(&mut body)?;
-        Ok((head[0], body))
+            .ok_or_else(|| QueryError::Protocol(format!("a message of length {length}")))
     }
 }
 
-/// A RowDescription's columns, as an empty result.
-fn parse_columns(body: &[u8]) -> Result<ResultTable, QueryError> {
+/// One result as the server sent it: its columns, and its DataRow bodies one after another.
+pub struct Received {
+    columns: Vec<(String, DataType)>,
+    rows: Vec<u8>,
+    /// Where each row's body ends in `rows`.
+    row_ends: Vec<usize>,
+}
+
+impl Received {
+    /// The result's values, read from their text; `address` and `script` name a failure.
+    pub fn into_table(self, address: &str, script: &Script) -> Result<ResultTable, Failure> {
+        self.decode().map_err(|e| e.into_failure(address, script))
+    }
+
+    fn decode(self) -> Result<ResultTable, QueryError> {
+        let mut rows = Vec::with_capacity(self.row_ends.len());
+        let mut start = 0;
+        for &end in &self.row_ends {
+            rows.push(parse_row(&self.rows[start..end], &self.columns)?);
+            start = end;
+        }
+        Ok(ResultTable {
+            columns: self.columns,
+            rows,
+        })
+    }
+}
+
+/// A RowDescription's columns: their names and types.
+fn parse_columns(body: &[u8]) -> Result<Vec<(String, DataType)>, QueryError> {
     let mut at = 0;
     let count = read_i16(body, &mut at)?;
     let mut columns = Vec::with_capacity(count.max(0) as usize);
@@ -292,10 +381,7 @@ fn parse_columns(body: &[u8]) -> Result<ResultTable, QueryError> {
         };
         columns.push((name, ty));
     }
-    Ok(ResultTable {
-        columns,
-        rows: Vec::new(),
-    })
+    Ok(columns)
 }
 
 /// A DataRow's values, read from their text form as `columns` types them.
