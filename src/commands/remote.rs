@@ -260,19 +260,20 @@ impl Connection {
         let mut body = Vec::new();
         loop {
             let kind = self.read_kind()?;
+            let length = self.read_length()?;
             if kind == b'D' {
                 // A row's body is read straight into its result's bytes.
-                let result = current
-                    .as_mut()
-                    .ok_or_else(|| QueryError::Protocol("a row before its columns".into()))?;
+                let Some(result) = current.as_mut() else {
+                    body.resize(length, 0);
+                    self.reader.read_exact(&mut body)?;
+                    return Err(QueryError::Protocol("a row before its columns".into()));
+                };
                 let start = result.rows.len();
-                let length = self.read_length()?;
                 result.rows.resize(start + length, 0);
                 self.reader.read_exact(&mut result.rows[start..])?;
                 result.row_ends.push(result.rows.len());
                 continue;
             }
-            let length = self.read_length()?;
             body.resize(length, 0);
             self.reader.read_exact(&mut body)?;
             match kind {
@@ -315,8 +316,9 @@ impl Connection {
         let mut word = [0u8; 4];
         self.reader.read_exact(&mut word)?;
         let length = i32::from_be_bytes(word);
-        usize::try_from(length - 4)
-            .ok()
+        length
+            .checked_sub(4)
+            .and_then(|l| usize::try_from(l).ok())
             .filter(|&l| l <= 1 << 30)
             .ok_or_else(|| QueryError::Protocol(format!("a message of length {length}")))
     }

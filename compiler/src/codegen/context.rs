@@ -39,9 +39,10 @@ pub(super) struct QueryContext<'q> {
     /// The grouped result of each grouping pipeline whose kernels are built (a one-row
     /// aggregate's included), by pipeline: what a pipeline over its slots reads.
     pub groupings: HashMap<usize, ResultShape>,
-    /// Buffers of sinks that several pipelines share, by the sink's columns and the buffer's name.
     /// Each sink's kind and columns, numbered.
     pub sinks: HashMap<(SinkKind, Vec<crate::columns::ColumnId>), usize>,
+    /// Buffers of sinks that several pipelines share, by the sink's number and the buffer's
+    /// name.
     pub sink_buffers: HashMap<(usize, String), usize>,
 }
 

@@ -18,6 +18,8 @@ const TILES_PER_GRAB: u64 = 8;
 
 /// A kernel hands out its tiles one by one unless each thread gets this many grabs or more.
 const GRABS_PER_THREAD: u64 = 16;
+/// The most bytes of spare buffers kept between queries (what an idle engine holds).
+const SPARE_BYTES_MAX: usize = 1 << 30;
 /// Spares of this many words or more are freed on a thread of their own.
 const FREED_APART_WORDS: usize = 1 << 20;
 /// A spare buffer of at most this many words serves a buffer of any smaller size.
@@ -41,9 +43,9 @@ pub struct HostBackend {
     buffers: Vec<Vec<u64>>,
     /// The last query's buffers, kept for the next one's: memory already mapped is zeroed
     /// far faster than fresh pages are faulted in and zeroed by the kernel, and a query run
-    /// again asks for the same buffers. At most one query's worth is kept: a spare the next
-    /// query does not take is freed when it ends, and all are freed before a buffer that
-    /// does not fit beside them.
+    /// again asks for the same buffers. At most one query's worth, within `SPARE_BYTES_MAX`:
+    /// a spare the next query does not take is freed when it ends, and all are freed before a
+    /// buffer that does not fit beside them, after a query that failed or runs again larger.
     spare: Vec<Vec<u64>>,
     /// Pieces of a streamed table's columns, one per column slot (`Backend::stage`).
     staged: Vec<Vec<u64>>,
@@ -386,7 +388,19 @@ impl Backend for HostBackend {
     }
 
     fn release_buffers(&mut self) {
-        let unused = std::mem::replace(&mut self.spare, std::mem::take(&mut self.buffers));
+        // The smallest of the query's buffers are kept, within `SPARE_BYTES_MAX`.
+        let mut kept = std::mem::take(&mut self.buffers);
+        kept.sort_by_key(Vec::capacity);
+        let mut bytes = 0;
+        let within = kept
+            .iter()
+            .take_while(|words| {
+                bytes += words.capacity() * 8;
+                bytes <= SPARE_BYTES_MAX
+            })
+            .count();
+        let mut unused = kept.split_off(within);
+        unused.append(&mut std::mem::replace(&mut self.spare, kept));
         // Unmapping a large buffer's pages takes milliseconds: a thread of its own frees
         // them, while the engine answers.
         if unused
@@ -400,6 +414,12 @@ impl Backend for HostBackend {
             // closure, which the failed spawn drops.
             drop(freeing);
         }
+        self.staged.clear();
+    }
+
+    fn discard_buffers(&mut self) {
+        self.buffers.clear();
+        self.spare.clear();
         self.staged.clear();
     }
 
@@ -491,8 +511,16 @@ mod tests {
         backend.buffer(&zero, 2048).expect("a buffer");
         assert_eq!(backend.spare.len(), 3);
         // What the query took is the next one's spares; what it did not is freed.
-        backend.buffer(&zero, 3 << 20).expect("a buffer");
+        backend.buffer(&zero, 8 << 20).expect("a buffer");
         backend.release_buffers();
         assert_eq!(backend.spare.len(), 2);
+        // Large spares left over are freed on a thread of their own.
+        backend.buffer(&zero, 64).expect("a buffer");
+        backend.release_buffers();
+        assert_eq!(backend.spare.len(), 1);
+        // A failed query's buffers, and the spares, are freed at once.
+        backend.buffer(&zero, 64).expect("a buffer");
+        backend.discard_buffers();
+        assert!(backend.spare.is_empty() && backend.buffers.is_empty());
     }
 }
