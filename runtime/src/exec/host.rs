@@ -18,12 +18,6 @@ const TILES_PER_GRAB: u64 = 8;
 
 /// A kernel hands out its tiles one by one unless each thread gets this many grabs or more.
 const GRABS_PER_THREAD: u64 = 16;
-/// The most bytes of spare buffers kept between queries (what an idle engine holds).
-const SPARE_BYTES_MAX: usize = 1 << 30;
-/// Spares of this many words or more are freed on a thread of their own.
-const FREED_APART_WORDS: usize = 1 << 20;
-/// A spare buffer of at most this many words serves a buffer of any smaller size.
-const SPARE_FITS_ANY_WORDS: usize = 512;
 /// Stack of a thread running kernels (address space only; pages are used as touched).
 const KERNEL_STACK_BYTES: usize = 256 << 20;
 
@@ -41,12 +35,6 @@ pub struct HostBackend {
     kernels: HashMap<(usize, String), HostKernel>,
     /// Buffers of the current query, as 8-byte words so every element is aligned.
     buffers: Vec<Vec<u64>>,
-    /// The last query's buffers, kept for the next one's: memory already mapped is zeroed
-    /// far faster than fresh pages are faulted in and zeroed by the kernel, and a query run
-    /// again asks for the same buffers. At most one query's worth, within `SPARE_BYTES_MAX`:
-    /// a spare the next query does not take is freed when it ends, and all are freed before a
-    /// buffer that does not fit beside them, after a query that failed or runs again larger.
-    spare: Vec<Vec<u64>>,
     /// Pieces of a streamed table's columns, one per column slot (`Backend::stage`).
     staged: Vec<Vec<u64>>,
     /// The most bytes of columns a query keeps in memory at once, when limited.
@@ -77,22 +65,6 @@ impl HostBackend {
         })
     }
 
-    /// The spare buffer that best holds `length` words, emptied: the smallest large enough,
-    /// unless even that is more than twice as large (it is left for a larger buffer).
-    fn take_spare(&mut self, length: usize) -> Option<Vec<u64>> {
-        let at = self
-            .spare
-            .iter()
-            .enumerate()
-            .filter(|(_, words)| words.capacity() >= length)
-            .min_by_key(|(_, words)| words.capacity())
-            .map(|(at, _)| at)
-            .filter(|&at| self.spare[at].capacity() / 2 <= length.max(SPARE_FITS_ANY_WORDS))?;
-        let mut words = self.spare.swap_remove(at);
-        words.clear();
-        Some(words)
-    }
-
     /// Links hex-encoded host object files, one per kernel, into this process.
     pub fn new(objects: &[KernelCode]) -> Result<HostBackend, RuntimeError> {
         let mut backend = HostBackend::empty();
@@ -115,7 +87,6 @@ impl HostBackend {
             active: 0,
             kernels: HashMap::new(),
             buffers: Vec::new(),
-            spare: Vec::new(),
             staged: Vec::new(),
             budget: None,
             columns: HashMap::new(),
@@ -218,26 +189,13 @@ impl Backend for HostBackend {
         // Asked of the allocator first, so that a buffer larger than memory is an error that
         // names it rather than the end of the process.
         let length = usize::try_from(bytes.div_ceil(8).max(1)).unwrap_or(usize::MAX);
-        let mut words = match self.take_spare(length) {
-            Some(words) => words,
-            None => {
-                let mut words: Vec<u64> = Vec::new();
-                let mut reserved =
-                    tessera_storage::memory::fallibly(|| words.try_reserve_exact(length));
-                if reserved.is_err() && !self.spare.is_empty() {
-                    self.spare.clear();
-                    reserved =
-                        tessera_storage::memory::fallibly(|| words.try_reserve_exact(length));
-                }
-                reserved.map_err(|_| {
-                    RuntimeError::HostOutOfMemory(format!(
-                        "the query's buffer `{}` needs {bytes} bytes",
-                        spec.name
-                    ))
-                })?;
-                words
-            }
-        };
+        let mut words: Vec<u64> = Vec::new();
+        tessera_storage::memory::fallibly(|| words.try_reserve_exact(length)).map_err(|_| {
+            RuntimeError::HostOutOfMemory(format!(
+                "the query's buffer `{}` needs {bytes} bytes",
+                spec.name
+            ))
+        })?;
         words.resize(length, 0);
         if matches!(spec.fill, crate::program::Fill::Pattern(_)) {
             let pattern = filled(spec, bytes);
@@ -388,38 +346,7 @@ impl Backend for HostBackend {
     }
 
     fn release_buffers(&mut self) {
-        // The smallest of the query's buffers are kept, within `SPARE_BYTES_MAX`.
-        let mut kept = std::mem::take(&mut self.buffers);
-        kept.sort_by_key(Vec::capacity);
-        let mut bytes = 0;
-        let within = kept
-            .iter()
-            .take_while(|words| {
-                bytes += words.capacity() * 8;
-                bytes <= SPARE_BYTES_MAX
-            })
-            .count();
-        let mut unused = kept.split_off(within);
-        unused.append(&mut std::mem::replace(&mut self.spare, kept));
-        // Unmapping a large buffer's pages takes milliseconds: a thread of its own frees
-        // them, while the engine answers.
-        if unused
-            .iter()
-            .any(|words| words.capacity() >= FREED_APART_WORDS)
-        {
-            let freeing = std::thread::Builder::new()
-                .name("tessera-free".into())
-                .spawn(move || drop(unused));
-            // Without a thread, the buffers are freed here: `unused` was moved into the
-            // closure, which the failed spawn drops.
-            drop(freeing);
-        }
-        self.staged.clear();
-    }
-
-    fn discard_buffers(&mut self) {
         self.buffers.clear();
-        self.spare.clear();
         self.staged.clear();
     }
 
@@ -458,69 +385,4 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
         .chunks(2)
         .map(|pair| Some(value(pair[0])? << 4 | value(pair[1])?))
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::program::Fill;
-
-    fn spec(name: &str, fill: Fill) -> BufferSpec {
-        BufferSpec {
-            name: name.into(),
-            elements: 0,
-            element_bytes: 8,
-            fill,
-            per_group_slot: false,
-            per_row_of: Vec::new(),
-            rows_per_element: 1,
-            output: false,
-        }
-    }
-
-    #[test]
-    fn a_query_takes_the_last_ones_buffers_filled_afresh() {
-        let mut backend = HostBackend::empty();
-        let zero = spec("zero", Fill::Zero);
-        let first = backend.buffer(&zero, 1 << 20).expect("a buffer");
-        let small = backend.buffer(&zero, 64).expect("a buffer");
-        // The query writes its buffers.
-        for words in &mut backend.buffers {
-            words.fill(u64::MAX);
-        }
-        backend.release_buffers();
-        assert_eq!(backend.spare.len(), 2);
-        // The next asks for the same: each gets the spare that fits it, filled as asked.
-        let again = backend.buffer(&zero, 1 << 20).expect("a buffer");
-        assert_eq!(again, first);
-        assert!(backend
-            .buffer_bytes(again)
-            .expect("read")
-            .iter()
-            .all(|b| *b == 0));
-        let pattern = backend
-            .buffer(&spec("pattern", Fill::Pattern(7)), 64)
-            .expect("a buffer");
-        assert_eq!(pattern, small);
-        let words = backend.buffer_bytes(pattern).expect("read");
-        assert!(words.chunks(8).all(|w| w == 7u64.to_le_bytes()));
-        backend.buffer(&zero, 8).expect("a buffer");
-        backend.release_buffers();
-        assert_eq!(backend.spare.len(), 3);
-        // A spare far larger than a buffer is left for a larger one.
-        backend.buffer(&zero, 2048).expect("a buffer");
-        assert_eq!(backend.spare.len(), 3);
-        // What the query took is the next one's spares; what it did not is freed.
-        backend.buffer(&zero, 8 << 20).expect("a buffer");
-        backend.release_buffers();
-        assert_eq!(backend.spare.len(), 2);
-        // Large spares left over are freed on a thread of their own.
-        backend.buffer(&zero, 64).expect("a buffer");
-        backend.release_buffers();
-        assert_eq!(backend.spare.len(), 1);
-        // A failed query's buffers, and the spares, are freed at once.
-        backend.buffer(&zero, 64).expect("a buffer");
-        backend.discard_buffers();
-        assert!(backend.spare.is_empty() && backend.buffers.is_empty());
-    }
 }

@@ -301,11 +301,6 @@ pub trait Backend {
     }
     /// Frees the buffers of the last query.
     fn release_buffers(&mut self);
-    /// Frees the buffers of the last query, and any a backend keeps for the next: after a
-    /// failure, or before a query runs again with larger buffers.
-    fn discard_buffers(&mut self) {
-        self.release_buffers();
-    }
     /// A query is about to bind its columns: those it binds are in use until the next query
     /// begins (a backend that keeps columns within a budget evicts only others).
     fn begin_query(&mut self) {}
@@ -489,7 +484,7 @@ pub fn run_query_until(
     let result = run_query_checked(backend, query, catalog, readback, cancelled, learned);
     if result.is_err() {
         // A cancelled or failed query leaves no buffers behind for the next one.
-        backend.discard_buffers();
+        backend.release_buffers();
     }
     result
 }
@@ -669,7 +664,7 @@ fn run_with_capacity(
     };
     let words = results.read(query.result.status_buffer, None)?;
     if status_word(&words, status::GROUP_TABLE_FULL) != 0 {
-        results.backend.discard_buffers();
+        results.backend.release_buffers();
         return Ok(Attempt::TableFull);
     }
     check_status(&words)?;
@@ -682,7 +677,7 @@ fn run_with_capacity(
     // Rows of no column take no room: only an output buffer can be too small.
     let has_output = query.buffers.iter().any(|spec| spec.output);
     if let Some(written) = written.filter(|w| has_output && *w > output_capacity) {
-        results.backend.discard_buffers();
+        results.backend.release_buffers();
         return Ok(Attempt::RowsOverflow(written));
     }
     let mut fetched = None;
