@@ -1271,9 +1271,27 @@ pub(super) fn host_expr(expr: &Expr) -> Result<HostExpr, Diagnostic> {
     })
 }
 
+/// The parameters `exprs` read: their constants and the per-code tables of their string
+/// functions, ranks and patterns.
+pub(super) fn expression_params(
+    query: &crate::physical::PhysicalQuery,
+    exprs: &[&Expr],
+) -> Vec<Param> {
+    let mut params = Vec::new();
+    for expr in exprs {
+        expr.walk(&mut |e| {
+            if let ExprKind::Constant { slot, .. } = e.kind {
+                params.extend(constant_param(query, slot, e.ty));
+            }
+            params.extend(per_code_param(query, e));
+        });
+    }
+    params
+}
+
 /// The kernel parameter carrying constant `slot` of `query`, of type `ty` (`None` for a
 /// pattern, which kernels read through the answers computed from it, `Param::Matches`).
-pub(super) fn constant_param(
+fn constant_param(
     query: &crate::physical::PhysicalQuery,
     slot: usize,
     ty: DataType,
@@ -1295,7 +1313,7 @@ pub(super) fn constant_param(
 
 /// The parameter holding the per-code table an [`ExprKind::Rank`], [`ExprKind::Derived`] or
 /// [`ExprKind::Matches`] reads (`None` for other expressions).
-pub(super) fn per_code_param(query: &crate::physical::PhysicalQuery, expr: &Expr) -> Option<Param> {
+fn per_code_param(query: &crate::physical::PhysicalQuery, expr: &Expr) -> Option<Param> {
     match &expr.kind {
         ExprKind::Rank {
             operand,

@@ -19,8 +19,10 @@ use tessera_runtime::primitives::unpack_fixed::{
 use tessera_runtime::primitives::{load, unpack};
 use tessera_runtime::program::{Param, ResultShape};
 use tessera_runtime::{CodegenError, CodegenResult, Emitter, KernelArgs, Target, TileShape};
+use tessera_storage::compress::Scheme;
+use tessera_storage::{Catalog, StorageError};
 
-use crate::columns::ColumnId;
+use crate::columns::{BaseColumn, ColumnId};
 use crate::physical::{PhysicalQuery, Pipeline};
 
 use super::context::{PartitionBuffers, QueryContext};
@@ -106,6 +108,77 @@ struct TileLoop<'ctx> {
     /// On the GPU, per packed column: where the current tile lies (phis) and where the block's
     /// next tile lies, loaded during this one.
     words_ahead: Vec<([inkwell::values::PhiValue<'ctx>; 3], TileWords<'ctx>)>,
+}
+
+/// The parameters through which a kernel reads stored column `origin` in `scheme`: its values
+/// (plain, at one width with their reference or dictionary, or in blocks of `block_words` with
+/// where each block starts) and, when `nullable`, its validity bytes. `Kernel::new` and
+/// `load_table_column` read them.
+pub(super) fn stored_column_params(
+    catalog: &Catalog,
+    origin: &BaseColumn,
+    scheme: Scheme,
+    block_words: u32,
+    nullable: bool,
+) -> Result<Vec<Param>, StorageError> {
+    let (table, column) = (origin.table.clone(), origin.column.clone());
+    let mut params = Vec::new();
+    if scheme == Scheme::None {
+        params.push(Param::Column {
+            table: table.clone(),
+            column: column.clone(),
+        });
+    } else if scheme.is_fixed_width() {
+        let packed = catalog.packed(&table, &column, scheme)?;
+        let reference = match scheme {
+            Scheme::Pack => Some(packed.dictionary.first().copied().unwrap_or(0)),
+            _ => None,
+        };
+        params.push(Param::FixedWords {
+            table: table.clone(),
+            column: column.clone(),
+            scheme,
+            width: packed.width,
+            reference,
+        });
+        if reference.is_none() {
+            params.push(Param::Dictionary {
+                table: table.clone(),
+                column: column.clone(),
+                scheme,
+                entries: None,
+            });
+        }
+    } else {
+        params.push(Param::PackedWords {
+            table: table.clone(),
+            column: column.clone(),
+            scheme,
+            block_words,
+        });
+        params.push(Param::BlockStarts {
+            table: table.clone(),
+            column: column.clone(),
+            scheme,
+        });
+    }
+    if nullable {
+        params.push(Param::Validity { table, column });
+    }
+    Ok(params)
+}
+
+/// The parameters through which a kernel over a partitioning's rows reads them: how many were
+/// written, and the buffers of the columns among `used` (`load_table_column`).
+pub(super) fn partition_params(buffers: &PartitionBuffers, used: &[ColumnId]) -> Vec<Param> {
+    let mut params = vec![Param::Buffer(buffers.total)];
+    for (column, values, valid) in &buffers.columns {
+        if used.contains(column) {
+            params.push(Param::Buffer(*values));
+            params.extend(valid.map(Param::Buffer));
+        }
+    }
+    params
 }
 
 impl<'k, 'ctx, 'm> Kernel<'k, 'ctx, 'm> {

@@ -11,18 +11,18 @@ use tessera_grammar::{Diagnostic, DiagnosticKind};
 use tessera_runtime::primitives::load;
 use tessera_runtime::program::{Extent, Fill, KernelLaunch, Param};
 use tessera_runtime::{CodegenError, TileShape};
-use tessera_storage::compress::Scheme;
 
 use crate::columns::ColumnId;
-use crate::expr::{Expr, ExprKind};
+use crate::expr::Expr;
 use crate::physical::{Input, Pipeline, Step};
 
 use super::choices::{choose, KernelChoices};
-use super::context::{key_translation, QueryContext};
-use super::expr::{constant_param, per_code_param};
+use super::context::QueryContext;
+use super::expr::expression_params;
 use super::groups::{dense_slots, group_params};
-use super::kernel::Kernel;
+use super::kernel::{partition_params, stored_column_params, Kernel};
 use super::sinks::{SinkPlan, SinkState};
+use super::steps::probe_params;
 
 /// The kernel named `name` that runs `pipeline` into `sink` (the pipeline's, or a share of its
 /// aggregates: [`SinkPlan::into_kernel_sinks`]).
@@ -93,51 +93,44 @@ fn expressions<'a>(pipeline: &'a Pipeline, sink: &'a SinkPlan) -> Vec<&'a Expr> 
     exprs
 }
 
+/// The kernel's parameters, in the order its function takes them: the rows it reads, then
+/// each generator's own, as declared next to its code (the input's columns, the expressions'
+/// constants and per-code tables, the sink's sizes, the query's status words, the probed
+/// tables, the sink's tables and buffers); and what the kernel settled on reading its columns.
 fn collect_params(
     qc: &QueryContext<'_>,
     pipeline: &Pipeline,
     sink: &SinkPlan,
     tile: TileShape,
 ) -> Result<(Vec<Param>, KernelChoices), Diagnostic> {
-    let columns = &qc.query.columns;
     let mut params = vec![Param::Rows {
         table: pipeline.table.clone(),
     }];
-    let mut push = |param: Param| {
-        if !params.contains(&param) {
-            params.push(param);
+    let mut push = |declared: Vec<Param>| {
+        for param in declared {
+            if !params.contains(&param) {
+                params.push(param);
+            }
         }
     };
     let exprs = expressions(pipeline, sink);
     let mut used: Vec<ColumnId> = exprs.iter().flat_map(|e| e.columns_used()).collect();
     used.extend(sink.columns_used(qc));
+    let internal = |e: CodegenError| Diagnostic::internal(qc.query.span, e.to_string());
     if let Input::Partitioned(partitioning) = pipeline.input {
         // The scanned columns are the partitioning's buffers.
-        let buffers = &qc.partitions[partitioning];
-        push(Param::Buffer(buffers.total));
-        for (column, values, valid) in &buffers.columns {
-            if used.contains(column) {
-                push(Param::Buffer(*values));
-                if let Some(valid) = valid {
-                    push(Param::Buffer(*valid));
-                }
-            }
-        }
+        push(partition_params(&qc.partitions[partitioning], &used));
         used.clear();
     }
-    let internal = |e: CodegenError| Diagnostic::internal(qc.query.span, e.to_string());
     if let Some(groups) = qc.grouping_read(pipeline).map_err(internal)? {
         // The scanned columns are the grouping's keys and aggregates.
-        let params = group_params(groups, &used).map_err(internal)?;
-        for param in params {
-            push(param);
-        }
+        push(group_params(groups, &used).map_err(internal)?);
         used.clear();
     }
     let stored: Vec<(ColumnId, &crate::columns::BaseColumn)> = used
         .into_iter()
         .filter(|id| pipeline.scanned.contains(id))
-        .filter_map(|id| Some((id, columns.get(id).origin.as_ref()?)))
+        .filter_map(|id| Some((id, qc.query.columns.get(id).origin.as_ref()?)))
         .collect();
     let names: Vec<(String, String)> = stored
         .iter()
@@ -145,107 +138,23 @@ fn collect_params(
         .collect();
     let choices = choose(qc, tile, &names, sink)?;
     for (id, origin) in stored {
-        let (table, column) = (origin.table.clone(), origin.column.clone());
-        let read = choices.read(&table, &column).ok_or_else(|| {
+        let read = choices.read(&origin.table, &origin.column).ok_or_else(|| {
             Diagnostic::internal(
                 qc.query.span,
-                format!("{table}.{column} was not chosen for"),
+                format!("{}.{} was not chosen for", origin.table, origin.column),
             )
         })?;
-        let data_error = |e: tessera_storage::StorageError| {
-            Diagnostic::new(DiagnosticKind::Data, qc.query.span, e.to_string())
-        };
-        let scheme = read.scheme;
-        if scheme == Scheme::None {
-            push(Param::Column { table, column });
-        } else if scheme.is_fixed_width() {
-            let packed = qc
-                .catalog
-                .packed(&table, &column, scheme)
-                .map_err(data_error)?;
-            let reference = match scheme {
-                Scheme::Pack => Some(packed.dictionary.first().copied().unwrap_or(0)),
-                _ => None,
-            };
-            push(Param::FixedWords {
-                table: table.clone(),
-                column: column.clone(),
-                scheme,
-                width: packed.width,
-                reference,
-            });
-            if reference.is_none() {
-                push(Param::Dictionary {
-                    table,
-                    column,
-                    scheme,
-                    entries: None,
-                });
-            }
-        } else {
-            push(Param::PackedWords {
-                table: table.clone(),
-                column: column.clone(),
-                scheme,
-                block_words: read.block_words,
-            });
-            push(Param::BlockStarts {
-                table,
-                column,
-                scheme,
-            });
-        }
-        if columns.get(id).nullable {
-            push(Param::Validity {
-                table: origin.table.clone(),
-                column: origin.column.clone(),
-            });
-        }
+        let nullable = qc.query.columns.get(id).nullable;
+        push(
+            stored_column_params(qc.catalog, origin, read.scheme, read.block_words, nullable)
+                .map_err(|e| Diagnostic::new(DiagnosticKind::Data, qc.query.span, e.to_string()))?,
+        );
     }
-    for expr in &exprs {
-        expr.walk(&mut |e| {
-            if let ExprKind::Constant { slot, .. } = e.kind {
-                if let Some(param) = constant_param(qc.query, slot, e.ty) {
-                    push(param);
-                }
-            }
-            if let Some(table) = per_code_param(qc.query, e) {
-                push(table);
-            }
-        });
-    }
-    if matches!(sink, SinkPlan::HashGroups { .. }) {
-        push(Param::GroupCapacity);
-    }
-    if let SinkPlan::Materialize { placement, .. } = sink {
-        push(Param::RowCapacity);
-        if placement.reads_first_row() {
-            push(Param::FirstRow);
-        }
-    }
-    push(Param::Buffer(qc.status));
-    for step in &pipeline.steps {
-        if let Step::Probe { table, .. } = step {
-            push(Param::Buffer(qc.tables[*table].1));
-            if let Some(rows) = qc.chains[*table].and_then(|chain| chain.rows) {
-                push(Param::Buffer(rows));
-            }
-        }
-    }
-    if let SinkPlan::Build { table, key } = sink {
-        if let Some(chain) = qc.chains[*table] {
-            push(Param::Buffer(chain.records));
-        }
-        if let Some(translation) = key_translation(qc.query, *table, key) {
-            push(translation);
-        }
-        if let Some(coded) = &qc.coded[*table] {
-            push(coded.dictionary());
-        }
-    }
-    for buffer in sink.buffers(qc) {
-        push(Param::Buffer(buffer));
-    }
+    push(expression_params(qc.query, &exprs));
+    push(sink.size_params());
+    push(vec![Param::Buffer(qc.status)]);
+    push(probe_params(qc, &pipeline.steps));
+    push(sink.table_params(qc));
     Ok((params, choices))
 }
 

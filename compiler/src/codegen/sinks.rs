@@ -209,6 +209,36 @@ impl SinkPlan {
         used
     }
 
+    /// The sizes the sink's kernel is told when it runs: a hash grouping's slots, or the room
+    /// for written rows and, when they are placed after the last run's, where they start.
+    pub fn size_params(&self) -> Vec<Param> {
+        match self {
+            SinkPlan::HashGroups { .. } => vec![Param::GroupCapacity],
+            SinkPlan::Materialize { placement, .. } if placement.reads_first_row() => {
+                vec![Param::RowCapacity, Param::FirstRow]
+            }
+            SinkPlan::Materialize { .. } => vec![Param::RowCapacity],
+            _ => Vec::new(),
+        }
+    }
+
+    /// The sink's tables and buffers as the kernel's parameters: a build's chained rows, the
+    /// translation of its key's codes and the dictionary that codes it, then [`Self::buffers`].
+    pub fn table_params(&self, qc: &QueryContext<'_>) -> Vec<Param> {
+        let mut params = Vec::new();
+        if let SinkPlan::Build { table, key } = self {
+            if let Some(chain) = qc.chains[*table] {
+                params.push(Param::Buffer(chain.records));
+            }
+            params.extend(key_translation(qc.query, *table, key));
+            if let Some(coded) = &qc.coded[*table] {
+                params.push(coded.dictionary());
+            }
+        }
+        params.extend(self.buffers(qc).into_iter().map(Param::Buffer));
+        params
+    }
+
     pub fn buffers(&self, qc: &QueryContext<'_>) -> Vec<usize> {
         match self {
             SinkPlan::HashGroups {

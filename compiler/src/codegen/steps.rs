@@ -9,6 +9,7 @@ use tessera_runtime::emit::Item;
 use tessera_runtime::emit::TileArray;
 use tessera_runtime::primitives::hash::{self, HashKind, HashTableLayout};
 use tessera_runtime::primitives::scan;
+use tessera_runtime::program::Param;
 use tessera_runtime::CodegenResult;
 
 use crate::columns::ColumnId;
@@ -37,6 +38,21 @@ const BRANCH_FREE_PROBE_ABOVE: f64 = 0.5;
 /// with its probes at 1-20% of rows, but Q3.3 and Q2.3 about 10% slower when probes at
 /// 0.02-0.8% took the same path).
 const SLOTS_REQUESTED_TOGETHER_ABOVE: f64 = 0.01;
+
+/// The parameters the probes among `steps` read: each probed table's buffer and, when it is
+/// chained, its rows.
+pub(super) fn probe_params(qc: &QueryContext<'_>, steps: &[Step]) -> Vec<Param> {
+    let mut params = Vec::new();
+    for step in steps {
+        if let Step::Probe { table, .. } = step {
+            params.push(Param::Buffer(qc.tables[*table].1));
+            if let Some(rows) = qc.chains[*table].and_then(|chain| chain.rows) {
+                params.push(Param::Buffer(rows));
+            }
+        }
+    }
+    params
+}
 
 impl<'ctx> Kernel<'_, 'ctx, '_> {
     pub(super) fn step(
