@@ -101,17 +101,25 @@ fn opens_kernel_impl(line: &str) -> bool {
     line.starts_with("impl") && line.contains(" Kernel<")
 }
 
+/// Each line of `code`, and whether it lies in an `impl Kernel` block (an item's closing
+/// brace, at the start of a line, ends one).
+fn lines_in_kernel_impls(code: &str) -> impl Iterator<Item = (&str, bool)> {
+    code.lines().scan(false, |inside, line| {
+        if line.starts_with("impl") {
+            *inside = opens_kernel_impl(line);
+        } else if line == "}" {
+            *inside = false;
+        }
+        Some((line, *inside))
+    })
+}
+
 /// The `Kernel` methods each file defines: method name to the files defining one so named.
 fn kernel_methods(files: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String>> {
     let mut methods: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (file, code) in files {
-        let mut inside = false;
-        for line in code.lines() {
-            if line.starts_with("impl") {
-                inside = opens_kernel_impl(line);
-            } else if line == "}" {
-                inside = false;
-            } else if inside {
+        for (line, inside) in lines_in_kernel_impls(code) {
+            if inside {
                 let signature = line
                     .trim_start_matches("    ")
                     .trim_start_matches("pub(super) ")
@@ -141,13 +149,7 @@ fn dependencies(files: &BTreeMap<String, String>) -> Dependencies {
                     .insert(why.to_string());
             }
         };
-        let mut inside = false;
-        for line in code.lines() {
-            if line.starts_with("impl") {
-                inside = opens_kernel_impl(line);
-            } else if line == "}" {
-                inside = false;
-            }
+        for (line, inside) in lines_in_kernel_impls(code) {
             for name in named_through_super(line) {
                 // Anything else named through `super::` is an item of `mod.rs`.
                 add(
