@@ -261,13 +261,8 @@ impl Connection {
         loop {
             let kind = self.read_kind()?;
             let length = self.read_length()?;
-            if kind == b'D' {
+            if let (b'D', Some(result)) = (kind, current.as_mut()) {
                 // A row's body is read straight into its result's bytes.
-                let Some(result) = current.as_mut() else {
-                    body.resize(length, 0);
-                    self.reader.read_exact(&mut body)?;
-                    return Err(QueryError::Protocol("a row before its columns".into()));
-                };
                 let start = result.rows.len();
                 result.rows.resize(start + length, 0);
                 self.reader.read_exact(&mut result.rows[start..])?;
@@ -277,6 +272,7 @@ impl Connection {
             body.resize(length, 0);
             self.reader.read_exact(&mut body)?;
             match kind {
+                b'D' => return Err(QueryError::Protocol("a row before its columns".into())),
                 b'T' => {
                     current = Some(Received {
                         columns: parse_columns(&body)?,
