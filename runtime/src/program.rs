@@ -452,6 +452,10 @@ pub enum Fill {
     Zero,
     /// Every element set to this bit pattern (the element's width).
     Pattern(u64),
+    /// Left as allocated: kernels write every element they read before reading it (a
+    /// partitioning's rows, placed by its cursors). A backend whose memory must be initialized
+    /// to be read (the host's) zeroes it.
+    Unset,
 }
 
 /// A stored column a query reads, as its code was compiled for it: the column's type (and so

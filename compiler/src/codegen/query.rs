@@ -406,8 +406,10 @@ fn partition_buffers(qc: &mut QueryContext<'_>, partitioning: &Partitioning) -> 
         Fill::Zero,
     );
     let total = qc.buffer(format!("part{id} rows"), 1, 8, Fill::Zero);
+    // The partitioning kernel writes each row it places, and parts are read no further than
+    // their rows: its columns need no zeroing.
     let per_row = |qc: &mut QueryContext<'_>, name: String, width: u32| {
-        let index = qc.buffer(name, 0, width, Fill::Zero);
+        let index = qc.buffer(name, 0, width, Fill::Unset);
         qc.buffers[index].per_row_of.push(table.clone());
         index
     };

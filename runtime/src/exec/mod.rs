@@ -1208,7 +1208,7 @@ fn check_status(bytes: &[u8]) -> Result<(), RuntimeError> {
 pub(crate) fn filled(spec: &BufferSpec, bytes: u64) -> Vec<u8> {
     let bytes = bytes as usize;
     match spec.fill {
-        Fill::Zero => vec![0; bytes],
+        Fill::Zero | Fill::Unset => vec![0; bytes],
         Fill::Pattern(pattern) => {
             // A 16-byte element repeats the 8-byte pattern (see `wide_atomics`).
             let width = (spec.element_bytes as usize).min(8);

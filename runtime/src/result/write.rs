@@ -2,6 +2,7 @@
 //! device wrote out go from their read-back columns to the [`RowWriter`] a value at a time,
 //! never built as rows of values; any other result is decoded first.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use tessera_storage::{Catalog, DataType, Dictionary, Value};
@@ -29,6 +30,35 @@ pub trait RowWriter {
     fn field(&mut self, field: Field<'_>) -> Result<(), RuntimeError>;
     /// Ends the current row; an error (a cancelled query) stops the writing.
     fn end_row(&mut self) -> Result<(), RuntimeError>;
+    /// Writes rows `0..count` by `write` in parts on every core, each part into a writer of
+    /// this one's kind, whose rows then follow this one's in order; `false` where this writer
+    /// does not, and the caller writes them here, in order. Writing a row's values into a
+    /// server's message takes about 100 ns: TPC-H Q16's 27,840 rows, 3 ms on one core.
+    fn write_in_parts(
+        &mut self,
+        _count: usize,
+        _write: &WriteRange<'_>,
+    ) -> Result<bool, RuntimeError> {
+        Ok(false)
+    }
+}
+
+/// Writes the rows of a range, in order, to the writer it is given.
+pub type WriteRange<'a> =
+    dyn Fn(Range<usize>, &mut dyn RowWriter) -> Result<(), RuntimeError> + Sync + 'a;
+
+/// Writes rows `0..count` by `write` to `writer`: in parts on every core where it can, else in
+/// order here.
+fn write_all(
+    writer: &mut dyn RowWriter,
+    count: usize,
+    write: &WriteRange<'_>,
+) -> Result<(), RuntimeError> {
+    if !writer.write_in_parts(count, write)? {
+        writer.reserve(count);
+        write(0..count, writer)?;
+    }
+    Ok(())
 }
 
 /// Writes a fetched result's rows to `writer`; returns how many it wrote. Rows written out
@@ -63,13 +93,16 @@ pub(crate) fn write_table(
     table: &ResultTable,
     writer: &mut dyn RowWriter,
 ) -> Result<usize, RuntimeError> {
-    writer.reserve(table.rows.len());
-    for row in &table.rows {
-        for value in row {
-            writer.field(Field::Value(value))?;
+    let write = |rows: Range<usize>, writer: &mut dyn RowWriter| {
+        for row in &table.rows[rows] {
+            for value in row {
+                writer.field(Field::Value(value))?;
+            }
+            writer.end_row()?;
         }
-        writer.end_row()?;
-    }
+        Ok(())
+    };
+    write_all(writer, table.rows.len(), &write)?;
     Ok(table.rows.len())
 }
 
@@ -84,7 +117,7 @@ fn write_rows(
     catalog: &Catalog,
     writer: &mut dyn RowWriter,
 ) -> Result<usize, RuntimeError> {
-    let mut output = Vec::with_capacity(spec.output.len());
+    let mut output: Vec<ReadColumn<'_>> = Vec::with_capacity(spec.output.len());
     for (_, id) in &spec.output {
         let at = columns
             .iter()
@@ -102,30 +135,43 @@ fn write_rows(
         };
         output.push((read, values.as_slice(), validity.as_deref()));
     }
-    writer.reserve(count);
-    for index in 0..count {
-        for (read, values, validity) in &output {
-            if validity.is_some_and(|v| v.get(index) == Some(&0)) {
-                writer.field(Field::Value(&Value::Null))?;
-                continue;
-            }
-            match read {
-                ReadAs::Text(strings) => {
-                    let code = i32::from_le_bytes(word(values, index)?);
-                    writer.field(Field::Text(strings.value(code).unwrap_or_default()))?
-                }
-                ReadAs::I32 => writer.field(Field::Int(i64::from(i32::from_le_bytes(word(
-                    values, index,
-                )?))))?,
-                ReadAs::I64 => {
-                    writer.field(Field::Int(i64::from_le_bytes(word(values, index)?)))?
-                }
-                ReadAs::Value(ty) => writer.field(Field::Value(&element(values, *ty, index)?))?,
-            }
+    let write = |rows: Range<usize>, writer: &mut dyn RowWriter| {
+        for index in rows {
+            write_row(&output, index, writer)?;
         }
-        writer.end_row()?;
-    }
+        Ok(())
+    };
+    write_all(writer, count, &write)?;
     Ok(count)
+}
+
+/// A result column as [`write_rows`] reads it: how, its values' bytes, and its validity's.
+type ReadColumn<'a> = (ReadAs, &'a [u8], Option<&'a [u8]>);
+
+/// Writes row `index` of `output`'s columns to `writer`.
+fn write_row(
+    output: &[ReadColumn<'_>],
+    index: usize,
+    writer: &mut dyn RowWriter,
+) -> Result<(), RuntimeError> {
+    for (read, values, validity) in output {
+        if validity.is_some_and(|v| v.get(index) == Some(&0)) {
+            writer.field(Field::Value(&Value::Null))?;
+            continue;
+        }
+        match read {
+            ReadAs::Text(strings) => {
+                let code = i32::from_le_bytes(word(values, index)?);
+                writer.field(Field::Text(strings.value(code).unwrap_or_default()))?
+            }
+            ReadAs::I32 => writer.field(Field::Int(i64::from(i32::from_le_bytes(word(
+                values, index,
+            )?))))?,
+            ReadAs::I64 => writer.field(Field::Int(i64::from_le_bytes(word(values, index)?)))?,
+            ReadAs::Value(ty) => writer.field(Field::Value(&element(values, *ty, index)?))?,
+        }
+    }
+    writer.end_row()
 }
 
 /// How [`write_rows`] reads a column's values: a dictionary's codes as its strings, 32- and
