@@ -308,15 +308,16 @@ fn decode_groups<C: Collected>(
                 aggregates,
                 places: &places,
             };
+            // Slots per step of each key's digit: the product of the later keys' slots (the
+            // last key's digit varies fastest).
+            let mut strides = vec![1u64; keys.len()];
+            for i in (1..keys.len()).rev() {
+                let slots = keys[i].size + u64::from(keys[i].nullable);
+                strides[i - 1] = strides[i].saturating_mul(slots);
+            }
             grouped.decode(steps, catalog, |_, slot, row, dictionaries| {
-                let mut digits = vec![0u64; keys.len()];
-                let mut rest = slot;
-                for (i, key) in keys.iter().enumerate().rev() {
-                    let slots = key.size + u64::from(key.nullable);
-                    digits[i] = rest % slots;
-                    rest /= slots;
-                }
-                for ((key, &digit), dictionary) in keys.iter().zip(&digits).zip(dictionaries) {
+                for ((key, stride), dictionary) in keys.iter().zip(&strides).zip(dictionaries) {
+                    let digit = (slot / stride) % (key.size + u64::from(key.nullable));
                     if digit == key.size {
                         row.push(Value::Null);
                         continue;
@@ -851,9 +852,14 @@ impl Grouped<'_> {
         }
         // Without dictionaries, string keys read as their codes (`key_value`).
         let codes = vec![None; self.keys.len()];
+        let width = self.keys.len() + self.aggregates.len();
         let mut kept: Vec<(usize, Vec<Value>)> = Vec::new();
+        let mut row = Vec::with_capacity(width);
+        // Once the kept rows are cut back, the last of them by the sort: a later row that does
+        // not sort before it cannot be among the first (ties keep their order).
+        let mut last: Option<Vec<Value>> = None;
         for (i, &slot) in self.present.slots.iter().enumerate() {
-            let mut row = Vec::with_capacity(self.keys.len() + self.aggregates.len());
+            row.clear();
             keys(i, slot, &mut row, &codes)?;
             for (aggregate, &(values, counts)) in self.aggregates.iter().zip(self.places) {
                 let values = &self.present.columns[values];
@@ -866,9 +872,19 @@ impl Grouped<'_> {
                     },
                 );
             }
-            kept.push((i, row));
+            if last
+                .as_ref()
+                .is_some_and(|last| sort_order(&first.keys, &row, last) != Ordering::Less)
+            {
+                continue;
+            }
+            kept.push((i, std::mem::replace(&mut row, Vec::with_capacity(width))));
             if kept.len() >= first.limit.saturating_mul(2).max(1024) {
                 keep_first(&mut kept, &first.keys, first.limit);
+                last = kept
+                    .iter()
+                    .max_by(|a, b| sort_order(&first.keys, &a.1, &b.1).then(a.0.cmp(&b.0)))
+                    .map(|(_, row)| row.clone());
             }
         }
         keep_first(&mut kept, &first.keys, first.limit);
