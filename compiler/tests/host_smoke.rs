@@ -148,3 +148,39 @@ fn two_perfect_tables_with_different_ranges() {
     assert_eq!(result.rows.len(), 100);
     assert!(result.rows.iter().all(|row| row[2] == Value::Int(100)));
 }
+
+/// A sort on the device of few rows is left to the host: its kernels are not launched, and the
+/// rows come out as the device sorts them, with or without a `take`, by integers and by strings.
+#[test]
+fn a_sort_of_few_rows_is_left_to_the_host() {
+    let catalog = catalog();
+    for source in [
+        "from t | where a < 40 | select a, b | sort b desc, a",
+        "from t | where a < 40 | select a, b | sort b, a desc | take 17",
+        "from t | join dim on k == d_key | where a < 40 | select d_region, a \
+         | sort d_region desc, a | take 30",
+    ] {
+        let ast = source_to_ast(source).expect("parses");
+        let compilation = Compilation::run(ast, &catalog).unwrap_or_else(|d| panic!("{d:?}"));
+        let program = pipelines_to_program(&compilation.physical, &catalog, Target::Host)
+            .unwrap_or_else(|d| panic!("{d:?}"));
+        let Code::HostObject(object) = &program.code else {
+            panic!("host code expected")
+        };
+        let query = &program.queries[0];
+        let host = query
+            .result
+            .host_sort
+            .as_ref()
+            .expect("a sort on the device");
+        let mut on_device = query.clone();
+        on_device.result.host_sort = None;
+        let mut backend = HostBackend::new(object).expect("loads");
+        let left = run_query(&mut backend, query, &catalog).expect("runs");
+        let sorted = run_query(&mut backend, &on_device, &catalog).expect("runs");
+        assert!(!left.table.rows.is_empty(), "{source}");
+        assert_eq!(left.table, sorted.table, "{source}");
+        assert_eq!(left.timing.kernels.len(), host.first_kernel, "{source}");
+        assert!(sorted.timing.kernels.len() > host.first_kernel, "{source}");
+    }
+}

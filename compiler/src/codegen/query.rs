@@ -9,8 +9,8 @@ use tessera_runtime::primitives::chain::{build_chain_kernel, ChainKernel};
 use tessera_runtime::primitives::hash::{status, HashKind, HashTableLayout};
 use tessera_runtime::primitives::partition::PartitionStarts;
 use tessera_runtime::program::{
-    hash_table_buffer, Extent, Fill, HostAggregate, HostOp, KernelLaunch, Param, QueryProgram,
-    ResultShape, ResultSpec,
+    hash_table_buffer, Extent, Fill, HostAggregate, HostOp, HostSort, KernelLaunch, Param,
+    QueryProgram, ResultShape, ResultSpec,
 };
 use tessera_runtime::{Target, TileShape};
 use tessera_storage::{Catalog, DataType};
@@ -278,11 +278,25 @@ pub(super) fn query_to_llvm(
             ..
         })
     );
-    let (shape, steps) = match device_sort {
+    let (shape, steps, host_sort) = match device_sort {
         true => {
-            super::sort::sort_rows_on_device(index, &mut qc, shape, steps, &mut kernels, modules)?
+            let host_sort = HostSort {
+                first_kernel: kernels.len(),
+                rows: super::sort::rows_sorted_on_host(&steps),
+                shape: shape.clone(),
+                steps: steps.clone(),
+            };
+            let (shape, steps) = super::sort::sort_rows_on_device(
+                index,
+                &mut qc,
+                shape,
+                steps,
+                &mut kernels,
+                modules,
+            )?;
+            (shape, steps, Some(host_sort))
         }
-        false => (shape, steps),
+        false => (shape, steps, None),
     };
     Ok(QueryProgram {
         kernels,
@@ -301,6 +315,7 @@ pub(super) fn query_to_llvm(
                 .map(|(_, id)| query.columns.get(*id).ty)
                 .collect(),
             status_buffer: qc.status,
+            host_sort,
         },
         assumptions: qc.assumptions,
         columns: columns_used(query),

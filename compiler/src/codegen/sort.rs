@@ -111,6 +111,17 @@ pub(super) fn sort_rows_on_device(
     Ok((shape, steps.into_iter().skip(1).collect()))
 }
 
+/// The most rows written for which the host sorts them instead of the device
+/// (`tessera_runtime::program::HostSort`): the host finds the first `k` of a `take k` in one
+/// pass over the rows' keys as stored, a whole order in `n log n` comparisons. Under these the
+/// host took less than the sort's kernels on an H200 (`docs/PERFORMANCE.md`).
+pub(super) fn rows_sorted_on_host(steps: &[HostOp]) -> u64 {
+    match steps.get(1) {
+        Some(HostOp::Limit(_)) => 16_384,
+        _ => 4_096,
+    }
+}
+
 /// The column a radix sort carries in its words' low half instead of the row, saving its
 /// gather: the output's only column besides a decoded key, 4 bytes wide and never null, when
 /// the sort has one key part (later parts would look their rows up by the low half).

@@ -604,7 +604,32 @@ fn run_with_capacity(
     let launching = Instant::now();
     let mut launches = Vec::with_capacity(bound.len());
     let mut staged = 0;
-    for (kernel, launch) in query.kernels.iter().zip(&bound) {
+    // Kernels waited for before the last ones were launched: their times, and their span.
+    let mut waited: Option<(Vec<f64>, f64)> = None;
+    let mut sorted_on_host = false;
+    for (at, (kernel, launch)) in query.kernels.iter().zip(&bound).enumerate() {
+        if let Some(host) = &query.result.host_sort {
+            if host.first_kernel == at {
+                // The rows the sort would sort: few are sorted on the host.
+                waited = Some(backend.wait(cancel)?);
+                check()?;
+                let written = match &host.shape {
+                    ResultShape::Rows { count_buffer, .. } => row_count(
+                        *count_buffer,
+                        &mut QueryBuffers {
+                            backend: &mut *backend,
+                            addresses: &buffers,
+                            sizes: &sizes,
+                        },
+                    )?,
+                    _ => usize::MAX,
+                };
+                if written as u64 <= host.rows {
+                    sorted_on_host = true;
+                    break;
+                }
+            }
+        }
         check()?;
         match &streaming {
             Some(streaming) if !launch.slices.is_empty() => {
@@ -626,7 +651,11 @@ fn run_with_capacity(
     }
     timing.launch_ms = launching.elapsed().as_secs_f64() * 1e3;
     let waiting = Instant::now();
-    let (mut each, total) = backend.wait(cancel)?;
+    let (mut each, mut total) = backend.wait(cancel)?;
+    if let Some((before, span)) = waited {
+        each.splice(0..0, before);
+        total += span;
+    }
     timing.wait_ms = waiting.elapsed().as_secs_f64() * 1e3;
     check()?;
     timing.query_ms = total;
@@ -657,25 +686,31 @@ fn run_with_capacity(
         });
     }
     let finish = Instant::now();
+    let host_sorted = match sorted_on_host {
+        true => query.result.sorted_on_host(),
+        false => None,
+    };
+    // The result as read back: where the host sorts, the rows as written.
+    let spec = host_sorted.as_ref().unwrap_or(&query.result);
     let mut results = QueryBuffers {
         backend: &mut *backend,
         addresses: &buffers,
         sizes: &sizes,
     };
-    let words = results.read(query.result.status_buffer, None)?;
+    let words = results.read(spec.status_buffer, None)?;
     if status_word(&words, status::GROUP_TABLE_FULL) != 0 {
         results.backend.release_buffers();
         return Ok(Attempt::TableFull);
     }
     check_status(&words)?;
-    let written = match &query.result.shape {
+    let written = match &spec.shape {
         ResultShape::Rows { count_buffer, .. } => {
             Some(row_count(*count_buffer, &mut results)? as u64)
         }
         _ => None,
     };
     // Rows of no column take no room: only an output buffer can be too small.
-    let has_output = query.buffers.iter().any(|spec| spec.output);
+    let has_output = query.buffers.iter().any(|buffer| buffer.output);
     if let Some(written) = written.filter(|w| has_output && *w > output_capacity) {
         results.backend.release_buffers();
         return Ok(Attempt::RowsOverflow(written));
@@ -686,9 +721,9 @@ fn run_with_capacity(
             columns: vec![("rows".into(), tessera_storage::DataType::I64)],
             rows: vec![vec![tessera_storage::Value::Int(count as i64)]],
         },
-        (Readback::Stream { rows, deliver }, _) if streams(&query.result) => {
+        (Readback::Stream { rows, deliver }, _) if streams(spec) => {
             let mut columns = Vec::new();
-            stream_rows(&query.result, &mut results, catalog, *rows, &mut |piece| {
+            stream_rows(spec, &mut results, catalog, *rows, &mut |piece| {
                 check()?;
                 if columns.is_empty() {
                     columns.clone_from(&piece.columns);
@@ -701,7 +736,7 @@ fn run_with_capacity(
             }
         }
         (Readback::Stream { deliver, .. }, _) => {
-            let table = decode_result(&query.result, &mut results, catalog, capacity)?;
+            let table = decode_result(spec, &mut results, catalog, capacity)?;
             let columns = table.columns.clone();
             deliver(table)?;
             ResultTable {
@@ -710,13 +745,15 @@ fn run_with_capacity(
             }
         }
         (Readback::Fetched, _) => {
-            fetched = Some(fetch_result(&query.result, &mut results, capacity)?);
+            let mut result = fetch_result(spec, &mut results, capacity)?;
+            result.sorted_on_host = sorted_on_host;
+            fetched = Some(result);
             ResultTable {
                 columns: Vec::new(),
                 rows: Vec::new(),
             }
         }
-        _ => decode_result(&query.result, &mut results, catalog, capacity)?,
+        _ => decode_result(spec, &mut results, catalog, capacity)?,
     };
     check()?;
     results.backend.release_buffers();

@@ -29,6 +29,22 @@ impl QueryProgram {
         for step in &self.result.steps {
             let _ = writeln!(out, "  host: {}", host_step_text(step));
         }
+        if let Some(host) = &self.result.host_sort {
+            let first = self
+                .kernels
+                .get(host.first_kernel)
+                .map_or("none", |k| k.name.as_str());
+            let _ = writeln!(
+                out,
+                "  at most {} rows written: kernels from {first} on are not launched; read \
+                 back: {}",
+                host.rows,
+                shape_text(&host.shape)
+            );
+            for step in &host.steps {
+                let _ = writeln!(out, "    host: {}", host_step_text(step));
+            }
+        }
         for assumption in &self.assumptions {
             let _ = writeln!(
                 out,

@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use tessera_storage::{Catalog, DataType, Dictionary, Value};
 
-use super::{decode_fetched, dictionary, element, Column, Fetched, FetchedResult, ResultTable};
+use super::{
+    decode_fetched, dictionary, element, first_sort, sorted_rows, Column, Fetched, FetchedResult,
+    ResultTable,
+};
 use crate::exec::RuntimeError;
 use crate::program::{HostOp, ResultShape, ResultSpec, RowColumn};
 
@@ -70,12 +73,17 @@ pub(crate) fn write_fetched(
     catalog: &Catalog,
     writer: &mut dyn RowWriter,
 ) -> Result<usize, RuntimeError> {
-    let limit = match spec.steps.as_slice() {
+    // Where the host sorts, the rows as written (and sorted when decoded).
+    let read_as = fetched.spec(spec)?;
+    let limit = match read_as.steps.as_slice() {
         [] => Some(usize::MAX),
         [HostOp::Limit(n)] => Some(usize::try_from(*n).unwrap_or(usize::MAX)),
         _ => None,
     };
-    match (&spec.shape, &fetched.fetched, limit) {
+    // Rows the host sorts (and takes the first of), and nothing more.
+    let sorted_only =
+        first_sort(&read_as.steps).filter(|&(.., steps)| steps == read_as.steps.len());
+    match (&read_as.shape, &fetched.fetched, limit, sorted_only) {
         (
             ResultShape::Rows { columns, .. },
             Fetched::Rows {
@@ -83,7 +91,23 @@ pub(crate) fn write_fetched(
                 columns: bytes,
             },
             Some(n),
-        ) => write_rows(spec, columns, bytes, (*count).min(n), catalog, writer),
+            _,
+        ) => {
+            let order: Vec<usize> = (0..(*count).min(n)).collect();
+            write_rows(spec, columns, bytes, &order, catalog, writer)
+        }
+        (
+            ResultShape::Rows { columns, .. },
+            Fetched::Rows {
+                count,
+                columns: bytes,
+            },
+            None,
+            Some((keys, limit, _)),
+        ) => {
+            let order = sorted_rows(columns, bytes, *count, keys, limit)?;
+            write_rows(spec, columns, bytes, &order, catalog, writer)
+        }
         _ => write_table(&decode_fetched(spec, fetched, catalog)?, writer),
     }
 }
@@ -106,14 +130,15 @@ pub(crate) fn write_table(
     Ok(table.rows.len())
 }
 
-/// Writes `count` rows from the bytes of their columns to `writer`, in `spec`'s output order:
+/// Writes the rows at `order` (positions among those written) from the bytes of their columns
+/// to `writer`, in `spec`'s output order:
 /// a dictionary string as its entry's text, an integer as read from its bytes, any other value
 /// as [`element`] reads it.
 fn write_rows(
     spec: &ResultSpec,
     columns: &[RowColumn],
     bytes: &[Column],
-    count: usize,
+    order: &[usize],
     catalog: &Catalog,
     writer: &mut dyn RowWriter,
 ) -> Result<usize, RuntimeError> {
@@ -136,13 +161,13 @@ fn write_rows(
         output.push((read, values.as_slice(), validity.as_deref()));
     }
     let write = |rows: Range<usize>, writer: &mut dyn RowWriter| {
-        for index in rows {
+        for &index in &order[rows] {
             write_row(&output, index, writer)?;
         }
         Ok(())
     };
-    write_all(writer, count, &write)?;
-    Ok(count)
+    write_all(writer, order.len(), &write)?;
+    Ok(order.len())
 }
 
 /// A result column as [`write_rows`] reads it: how, its values' bytes, and its validity's.
@@ -269,6 +294,7 @@ mod tests {
                 ],
             },
             capacity: 0,
+            sorted_on_host: false,
         };
         // Straight from the columns (with or without a `take`), and through decoded rows (a
         // host sort left to run); a column named twice is written twice.
@@ -276,6 +302,7 @@ mod tests {
             vec![],
             vec![HostOp::Limit(2)],
             vec![HostOp::Sort(vec![(9, false)])],
+            vec![HostOp::Sort(vec![(4, true), (6, false)]), HostOp::Limit(2)],
         ] {
             let spec = ResultSpec {
                 shape: ResultShape::Rows {
@@ -291,6 +318,7 @@ mod tests {
                 ],
                 output_types: vec![DataType::Str, DataType::I32, DataType::Str, DataType::Str],
                 status_buffer: 4,
+                host_sort: None,
             };
             let decoded = decode_fetched(&spec, fetched(), &catalog).expect("decodes");
             let mut written = Collect::default();
@@ -308,6 +336,7 @@ mod tests {
             output: vec![("name".into(), 9), ("n".into(), 4)],
             output_types: vec![DataType::Str, DataType::I32],
             status_buffer: 4,
+            host_sort: None,
         };
         write_fetched(&spec, fetched(), &catalog, &mut written).expect("writes");
         let row = |name: &str, n: Value| vec![Value::Str(name.into()), n];
