@@ -6,7 +6,7 @@ use tessera_compiler::Compilation;
 use tessera_grammar::source_to_ast;
 use tessera_runtime::exec::host::HostBackend;
 use tessera_runtime::exec::run_query;
-use tessera_runtime::program::Code;
+use tessera_runtime::program::{Code, Program};
 use tessera_runtime::result::ResultTable;
 use tessera_runtime::Target;
 use tessera_storage::{Catalog, Column, ColumnData, DictionaryBuilder, Value};
@@ -69,12 +69,17 @@ fn catalog() -> Catalog {
     ])
 }
 
+/// `source` compiled for the host over `catalog`.
+fn compile(source: &str, catalog: &Catalog) -> Program {
+    let ast = source_to_ast(source).expect("parses");
+    let compilation = Compilation::run(ast, catalog).unwrap_or_else(|d| panic!("{d:?}"));
+    pipelines_to_program(&compilation.physical, catalog, Target::Host)
+        .unwrap_or_else(|d| panic!("{d:?}"))
+}
+
 fn run(source: &str) -> ResultTable {
     let catalog = catalog();
-    let ast = source_to_ast(source).expect("parses");
-    let compilation = Compilation::run(ast, &catalog).unwrap_or_else(|d| panic!("{d:?}"));
-    let program = pipelines_to_program(&compilation.physical, &catalog, Target::Host)
-        .unwrap_or_else(|d| panic!("{d:?}"));
+    let program = compile(source, &catalog);
     let Code::HostObject(object) = &program.code else {
         panic!("host code expected")
     };
@@ -160,10 +165,7 @@ fn a_sort_of_few_rows_is_left_to_the_host() {
         "from t | join dim on k == d_key | where a < 40 | select d_region, a \
          | sort d_region desc, a | take 30",
     ] {
-        let ast = source_to_ast(source).expect("parses");
-        let compilation = Compilation::run(ast, &catalog).unwrap_or_else(|d| panic!("{d:?}"));
-        let program = pipelines_to_program(&compilation.physical, &catalog, Target::Host)
-            .unwrap_or_else(|d| panic!("{d:?}"));
+        let program = compile(source, &catalog);
         let Code::HostObject(object) = &program.code else {
             panic!("host code expected")
         };

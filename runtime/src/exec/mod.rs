@@ -512,13 +512,15 @@ fn run_query_checked(
     let mut counted = false;
     let mut runs = 1;
     loop {
-        let count_rows = !learned.sorted_on_device.load(Ordering::Relaxed);
-        let run = Run {
-            capacity,
-            output_rows: rows,
-            count_rows,
-        };
-        match run_with_capacity(backend, query, catalog, run, readback, cancelled, learned)? {
+        match run_with_capacity(
+            backend,
+            query,
+            catalog,
+            (capacity, rows),
+            readback,
+            cancelled,
+            learned,
+        )? {
             Attempt::Done(mut outcome) => {
                 learned.remember(capacity, rows);
                 outcome.timing.runs = runs;
@@ -556,29 +558,17 @@ enum Attempt {
     RowsOverflow(u64),
 }
 
-/// The room one run of a query's kernels starts with: its grouping hash table's slots, its
-/// output's rows (`None`: as planned), and whether it counts the rows a device sort would sort
-/// before launching the sort ([`Learned::sorted_on_device`]).
-struct Run {
-    capacity: u64,
-    output_rows: Option<u64>,
-    count_rows: bool,
-}
-
 fn run_with_capacity(
     backend: &mut dyn Backend,
     query: &QueryProgram,
     catalog: &Catalog,
-    run: Run,
+    (capacity, output_rows): (u64, Option<u64>),
     readback: &mut Readback<'_>,
     cancelled: &AtomicBool,
     learned: &Learned,
 ) -> Result<Attempt, RuntimeError> {
-    let Run {
-        capacity,
-        output_rows,
-        count_rows,
-    } = run;
+    // Whether the rows a device sort would sort are counted first ([`Learned::sorted_on_device`]).
+    let count_rows = !learned.sorted_on_device.load(Ordering::Relaxed);
     let check = || check_cancelled(cancelled);
     check()?;
     let setup = Instant::now();
@@ -631,7 +621,8 @@ fn run_with_capacity(
     let mut staged = 0;
     // Kernels waited for before the last ones were launched: their times, and their span.
     let mut waited: Option<(Vec<f64>, f64)> = None;
-    let mut sorted_on_host = false;
+    // The rows written, where counted before a sort left to the host.
+    let mut sorted_on_host = None;
     for (at, (kernel, launch)) in query.kernels.iter().zip(&bound).enumerate() {
         if let Some(host) = query.result.host_sort.as_ref().filter(|_| count_rows) {
             if host.first_kernel == at {
@@ -650,7 +641,7 @@ fn run_with_capacity(
                     _ => usize::MAX,
                 };
                 if written as u64 <= host.rows {
-                    sorted_on_host = true;
+                    sorted_on_host = Some(written as u64);
                     break;
                 }
                 learned.sorted_on_device.store(true, Ordering::Relaxed);
@@ -712,10 +703,7 @@ fn run_with_capacity(
         });
     }
     let finish = Instant::now();
-    let host_sorted = match sorted_on_host {
-        true => query.result.sorted_on_host(),
-        false => None,
-    };
+    let host_sorted = sorted_on_host.and_then(|_| query.result.sorted_on_host());
     // The result as read back: where the host sorts, the rows as written.
     let spec = host_sorted.as_ref().unwrap_or(&query.result);
     let mut results = QueryBuffers {
@@ -729,8 +717,10 @@ fn run_with_capacity(
         return Ok(Attempt::TableFull);
     }
     check_status(&words)?;
-    let written = match &spec.shape {
-        ResultShape::Rows { count_buffer, .. } => {
+    let written = match (&spec.shape, sorted_on_host) {
+        // No kernel ran since the rows were counted.
+        (ResultShape::Rows { .. }, Some(counted)) => Some(counted),
+        (ResultShape::Rows { count_buffer, .. }, None) => {
             Some(row_count(*count_buffer, &mut results)? as u64)
         }
         _ => None,
@@ -772,7 +762,7 @@ fn run_with_capacity(
         }
         (Readback::Fetched, _) => {
             let mut result = fetch_result(spec, &mut results, capacity)?;
-            result.sorted_on_host = sorted_on_host;
+            result.sorted_on_host = sorted_on_host.is_some();
             fetched = Some(result);
             ResultTable {
                 columns: Vec::new(),
