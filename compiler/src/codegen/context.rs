@@ -24,8 +24,8 @@ pub(super) struct QueryContext<'q> {
     pub tile: TileShape,
     pub buffers: Vec<BufferSpec>,
     pub status: usize,
-    /// Per hash table: its layout and buffer.
-    pub tables: Vec<(HashTableLayout, usize)>,
+    /// Per hash table: its layout and where its slots are.
+    pub tables: Vec<(HashTableLayout, TableSlots)>,
     /// Per hash table: the buffers of its rows, when it is chained.
     pub chains: Vec<Option<ChainBuffers>>,
     /// Per hash table: the `dict` column whose codes key it, when it is keyed by codes.
@@ -184,6 +184,16 @@ pub(super) struct ChainBuffers {
     pub placed: usize,
 }
 
+/// Where a hash table's slots are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TableSlots {
+    /// A buffer of the table's own (by index), which its build fills.
+    Buffer(usize),
+    /// The slots of the dense grouping the pipeline of this id ends in, probed in place
+    /// (`physical::HashTable::in_group_slots`).
+    Grouping(usize),
+}
+
 /// The buffers of a partitioning (`physical::Partitioning`).
 #[derive(Clone)]
 pub(super) struct PartitionBuffers {
@@ -228,6 +238,17 @@ impl QueryContext<'_> {
         let index = self.buffer(name, 0, ty_bytes, fill);
         self.buffers[index].per_group_slot = true;
         index
+    }
+
+    /// The buffer of hash table `table`, which a build fills (a table that is a grouping's
+    /// slots has none).
+    pub fn table_buffer(&self, table: usize) -> CodegenResult<usize> {
+        match self.tables[table].1 {
+            TableSlots::Buffer(buffer) => Ok(buffer),
+            TableSlots::Grouping(_) => Err(CodegenError::Invalid(format!(
+                "hash table {table} is a grouping's slots, not a buffer"
+            ))),
+        }
     }
 
     /// Whether `pipeline` probes a hash table whose keys repeat: a tile's rows then run in

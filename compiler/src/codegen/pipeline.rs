@@ -153,7 +153,7 @@ fn collect_params(
     push(expression_params(qc.query, &exprs));
     push(sink.size_params());
     push(vec![Param::Buffer(qc.status)]);
-    push(probe_params(qc, &pipeline.steps));
+    push(probe_params(qc, &pipeline.steps).map_err(internal)?);
     push(sink.table_params(qc));
     Ok((params, choices))
 }

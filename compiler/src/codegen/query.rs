@@ -22,7 +22,9 @@ use crate::physical::{
     Sink, Step,
 };
 
-use super::context::{coded_key, payload_fields, ChainBuffers, PartitionBuffers, QueryContext};
+use super::context::{
+    coded_key, payload_fields, ChainBuffers, PartitionBuffers, QueryContext, TableSlots,
+};
 use super::module::KernelModule;
 use super::pipeline::pipeline_to_kernel;
 use super::sinks::plan_sink;
@@ -64,6 +66,9 @@ pub(super) fn query_to_llvm(
             .iter()
             .find_map(|p| match &p.sink {
                 Sink::Build { table: t, key } if *t == table.id => Some(key.ty),
+                Sink::Aggregate { keys, .. } if table.in_group_slots && p.id == table.built_by => {
+                    keys.first().map(|(_, key)| key.ty)
+                }
                 _ => None,
             })
             .unwrap_or(DataType::I32);
@@ -92,6 +97,14 @@ pub(super) fn query_to_llvm(
             BuildKeys::Shared => HashTableLayout::new(kind, key_ty, &payload).sharing_keys(),
             BuildKeys::Chained => HashTableLayout::chained(kind, key_ty, &payload),
         };
+        if table.in_group_slots {
+            // Probed where the grouping holds them: no buffer, no build.
+            qc.tables
+                .push((layout, TableSlots::Grouping(table.built_by)));
+            qc.chains.push(None);
+            qc.coded.push(None);
+            continue;
+        }
         let buffer = qc.buffers.len();
         qc.buffers
             .push(hash_table_buffer(&format!("ht{}", table.id), &layout));
@@ -119,7 +132,7 @@ pub(super) fn query_to_llvm(
             }
             None => None,
         };
-        qc.tables.push((layout, buffer));
+        qc.tables.push((layout, TableSlots::Buffer(buffer)));
         qc.chains.push(chain);
         qc.coded.push(coded);
     }
@@ -361,7 +374,10 @@ fn group_chained_rows(
     let Some(chain) = qc.chains[table] else {
         return Ok(());
     };
-    let (layout, buffer) = &qc.tables[table];
+    let layout = &qc.tables[table].0;
+    let buffer = &qc
+        .table_buffer(table)
+        .map_err(|e| Diagnostic::internal(qc.query.span, e.to_string()))?;
     let parts = ChainKernel::starts_parts(qc.target, layout.slots());
     let mut launch = |kernel: ChainKernel, params: Vec<Param>, extent: Extent, from: &str| {
         let name = format!("tessera_q{index}_ht{table}_{}", kernel.label());

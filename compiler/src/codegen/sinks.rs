@@ -25,7 +25,7 @@ use crate::physical::{
     KeyDomain, PartitionPass, Pipeline, Sink, ThreadValue, ThreadValues,
 };
 
-use super::context::{key_translation, payload_fields, QueryContext, SinkKind};
+use super::context::{key_translation, payload_fields, QueryContext, SinkKind, TableSlots};
 use super::expr::code_origin;
 use super::kernel::Kernel;
 use super::materialize::{plan_rows, row_placement, split_rows, RowPlacement, WrittenColumn};
@@ -254,7 +254,10 @@ impl SinkPlan {
                         .flat_map(|a| std::iter::once(a.buffer).chain(a.count)),
                 )
                 .collect(),
-            SinkPlan::Build { table, .. } => vec![qc.tables[*table].1],
+            SinkPlan::Build { table, .. } => match qc.tables[*table].1 {
+                TableSlots::Buffer(buffer) => vec![buffer],
+                TableSlots::Grouping(_) => Vec::new(),
+            },
             SinkPlan::Materialize {
                 columns,
                 count_buffer,
@@ -793,8 +796,8 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let mut needed = key.columns_used();
         needed.extend(payload.iter().copied());
         self.load_columns(&needed)?;
-        let (layout, buffer) = &qc.tables[table];
-        let pointer = self.buffer(*buffer)?;
+        let layout = &qc.tables[table].0;
+        let pointer = self.buffer(qc.table_buffer(table)?)?;
         let status = self.buffer(qc.status)?;
         // Each field's tile array; `None` for the validity of a column whose tile has every
         // row valid.

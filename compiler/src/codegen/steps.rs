@@ -1,7 +1,7 @@
 //! The steps of a pipeline on one tile: filters clear flags, probes look keys up in hash tables
 //! (bringing the payload into registers), computed columns are evaluated into tile arrays.
 
-use inkwell::values::{IntValue, PointerValue};
+use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::IntPredicate;
 use tessera_grammar::ast::JoinKind;
 use tessera_grammar::Diagnostic;
@@ -9,13 +9,13 @@ use tessera_runtime::emit::Item;
 use tessera_runtime::emit::TileArray;
 use tessera_runtime::primitives::hash::{self, HashKind, HashTableLayout};
 use tessera_runtime::primitives::scan;
-use tessera_runtime::program::Param;
-use tessera_runtime::CodegenResult;
+use tessera_runtime::program::{AggregateKind, AggregateSlot, Param, ResultShape};
+use tessera_runtime::{CodegenError, CodegenResult};
 
 use crate::columns::ColumnId;
 use crate::physical::Step;
 
-use super::context::{payload_fields, PayloadField, QueryContext};
+use super::context::{payload_fields, PayloadField, QueryContext, TableSlots};
 use super::expr::Val;
 use super::kernel::{ColumnTile, Kernel, STATIC_SHARED_BYTES};
 
@@ -40,18 +40,79 @@ const BRANCH_FREE_PROBE_ABOVE: f64 = 0.5;
 const SLOTS_REQUESTED_TOGETHER_ABOVE: f64 = 0.01;
 
 /// The parameters the probes among `steps` read: each probed table's buffer and, when it is
-/// chained, its rows.
-pub(super) fn probe_params(qc: &QueryContext<'_>, steps: &[Step]) -> Vec<Param> {
+/// chained, its rows; for a table that is a grouping's slots, their presence bytes and, for an
+/// inner join, the accumulators of its payload.
+pub(super) fn probe_params(qc: &QueryContext<'_>, steps: &[Step]) -> CodegenResult<Vec<Param>> {
     let mut params = Vec::new();
     for step in steps {
-        if let Step::Probe { table, .. } = step {
-            params.push(Param::Buffer(qc.tables[*table].1));
-            if let Some(rows) = qc.chains[*table].and_then(|chain| chain.rows) {
-                params.push(Param::Buffer(rows));
+        let Step::Probe { table, kind, .. } = step else {
+            continue;
+        };
+        if let Some(slots) = group_slot_table(qc, *table)? {
+            params.push(Param::Buffer(slots.presence));
+            if *kind == JoinKind::Inner {
+                params.extend(slots.payload.iter().map(|slot| Param::Buffer(slot.buffer)));
             }
+            continue;
+        }
+        params.push(Param::Buffer(qc.table_buffer(*table)?));
+        if let Some(rows) = qc.chains[*table].and_then(|chain| chain.rows) {
+            params.push(Param::Buffer(rows));
         }
     }
-    params
+    Ok(params)
+}
+
+/// A join table that is a dense grouping's slots (`TableSlots::Grouping`): their presence
+/// bytes, and the accumulators of the table's payload columns, in its order.
+struct GroupSlotTable<'q> {
+    presence: usize,
+    payload: Vec<&'q AggregateSlot>,
+}
+
+/// Hash table `table` as the grouping slots it is, or `None` when it has a buffer of its own.
+fn group_slot_table<'q>(
+    qc: &'q QueryContext<'_>,
+    table: usize,
+) -> CodegenResult<Option<GroupSlotTable<'q>>> {
+    let TableSlots::Grouping(grouping) = qc.tables[table].1 else {
+        return Ok(None);
+    };
+    let Some(ResultShape::Dense {
+        presence,
+        aggregates,
+        ..
+    }) = qc.groupings.get(&grouping)
+    else {
+        return Err(CodegenError::Invalid(format!(
+            "hash table {table} is the slots of pipeline {grouping}, which is no dense grouping built before"
+        )));
+    };
+    // The planner takes only aggregates whose accumulators hold them as read
+    // (`Planner::groups_probed_in_place`).
+    let payload = qc.query.hash_tables[table]
+        .payload
+        .iter()
+        .map(|column| {
+            aggregates
+                .iter()
+                .find(|slot| {
+                    slot.id == column.0
+                        && slot.kind != AggregateKind::Avg
+                        && slot.count.is_none()
+                        && slot.accumulator == slot.ty
+                })
+                .ok_or_else(|| {
+                    CodegenError::Invalid(format!(
+                        "column {column} is no aggregate held as read in the slots of pipeline {grouping}"
+                    ))
+                })
+        })
+        .collect::<CodegenResult<_>>()?;
+    Ok(Some(GroupSlotTable {
+        presence: *presence,
+        payload,
+    }))
 }
 
 impl<'ctx> Kernel<'_, 'ctx, '_> {
@@ -116,13 +177,18 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             }
         };
         let key = &key;
-        let (layout, buffer) = &qc.tables[table];
-        let pointer = self.buffer(*buffer)?;
+        let layout = &qc.tables[table].0;
         let payload = match kind {
             JoinKind::Inner => payload_fields(qc.query, &qc.query.hash_tables[table].payload),
             _ => Vec::new(),
         };
         let outputs = self.payload_tiles(&payload)?;
+        if let Some(slots) = group_slot_table(qc, table)? {
+            self.probe_group_slots(layout, &slots, &payload, key, kind, &outputs)?;
+            self.attach_payload(&payload, &outputs);
+            return Ok(());
+        }
+        let pointer = self.buffer(qc.table_buffer(table)?)?;
         if layout.is_key_set() {
             return self.probe_key_set(layout, pointer, key, kind);
         }
@@ -154,6 +220,106 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         }
         self.attach_payload(&payload, &outputs);
         Ok(())
+    }
+
+    /// Probes a dense grouping's slots in place: a key's slot is its offset from the
+    /// grouping key's minimum, its presence byte says whether the key is there, and its
+    /// accumulators are the payload (`fields`: values, then a validity that is the match).
+    /// Without branches while most rows are selected, as for a perfect table (rejected items
+    /// read the first slot); else only selected items touch the slots.
+    fn probe_group_slots(
+        &self,
+        layout: &HashTableLayout,
+        slots: &GroupSlotTable<'_>,
+        fields: &[PayloadField],
+        key: &ProbeKey<'_, 'ctx>,
+        kind: JoinKind,
+        outputs: &[(usize, ColumnId, TileArray<'ctx>)],
+    ) -> CodegenResult<()> {
+        let HashKind::Perfect { min, slots: count } = layout.kind else {
+            return Err(tessera_runtime::CodegenError::Invalid(
+                "a grouping's slots are a perfect table".into(),
+            ));
+        };
+        let presence = self.buffer(slots.presence)?;
+        let em = &self.em;
+        // Only an inner join brings the payload (`probe_params` passes it only then).
+        let brought = match kind {
+            JoinKind::Inner => slots.payload.as_slice(),
+            _ => &[],
+        };
+        let accumulators = brought
+            .iter()
+            .map(|slot| Ok((self.buffer(slot.buffer)?, em.value_type(slot.accumulator))))
+            .collect::<CodegenResult<Vec<_>>>()?;
+        let branch_free = self.selected >= BRANCH_FREE_PROBE_ABOVE;
+        // The payload's fields in slot `index`: each column's accumulator, and its validity
+        // (any value is valid where the key is present).
+        let read_fields = |index: IntValue<'ctx>| -> CodegenResult<Vec<BasicValueEnum<'ctx>>> {
+            let mut values = Vec::with_capacity(fields.len());
+            for (at, field) in fields.iter().enumerate() {
+                if field.validity {
+                    values.push(em.i8().const_int(1, false).into());
+                    continue;
+                }
+                let (pointer, ty) = accumulators.get(at).ok_or_else(|| {
+                    tessera_runtime::CodegenError::Invalid("a payload field without slots".into())
+                })?;
+                let at = em.offset_ptr(*ty, *pointer, index)?;
+                values.push(em.b.build_load(*ty, at, "")?);
+            }
+            Ok(values)
+        };
+        em.for_each_item(|item: Item| {
+            let b = &em.b;
+            let flag = em.truth(em.get(self.flags, item)?.into_int_value())?;
+            let k = self.probe_key(key, item)?;
+            let value = k.value.into_int_value();
+            let value = match value.get_type().get_bit_width() {
+                64 => value,
+                _ => b.build_int_s_extend(value, em.i64(), "")?,
+            };
+            let offset = b.build_int_sub(value, em.const_i64(min), "slot")?;
+            let inside =
+                b.build_int_compare(IntPredicate::ULT, offset, em.const_i64(count as i64), "")?;
+            // A null key matches nothing.
+            let mut look = b.build_and(flag, inside, "")?;
+            if let Some(valid) = k.valid {
+                look = b.build_and(look, valid, "")?;
+            }
+            let present_at = |index: IntValue<'ctx>| -> CodegenResult<IntValue<'ctx>> {
+                let at = em.offset_ptr(em.i8().into(), presence, index)?;
+                let byte = b.build_load(em.i8(), at, "")?.into_int_value();
+                Ok(b.build_int_compare(IntPredicate::NE, byte, em.i8().const_zero(), "")?)
+            };
+            let hit = if branch_free {
+                let index = b
+                    .build_select(look, offset, em.const_i64(0), "")?
+                    .into_int_value();
+                let hit = b.build_and(look, present_at(index)?, "hit")?;
+                self.set_matched_payload(item, hit, &read_fields(index)?, outputs)?;
+                hit
+            } else {
+                for (_, _, values) in outputs {
+                    em.set(*values, item, values.elem.const_zero())?;
+                }
+                let found = em.alloca(em.i1().into(), "found")?;
+                b.build_store(found, em.i1().const_zero())?;
+                em.if_then(look, || {
+                    let hit = present_at(offset)?;
+                    b.build_store(found, hit)?;
+                    em.if_then(hit, || {
+                        let read = read_fields(offset)?;
+                        for (index, _, values) in outputs {
+                            em.set(*values, item, read[*index])?;
+                        }
+                        Ok(())
+                    })
+                })?;
+                b.build_load(em.i1(), found, "")?.into_int_value()
+            };
+            self.keep_matched(item, flag, hit, kind)
+        })
     }
 
     /// Probes a set of keys, without branching: a bit per key keeps the table small enough for
@@ -684,8 +850,8 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         Vec<(usize, ColumnId, TileArray<'ctx>)>,
     )> {
         self.load_columns(&key.columns_used())?;
-        let (layout, buffer) = &qc.tables[table];
-        let pointer = self.buffer(*buffer)?;
+        let layout = &qc.tables[table].0;
+        let pointer = self.buffer(qc.table_buffer(table)?)?;
         let outputs = self.payload_tiles(&payload_fields(
             qc.query,
             &qc.query.hash_tables[table].payload,

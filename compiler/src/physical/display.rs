@@ -223,6 +223,7 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
             }
             Sink::KeepGroups => writeln!(out, "    keep the groups selected"),
         };
+        write_group_slot_tables(out, query, pipeline.id);
     }
     if !query.constants.is_empty() {
         let constants: Vec<String> = query
@@ -307,6 +308,35 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                 )
             }
         };
+    }
+}
+
+/// The join tables that are grouping pipeline `grouping`'s slots, probed in place.
+fn write_group_slot_tables(out: &mut String, query: &PhysicalQuery, grouping: usize) {
+    let columns = &query.columns;
+    let Some(Sink::Aggregate { keys, .. }) = query.pipelines.get(grouping).map(|p| &p.sink) else {
+        return;
+    };
+    let tables = query
+        .hash_tables
+        .iter()
+        .filter(|ht| ht.in_group_slots && ht.built_by == grouping);
+    for ht in tables {
+        let HashLayout::Perfect { min, max } = ht.layout else {
+            continue;
+        };
+        let payload = if ht.payload.is_empty() {
+            String::new()
+        } else {
+            format!(" -> {}", names_of(&ht.payload, columns))
+        };
+        let _ = writeln!(
+            out,
+            "    its slots are ht{} key {}{payload}  [perfect {min}..={max}, probed in place, {}]",
+            ht.id,
+            names_of(&keys.iter().map(|(id, _)| *id).collect::<Vec<_>>(), columns),
+            size(ht.bytes(columns)),
+        );
     }
 }
 

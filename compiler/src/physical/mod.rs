@@ -208,6 +208,11 @@ pub struct HashTable {
     /// codes the table holds; the build translates its keys' codes into them (a key the probe
     /// column never holds is not inserted).
     pub key_codes_of: Option<BaseColumn>,
+    /// Whether the table is the slots of the dense grouping that pipeline `built_by` ends in,
+    /// probed where they are rather than copied into a table of their own: a key's slot is
+    /// its offset from the grouping key's minimum, the slot's presence byte says whether the
+    /// key is there, and its accumulators are the payload (`Planner::groups_probed_in_place`).
+    pub in_group_slots: bool,
 }
 
 /// What the build side's keys are known to be, and so how a key inserted twice is treated.
@@ -225,7 +230,8 @@ pub enum BuildKeys {
 impl HashTable {
     /// Whether the table is a set of keys, a bit per key (a perfect table with no payload).
     pub fn is_key_set(&self) -> bool {
-        matches!(self.layout, HashLayout::Perfect { .. })
+        !self.in_group_slots
+            && matches!(self.layout, HashLayout::Perfect { .. })
             && self.payload.is_empty()
             && self.keys != BuildKeys::Chained
     }
@@ -257,6 +263,10 @@ impl HashTable {
         };
         if self.is_key_set() {
             return slots.div_ceil(32) * 4;
+        }
+        if self.in_group_slots {
+            // A presence byte and an accumulator per payload column, each an array of its own.
+            return slots * (1 + payload);
         }
         if self.keys == BuildKeys::Chained {
             // A key, a count and a start per slot; per row a record (slot, rank, payload) and
