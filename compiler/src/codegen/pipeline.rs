@@ -193,6 +193,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
                 key,
                 kind: JoinKind::Inner,
                 selectivity,
+                ..
             } = step
             {
                 if qc.chains[*table].is_some() {

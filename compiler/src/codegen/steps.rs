@@ -41,7 +41,7 @@ const SLOTS_REQUESTED_TOGETHER_ABOVE: f64 = 0.01;
 
 /// The parameters the probes among `steps` read: each probed table's buffer and, when it is
 /// chained, its rows; for a table that is a grouping's slots, their presence bytes and, for an
-/// inner join, the accumulators of its payload.
+/// inner or left join, the accumulators of its payload.
 pub(super) fn probe_params(qc: &QueryContext<'_>, steps: &[Step]) -> CodegenResult<Vec<Param>> {
     let mut params = Vec::new();
     for step in steps {
@@ -50,7 +50,7 @@ pub(super) fn probe_params(qc: &QueryContext<'_>, steps: &[Step]) -> CodegenResu
         };
         if let Some(slots) = group_slot_table(qc, *table)? {
             params.push(Param::Buffer(slots.presence));
-            if *kind == JoinKind::Inner {
+            if matches!(kind, JoinKind::Inner | JoinKind::Left) {
                 params.extend(slots.payload.iter().map(|slot| Param::Buffer(slot.buffer)));
             }
             continue;
@@ -134,8 +134,16 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             Step::Probe {
                 table,
                 key,
+                kind: JoinKind::Left,
+                build_key,
+                ..
+            } => self.probe_left(qc, *table, key, *build_key),
+            Step::Probe {
+                table,
+                key,
                 kind,
                 selectivity,
+                ..
             } => {
                 let run = self.probe(qc, *table, key, *kind);
                 self.selected *= selectivity;
@@ -155,6 +163,62 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
             let flag = em.b.build_and(flag, keep, "")?;
             em.set(self.flags, item, em.flag(flag)?)
         })
+    }
+
+    /// A left probe: the rows probe as an inner join's would, bringing the payload where they
+    /// match, and then every row selected before stays selected, its payload (and the build
+    /// key `build_key`, defined as the probe key) valid only where it matched.
+    fn probe_left(
+        &mut self,
+        qc: &QueryContext<'_>,
+        table: usize,
+        key: &crate::expr::Expr,
+        build_key: Option<ColumnId>,
+    ) -> CodegenResult<()> {
+        let kept = self.copy_of(self.flags, "kept")?;
+        self.probe(qc, table, key, JoinKind::Inner)?;
+        let matched = self.copy_of(self.flags, "matched")?;
+        let em = &self.em;
+        em.for_each_item(|item| em.set(self.flags, item, em.get(kept, item)?))?;
+        if let Some(column) = build_key {
+            self.compute(column, key)?;
+        }
+        let em = &self.em;
+        let defined = qc.query.hash_tables[table]
+            .payload
+            .iter()
+            .copied()
+            .chain(build_key);
+        for column in defined {
+            let tile = *self.tiles.get(&column).ok_or_else(|| {
+                CodegenError::Invalid(format!("a left probe did not bring column {column}"))
+            })?;
+            let valid = em.tile_array(em.i8().into(), "matched_valid")?;
+            em.for_each_item(|item| {
+                let mut bit = em.truth(em.get(matched, item)?.into_int_value())?;
+                if let Some(own) = tile.valid {
+                    let own = em.truth(em.get(own, item)?.into_int_value())?;
+                    bit = em.b.build_and(bit, own, "")?;
+                }
+                em.set(valid, item, em.flag(bit)?)
+            })?;
+            self.tiles.insert(
+                column,
+                ColumnTile {
+                    values: tile.values,
+                    valid: Some(valid),
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// A copy of tile array `array` (a byte per item).
+    fn copy_of(&self, array: TileArray<'ctx>, name: &str) -> CodegenResult<TileArray<'ctx>> {
+        let em = &self.em;
+        let copy = em.tile_array(em.i8().into(), name)?;
+        em.for_each_item(|item| em.set(copy, item, em.get(array, item)?))?;
+        Ok(copy)
     }
 
     fn probe(

@@ -77,6 +77,7 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                     key,
                     kind,
                     selectivity,
+                    ..
                 } => {
                     let kind = match kind {
                         JoinKind::Inner => "probe",
@@ -84,18 +85,12 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                         JoinKind::Anti => "probe anti",
                         JoinKind::Left => "probe left",
                     };
-                    let payload = &query.hash_tables[*table].payload;
-                    let carried = if payload.is_empty()
-                        || !matches!(
-                            step,
-                            Step::Probe {
-                                kind: JoinKind::Inner,
-                                ..
-                            }
-                        ) {
+                    // A left probe's columns are null where no row matched.
+                    let defined = step.defines(&query.hash_tables);
+                    let carried = if defined.is_empty() {
                         String::new()
                     } else {
-                        format!(" -> {}", names_of(payload, columns))
+                        format!(" -> {}", names_of(&defined, columns))
                     };
                     writeln!(
                         out,

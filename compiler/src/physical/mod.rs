@@ -147,11 +147,15 @@ pub enum Step {
     Filter { predicate: Expr, selectivity: f64 },
     /// Looks `key` up in a hash table: a miss clears the row's flag (inner, semi), a hit does
     /// (anti); an inner probe brings the table's payload columns into registers.
+    /// A left probe (`JoinKind::Left`) keeps every row: where none matched, the payload is
+    /// null, and so is the build key's column `build_key`, which it defines as the probe key
+    /// (an inner probe is followed by a `Compute` of it instead: its rows all matched).
     Probe {
         table: usize,
         key: Expr,
         kind: JoinKind,
         selectivity: f64,
+        build_key: Option<ColumnId>,
     },
     /// Defines `column` as `expr` for the steps and sink after it.
     Compute { column: ColumnId, expr: Expr },
@@ -164,6 +168,27 @@ impl Step {
             Step::Filter { predicate, .. } => predicate,
             Step::Probe { key, .. } => key,
             Step::Compute { expr, .. } => expr,
+        }
+    }
+
+    /// The columns the step defines for the steps after it: a computed column, the payload
+    /// an inner or left probe brings (and a left probe's build key).
+    pub fn defines(&self, tables: &[HashTable]) -> Vec<ColumnId> {
+        match self {
+            Step::Filter { .. } => Vec::new(),
+            Step::Probe {
+                table,
+                kind: JoinKind::Inner | JoinKind::Left,
+                build_key,
+                ..
+            } => tables[*table]
+                .payload
+                .iter()
+                .copied()
+                .chain(*build_key)
+                .collect(),
+            Step::Probe { .. } => Vec::new(),
+            Step::Compute { column, .. } => vec![*column],
         }
     }
 }

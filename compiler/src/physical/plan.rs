@@ -1436,6 +1436,7 @@ impl Planner<'_> {
                 } else {
                     found
                 },
+                build_key: None,
             });
             // The build key's value is the probe key's: no need to store it in the table.
             if let (JoinKind::Inner, Some(key)) = (join.kind, key_column) {
@@ -1510,6 +1511,9 @@ impl Planner<'_> {
                 "a join that is not pipelined",
             ));
         };
+        if let Some(kept) = self.probed_left(&matched, join) {
+            return Ok(Flow::Pipelined(kept));
+        }
         let mut unmatched = match self.unmatched_from(&matched, join) {
             Some(unmatched) => unmatched,
             None => {
@@ -1533,6 +1537,61 @@ impl Planner<'_> {
         }
         matched.append(&mut unmatched);
         Ok(Flow::Pipelined(matched))
+    }
+
+    /// `join left` as one probe that keeps every row (`JoinKind::Left`), where each pipeline
+    /// of its inner join (`matched`) ends in a probe of a table of unique keys by the join's
+    /// key: the rows it does not match go on with the right side's columns null, rather than
+    /// through a second pipeline per input that scans them again for the anti join (TPC-H
+    /// Q21's `not exists` scanned, filtered and partitioned `lineitem` twice). `None` where a
+    /// pipeline does not end so.
+    fn probed_left(
+        &self,
+        matched: &[OpenPipeline],
+        join: &crate::logical::Join,
+    ) -> Option<Vec<OpenPipeline>> {
+        let [(left_key, _)] = join.keys.as_slice() else {
+            return None;
+        };
+        matched
+            .iter()
+            .map(|open| {
+                let at = open
+                    .steps
+                    .iter()
+                    .rposition(|step| matches!(step, Step::Probe { .. }))?;
+                let Step::Probe {
+                    table,
+                    key,
+                    kind: JoinKind::Inner,
+                    ..
+                } = &open.steps[at]
+                else {
+                    return None;
+                };
+                if key != left_key || self.hash_tables[*table].keys != BuildKeys::Unique {
+                    return None;
+                }
+                let mut kept = open.clone();
+                // The build key computed after the inner probe: the left probe defines it,
+                // null where no row matched.
+                let build_key = match kept.steps.get(at + 1) {
+                    Some(Step::Compute { column, expr }) if expr == left_key => Some(*column),
+                    _ => None,
+                };
+                if build_key.is_some() {
+                    kept.steps.remove(at + 1);
+                }
+                kept.steps[at] = Step::Probe {
+                    table: *table,
+                    key: left_key.clone(),
+                    kind: JoinKind::Left,
+                    selectivity: 1.0,
+                    build_key,
+                };
+                Some(kept)
+            })
+            .collect()
     }
 
     /// The left rows of `join` that match nothing, from the pipelines of its inner join
@@ -1559,6 +1618,7 @@ impl Planner<'_> {
                     key,
                     kind: JoinKind::Inner,
                     selectivity,
+                    ..
                 } = &open.steps[at]
                 else {
                     return None;
@@ -1573,6 +1633,7 @@ impl Planner<'_> {
                     key: left_key.clone(),
                     kind: JoinKind::Anti,
                     selectivity: 1.0 - selectivity,
+                    build_key: None,
                 });
                 Some(unmatched)
             })
@@ -1840,15 +1901,7 @@ impl Planner<'_> {
         let mut read = sink_columns(sink, &self.hash_tables);
         for step in steps {
             read.extend(step.expr().columns_used());
-            match step {
-                Step::Compute { column, .. } => produced.push(*column),
-                Step::Probe {
-                    table,
-                    kind: JoinKind::Inner,
-                    ..
-                } => produced.extend(self.hash_tables[*table].payload.iter().copied()),
-                _ => {}
-            }
+            produced.extend(step.defines(&self.hash_tables));
         }
         let mut columns = Vec::new();
         for column in read {
@@ -2368,16 +2421,7 @@ fn probe_cost(bytes: u64) -> f64 {
 /// L1, before the part table, in L2). Cheap filters on scanned columns thus drop rows before any
 /// probe touches memory.
 fn order_steps(steps: Vec<Step>, tables: &[HashTable], probe_costs: &[f64]) -> Vec<Step> {
-    let defines = |step: &Step| -> Vec<ColumnId> {
-        match step {
-            Step::Filter { .. } => vec![],
-            Step::Probe { table, kind, .. } => match kind {
-                JoinKind::Inner => tables[*table].payload.clone(),
-                _ => vec![],
-            },
-            Step::Compute { column, .. } => vec![*column],
-        }
-    };
+    let defines = |step: &Step| step.defines(tables);
     let uses = |step: &Step| -> Vec<ColumnId> { step.expr().columns_used() };
     // Filters over the same columns (`d_year >= 1992` and `d_year <= 1997`) go together, in
     // the script's order, ranked by their joint selectivity: ordered by their own estimates, two
