@@ -7,6 +7,7 @@ pub mod gpu;
 pub mod host;
 pub mod jit;
 mod readback;
+mod run_buffers;
 pub mod stream;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -29,6 +30,7 @@ use crate::result::{
 };
 pub use readback::Gathered;
 use readback::QueryBuffers;
+use run_buffers::RunBuffers;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -312,9 +314,11 @@ pub struct Timing {
     pub kernels: Vec<KernelTiming>,
     /// From the first kernel's start to the last one's end (milliseconds).
     pub query_ms: f64,
-    /// Binding, allocation and filling before the first kernel (milliseconds).
+    /// Binding, allocation and filling before the first kernel (milliseconds): of every
+    /// kernel and buffer but a device sort's that may be left to the host (`run_buffers`).
     pub setup_ms: f64,
-    /// The host's time launching the kernels, which they run behind (milliseconds).
+    /// The host's time launching the kernels, which they run behind, and binding a device
+    /// sort that runs, its buffers allocated (milliseconds).
     pub launch_ms: f64,
     /// The host's time waiting for the kernels once all were launched (milliseconds).
     pub wait_ms: f64,
@@ -588,42 +592,55 @@ fn run_with_capacity(
         }
         sizes.push(elements * u64::from(spec.element_bytes));
     }
-    let mut buffers = Vec::with_capacity(query.buffers.len());
-    for (spec, bytes) in query.buffers.iter().zip(&sizes) {
-        buffers.push(backend.buffer(spec, *bytes)?);
-    }
+    // Every kernel sure to be launched has its buffers allocated and is bound now; a device
+    // sort that may be left to the host, just before its kernels are launched.
+    let mut buffers = RunBuffers::new(&query.buffers, &sizes);
+    let surely_launched = match &query.result.host_sort {
+        Some(host) if count_rows => host.first_kernel.min(query.kernels.len()),
+        _ => query.kernels.len(),
+    };
+    let status = buffers.ensure(backend, query.result.status_buffer)?;
     let mut timing = Timing::default();
     let streaming = stream::streamed_table(backend, query, catalog)?;
     let streamed = streaming.as_ref().map(|s| s.table.as_str());
     let mut bound = Vec::with_capacity(query.kernels.len());
-    for kernel in &query.kernels {
+    let bind_next = |backend: &mut dyn Backend,
+                     buffers: &mut RunBuffers<'_>,
+                     bound: &mut Vec<BoundLaunch>|
+     -> Result<(), RuntimeError> {
+        let kernel = query
+            .kernels
+            .get(bound.len())
+            .ok_or_else(|| RuntimeError::Malformed("binding a kernel past the last".into()))?;
+        buffers.ensure_for(backend, kernel)?;
         bound.push(bind(
             backend,
             kernel,
             &query.constants,
-            &buffers,
+            buffers.addresses(),
             catalog,
             capacity,
             output_capacity,
             streamed,
         )?);
+        Ok(())
+    };
+    while bound.len() < surely_launched {
+        bind_next(backend, &mut buffers, &mut bound)?;
     }
-    let status = *buffers
-        .get(query.result.status_buffer)
-        .ok_or_else(|| RuntimeError::Malformed("no status buffer".into()))?;
     let cancel = Cancel {
         requested: cancelled,
         word: status + 4 * u64::from(crate::primitives::hash::status::CANCELLED),
     };
     timing.setup_ms = setup.elapsed().as_secs_f64() * 1e3;
     let launching = Instant::now();
-    let mut launches = Vec::with_capacity(bound.len());
+    let mut launches = Vec::with_capacity(query.kernels.len());
     let mut staged = 0;
     // Kernels waited for before the last ones were launched: their times, and their span.
     let mut waited: Option<(Vec<f64>, f64)> = None;
     // The rows written, where counted before a sort left to the host.
     let mut sorted_on_host = None;
-    for (at, (kernel, launch)) in query.kernels.iter().zip(&bound).enumerate() {
+    for (at, kernel) in query.kernels.iter().enumerate() {
         if let Some(host) = query.result.host_sort.as_ref().filter(|_| count_rows) {
             if host.first_kernel == at {
                 // The rows the sort would sort: few are sorted on the host.
@@ -634,7 +651,7 @@ fn run_with_capacity(
                         *count_buffer,
                         &mut QueryBuffers {
                             backend: &mut *backend,
-                            addresses: &buffers,
+                            addresses: buffers.addresses(),
                             sizes: &sizes,
                         },
                     )?,
@@ -648,6 +665,12 @@ fn run_with_capacity(
             }
         }
         check()?;
+        if bound.len() == at {
+            bind_next(backend, &mut buffers, &mut bound)?;
+        }
+        let launch = bound
+            .get(at)
+            .ok_or_else(|| RuntimeError::Malformed(format!("kernel {at} was not bound")))?;
         match &streaming {
             Some(streaming) if !launch.slices.is_empty() => {
                 let (count, bytes) = stream::launch_in_pieces(
@@ -666,6 +689,8 @@ fn run_with_capacity(
             }
         }
     }
+    // What the result reads exists, unless only the kernels not launched name it.
+    buffers.ensure_rest(backend, &query.kernels[launches.len()..])?;
     timing.launch_ms = launching.elapsed().as_secs_f64() * 1e3;
     let waiting = Instant::now();
     let (mut each, mut total) = backend.wait(cancel)?;
@@ -708,7 +733,7 @@ fn run_with_capacity(
     let spec = host_sorted.as_ref().unwrap_or(&query.result);
     let mut results = QueryBuffers {
         backend: &mut *backend,
-        addresses: &buffers,
+        addresses: buffers.addresses(),
         sizes: &sizes,
     };
     let words = results.read(spec.status_buffer, None)?;
