@@ -590,7 +590,8 @@ impl Planner<'_> {
     /// table's layout: where the joined relation is that grouping's groups as they are (no
     /// step over them), its one key (never null) is the build key, and each payload column is
     /// an aggregate its accumulator holds as read (a count, or a sum, min or max of a value
-    /// never null). A key's slot in the grouping is then its slot in a perfect table of the
+    /// never null), or there is none and the presence bytes cost a probe what a set of keys'
+    /// bits would. A key's slot in the grouping is then its slot in a perfect table of the
     /// key's domain, and copying the groups into one (TPC-H Q21's two groupings of 60 million
     /// orders at SF 10, a kernel and 1 GB to clear each) only duplicates them.
     fn groups_probed_in_place(
@@ -630,6 +631,11 @@ impl Planner<'_> {
             })
         };
         if !payload.iter().all(held_as_read) {
+            return None;
+        }
+        // A set of keys built as a table takes a bit per key: the grouping's presence bytes
+        // serve in its place only where a probe of them costs no more (both in the same cache).
+        if payload.is_empty() && probe_cost(domain.size) > probe_cost(domain.size.div_ceil(8)) {
             return None;
         }
         let max = domain
@@ -1498,8 +1504,9 @@ impl Planner<'_> {
         Ok(Flow::Pipelined(opens))
     }
 
-    /// `join left`: the rows of the inner join, and beside them (as in a `union all`) the left
-    /// rows the anti join keeps, with the right side's columns null.
+    /// `join left`: one probe keeping every row where the joined keys are unique
+    /// ([`Self::probed_left`]); else the rows of the inner join, and beside them (as in a
+    /// `union all`) the left rows the anti join keeps, with the right side's columns null.
     fn left_join(&mut self, join: &crate::logical::Join) -> Result<Flow, Diagnostic> {
         let with = |kind| crate::logical::Join {
             kind,
@@ -1514,17 +1521,11 @@ impl Planner<'_> {
         if let Some(kept) = self.probed_left(&matched, join) {
             return Ok(Flow::Pipelined(kept));
         }
-        let mut unmatched = match self.unmatched_from(&matched, join) {
-            Some(unmatched) => unmatched,
-            None => {
-                let Flow::Pipelined(unmatched) = self.join(&with(JoinKind::Anti))? else {
-                    return Err(Diagnostic::internal(
-                        join.span,
-                        "a join that is not pipelined",
-                    ));
-                };
-                unmatched
-            }
+        let Flow::Pipelined(mut unmatched) = self.join(&with(JoinKind::Anti))? else {
+            return Err(Diagnostic::internal(
+                join.span,
+                "a join that is not pipelined",
+            ));
         };
         for open in &mut unmatched {
             for column in join.right.output() {
@@ -1590,52 +1591,6 @@ impl Planner<'_> {
                     build_key,
                 };
                 Some(kept)
-            })
-            .collect()
-    }
-
-    /// The left rows of `join` that match nothing, from the pipelines of its inner join
-    /// (`matched`) as they were before their probe, which look into the same table: built
-    /// once from the right side, it serves both halves (a grouped right side is grouped once).
-    /// `None` where that table may hold a key twice, or was built from the left side.
-    fn unmatched_from(
-        &self,
-        matched: &[OpenPipeline],
-        join: &crate::logical::Join,
-    ) -> Option<Vec<OpenPipeline>> {
-        let [(left_key, _)] = join.keys.as_slice() else {
-            return None;
-        };
-        matched
-            .iter()
-            .map(|open| {
-                let at = open
-                    .steps
-                    .iter()
-                    .rposition(|step| matches!(step, Step::Probe { .. }))?;
-                let Step::Probe {
-                    table,
-                    key,
-                    kind: JoinKind::Inner,
-                    selectivity,
-                    ..
-                } = &open.steps[at]
-                else {
-                    return None;
-                };
-                if key != left_key || self.hash_tables[*table].keys != BuildKeys::Unique {
-                    return None;
-                }
-                let mut unmatched = open.clone();
-                unmatched.steps.truncate(at);
-                unmatched.steps.push(Step::Probe {
-                    table: *table,
-                    key: left_key.clone(),
-                    kind: JoinKind::Anti,
-                    selectivity: 1.0 - selectivity,
-                    build_key: None,
-                });
-                Some(unmatched)
             })
             .collect()
     }
