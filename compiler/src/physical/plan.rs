@@ -1384,34 +1384,28 @@ impl Planner<'_> {
             None => self.groups_probed_in_place(&builds, right_key, &payload, keys),
             Some(_) => None,
         };
-        if let Some((grouping, layout)) = in_place {
-            self.hash_tables.push(HashTable {
-                id: table,
-                built_by: grouping,
-                payload,
-                layout,
-                max_rows: build_rows,
-                estimated_rows,
-                keys,
-                key_codes_of,
-                in_group_slots: true,
-            });
-        } else {
-            let layout = self.hash_layout(right_key, sized_for);
-            if let Some(grouping) = from_groups {
-                self.check_built_from_groups(grouping, right_key, &layout, keys, join.span)?;
+        let (built_by, layout) = match in_place {
+            Some(in_place) => in_place,
+            None => {
+                let layout = self.hash_layout(right_key, sized_for);
+                if let Some(grouping) = from_groups {
+                    self.check_built_from_groups(grouping, right_key, &layout, keys, join.span)?;
+                }
+                (self.pipelines.len(), layout)
             }
-            self.hash_tables.push(HashTable {
-                id: table,
-                built_by: self.pipelines.len(),
-                payload,
-                layout,
-                max_rows: build_rows,
-                estimated_rows,
-                keys,
-                key_codes_of,
-                in_group_slots: false,
-            });
+        };
+        self.hash_tables.push(HashTable {
+            id: table,
+            built_by,
+            payload,
+            layout,
+            max_rows: build_rows,
+            estimated_rows,
+            keys,
+            key_codes_of,
+            in_group_slots: in_place.is_some(),
+        });
+        if in_place.is_none() {
             // Every pipeline of the joined relation (one per input of a `union all`) inserts
             // its rows into the same table.
             self.finish_all(
