@@ -1422,7 +1422,7 @@ fn a_script_joining_a_sorted_result_runs_in_stages() {
 }
 
 /// A semi join comparing both inputs is decorrelated into a grouping of the joined relation,
-/// which the planner joins from its slots: no stage runs, and the script compiles ahead of
+/// whose slots the planner probes in place: no stage runs, and the script compiles ahead of
 /// time into a program that gives the same answer.
 #[test]
 fn a_semi_join_comparing_both_inputs_is_decorrelated_and_planned_whole() {
@@ -1442,7 +1442,7 @@ fn a_semi_join_comparing_both_inputs_is_decorrelated_and_planned_whole() {
         "{}",
         text(&typed.stdout)
     );
-    compiles_ahead_of_time(script, &answer, "the groups of pipeline");
+    compiles_ahead_of_time(script, &answer, "probed in place");
 }
 
 /// A scalar subquery, a one-row aggregate crossed with `product`, is read from the aggregate's
@@ -1460,9 +1460,10 @@ fn a_script_crossing_a_one_row_aggregate_is_planned_whole() {
     compiles_ahead_of_time(script, &answer, "the one row of pipeline 1's aggregate");
 }
 
-/// `script` (whose answer is `answer`) is planned whole: `--emit physical` shows a pipeline
-/// reading `pipeline_input`, and its `.tqx` compiled ahead of time gives the same answer.
-fn compiles_ahead_of_time(script: &str, answer: &str, pipeline_input: &str) {
+/// `script` (whose answer is `answer`) is planned whole: `--emit physical` shows `planned`
+/// (how it reads a grouping's slots), and its `.tqx` compiled ahead of time gives the same
+/// answer.
+fn compiles_ahead_of_time(script: &str, answer: &str, planned: &str) {
     let dir = tempfile::tempdir().expect("a scratch folder");
     let file = script_in(&dir, "whole.tq", script);
     let file = file.as_str();
@@ -1477,7 +1478,7 @@ fn compiles_ahead_of_time(script: &str, answer: &str, pipeline_input: &str) {
         "host",
     ]);
     assert!(
-        text(&physical.stdout).contains(pipeline_input),
+        text(&physical.stdout).contains(planned),
         "{}",
         text(&physical.stdout)
     );
