@@ -63,9 +63,12 @@ pub(super) fn probe_params(qc: &QueryContext<'_>, steps: &[Step]) -> CodegenResu
     Ok(params)
 }
 
-/// A join table that is a dense grouping's slots (`TableSlots::Grouping`): their presence
-/// bytes, and the accumulators of the table's payload columns, in its order.
+/// A join table that is a dense grouping's slots (`TableSlots::Grouping`): the key's least
+/// value and slot count as the grouping lays them out, their presence bytes, and the
+/// accumulators of the table's payload columns, in its order.
 struct GroupSlotTable<'q> {
+    min: i64,
+    slots: u64,
     presence: usize,
     payload: Vec<&'q AggregateSlot>,
 }
@@ -79,9 +82,9 @@ fn group_slot_table<'q>(
         return Ok(None);
     };
     let Some(ResultShape::Dense {
+        keys,
         presence,
         aggregates,
-        ..
     }) = qc.groupings.get(&grouping)
     else {
         return Err(CodegenError::Invalid(format!(
@@ -109,7 +112,17 @@ fn group_slot_table<'q>(
                 })
         })
         .collect::<CodegenResult<_>>()?;
+    // The slots as the grouping's code lays them out (a `dict` key's domain may differ from
+    // the planner's range).
+    let [key] = keys.as_slice() else {
+        return Err(CodegenError::Invalid(format!(
+            "hash table {table} is the slots of a grouping by {} keys",
+            keys.len()
+        )));
+    };
     Ok(Some(GroupSlotTable {
+        min: key.min,
+        slots: key.size,
         presence: *presence,
         payload,
     }))
@@ -248,7 +261,7 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         };
         let outputs = self.payload_tiles(&payload)?;
         if let Some(slots) = group_slot_table(qc, table)? {
-            self.probe_group_slots(layout, &slots, &payload, key, kind, &outputs)?;
+            self.probe_group_slots(&slots, &payload, key, kind, &outputs)?;
             self.attach_payload(&payload, &outputs);
             return Ok(());
         }
@@ -293,18 +306,13 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
     /// read the first slot); else only selected items touch the slots.
     fn probe_group_slots(
         &self,
-        layout: &HashTableLayout,
         slots: &GroupSlotTable<'_>,
         fields: &[PayloadField],
         key: &ProbeKey<'_, 'ctx>,
         kind: JoinKind,
         outputs: &[(usize, ColumnId, TileArray<'ctx>)],
     ) -> CodegenResult<()> {
-        let HashKind::Perfect { min, slots: count } = layout.kind else {
-            return Err(tessera_runtime::CodegenError::Invalid(
-                "a grouping's slots are a perfect table".into(),
-            ));
-        };
+        let (min, count) = (slots.min, slots.slots);
         let presence = self.buffer(slots.presence)?;
         let em = &self.em;
         // Only an inner join brings the payload (`probe_params` passes it only then).
