@@ -121,13 +121,14 @@ impl CodedKey {
 
 /// The `dict` column whose codes can key `table`, if any: every probe of the table is by that
 /// one column, read from its table (a partitioning's buffers hold values) and never null, and
-/// the table is not chained (its rows are grouped by slot after the build).
+/// the table is not chained (its rows are grouped by slot after the build) nor a grouping's
+/// slots (indexed by the key's value, `HashTable::in_group_slots`).
 pub(super) fn coded_key(
     query: &PhysicalQuery,
     catalog: &Catalog,
     table: &crate::physical::HashTable,
 ) -> Option<CodedKey> {
-    if table.keys == BuildKeys::Chained {
+    if table.keys == BuildKeys::Chained || table.in_group_slots {
         return None;
     }
     let mut origin = None;

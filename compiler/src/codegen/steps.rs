@@ -112,8 +112,7 @@ fn group_slot_table<'q>(
                 })
         })
         .collect::<CodegenResult<_>>()?;
-    // The slots as the grouping's code lays them out (a `dict` key's domain may differ from
-    // the planner's range).
+    // The slots as the grouping's kernel lays them out, which the probe indexes alike.
     let [key] = keys.as_slice() else {
         return Err(CodegenError::Invalid(format!(
             "hash table {table} is the slots of a grouping by {} keys",
@@ -315,7 +314,8 @@ impl<'ctx> Kernel<'_, 'ctx, '_> {
         let (min, count) = (slots.min, slots.slots);
         let presence = self.buffer(slots.presence)?;
         let em = &self.em;
-        // Only an inner join brings the payload (`probe_params` passes it only then).
+        // Only an inner join brings the payload (a left join probes as one; `probe_params`
+        // passes the accumulators for both).
         let brought = match kind {
             JoinKind::Inner => slots.payload.as_slice(),
             _ => &[],
