@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use tessera_storage::compress::Scheme;
+use tessera_storage::compress::{Family, Scheme};
 
 /// The most parameters a GPU kernel takes one by one (2 KiB of 64-bit words, half of what
 /// PTX allows, since a parameter's size is rounded up and the limit counts them all).
@@ -96,19 +96,18 @@ impl Target {
 
 impl Target {
     /// The tile shape of a query's kernels when none is asked for, from the schemes its stored
-    /// columns are kept in (`stored`): the tile measured best for columns packed at one width
-    /// where it reads any (it holds whole blocks of 128 too, so columns in blocks are staged
-    /// in it), else the packed tile where it reads columns in blocks, else the plain tile.
+    /// columns are kept in (`stored`), by the family of each one's decoder
+    /// ([`Scheme::reading`]): the tile measured best for columns packed at one width where it
+    /// reads any (it holds whole blocks of 128 too, so columns in blocks are staged in it),
+    /// else the packed tile where it reads columns in blocks, else the plain tile.
     pub fn tile_for(self, stored: impl IntoIterator<Item = Scheme>) -> TileShape {
-        let (mut fixed_width, mut blocks) = (false, false);
-        for scheme in stored {
-            fixed_width |= scheme.is_fixed_width();
-            blocks |= scheme.has_blocks();
-        }
-        match (fixed_width, blocks) {
-            (true, _) => self.default_fixed_width_tile(),
-            (false, true) => self.default_packed_tile(),
-            (false, false) => self.default_tile(),
+        let families: Vec<Family> = stored.into_iter().map(|s| s.reading().family).collect();
+        if families.contains(&Family::FixedWidth) {
+            self.default_fixed_width_tile()
+        } else if families.contains(&Family::Blocks) {
+            self.default_packed_tile()
+        } else {
+            self.default_tile()
         }
     }
 }
@@ -164,10 +163,13 @@ mod tests {
         for mixed in [[Scheme::For, Scheme::Pack], [Scheme::Dict, Scheme::None]] {
             assert_eq!(gpu.tile_for(mixed), gpu.default_fixed_width_tile());
         }
-        assert!(crate::primitives::unpack::fits(
-            gpu,
-            gpu.default_fixed_width_tile()
-        ));
+        for scheme in Scheme::ALL {
+            assert!(crate::primitives::unpack::fits(
+                gpu,
+                gpu.default_fixed_width_tile(),
+                scheme
+            ));
+        }
         assert_eq!(
             Target::Host.tile_for([Scheme::For]),
             Target::Host.default_tile()

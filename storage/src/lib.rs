@@ -13,7 +13,7 @@
 //! | `arrow_columns` | Arrow record batches into columns: the types Tessera reads, nulls as validity |
 //! | `string_chunks` | strings read in parallel chunks, merged into one sorted dictionary |
 //! | `gen` | the SSB and Wisconsin generators (deterministic, parallel, written as Parquet), and the record of a generation that its folder keeps |
-//! | `compress` | GPU-FOR and GPU-DFOR bit-packing of integer columns (CPU encoder, reference decoder) |
+//! | `compress` | the integer columns' schemes (GPU-FOR, GPU-DFOR, `pack`, `dict`): CPU encoders, the choice between them, a reference decoder, and how a kernel reads each (`Scheme::reading`) |
 //! | `packed` | the catalog's choice of encoding per column and its cache of packed columns |
 //! | `spill` | where a run's large column buffers live: memory, or mapped unnamed files in the cache |
 //! | `error`, `progress` | one-line errors naming the file or table; progress of long work |

@@ -13,7 +13,7 @@ use tessera_grammar::{Diagnostic, DiagnosticKind};
 use tessera_runtime::primitives::{reduce, unpack};
 use tessera_runtime::program::{KernelNote, ReadPlainBecause};
 use tessera_runtime::{Target, TileShape};
-use tessera_storage::compress::Scheme;
+use tessera_storage::compress::{Scheme, MAX_BLOCK_WORDS};
 use tessera_storage::Catalog;
 
 use crate::physical::{group_copy_bytes, DenseUpdates, Input, PhysicalQuery, GROUP_COPY_BYTES};
@@ -107,7 +107,7 @@ pub(super) fn choose(
             table: table.clone(),
             column: column.clone(),
             scheme: stored,
-            block_words: unpack::MAX_BLOCK_WORDS,
+            block_words: MAX_BLOCK_WORDS,
         };
         let mut read_plain = |because| {
             choices.notes.push(KernelNote::ReadPlain {
@@ -118,10 +118,13 @@ pub(super) fn choose(
             });
             Scheme::None
         };
-        if stored.has_blocks() && !unpack::fits(qc.target, tile) {
+        let reading = stored.reading();
+        // Staged at every block's most when budgeted, at the column's widest when declared.
+        let staged_at = |block_words| reading.staged_tile(tile.items(), block_words);
+        if !unpack::fits(qc.target, tile, stored) {
             read.scheme = read_plain(ReadPlainBecause::PartialBlocks);
-        } else if stored.has_blocks() && gpu {
-            let needed = unpack::shared_bytes(tile, stored, unpack::MAX_BLOCK_WORDS);
+        } else if let (true, Some(most)) = (gpu, staged_at(MAX_BLOCK_WORDS)) {
+            let needed = most.bytes();
             if staging_budgeted + needed > STAGED_COLUMN_BYTES {
                 read.scheme = read_plain(ReadPlainBecause::SharedMemory {
                     needed,
@@ -134,7 +137,7 @@ pub(super) fn choose(
                     .packed(table, column, stored)
                     .map_err(data_error)?
                     .widest_block();
-                let bytes = unpack::shared_bytes(tile, stored, read.block_words);
+                let bytes = staged_at(read.block_words).map_or(needed, |tile| tile.bytes());
                 staged_bytes += u64::from(bytes);
                 choices.notes.push(KernelNote::Staged {
                     table: table.clone(),

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use tessera_runtime::primitives::hash::HashTableLayout;
 use tessera_runtime::program::{Assumption, BufferSpec, Fill, Param, ResultShape};
 use tessera_runtime::{CodegenError, CodegenResult, Target, TileShape};
-use tessera_storage::compress::Scheme;
+use tessera_storage::compress::{Part, Scheme};
 use tessera_storage::{Catalog, DataType};
 
 use crate::columns::ColumnId;
@@ -103,6 +103,8 @@ pub(super) fn key_translation(
 pub(super) struct CodedKey {
     pub table: String,
     pub column: String,
+    /// The column's scheme, whose codes index its dictionary.
+    pub scheme: Scheme,
     /// The dictionary's length, the table's slot count.
     pub entries: u32,
 }
@@ -113,13 +115,13 @@ impl CodedKey {
         Param::Dictionary {
             table: self.table.clone(),
             column: self.column.clone(),
-            scheme: Scheme::Dict,
+            scheme: self.scheme,
             entries: Some(self.entries),
         }
     }
 }
 
-/// The `dict` column whose codes can key `table`, if any: every probe of the table is by that
+/// The column packed with a dictionary (`dict`) whose codes can key `table`, if any: every probe of the table is by that
 /// one column, read from its table (a partitioning's buffers hold values) and never null, and
 /// the table is not chained (its rows are grouped by slot after the build) nor a grouping's
 /// slots (indexed by the key's value, `HashTable::in_group_slots`).
@@ -157,16 +159,16 @@ pub(super) fn coded_key(
         }
     }
     let origin = origin?;
+    // Codes index a dictionary of the column's values, so a key's code is its slot.
     let scheme = catalog.scheme(&origin.table, &origin.column).ok()?;
-    if scheme != Scheme::Dict {
+    if !scheme.reading().parts.contains(&Part::Dictionary) {
         return None;
     }
-    let packed = catalog
-        .packed(&origin.table, &origin.column, Scheme::Dict)
-        .ok()?;
+    let packed = catalog.packed(&origin.table, &origin.column, scheme).ok()?;
     Some(CodedKey {
         table: origin.table.clone(),
         column: origin.column.clone(),
+        scheme,
         entries: u32::try_from(packed.dictionary.len())
             .ok()
             .filter(|&n| n > 0)?,

@@ -19,7 +19,7 @@ use tessera_runtime::primitives::unpack_fixed::{
 use tessera_runtime::primitives::{load, unpack};
 use tessera_runtime::program::{Param, ResultShape};
 use tessera_runtime::{CodegenError, CodegenResult, Emitter, KernelArgs, Target, TileShape};
-use tessera_storage::compress::Scheme;
+use tessera_storage::compress::{Part, Scheme};
 use tessera_storage::{Catalog, StorageError};
 
 use crate::columns::{BaseColumn, ColumnId};
@@ -110,10 +110,11 @@ struct TileLoop<'ctx> {
     words_ahead: Vec<([inkwell::values::PhiValue<'ctx>; 3], TileWords<'ctx>)>,
 }
 
-/// The parameters through which a kernel reads stored column `origin` in `scheme`: its values
-/// (plain, at one width with their reference or dictionary, or in blocks of `block_words` with
-/// where each block starts) and, when `nullable`, its validity bytes. `Kernel::new` and
-/// `load_table_column` read them.
+/// The parameters through which a kernel reads stored column `origin` in `scheme`: a buffer
+/// per part of its reading ([`Scheme::reading`]: plain values, codes at one width with their
+/// reference or dictionary, or blocks of at most `block_words` words with where each block
+/// starts) and, when `nullable`, its validity bytes. `Kernel::new` and `load_table_column`
+/// read them.
 pub(super) fn stored_column_params(
     catalog: &Catalog,
     origin: &BaseColumn,
@@ -122,44 +123,42 @@ pub(super) fn stored_column_params(
     nullable: bool,
 ) -> Result<Vec<Param>, StorageError> {
     let (table, column) = (origin.table.clone(), origin.column.clone());
-    let mut params = Vec::new();
-    if scheme == Scheme::None {
-        params.push(Param::Column {
-            table: table.clone(),
-            column: column.clone(),
-        });
-    } else if scheme.is_fixed_width() {
-        let packed = catalog.packed(&table, &column, scheme)?;
-        let reference = match scheme {
-            Scheme::Pack => Some(packed.dictionary.first().copied().unwrap_or(0)),
-            _ => None,
-        };
-        params.push(Param::FixedWords {
-            table: table.clone(),
-            column: column.clone(),
-            scheme,
-            width: packed.width,
-            reference,
-        });
-        if reference.is_none() {
-            params.push(Param::Dictionary {
+    let parts = scheme.reading().parts;
+    let mut params = Vec::with_capacity(parts.len() + 1);
+    for part in parts {
+        params.push(match part {
+            Part::Values => Param::Column {
+                table: table.clone(),
+                column: column.clone(),
+            },
+            Part::CodesFromReference | Part::CodesIntoDictionary => {
+                let packed = catalog.packed(&table, &column, scheme)?;
+                Param::FixedWords {
+                    table: table.clone(),
+                    column: column.clone(),
+                    scheme,
+                    width: packed.width,
+                    reference: (*part == Part::CodesFromReference)
+                        .then(|| packed.dictionary.first().copied().unwrap_or(0)),
+                }
+            }
+            Part::Dictionary => Param::Dictionary {
                 table: table.clone(),
                 column: column.clone(),
                 scheme,
                 entries: None,
-            });
-        }
-    } else {
-        params.push(Param::PackedWords {
-            table: table.clone(),
-            column: column.clone(),
-            scheme,
-            block_words,
-        });
-        params.push(Param::BlockStarts {
-            table: table.clone(),
-            column: column.clone(),
-            scheme,
+            },
+            Part::BlockWords => Param::PackedWords {
+                table: table.clone(),
+                column: column.clone(),
+                scheme,
+                block_words,
+            },
+            Part::BlockStarts => Param::BlockStarts {
+                table: table.clone(),
+                column: column.clone(),
+                scheme,
+            },
         });
     }
     if nullable {

@@ -1169,7 +1169,7 @@ fn table_rows(catalog: &Catalog, table: &str) -> Result<u64, RuntimeError> {
 fn packing_changed(param: &Param, packed: &Encoded) -> Option<String> {
     match param {
         Param::PackedWords { block_words, .. }
-            if *block_words < crate::primitives::unpack::MAX_BLOCK_WORDS
+            if *block_words < tessera_storage::compress::MAX_BLOCK_WORDS
                 && packed.widest_block() > *block_words =>
         {
             Some(format!(
@@ -1357,7 +1357,7 @@ mod tests {
         assert_eq!(packing_changed(&room(widest), &blocks), None);
         assert!(packing_changed(&room(widest - 1), &blocks).is_some());
         // Host code makes room for any block.
-        let any = room(crate::primitives::unpack::MAX_BLOCK_WORDS);
+        let any = room(tessera_storage::compress::MAX_BLOCK_WORDS);
         assert_eq!(packing_changed(&any, &blocks), None);
     }
 }

@@ -18,7 +18,10 @@
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::{IntValue, PointerValue};
 use inkwell::IntPredicate;
-use tessera_storage::compress::{Scheme, BLOCK_LEN, MINIBLOCKS, MINIBLOCK_LEN};
+use tessera_storage::compress::{
+    Family, Reading, Scheme, StagedTile, BLOCK_LEN, MINIBLOCK_FIELDS, MINIBLOCK_LEN,
+    STAGING_VECTOR_WORDS as VECTOR_WORDS,
+};
 
 use crate::emit::{basic, CodegenError, CodegenResult, Emitter, Item, TileArray};
 use crate::tile::{Target, TileShape};
@@ -26,23 +29,13 @@ use crate::tile::{Target, TileShape};
 use super::load::{param_int, param_ptr};
 use super::primitive;
 
-/// Whether kernels with tiles of `tile` can read packed columns: a tile must hold whole
-/// 128-value blocks, and on the GPU a block needs a thread per miniblock of its tile.
-pub fn fits(target: Target, tile: TileShape) -> bool {
-    let blocks = tile.items() / BLOCK_LEN as u32;
-    tile.items().is_multiple_of(BLOCK_LEN as u32)
-        && (!target.is_gpu() || blocks * MINIBLOCKS as u32 <= tile.threads)
+/// Whether kernels with tiles of `tile` on `target` can decode columns in `scheme`
+/// ([`Reading::fits_tile`]).
+pub fn fits(target: Target, tile: TileShape, scheme: Scheme) -> bool {
+    scheme
+        .reading()
+        .fits_tile(tile.items(), tile.threads, target.is_gpu())
 }
-
-/// Shared memory one packed column whose blocks take at most `block_words` words takes per
-/// thread block on the GPU.
-pub fn shared_bytes(tile: TileShape, scheme: Scheme, block_words: u32) -> u32 {
-    GpuLayout::new(tile, block_words).words(tile, scheme) * 4
-}
-
-/// Words a block of any packed column can take: a DFOR base, the reference and width words,
-/// and 128 values of 32 bits.
-pub const MAX_BLOCK_WORDS: u32 = 3 + BLOCK_LEN as u32;
 
 /// A packed column as a kernel receives it: its scheme, its words (with
 /// [`DEVICE_SPARE_WORDS`] zero words after them) and its block starts.
@@ -113,7 +106,7 @@ pub fn tile_words<'ctx>(
         end: start(blocks)?,
         header: start(header_block(
             em,
-            header_lane(em, GpuLayout::new(em.tile, column.block_words))?,
+            header_lane(em, staged_tile(em, column)?)?,
             blocks,
         )?)?,
     })
@@ -127,7 +120,10 @@ pub fn stage<'ctx>(
     columns: &[(String, PackedColumn<'ctx>, TileWords<'ctx>)],
     num_items: IntValue<'ctx>,
 ) -> CodegenResult<Vec<StagedColumn<'ctx>>> {
-    if !em.target.is_gpu() || !fits(em.target, em.tile) {
+    let unfit = columns
+        .iter()
+        .any(|(_, column, _)| !fits(em.target, em.tile, column.scheme));
+    if !em.target.is_gpu() || unfit {
         return Err(CodegenError::Invalid(format!(
             "tile {} cannot stage packed columns on {}",
             em.tile, em.target
@@ -136,8 +132,11 @@ pub fn stage<'ctx>(
     let i32t: BasicTypeEnum = em.i32().into();
     let entry = em.i32().vec_type(MINIBLOCK_FIELDS);
     let vector = em.i32().vec_type(VECTOR_WORDS);
-    // Every column's layout has the same blocks and header threads; its words differ.
-    let layout = GpuLayout::new(em.tile, MAX_BLOCK_WORDS);
+    // Every column's tile has the same blocks and miniblocks; its words differ.
+    let Some((_, first, _)) = columns.first() else {
+        return Ok(Vec::new());
+    };
+    let layout = staged_tile(em, first)?;
     let blocks = blocks_in(em, num_items)?;
     let tid = em.tid()?;
 
@@ -146,24 +145,20 @@ pub fn stage<'ctx>(
     let mut staged = Vec::with_capacity(columns.len());
     let mut pending = Vec::with_capacity(columns.len());
     for (name, column, at) in columns {
-        let room = GpuLayout::new(em.tile, column.block_words);
+        let room = staged_tile(em, column)?;
         let array = |elem: BasicTypeEnum<'ctx>, len: u32, part: &str| {
             em.block_array(elem, len, &format!("tessera.unpack.{name}.{part}"))
         };
-        let dfor = match column.scheme {
-            Scheme::Dfor => Some((
-                array(i32t, layout.blocks, "bases")?,
-                array(i32t, em.tile.items(), "deltas")?,
+        let dfor = match column.scheme.reading().sums_deltas {
+            true => Some((
+                array(i32t, room.bases, "bases")?,
+                array(i32t, room.deltas, "deltas")?,
             )),
-            _ => None,
+            false => None,
         };
         staged.push(StagedColumn {
-            words: array(i32t, room.vectors * VECTOR_WORDS, "words")?,
-            miniblocks: array(
-                entry.into(),
-                layout.blocks * MINIBLOCKS as u32,
-                "miniblocks",
-            )?,
+            words: array(i32t, room.words, "words")?,
+            miniblocks: array(entry.into(), room.miniblocks, "miniblocks")?,
             dfor,
             blocks,
         });
@@ -181,8 +176,9 @@ pub fn stage<'ctx>(
         let vectors =
             em.b.build_right_shift(vectors, em.const_i32(2), false, "vectors")?;
         let last_vector = em.b.build_int_sub(vectors, em.const_i32(1), "")?;
-        let mut copies = Vec::with_capacity(room.copies_per_thread as usize);
-        for copy in 0..room.copies_per_thread {
+        let copies_per_thread = room.vectors().div_ceil(em.tile.threads);
+        let mut copies = Vec::with_capacity(copies_per_thread as usize);
+        for copy in 0..copies_per_thread {
             let index =
                 em.b.build_int_add(tid, em.const_i32(i64::from(copy * em.tile.threads)), "")?;
             let beyond =
@@ -213,7 +209,7 @@ pub fn stage<'ctx>(
     // among the block's groups of that many threads, so that one warp does not describe every
     // column while the others wait at the barrier (measured on the H100 with 128x8 tiles, SSB
     // SF 20 with `--compress auto`: geometric mean 1.35 ms with one group, 1.27 ms spread).
-    let per_column = layout.header_threads();
+    let per_column = layout.miniblocks;
     let groups = em.tile.threads / per_column;
     let group =
         em.b.build_int_unsigned_div(tid, em.const_i32(i64::from(per_column)), "")?;
@@ -301,9 +297,18 @@ fn describe_miniblock<'ctx>(
     Ok(())
 }
 
-/// The thread's place among a column's header threads: its index modulo their number.
-fn header_lane<'ctx>(em: &Emitter<'ctx, '_>, layout: GpuLayout) -> CodegenResult<IntValue<'ctx>> {
-    let per_column = em.const_i32(i64::from(layout.header_threads()));
+/// The arrays a GPU block stages a tile of `column` in ([`Reading::staged_tile`]).
+fn staged_tile(em: &Emitter<'_, '_>, column: &PackedColumn<'_>) -> CodegenResult<StagedTile> {
+    let reading: Reading = column.scheme.reading();
+    reading
+        .staged_tile(em.tile.items(), column.block_words)
+        .ok_or_else(|| CodegenError::Invalid(format!("{} is not staged", column.scheme)))
+}
+
+/// The thread's place among the threads that describe a staged tile's miniblocks, one each:
+/// its index modulo their number.
+fn header_lane<'ctx>(em: &Emitter<'ctx, '_>, tile: StagedTile) -> CodegenResult<IntValue<'ctx>> {
+    let per_column = em.const_i32(i64::from(tile.miniblocks));
     Ok(em
         .b
         .build_int_unsigned_rem(em.tid()?, per_column, "header_lane")?)
@@ -341,10 +346,12 @@ pub fn unpack<'ctx>(
     num_items: IntValue<'ctx>,
     out: TileArray<'ctx>,
 ) -> CodegenResult<()> {
-    if column.scheme == Scheme::None {
-        return Err(CodegenError::Invalid("unpack needs a packed scheme".into()));
+    if column.scheme.reading().family != Family::Blocks {
+        return Err(CodegenError::Invalid(
+            "unpack needs a scheme in blocks".into(),
+        ));
     }
-    if !fits(em.target, em.tile) {
+    if !fits(em.target, em.tile, column.scheme) {
         return Err(CodegenError::Invalid(format!(
             "tile {} cannot read packed columns on {}",
             em.tile, em.target
@@ -410,58 +417,9 @@ struct HostTile<'ctx> {
     count: IntValue<'ctx>,
 }
 
-/// Shared-memory arrays of a staged column, in 32-bit words.
-#[derive(Clone, Copy)]
-struct GpuLayout {
-    /// Tile blocks: the most 128-value blocks one tile covers.
-    blocks: u32,
-    /// The most 16-byte vectors a tile's words take.
-    vectors: u32,
-    /// 16-byte loads each thread issues to stage a tile's words.
-    copies_per_thread: u32,
-}
-
-impl GpuLayout {
-    /// The layout for a tile of `tile` whose blocks take at most `block_words` words.
-    fn new(tile: TileShape, block_words: u32) -> GpuLayout {
-        let blocks = tile.items() / BLOCK_LEN as u32;
-        // The words of the tile's blocks, the up to three before them in their 16-byte
-        // vector, and the word after them that a decoder reads (and ignores).
-        let most_words = blocks * block_words.min(MAX_BLOCK_WORDS) + 3 + 1;
-        let vectors = most_words.div_ceil(VECTOR_WORDS);
-        GpuLayout {
-            blocks,
-            vectors,
-            copies_per_thread: vectors.div_ceil(tile.threads),
-        }
-    }
-
-    /// Threads that describe one column's miniblocks, one each.
-    fn header_threads(&self) -> u32 {
-        self.blocks * MINIBLOCKS as u32
-    }
-
-    fn words(&self, tile: TileShape, scheme: Scheme) -> u32 {
-        let miniblocks = self.blocks * MINIBLOCKS as u32 * MINIBLOCK_FIELDS;
-        let dfor = if scheme == Scheme::Dfor {
-            self.blocks + tile.items()
-        } else {
-            0
-        };
-        self.vectors * VECTOR_WORDS + miniblocks + dfor
-    }
-}
-
-/// Words per 16-byte load.
-const VECTOR_WORDS: u32 = 4;
-
 /// Zero words a packed column needs after its data on the device: the GPU decoder stages whole
 /// 16-byte vectors, reaching up to three words past the last block's end.
 pub const DEVICE_SPARE_WORDS: usize = 4;
-
-/// A miniblock as the GPU decoder keeps it: the staged word its bits start at, its bit width,
-/// its block's reference, and the mask of `width` low bits, read with one 16-byte load.
-const MINIBLOCK_FIELDS: u32 = 4;
 
 fn unpack_gpu<'ctx>(
     p: &Emitter<'ctx, '_>,
@@ -686,8 +644,8 @@ fn unpack_host<'ctx>(
         let start = load_i32(p, column.block_starts, block)?;
         let start = p.b.build_int_z_extend(start, p.i64(), "")?;
         let k = in_block(p, position)?;
-        let value = match column.scheme {
-            Scheme::Dfor => {
+        let value = match column.scheme.reading().sums_deltas {
+            true => {
                 let delta_words = p.b.build_int_add(start, p.const_i64(1), "")?;
                 let delta = decode_for(p, column.words, delta_words, k)?;
                 // A block starts from its first value; later items add to the one before.
@@ -711,7 +669,7 @@ fn unpack_host<'ctx>(
                         .into_int_value();
                 p.b.build_int_add(from, delta, "")?
             }
-            _ => decode_for(p, column.words, start, k)?,
+            false => decode_for(p, column.words, start, k)?,
         };
         p.set(out, item, zero_past(p, position, column.count, value)?)
     })

@@ -23,7 +23,7 @@
 
 use inkwell::values::{IntValue, PointerValue};
 use inkwell::IntPredicate;
-use tessera_storage::compress::Scheme;
+use tessera_storage::compress::{Part, Scheme};
 
 use crate::emit::{CodegenError, CodegenResult, Emitter, Item, TileArray};
 
@@ -94,10 +94,11 @@ fn unpack_into<'ctx>(
     out: TileArray<'ctx>,
     codes: bool,
 ) -> CodegenResult<()> {
-    let base_fits = matches!(
-        (column.scheme, column.base),
-        (Scheme::Pack, CodeBase::Reference(_)) | (Scheme::Dict, CodeBase::Dictionary(_))
-    );
+    let codes_part = match column.base {
+        CodeBase::Reference(_) => Part::CodesFromReference,
+        CodeBase::Dictionary(_) => Part::CodesIntoDictionary,
+    };
+    let base_fits = column.scheme.reading().parts.contains(&codes_part);
     if !base_fits || column.width > 32 {
         return Err(CodegenError::Invalid(format!(
             "{} at {} bits is not a fixed-width scheme with its base",

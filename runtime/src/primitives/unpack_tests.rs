@@ -78,7 +78,7 @@ fn unpack_on_host(values: &[i32], scheme: Scheme, every: Option<i32>) -> Vec<i32
         } else {
             let column = PackedColumn {
                 scheme,
-                block_words: super::unpack::MAX_BLOCK_WORDS,
+                block_words: tessera_storage::compress::MAX_BLOCK_WORDS,
                 words: arg(em, 0).into_pointer_value(),
                 block_starts: arg(em, 1).into_pointer_value(),
             };

@@ -1,7 +1,8 @@
 //! Bit-packed integer columns: the GPU-FOR and GPU-DFOR formats of Shanbhag's thesis
 //! ("Interactive analytics on GPUs", chapter 5) and two whole-column formats at one bit width
-//! (`pack`, `dict`); the CPU encoders, the choice between the schemes, and a CPU reference
-//! decoder that a GPU decoder must agree with word for word.
+//! (`pack`, `dict`); the CPU encoders, the choice between the schemes, a CPU reference
+//! decoder that a GPU decoder must agree with word for word, and how a kernel reads a column
+//! in each scheme (`reading`: decoder family, tile requirement, staged shared memory, buffers).
 //!
 //! # Layout
 //!
@@ -61,8 +62,12 @@
 
 mod fixed;
 mod pack;
+mod reading;
 
 pub use fixed::{code_at, AUTO_DICTIONARY_ENTRIES};
+pub use reading::{
+    Family, Part, Reading, StagedTile, MAX_BLOCK_WORDS, MINIBLOCK_FIELDS, STAGING_VECTOR_WORDS,
+};
 #[cfg(test)]
 mod tests;
 
@@ -130,12 +135,12 @@ impl Scheme {
     /// Whether the scheme packs values in blocks of 128 with their own headers (GPU-FOR and
     /// GPU-DFOR), which a decoder finds through the block starts.
     pub fn has_blocks(self) -> bool {
-        matches!(self, Scheme::For | Scheme::Dfor)
+        self.reading().family == Family::Blocks
     }
 
     /// Whether the scheme packs the whole column at one width (`pack`, `dict`).
     pub fn is_fixed_width(self) -> bool {
-        matches!(self, Scheme::Pack | Scheme::Dict)
+        self.reading().family == Family::FixedWidth
     }
 }
 
