@@ -224,16 +224,43 @@ impl QueryContext<'_> {
     }
 
     /// The grouped result pipeline `pipeline` reads the slots of, when it runs over a
-    /// grouping's slots (`Input::Groups`).
-    pub fn grouping_read(&self, pipeline: &Pipeline) -> CodegenResult<Option<&ResultShape>> {
-        match pipeline.input {
-            Input::Groups(grouping) => self
-                .groupings
-                .get(&grouping)
-                .map(Some)
-                .ok_or_else(not_grouped),
-            _ => Ok(None),
+    /// grouping's slots (`Input::Groups`), its columns named as the pipeline reads them
+    /// (`Pipeline::renamed`).
+    pub fn grouping_read(&self, pipeline: &Pipeline) -> CodegenResult<Option<ResultShape>> {
+        let Input::Groups(grouping) = pipeline.input else {
+            return Ok(None);
+        };
+        let mut shape = self
+            .groupings
+            .get(&grouping)
+            .ok_or_else(not_grouped)?
+            .clone();
+        if !pipeline.renamed.is_empty() {
+            let name = |id: &mut u32| {
+                if let Some((name, _)) = pipeline.renamed.iter().find(|(_, of)| of.0 == *id) {
+                    *id = name.0;
+                }
+            };
+            match &mut shape {
+                ResultShape::Scalar { aggregates } => {
+                    aggregates.iter_mut().for_each(|a| name(&mut a.id))
+                }
+                ResultShape::Dense {
+                    keys, aggregates, ..
+                } => {
+                    keys.iter_mut().for_each(|k| name(&mut k.id));
+                    aggregates.iter_mut().for_each(|a| name(&mut a.id));
+                }
+                ResultShape::Hash {
+                    keys, aggregates, ..
+                } => {
+                    keys.iter_mut().for_each(|k| name(&mut k.id));
+                    aggregates.iter_mut().for_each(|a| name(&mut a.id));
+                }
+                ResultShape::Rows { .. } => return Err(not_grouped()),
+            }
         }
+        Ok(Some(shape))
     }
 
     /// A buffer with one element per slot of the grouping hash table, however large it grows.

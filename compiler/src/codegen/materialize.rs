@@ -148,7 +148,7 @@ pub(super) fn plan_rows(
     let slots = qc
         .grouping_read(pipeline)
         .map_err(|e| Diagnostic::internal(qc.query.span, e.to_string()))?
-        .map(super::groups::dense_slots);
+        .map(|groups| super::groups::dense_slots(&groups));
     let query = qc.query;
     let sink = qc.sink(SinkKind::Rows, columns);
     let count_buffer = qc.sink_buffer(sink, "rows written", |qc| {

@@ -60,7 +60,7 @@ pub(super) fn pipeline_to_kernel<'ctx>(
     if let Input::Partitioned(partitioning) = pipeline.input {
         kernel.partitioned = Some(qc.partitions[partitioning].clone());
     }
-    kernel.groups = qc.grouping_read(pipeline).map_err(internal)?.cloned();
+    kernel.groups = qc.grouping_read(pipeline).map_err(internal)?;
     let extent = match &kernel.groups {
         Some(groups) => Extent::GroupSlots(dense_slots(groups)),
         None => Extent::Tiles,
@@ -124,7 +124,7 @@ fn collect_params(
     }
     if let Some(groups) = qc.grouping_read(pipeline).map_err(internal)? {
         // The scanned columns are the grouping's keys and aggregates.
-        push(group_params(groups, &used).map_err(internal)?);
+        push(group_params(&groups, &used).map_err(internal)?);
         used.clear();
     }
     let stored: Vec<(ColumnId, &crate::columns::BaseColumn)> = used

@@ -11,7 +11,7 @@ mod dimension_chains;
 mod predicate_pushdown;
 mod schema;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use tessera_grammar::{Diagnostic, Span};
 

@@ -13,7 +13,7 @@ use crate::{ast_to_typed, typed_to_logical};
 
 /// `orders` (`o_id`, `o_customer`, `o_total`), `customers` (`c_id`, `c_region`) and `zones`
 /// (`z_id`, `z_size`).
-fn catalog() -> Catalog {
+pub(crate) fn catalog() -> Catalog {
     let ints = |values: &[i32]| Column::new(ColumnData::I32(values.to_vec().into()), None);
     let mut regions = DictionaryBuilder::default();
     for region in ["ASIA", "EUROPE", "ASIA"] {
@@ -46,7 +46,7 @@ fn catalog() -> Catalog {
 }
 
 /// The logical plan of `script`'s one query, before any rule.
-fn logical(script: &str) -> LogicalQuery {
+pub(crate) fn logical(script: &str) -> LogicalQuery {
     let catalog = catalog();
     let ast = source_to_ast(script).expect("the script parses");
     let typed = ast_to_typed(&ast, &catalog).expect("the script checks");

@@ -61,6 +61,19 @@ fn write_query(out: &mut String, index: usize, query: &PhysicalQuery) {
                 ),
             },
         };
+        if !pipeline.renamed.is_empty() {
+            // The same names on both sides are two columns: the grouping asked for again.
+            let names: Vec<&str> = pipeline
+                .renamed
+                .iter()
+                .map(|(name, _)| query.columns.get(*name).name.as_str())
+                .collect();
+            let _ = writeln!(
+                out,
+                "    read again as this part's {} (the grouping is asked for twice)",
+                names.join(", ")
+            );
+        }
         for step in &pipeline.steps {
             let _ = match step {
                 Step::Filter {

@@ -11,6 +11,7 @@ pub mod constants;
 mod display;
 mod estimate;
 mod plan;
+mod same_plan;
 
 pub use accumulators::{
     accumulator_type, counts_rows, group_copy_bytes, ThreadValue, ThreadValues, GROUP_COPY_BYTES,
@@ -67,6 +68,10 @@ pub struct Pipeline {
     pub scanned: Vec<ColumnId>,
     pub steps: Vec<Step>,
     pub sink: Sink,
+    /// Over the slots of a grouping planned for another part of the query that asks for the
+    /// same grouping again (a `let` used twice), each column read under the name this part
+    /// gives it: (its name here, the grouping's column). Empty otherwise.
+    pub renamed: Vec<(ColumnId, ColumnId)>,
 }
 
 /// Where a pipeline's rows come from.

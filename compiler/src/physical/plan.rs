@@ -17,6 +17,7 @@ use crate::expr::{AggregateExpr, Expr, ExprKind};
 use crate::logical::{LogicalPlan, LogicalQuery};
 
 use super::estimate::{Estimates, Estimator};
+use super::same_plan::canonical_text;
 use super::{
     accumulator_type, counts_rows, group_copy_bytes, range_slots, BuildKeys, DenseUpdates,
     GroupLayout, HashLayout, HashTable, HostStep, Input, KeyDomain, PartitionJoins, PartitionPass,
@@ -152,6 +153,7 @@ fn plan_query(
         host_steps: Vec::new(),
         assumptions: Vec::new(),
         unique_packed_keys: Vec::new(),
+        groupings: Vec::new(),
     };
     if let Flow::Pipelined(opens) = planner.plan(&query.plan)? {
         let columns = query.plan.output();
@@ -217,6 +219,9 @@ struct OpenPipeline {
     scanned: Vec<ColumnId>,
     steps: Vec<Step>,
     input: Input,
+    /// Over the slots of a grouping planned for another part of the query, each column it
+    /// reads: its name here, and the grouping's column (`Pipeline::renamed`).
+    renamed: Vec<(ColumnId, ColumnId)>,
 }
 
 struct Planner<'a> {
@@ -235,6 +240,17 @@ struct Planner<'a> {
     /// Keys of several columns packed into one (`packed_join_keys`) whose columns hold no
     /// combination twice, so that the packed key holds no value twice.
     unique_packed_keys: Vec<Expr>,
+    /// The groupings planned so far, for a relation grouped the same way again to read
+    /// ([`Planner::planned_grouping`]).
+    groupings: Vec<PlannedGrouping>,
+}
+
+/// A grouping pipeline and the logical grouping it runs, as [`canonical_text`].
+struct PlannedGrouping {
+    canonical: String,
+    pipeline: usize,
+    /// The grouping's keys, then its aggregates.
+    outputs: Vec<ColumnId>,
 }
 
 impl Planner<'_> {
@@ -275,6 +291,7 @@ impl Planner<'_> {
                     scanned,
                     steps,
                     input: Input::Table,
+                    renamed: Vec::new(),
                 }]))
             }
             LogicalPlan::Filter(filter) => match self.plan(&filter.input)? {
@@ -318,6 +335,9 @@ impl Planner<'_> {
             },
             LogicalPlan::Join(join) => self.join(join),
             LogicalPlan::Aggregate(aggregate) => {
+                if let Some(open) = self.planned_grouping(node) {
+                    return Ok(Flow::Pipelined(vec![open]));
+                }
                 let Flow::Pipelined(opens) = self.plan(&aggregate.input)? else {
                     // A grouped result is grouped again over its slots where they hold what
                     // it reads; else, like a sorted result, it is grouped on the host.
@@ -335,6 +355,11 @@ impl Planner<'_> {
                 let keys = constant_keys(&aggregate.input, aggregate.keys.clone());
                 let layout = self.group_layout(&keys, &aggregates, rows);
                 self.finish_all(opens, &grouping(keys, aggregates, layout)?)?;
+                self.groupings.push(PlannedGrouping {
+                    canonical: canonical_text(node, &self.columns),
+                    pipeline: self.pipelines.len() - 1,
+                    outputs: node.output(),
+                });
                 Ok(Flow::OnHost)
             }
             LogicalPlan::Sort(sort) => {
@@ -378,7 +403,13 @@ impl Planner<'_> {
     /// groups or aggregates) can read there, or `None` when there is no such grouping. A
     /// one-row aggregate is a grouping of one slot, which always holds its row.
     fn group_columns(&self) -> Option<GroupColumns> {
-        let grouping = self.pipelines.last()?;
+        self.group_columns_of(self.pipelines.len().checked_sub(1)?)
+    }
+
+    /// What a pipeline over the slots of grouping pipeline `pipeline` can read there
+    /// ([`Planner::group_columns`]).
+    fn group_columns_of(&self, pipeline: usize) -> Option<GroupColumns> {
+        let grouping = self.pipelines.get(pipeline)?;
         let Sink::Aggregate {
             keys,
             aggregates,
@@ -458,6 +489,7 @@ impl Planner<'_> {
             scanned,
             steps,
             sink,
+            renamed: Vec::new(),
         });
     }
 
@@ -547,6 +579,44 @@ impl Planner<'_> {
         }
     }
 
+    /// A grouping `plan` asks for that an earlier part of the query planned already (the same
+    /// plan but for its columns' ids: a `let` used twice), as rows flowing from that grouping's slots under the names
+    /// `plan` gives its columns (`Pipeline::renamed`); `None` where there is none, or where the slots do not hold
+    /// every column as a number, or the grouping checks its sums for overflow on the host (a
+    /// step of the first use's, which `plan` would not see).
+    fn planned_grouping(&self, plan: &LogicalPlan) -> Option<OpenPipeline> {
+        let LogicalPlan::Aggregate(aggregate) = plan else {
+            return None;
+        };
+        if self.groupings.is_empty() {
+            return None;
+        }
+        let canonical = canonical_text(plan, &self.columns);
+        let planned = self.groupings.iter().find(|g| g.canonical == canonical)?;
+        let Sink::Aggregate { aggregates, .. } = &self.pipelines[planned.pipeline].sink else {
+            return None;
+        };
+        let columns = self.group_columns_of(planned.pipeline)?;
+        if aggregates.len() != aggregate.aggregates.len()
+            || !planned.outputs.iter().all(|c| columns.numbers.contains(c))
+        {
+            return None;
+        }
+        let renamed: Vec<(ColumnId, ColumnId)> = plan
+            .output()
+            .into_iter()
+            .zip(planned.outputs.iter().copied())
+            .collect();
+        Some(OpenPipeline {
+            table: columns.table,
+            rows: columns.slots,
+            scanned: renamed.iter().map(|(name, _)| *name).collect(),
+            steps: Vec::new(),
+            renamed,
+            input: Input::Groups(planned.pipeline),
+        })
+    }
+
     /// The query's grouping, made pipeline `first_pipeline` or later, as the start of a
     /// pipeline over its slots running the host's steps since (see
     /// [`Self::host_steps_over_groups`]), which it takes; `None` when there is no such
@@ -571,6 +641,7 @@ impl Planner<'_> {
             scanned: readable,
             steps,
             input: Input::Groups(grouping),
+            renamed: Vec::new(),
         })
     }
 
@@ -1800,6 +1871,7 @@ impl Planner<'_> {
             scanned,
             steps,
             input,
+            renamed,
         } = open;
         let steps = drop_unused_computes(steps, &mut needed);
         let probe_costs: Vec<f64> = self
@@ -1829,6 +1901,7 @@ impl Planner<'_> {
                 scanned: read,
                 steps,
                 sink,
+                renamed,
             });
             return Ok(());
         }
@@ -1874,6 +1947,7 @@ impl Planner<'_> {
                 scanned: scan.scanned,
                 steps,
                 sink,
+                renamed: Vec::new(),
             }),
         }
     }
@@ -1972,6 +2046,7 @@ impl Planner<'_> {
                     partitioning: id,
                     pass,
                 },
+                renamed: Vec::new(),
             });
         }
         let rest = Scan {
