@@ -121,10 +121,11 @@ impl CodedKey {
     }
 }
 
-/// The column packed with a dictionary (`dict`) whose codes can key `table`, if any: every probe of the table is by that
-/// one column, read from its table (a partitioning's buffers hold values) and never null, and
-/// the table is not chained (its rows are grouped by slot after the build) nor a grouping's
-/// slots (indexed by the key's value, `HashTable::in_group_slots`).
+/// The column packed with a dictionary (`dict`) whose codes can key `table`, if any: every
+/// probe of the table is by that one column, read from its table (a partitioning's buffers
+/// hold values) and never null, and the table is not chained (its rows are grouped by slot
+/// after the build) nor a grouping's slots (indexed by the key's value,
+/// `HashTable::in_group_slots`).
 pub(super) fn coded_key(
     query: &PhysicalQuery,
     catalog: &Catalog,

@@ -580,10 +580,11 @@ impl Planner<'_> {
     }
 
     /// A grouping `plan` asks for that an earlier part of the query planned already (the same
-    /// plan but for its columns' ids: a `let` used twice), as rows flowing from that grouping's slots under the names
-    /// `plan` gives its columns (`Pipeline::renamed`); `None` where there is none, or where the slots do not hold
-    /// every column as a number, or the grouping checks its sums for overflow on the host (a
-    /// step of the first use's, which `plan` would not see).
+    /// plan but for its columns' ids: a `let` used twice), as rows flowing from that grouping's
+    /// slots under the names `plan` gives its columns (`Pipeline::renamed`); `None` where there
+    /// is none, or where the slots do not hold every column as a number, or the grouping checks
+    /// its sums for overflow on the host (a step of the first use's, which `plan` would not
+    /// see).
     fn planned_grouping(&self, plan: &LogicalPlan) -> Option<OpenPipeline> {
         let LogicalPlan::Aggregate(aggregate) = plan else {
             return None;

@@ -19,7 +19,7 @@ use inkwell::types::BasicTypeEnum;
 use inkwell::values::{IntValue, PointerValue};
 use inkwell::IntPredicate;
 use tessera_storage::compress::{
-    Family, Reading, Scheme, StagedTile, BLOCK_LEN, MINIBLOCK_FIELDS, MINIBLOCK_LEN,
+    Family, Scheme, StagedTile, BLOCK_LEN, MINIBLOCK_FIELDS, MINIBLOCK_LEN,
     STAGING_VECTOR_WORDS as VECTOR_WORDS,
 };
 
@@ -30,7 +30,7 @@ use super::load::{param_int, param_ptr};
 use super::primitive;
 
 /// Whether kernels with tiles of `tile` on `target` can decode columns in `scheme`
-/// ([`Reading::fits_tile`]).
+/// ([`Reading::fits_tile`](tessera_storage::compress::Reading::fits_tile)).
 pub fn fits(target: Target, tile: TileShape, scheme: Scheme) -> bool {
     scheme
         .reading()
@@ -297,10 +297,11 @@ fn describe_miniblock<'ctx>(
     Ok(())
 }
 
-/// The arrays a GPU block stages a tile of `column` in ([`Reading::staged_tile`]).
+/// The arrays a GPU block stages a tile of `column` in ([`Reading::staged_tile`](tessera_storage::compress::Reading::staged_tile)).
 fn staged_tile(em: &Emitter<'_, '_>, column: &PackedColumn<'_>) -> CodegenResult<StagedTile> {
-    let reading: Reading = column.scheme.reading();
-    reading
+    column
+        .scheme
+        .reading()
         .staged_tile(em.tile.items(), column.block_words)
         .ok_or_else(|| CodegenError::Invalid(format!("{} is not staged", column.scheme)))
 }
