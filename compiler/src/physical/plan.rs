@@ -159,8 +159,11 @@ fn plan_query(
         let columns = query.plan.output();
         planner.finish_all(opens, &Sink::Materialize { columns })?;
     }
-    planner.filter_groups_on_device();
+    // A sort of a grouping's few rows stays on the host (a device sort of the rows written
+    // out is for many: `write_groups_for_sort`), so the sort is placed first.
     planner.sort_on_device();
+    planner.compute_groups_on_device();
+    planner.filter_groups_on_device();
     let mut physical = PhysicalQuery {
         pipelines: planner.pipelines,
         hash_tables: planner.hash_tables,
@@ -175,6 +178,11 @@ fn plan_query(
     // Last, once every decision that looks at a constant's value has been taken.
     super::constants::hoist(&mut physical);
     Ok(physical)
+}
+
+/// Whether a projection computes a column (rather than only keeping or renaming columns).
+fn computes(outputs: &[(ColumnId, Expr)]) -> bool {
+    outputs.iter().any(|(id, expr)| expr.as_column() != Some(*id))
 }
 
 /// Where the rows of a subplan are.
@@ -646,6 +654,16 @@ impl Planner<'_> {
         })
     }
 
+    /// The estimator over the query's columns and those the planner added: a step after a
+    /// grouping may read the markers of `intersect` and `except`.
+    fn estimator_of_added_columns(&self) -> Estimator<'_> {
+        Estimator {
+            catalog: self.estimator.catalog,
+            columns: &self.columns,
+            remembered: self.estimator.remembered,
+        }
+    }
+
     /// Whether grouping pipeline `grouping` may hold more groups than its slots when planned:
     /// a hash table grows as the query runs (the whole query then runs again).
     fn grows(&self, grouping: usize) -> bool {
@@ -763,15 +781,25 @@ impl Planner<'_> {
     /// (`readable`, to which the computed columns are added); `None` when one does not, or
     /// when another host step (a sort, a check of a sum) came first.
     fn host_steps_over_groups(&self, readable: &mut Vec<ColumnId>) -> Option<Vec<Step>> {
+        self.steps_over_groups(&self.host_steps, readable)
+    }
+
+    /// Host steps `host_steps`, filters and computed columns, as steps of a pipeline over a
+    /// grouping's slots ([`Self::host_steps_over_groups`]).
+    fn steps_over_groups(
+        &self,
+        host_steps: &[HostStep],
+        readable: &mut Vec<ColumnId>,
+    ) -> Option<Vec<Step>> {
         let mut steps = Vec::new();
-        for step in &self.host_steps {
+        for step in host_steps {
             let new: Vec<Step> = match step {
                 HostStep::Filter(predicate) => predicate
                     .clone()
                     .into_conjuncts()
                     .into_iter()
                     .map(|predicate| Step::Filter {
-                        selectivity: self.estimator.selectivity(&predicate),
+                        selectivity: self.estimator_of_added_columns().selectivity(&predicate),
                         predicate,
                     })
                     .collect(),
@@ -887,6 +915,129 @@ impl Planner<'_> {
         true
     }
 
+    /// Runs the computed columns and filters that follow the query's grouping (TPC-H Q8's and
+    /// Q14's shares, Q17's yearly average), and the values a sort after them orders by, as
+    /// generated code, in a pipeline over its slots that writes the rows they leave
+    /// (`Sink::Materialize`), so the host only orders and takes rows and checks sums. Checks of sums come first and stay on the host, over the
+    /// written rows, which then hold each checked sum and its floating-point twin; a filter
+    /// after them stays on the host too, since a group it drops on the device would no longer
+    /// report its wrapped sum. Does nothing where a step reads what the slots do not hold as
+    /// numbers (a string other than a table's column grouped by) or a step other than a filter
+    /// or computed columns comes first.
+    fn compute_groups_on_device(&mut self) {
+        let Some(GroupColumns {
+            grouping,
+            table,
+            slots,
+            numbers,
+            string_keys,
+            one_row,
+            ..
+        }) = self.group_columns()
+        else {
+            return;
+        };
+        let Sink::Aggregate {
+            keys, aggregates, ..
+        } = &self.pipelines[grouping].sink
+        else {
+            return;
+        };
+        let mut columns: Vec<ColumnId> = keys
+            .iter()
+            .map(|(id, _)| *id)
+            .chain(aggregates.iter().map(|(id, _)| *id))
+            .collect();
+        let checks = self
+            .host_steps
+            .iter()
+            .take_while(|step| matches!(step, HostStep::CheckSum { .. }))
+            .count();
+        let moved = self.host_steps[checks..]
+            .iter()
+            .take_while(|step| match step {
+                HostStep::Project(_) => true,
+                HostStep::Filter(_) => checks == 0,
+                _ => false,
+            })
+            .count();
+        let host_steps = &self.host_steps[checks..checks + moved];
+        let mut readable = numbers;
+        let Some(mut steps) = self.steps_over_groups(host_steps, &mut readable) else {
+            return;
+        };
+        // A sort that follows by values computed from the rows' columns is given those values
+        // as columns of the rows.
+        let computed_sort_keys: Vec<usize> = match self.host_steps.get(checks + moved) {
+            Some(HostStep::Sort { keys, .. }) => {
+                let computed = |key: &crate::typed::SortKey| key.expr.as_column().is_none();
+                let computable = |key: &crate::typed::SortKey| {
+                    key.expr.ty != DataType::Str
+                        && key.expr.columns_used().iter().all(|c| readable.contains(c))
+                };
+                match keys.iter().filter(|key| computed(key)).all(computable) {
+                    true => (0..keys.len()).filter(|at| computed(&keys[*at])).collect(),
+                    false => Vec::new(),
+                }
+            }
+            _ => Vec::new(),
+        };
+        // Filters alone empty the slots of the groups they reject instead, where there is a
+        // slot to empty (`filter_groups_on_device`).
+        let computes = host_steps
+            .iter()
+            .any(|step| matches!(step, HostStep::Project(outputs) if computes(outputs)));
+        let filters = host_steps
+            .iter()
+            .any(|step| matches!(step, HostStep::Filter(_)));
+        if !computes && computed_sort_keys.is_empty() && !(one_row && filters) {
+            return;
+        }
+        for step in host_steps {
+            if let HostStep::Project(outputs) = step {
+                columns = outputs.iter().map(|(id, _)| *id).collect();
+            }
+        }
+        for step in &self.host_steps[..checks] {
+            if let HostStep::CheckSum { exact, approximate } = step {
+                for column in [exact, approximate] {
+                    if !columns.contains(column) {
+                        columns.push(*column);
+                    }
+                }
+            }
+        }
+        let written = |id: &ColumnId| readable.contains(id) || string_keys.contains(id);
+        if !columns.iter().all(written) {
+            return;
+        }
+        if let Some(HostStep::Sort { keys, .. }) = self.host_steps.get_mut(checks + moved) {
+            for at in computed_sort_keys {
+                let expr = &keys[at].expr;
+                let column = self.columns.add(ColumnInfo {
+                    name: format!("sort_key_{}", at + 1),
+                    ty: expr.ty,
+                    nullable: expr.nullable,
+                    origin: None,
+                });
+                steps.push(Step::Compute {
+                    column,
+                    expr: expr.clone(),
+                });
+                columns.push(column);
+                keys[at].expr = Expr::column(column, &self.columns, expr.span);
+            }
+        }
+        self.host_steps.drain(checks..checks + moved);
+        self.push_over_groups(
+            grouping,
+            table,
+            slots,
+            steps,
+            Sink::Materialize { columns },
+        );
+    }
+
     /// Sorts on the device when the host's first step sorts the rows the last pipeline writes
     /// out by columns of theirs: a sort by a computed value is computed and sorted here.
     fn sort_on_device(&mut self) {
@@ -917,13 +1068,6 @@ impl Planner<'_> {
         else {
             return;
         };
-        // The predicate may read the markers of `intersect` and `except`, which the planner
-        // added to the query's columns.
-        let estimator = Estimator {
-            catalog: self.estimator.catalog,
-            columns: &self.columns,
-            remembered: self.estimator.remembered,
-        };
         let mut steps = Vec::new();
         // Each leading filter's conjuncts that read only such columns; the others stay on
         // the host, where they see the groups these keep (their order does not matter: a
@@ -934,7 +1078,7 @@ impl Planner<'_> {
             for conjunct in predicate.clone().into_conjuncts() {
                 let used = conjunct.columns_used();
                 if used.iter().all(|column| readable.contains(column)) {
-                    let selectivity = estimator.selectivity(&conjunct);
+                    let selectivity = self.estimator_of_added_columns().selectivity(&conjunct);
                     steps.push(Step::Filter {
                         predicate: conjunct,
                         selectivity,
@@ -2607,6 +2751,50 @@ mod tests {
                 span: Span::default(),
             },
         )]
+    }
+
+    /// The physical plan of `script`'s query, optimized, over the optimizer tests' catalog.
+    fn physical(script: &str) -> String {
+        use crate::optimize::tests::{catalog, logical};
+        let query = crate::optimize::optimize(vec![logical(script)], None)
+            .expect("the rules apply")
+            .remove(0);
+        let planned = logical_to_pipelines(&query, &catalog(), PartitionJoins::Auto)
+            .expect("the query plans");
+        crate::physical::physical_to_string(&[planned])
+    }
+
+    #[test]
+    fn columns_computed_after_the_last_grouping_run_over_its_slots() {
+        let plan = physical(
+            "from orders | group o_customer { total = sum(o_total), n = count() }
+             | derive mean = total / n | where mean > 5.0 | sort total - n desc",
+        );
+        assert!(plan.contains("the groups of pipeline 0"), "{plan}");
+        assert!(plan.contains("compute mean"), "{plan}");
+        assert!(plan.contains("compute sort_key_1"), "{plan}");
+        assert!(plan.contains("host: sort sort_key_1 desc"), "{plan}");
+        assert!(!plan.contains("host: project"), "{plan}");
+        assert!(!plan.contains("host: filter"), "{plan}");
+    }
+
+    #[test]
+    fn a_one_row_aggregate_is_filtered_and_computed_over_its_slot() {
+        let plan = physical(
+            "from orders | aggregate { total = sum(o_total), n = count() }
+             | where n > 2 | derive mean = total / n",
+        );
+        assert!(plan.contains("the one row of pipeline 0"), "{plan}");
+        assert!(plan.contains("materialize total, n, mean"), "{plan}");
+        assert!(!plan.contains("host:"), "{plan}");
+    }
+
+    #[test]
+    fn string_results_after_a_grouping_stay_on_the_host() {
+        let plan = physical(
+            "from customers | group c_region { n = count() } | derive l = length(c_region)",
+        );
+        assert!(plan.contains("host: project"), "{plan}");
     }
 
     #[test]
