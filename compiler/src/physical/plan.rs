@@ -182,7 +182,9 @@ fn plan_query(
 
 /// Whether a projection computes a column (rather than only keeping or renaming columns).
 fn computes(outputs: &[(ColumnId, Expr)]) -> bool {
-    outputs.iter().any(|(id, expr)| expr.as_column() != Some(*id))
+    outputs
+        .iter()
+        .any(|(id, expr)| expr.as_column() != Some(*id))
 }
 
 /// Where the rows of a subplan are.
@@ -1029,13 +1031,7 @@ impl Planner<'_> {
             }
         }
         self.host_steps.drain(checks..checks + moved);
-        self.push_over_groups(
-            grouping,
-            table,
-            slots,
-            steps,
-            Sink::Materialize { columns },
-        );
+        self.push_over_groups(grouping, table, slots, steps, Sink::Materialize { columns });
     }
 
     /// Sorts on the device when the host's first step sorts the rows the last pipeline writes
