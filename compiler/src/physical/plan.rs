@@ -783,15 +783,18 @@ impl Planner<'_> {
     /// (`readable`, to which the computed columns are added); `None` when one does not, or
     /// when another host step (a sort, a check of a sum) came first.
     fn host_steps_over_groups(&self, readable: &mut Vec<ColumnId>) -> Option<Vec<Step>> {
-        self.steps_over_groups(&self.host_steps, readable)
+        self.steps_over_groups(&self.host_steps, readable, &mut Vec::new())
     }
 
     /// Host steps `host_steps`, filters and computed columns, as steps of a pipeline over a
-    /// grouping's slots ([`Self::host_steps_over_groups`]).
+    /// grouping's slots ([`Self::host_steps_over_groups`]); they may also read the strings
+    /// `codes` (as codes of the dictionary their column names), to which the strings they
+    /// compute with a dictionary of their own (`upper` of a key) are added.
     fn steps_over_groups(
         &self,
         host_steps: &[HostStep],
         readable: &mut Vec<ColumnId>,
+        codes: &mut Vec<ColumnId>,
     ) -> Option<Vec<Step>> {
         let mut steps = Vec::new();
         for step in host_steps {
@@ -817,13 +820,19 @@ impl Planner<'_> {
             };
             for step in new {
                 let expr = step.expr();
-                if expr.ty == DataType::Str
-                    || !expr.columns_used().iter().all(|c| readable.contains(c))
-                {
+                let reads = |c: &ColumnId| readable.contains(c) || codes.contains(c);
+                if !expr.columns_used().iter().all(reads) {
                     return None;
                 }
-                if let Step::Compute { column, .. } = &step {
-                    readable.push(*column);
+                match &step {
+                    Step::Compute { column, .. } if expr.ty == DataType::Str => {
+                        if self.columns.get(*column).origin.is_none() {
+                            return None;
+                        }
+                        codes.push(*column);
+                    }
+                    Step::Compute { column, .. } => readable.push(*column),
+                    _ => {}
                 }
                 steps.push(step);
             }
@@ -965,7 +974,13 @@ impl Planner<'_> {
             .count();
         let host_steps = &self.host_steps[checks..checks + moved];
         let mut readable = numbers;
-        let Some(mut steps) = self.steps_over_groups(host_steps, &mut readable) else {
+        // A string key read as its codes: where the key is a table's column (or a string
+        // function's), whose dictionary its codes index.
+        let mut codes: Vec<ColumnId> = string_keys
+            .into_iter()
+            .filter(|id| self.columns.get(*id).origin.is_some())
+            .collect();
+        let Some(mut steps) = self.steps_over_groups(host_steps, &mut readable, &mut codes) else {
             return;
         };
         // A sort that follows by values computed from the rows' columns is given those values
@@ -975,7 +990,11 @@ impl Planner<'_> {
                 let computed = |key: &crate::typed::SortKey| key.expr.as_column().is_none();
                 let computable = |key: &crate::typed::SortKey| {
                     key.expr.ty != DataType::Str
-                        && key.expr.columns_used().iter().all(|c| readable.contains(c))
+                        && key
+                            .expr
+                            .columns_used()
+                            .iter()
+                            .all(|c| readable.contains(c) || codes.contains(c))
                 };
                 match keys.iter().filter(|key| computed(key)).all(computable) {
                     true => (0..keys.len()).filter(|at| computed(&keys[*at])).collect(),
@@ -1009,7 +1028,7 @@ impl Planner<'_> {
                 }
             }
         }
-        let written = |id: &ColumnId| readable.contains(id) || string_keys.contains(id);
+        let written = |id: &ColumnId| readable.contains(id) || codes.contains(id);
         if !columns.iter().all(written) {
             return;
         }
@@ -2786,9 +2805,21 @@ mod tests {
     }
 
     #[test]
-    fn string_results_after_a_grouping_stay_on_the_host() {
+    fn a_string_key_is_read_over_the_slots_as_its_codes() {
         let plan = physical(
-            "from customers | group c_region { n = count() } | derive l = length(c_region)",
+            "from customers | group c_region { n = count() }
+             | derive l = length(c_region), lower = lower(c_region)",
+        );
+        assert!(plan.contains("compute l = length(c_region)"), "{plan}");
+        assert!(plan.contains("materialize c_region, n, l, lower"), "{plan}");
+        assert!(!plan.contains("host: project"), "{plan}");
+    }
+
+    #[test]
+    fn a_string_the_slots_do_not_hold_as_codes_stays_on_the_host() {
+        // The least region is held as a code, but returned by the host.
+        let plan = physical(
+            "from customers | group c_id { least = min(c_region) } | derive l = length(least)",
         );
         assert!(plan.contains("host: project"), "{plan}");
     }
