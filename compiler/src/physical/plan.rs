@@ -825,11 +825,12 @@ impl Planner<'_> {
                     return None;
                 }
                 match &step {
+                    // A string is written as codes of the dictionary its column names.
                     Step::Compute { column, .. } if expr.ty == DataType::Str => {
-                        if self.columns.get(*column).origin.is_none() {
-                            return None;
+                        match self.columns.get(*column).origin {
+                            Some(_) => codes.push(*column),
+                            None => return None,
                         }
-                        codes.push(*column);
                     }
                     Step::Compute { column, .. } => readable.push(*column),
                     _ => {}
