@@ -17,7 +17,7 @@ use crate::primitives::reduce::ReduceOp;
 use crate::tile::{Target, TileShape};
 
 /// Bumped whenever the format changes, so an old artifact is refused with a clear message.
-pub const FORMAT_VERSION: u32 = 21;
+pub const FORMAT_VERSION: u32 = 22;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Program {
@@ -649,8 +649,11 @@ pub enum HostOp {
     Limit(u64),
     /// Keeps rows where the expression is true.
     Filter(HostExpr),
-    /// Each row as many times as the expression (an integer) says, none when it is 0 or less.
-    Repeat(HostExpr),
+    /// Each row as many times as its column `copies` (an integer) says, none when it is 0 or
+    /// less or null.
+    Repeat {
+        copies: u32,
+    },
     /// Fails with [`RuntimeError::SumOverflow`] where the integer sum `exact` wrapped: where it
     /// lies farther than 2^63 from `approximate`, the same sum in floating point.
     ///

@@ -209,7 +209,7 @@ pub(super) fn query_to_llvm(
         ));
     };
     let mut steps = Vec::new();
-    // Ids past the query's columns, for values the host computes to sort by.
+    // Ids past the query's columns, for values the host computes to sort or repeat rows by.
     let mut next_id = query.columns.len() as u32;
     for step in &query.host_steps {
         steps.push(match step {
@@ -238,7 +238,24 @@ pub(super) fn query_to_llvm(
             }
             HostStep::Limit(n) => HostOp::Limit(*n),
             HostStep::Filter(predicate) => HostOp::Filter(super::expr::host_expr(predicate)?),
-            HostStep::Repeat(copies) => HostOp::Repeat(super::expr::host_expr(copies)?),
+            HostStep::Repeat(copies) => {
+                let copies = match copies.as_column() {
+                    Some(id) => id.0,
+                    // The count is computed into a column of its own first.
+                    None => {
+                        let expr = super::expr::host_expr(copies)?;
+                        steps.push(HostOp::Compute {
+                            id: next_id,
+                            ty: copies.ty,
+                            expr,
+                        });
+                        next_id += 1;
+                        next_id - 1
+                    }
+                };
+                steps.push(HostOp::Repeat { copies });
+                continue;
+            }
             HostStep::CheckSum { exact, approximate } => HostOp::CheckSum {
                 exact: exact.0,
                 approximate: approximate.0,

@@ -187,6 +187,24 @@ fn computes(outputs: &[(ColumnId, Expr)]) -> bool {
         .any(|(id, expr)| expr.as_column() != Some(*id))
 }
 
+/// The values a host step reads besides its rows' columns: a sort's keys, a repeat's count.
+fn values_read(step: &HostStep) -> Vec<&Expr> {
+    match step {
+        HostStep::Sort { keys, .. } => keys.iter().map(|key| &key.expr).collect(),
+        HostStep::Repeat(copies) => vec![copies],
+        _ => Vec::new(),
+    }
+}
+
+/// [`values_read`], to be replaced.
+fn values_read_mut(step: &mut HostStep) -> Vec<&mut Expr> {
+    match step {
+        HostStep::Sort { keys, .. } => keys.iter_mut().map(|key| &mut key.expr).collect(),
+        HostStep::Repeat(copies) => vec![copies],
+        _ => Vec::new(),
+    }
+}
+
 /// Where the rows of a subplan are.
 enum Flow {
     /// Flowing through pipelines that are still open: one, or one per input of a `union all`,
@@ -928,14 +946,16 @@ impl Planner<'_> {
     }
 
     /// Runs the computed columns and filters that follow the query's grouping (TPC-H Q8's and
-    /// Q14's shares, Q17's yearly average), and the values a sort after them orders by, as
-    /// generated code, in a pipeline over its slots that writes the rows they leave
-    /// (`Sink::Materialize`), so the host only orders and takes rows and checks sums. Checks of sums come first and stay on the host, over the
-    /// written rows, which then hold each checked sum and its floating-point twin; a filter
-    /// after them stays on the host too, since a group it drops on the device would no longer
-    /// report its wrapped sum. Does nothing where a step reads what the slots do not hold as
-    /// numbers (a string other than a table's column grouped by) or a step other than a filter
-    /// or computed columns comes first.
+    /// Q14's shares, Q17's yearly average), and the values the next host step reads (a sort's
+    /// keys, the count `intersect all` and `except all` repeat a row by), as generated code,
+    /// in a pipeline over its slots that writes the rows they leave (`Sink::Materialize`), so
+    /// that the host only orders, repeats and takes rows and checks sums. Checks of sums come
+    /// first and stay on the host, over the written rows, which then hold each checked sum and
+    /// its floating-point twin; a filter after them stays on the host too, since a group it
+    /// drops on the device would no longer report its wrapped sum. Does nothing where a step
+    /// reads what the slots do not hold as numbers or codes (a string other than a key of a
+    /// table's column or a string function of one), or a step other than a filter or computed
+    /// columns comes first.
     fn compute_groups_on_device(&mut self) {
         let Some(GroupColumns {
             grouping,
@@ -984,23 +1004,28 @@ impl Planner<'_> {
         let Some(mut steps) = self.steps_over_groups(host_steps, &mut readable, &mut codes) else {
             return;
         };
-        // A sort that follows by values computed from the rows' columns is given those values
-        // as columns of the rows.
-        let computed_sort_keys: Vec<usize> = match self.host_steps.get(checks + moved) {
-            Some(HostStep::Sort { keys, .. }) => {
-                let computed = |key: &crate::typed::SortKey| key.expr.as_column().is_none();
-                let computable = |key: &crate::typed::SortKey| {
-                    key.expr.ty != DataType::Str
-                        && key
-                            .expr
-                            .columns_used()
-                            .iter()
-                            .all(|c| readable.contains(c) || codes.contains(c))
-                };
-                match keys.iter().filter(|key| computed(key)).all(computable) {
-                    true => (0..keys.len()).filter(|at| computed(&keys[*at])).collect(),
-                    false => Vec::new(),
-                }
+        // The values the next host step reads (a sort's keys, a repeat's count), where they
+        // are computed from the rows' columns, are given to it as columns of the rows.
+        let next = self.host_steps.get(checks + moved);
+        let computable = |expr: &Expr| {
+            expr.ty != DataType::Str
+                && expr
+                    .columns_used()
+                    .iter()
+                    .all(|c| readable.contains(c) || codes.contains(c))
+        };
+        let computed_values: Vec<usize> = match next.map(values_read).unwrap_or_default() {
+            values
+                if values
+                    .iter()
+                    .all(|v| v.as_column().is_some() || computable(v)) =>
+            {
+                let computed = values.iter().map(|v| v.as_column().is_none());
+                computed
+                    .enumerate()
+                    .filter(|(_, c)| *c)
+                    .map(|(at, _)| at)
+                    .collect()
             }
             _ => Vec::new(),
         };
@@ -1012,7 +1037,7 @@ impl Planner<'_> {
         let filters = host_steps
             .iter()
             .any(|step| matches!(step, HostStep::Filter(_)));
-        if !computes && computed_sort_keys.is_empty() && !(one_row && filters) {
+        if !computes && computed_values.is_empty() && !(one_row && filters) {
             return;
         }
         for step in host_steps {
@@ -1033,11 +1058,16 @@ impl Planner<'_> {
         if !columns.iter().all(written) {
             return;
         }
-        if let Some(HostStep::Sort { keys, .. }) = self.host_steps.get_mut(checks + moved) {
-            for at in computed_sort_keys {
-                let expr = &keys[at].expr;
+        if let Some(next) = self.host_steps.get_mut(checks + moved) {
+            let name = match next {
+                HostStep::Repeat(_) => "copies",
+                _ => "sort_key",
+            };
+            let mut values = values_read_mut(next);
+            for at in computed_values {
+                let expr = &mut *values[at];
                 let column = self.columns.add(ColumnInfo {
-                    name: format!("sort_key_{}", at + 1),
+                    name: format!("{name}_{}", at + 1),
                     ty: expr.ty,
                     nullable: expr.nullable,
                     origin: None,
@@ -1047,7 +1077,7 @@ impl Planner<'_> {
                     expr: expr.clone(),
                 });
                 columns.push(column);
-                keys[at].expr = Expr::column(column, &self.columns, expr.span);
+                *expr = Expr::column(column, &self.columns, expr.span);
             }
         }
         self.host_steps.drain(checks..checks + moved);
@@ -2803,6 +2833,18 @@ mod tests {
         assert!(plan.contains("the one row of pipeline 0"), "{plan}");
         assert!(plan.contains("materialize total, n, mean"), "{plan}");
         assert!(!plan.contains("host:"), "{plan}");
+    }
+
+    #[test]
+    fn the_copies_intersect_all_keeps_are_counted_over_the_slots() {
+        let plan = physical(
+            "from orders | select o_customer | intersect all (from orders | select o_customer)",
+        );
+        assert!(plan.contains("compute copies_1 = case"), "{plan}");
+        assert!(
+            plan.contains("host: repeat each row copies_1 times"),
+            "{plan}"
+        );
     }
 
     #[test]

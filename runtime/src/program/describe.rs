@@ -241,7 +241,7 @@ fn host_step_text(step: &HostOp) -> String {
         HostOp::Sort(keys) => format!("sort by {} keys", keys.len()),
         HostOp::Limit(count) => format!("take {count}"),
         HostOp::Filter(_) => "filter".into(),
-        HostOp::Repeat(_) => "repeat rows".into(),
+        HostOp::Repeat { copies } => format!("repeat rows by column {copies}"),
         HostOp::CheckSum { name, .. } => format!("check `{name}` did not overflow"),
         HostOp::Compute { id, ty, .. } => format!("compute column {id} ({ty})"),
         HostOp::Aggregate { keys, aggregates } => format!(

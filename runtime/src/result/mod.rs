@@ -1426,10 +1426,11 @@ fn apply(op: &HostOp, rows: &mut Rows) -> Result<(), RuntimeError> {
                 check_row(op, row, rows)?;
             }
         }
-        HostOp::Repeat(copies) => {
+        HostOp::Repeat { copies } => {
+            let copies = rows.position(*copies)?;
             let mut repeated = Vec::with_capacity(rows.rows.len());
             for row in std::mem::take(&mut rows.rows) {
-                let times = match evaluate(copies, &row, rows)? {
+                let times = match row[copies] {
                     Value::Int(n) => usize::try_from(n).unwrap_or(0),
                     _ => 0,
                 };
