@@ -29,6 +29,25 @@ use super::module::KernelModule;
 use super::pipeline::pipeline_to_kernel;
 use super::sinks::plan_sink;
 
+/// The column of the rows a host step reads `expr` from: its own where it is a column, else
+/// a column past the query's (`next_id`) that a host `Compute` added to `steps` fills first.
+fn host_column(
+    expr: &crate::expr::Expr,
+    next_id: &mut u32,
+    steps: &mut Vec<HostOp>,
+) -> Result<u32, Diagnostic> {
+    if let Some(id) = expr.as_column() {
+        return Ok(id.0);
+    }
+    steps.push(HostOp::Compute {
+        id: *next_id,
+        ty: expr.ty,
+        expr: super::expr::host_expr(expr)?,
+    });
+    *next_id += 1;
+    Ok(*next_id - 1)
+}
+
 /// Builds each pipeline of `query` as a kernel in a module of its own, appended to `modules`,
 /// and returns the query's launch plan.
 pub(super) fn query_to_llvm(
@@ -215,44 +234,17 @@ pub(super) fn query_to_llvm(
         steps.push(match step {
             HostStep::Sort { keys, .. } => {
                 let mut ids = Vec::with_capacity(keys.len());
-                let mut computed = Vec::new();
                 for key in keys {
-                    let id = match key.expr.as_column() {
-                        Some(id) => id.0,
-                        // An expression is computed into a column of its own first.
-                        None => {
-                            computed.push(HostOp::Compute {
-                                id: next_id,
-                                ty: key.expr.ty,
-                                expr: super::expr::host_expr(&key.expr)?,
-                            });
-                            next_id += 1;
-                            next_id - 1
-                        }
-                    };
+                    let id = host_column(&key.expr, &mut next_id, &mut steps)?;
                     ids.push((id, key.descending));
                 }
-                steps.extend(computed);
                 steps.push(HostOp::Sort(ids));
                 continue;
             }
             HostStep::Limit(n) => HostOp::Limit(*n),
             HostStep::Filter(predicate) => HostOp::Filter(super::expr::host_expr(predicate)?),
             HostStep::Repeat(copies) => {
-                let copies = match copies.as_column() {
-                    Some(id) => id.0,
-                    // The count is computed into a column of its own first.
-                    None => {
-                        let expr = super::expr::host_expr(copies)?;
-                        steps.push(HostOp::Compute {
-                            id: next_id,
-                            ty: copies.ty,
-                            expr,
-                        });
-                        next_id += 1;
-                        next_id - 1
-                    }
-                };
+                let copies = host_column(copies, &mut next_id, &mut steps)?;
                 steps.push(HostOp::Repeat { copies });
                 continue;
             }

@@ -159,8 +159,8 @@ fn plan_query(
         let columns = query.plan.output();
         planner.finish_all(opens, &Sink::Materialize { columns })?;
     }
-    // A sort of a grouping's few rows stays on the host (a device sort of the rows written
-    // out is for many: `write_groups_for_sort`), so the sort is placed first.
+    // Sorts on the device are decided first: they are for many rows (`write_groups_for_sort`),
+    // and the rows `compute_groups_on_device` writes for a grouping's few are sorted here.
     planner.sort_on_device();
     planner.compute_groups_on_device();
     planner.filter_groups_on_device();
@@ -196,7 +196,7 @@ fn values_read(step: &HostStep) -> Vec<&Expr> {
     }
 }
 
-/// [`values_read`], to be replaced.
+/// The values of [`values_read`], for a pass to replace with columns it computes.
 fn values_read_mut(step: &mut HostStep) -> Vec<&mut Expr> {
     match step {
         HostStep::Sort { keys, .. } => keys.iter_mut().map(|key| &mut key.expr).collect(),
@@ -1014,30 +1014,22 @@ impl Planner<'_> {
                     .iter()
                     .all(|c| readable.contains(c) || codes.contains(c))
         };
-        let computed_values: Vec<usize> = match next.map(values_read).unwrap_or_default() {
-            values
-                if values
-                    .iter()
-                    .all(|v| v.as_column().is_some() || computable(v)) =>
-            {
-                let computed = values.iter().map(|v| v.as_column().is_none());
-                computed
-                    .enumerate()
-                    .filter(|(_, c)| *c)
-                    .map(|(at, _)| at)
-                    .collect()
-            }
-            _ => Vec::new(),
-        };
+        let values = next.map(values_read).unwrap_or_default();
+        let mut computed_values: Vec<usize> = (0..values.len())
+            .filter(|at| values[*at].as_column().is_none())
+            .collect();
+        if !computed_values.iter().all(|at| computable(values[*at])) {
+            computed_values.clear();
+        }
         // Filters alone empty the slots of the groups they reject instead, where there is a
         // slot to empty (`filter_groups_on_device`).
-        let computes = host_steps
+        let computes_columns = host_steps
             .iter()
             .any(|step| matches!(step, HostStep::Project(outputs) if computes(outputs)));
         let filters = host_steps
             .iter()
             .any(|step| matches!(step, HostStep::Filter(_)));
-        if !computes && computed_values.is_empty() && !(one_row && filters) {
+        if !computes_columns && computed_values.is_empty() && !(one_row && filters) {
             return;
         }
         for step in host_steps {
